@@ -1,0 +1,86 @@
+/**
+ * @file pool.h
+ * @brief Creating and destroying a pool: the one owning kvpool handle.
+ *
+ * A ::kvpool is made from one JSON document (see docs/config.md) and owns
+ * every buffer, table and cache it describes. Component handles that later
+ * families hand out are borrowed from it and stay valid until it is destroyed.
+ */
+#ifndef KVPOOL_POOL_H
+#define KVPOOL_POOL_H
+
+#include <stddef.h>
+
+#include "kvpool/export.h"
+#include "kvpool/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** @brief Opaque pool handle; create with kvpool_create(), release with kvpool_destroy(). */
+typedef struct kvpool kvpool;
+
+/**
+ * @brief Create a pool from a JSON configuration held in memory.
+ * @param[in]  json     The configuration text; it need not be NUL-terminated.
+ * @param[in]  json_len Length of @p json in bytes.
+ * @param[out] out      Receives the new handle; set to NULL on failure.
+ * @return #KVPOOL_OK; #KVPOOL_ERR_INVALID_ARGUMENT if @p json or @p out is NULL;
+ *         #KVPOOL_ERR_CONFIG for malformed JSON or invalid values (the message
+ *         names the JSON path, the value and what was expected);
+ *         #KVPOOL_ERR_CUDA or #KVPOOL_ERR_UNSUPPORTED if the configured device
+ *         cannot be used; #KVPOOL_ERR_HOST_MEMORY if memory runs out.
+ *
+ * Ownership: the caller owns @p *out and releases it with kvpool_destroy().
+ * The library keeps no pointer to @p json.
+ * Thread safety: safe from any thread; the new pool is then used by one thread at a time.
+ */
+KVPOOL_API kvpool_status kvpool_create(const char *json, size_t json_len, kvpool **out);
+
+/**
+ * @brief Create a pool from a JSON configuration file.
+ * @param[in]  path Path of the file (NUL-terminated).
+ * @param[out] out  Receives the new handle; set to NULL on failure.
+ * @return As kvpool_create(), plus #KVPOOL_ERR_IO if the file cannot be read.
+ *
+ * Ownership and thread safety: as kvpool_create().
+ */
+KVPOOL_API kvpool_status kvpool_create_from_file(const char *path, kvpool **out);
+
+/**
+ * @brief Destroy a pool and everything it owns.
+ * @param[in] pool A handle from kvpool_create(), or NULL (then nothing happens).
+ *
+ * A handle that is not live (already destroyed, or never made by kvpool) is
+ * detected and ignored, so finalizers of garbage-collected bindings may call
+ * this in any order and more than once.
+ * Thread safety: must not run concurrently with other calls on the same pool.
+ */
+KVPOOL_API void kvpool_destroy(kvpool *pool);
+
+/**
+ * @brief Name of the backend a pool runs on.
+ * @param[in] pool A live pool handle.
+ * @return "cpu" or "cuda" (static strings); NULL if @p pool is NULL or not a
+ *         live handle (kvpool_last_error() then says why).
+ *
+ * Thread safety: safe while no other thread destroys @p pool.
+ */
+KVPOOL_API const char *kvpool_backend(const kvpool *pool);
+
+/**
+ * @brief Number of CUDA devices this process can use.
+ * @return 0 when the library was built without CUDA, when no driver is
+ *         installed, or when no device is visible; otherwise the device count.
+ *
+ * Never fails and never initialises a device context beyond the runtime's own probe.
+ * Thread safety: safe from any thread.
+ */
+KVPOOL_API int kvpool_cuda_device_count(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KVPOOL_POOL_H */

@@ -1,0 +1,45 @@
+#include "capi/errors.hpp"
+
+namespace kvp::capi {
+namespace {
+// One message per thread; valid until this thread's next failing call.
+thread_local std::string t_last_error;
+}  // namespace
+
+kvpool_status fail(kvpool_status code, const std::string& message) {
+  try {
+    t_last_error = message;
+  } catch (...) {
+    t_last_error.clear();  // no memory for the message: keep the status
+  }
+  return code;
+}
+
+kvpool_status report(const Status& status) {
+  if (status.is_ok()) return KVPOOL_OK;
+  return fail(status.code(), status.message());
+}
+
+}  // namespace kvp::capi
+
+extern "C" {
+
+KVPOOL_API const char* kvpool_status_string(kvpool_status status) {
+  switch (status) {
+    case KVPOOL_OK: return "ok";
+    case KVPOOL_ERR_INVALID_ARGUMENT: return "invalid argument";
+    case KVPOOL_ERR_CONFIG: return "configuration error";
+    case KVPOOL_ERR_OUT_OF_MEMORY: return "out of pool memory (recoverable)";
+    case KVPOOL_ERR_CUDA: return "CUDA error";
+    case KVPOOL_ERR_UNSUPPORTED: return "unsupported";
+    case KVPOOL_ERR_INTERNAL: return "internal error";
+    case KVPOOL_ERR_BUFFER_TOO_SMALL: return "buffer too small";
+    case KVPOOL_ERR_IO: return "I/O error";
+    case KVPOOL_ERR_HOST_MEMORY: return "out of host memory";
+  }
+  return "unknown status";
+}
+
+KVPOOL_API const char* kvpool_last_error(void) { return kvp::capi::t_last_error.c_str(); }
+
+}  // extern "C"

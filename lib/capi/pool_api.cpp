@@ -1,0 +1,173 @@
+// extern "C" entry points of pool.h and plan.h.
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include "backend/device.hpp"
+#include "capi/errors.hpp"
+#include "capi/handles.hpp"
+#include "capi/pool_handle.hpp"
+#include "kvpool/plan.h"
+#include "kvpool/pool.h"
+
+namespace kvp::capi {
+namespace {
+
+using backend::DeviceMemory;
+
+// Memory of the configured device, queried only when mem_fraction needs it.
+Status device_memory_for(const config::Config& c, DeviceMemory* memory, const DeviceMemory** use) {
+  *use = nullptr;
+  if (!c.pool.mem_fraction) return Status::ok();
+  if (c.pool.device == config::DeviceKind::kCuda) {
+    KVPOOL_RETURN_IF_ERROR(backend::cuda_memory(c.pool.device_index, memory));
+  } else {
+    KVPOOL_RETURN_IF_ERROR(backend::host_memory(memory));
+  }
+  *use = memory;
+  return Status::ok();
+}
+
+Status plan_from_json(const char* json, size_t json_len, config::Config* c, plan::Plan* p) {
+  KVPOOL_RETURN_IF_ERROR(config::parse_config(json, json_len, c));
+  DeviceMemory memory;
+  const DeviceMemory* use = nullptr;
+  KVPOOL_RETURN_IF_ERROR(device_memory_for(*c, &memory, &use));
+  return plan::compute_plan(*c, use, p);
+}
+
+Status check_plan_out(const kvpool_plan_info* out) {
+  if (out == nullptr) return Status::invalid("plan: out is NULL");
+  if (out->struct_size < sizeof(kvpool_plan_info)) {
+    return Status::invalid("plan: out->struct_size is " + std::to_string(out->struct_size) + ", expected at least " +
+                           std::to_string(sizeof(kvpool_plan_info)) + " (use KVPOOL_PLAN_INFO_INIT)");
+  }
+  return Status::ok();
+}
+
+void write_plan(const plan::Plan& p, kvpool_plan_info* out) {
+  kvpool_plan_info info = KVPOOL_PLAN_INFO_INIT;
+  info.page_size = p.page_size;
+  info.kv_bytes_per_token = p.kv_bytes_per_token;
+  info.full_bytes_per_token = p.full_bytes_per_token;
+  info.swa_bytes_per_token = p.swa_bytes_per_token;
+  info.max_total_tokens = p.max_total_tokens;
+  info.swa_tokens = p.swa_tokens;
+  info.num_pages = p.num_pages;
+  info.max_running_requests = p.max_running_requests;
+  info.max_context_len = p.max_context_len;
+  info.req_rows = p.req_rows;
+  info.num_layers = p.num_layers;
+  info.kv_heads_per_rank = p.kv_heads_per_rank;
+  info.mamba_layers = p.mamba_layers;
+  info.mamba_state_bytes = p.mamba_state_bytes;
+  info.mamba_slots = p.mamba_slots;
+  info.kv_memory_bytes = p.kv_memory_bytes;
+  info.req_table_bytes = p.req_table_bytes;
+  info.mamba_memory_bytes = p.mamba_memory_bytes;
+  info.total_memory_bytes = p.total_memory_bytes;
+  // Never write past what the caller's struct holds; keep its struct_size.
+  const uint32_t caller_size = out->struct_size;
+  std::memcpy(out, &info, sizeof(info));
+  out->struct_size = caller_size;
+}
+
+Status create_pool(const char* json, size_t json_len, kvpool** out) {
+  if (out == nullptr) return Status::invalid("kvpool_create: out is NULL");
+  *out = nullptr;
+  if (json == nullptr) return Status::invalid("kvpool_create: json is NULL");
+  auto pool = std::make_unique<::kvpool>();
+  KVPOOL_RETURN_IF_ERROR(plan_from_json(json, json_len, &pool->config, &pool->plan));
+  if (pool->config.pool.device == config::DeviceKind::kCuda) {
+    KVPOOL_RETURN_IF_ERROR(backend::cuda_check_device(pool->config.pool.device_index));
+  }
+  register_handle(pool.get(), HandleKind::kPool);
+  *out = pool.release();
+  return Status::ok();
+}
+
+Status read_file(const char* path, std::string* text) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) return Status::io(std::string("cannot open \"") + path + "\": " + std::strerror(errno));
+  std::ostringstream buffer;
+  buffer << file.rdbuf();
+  if (file.bad()) return Status::io(std::string("cannot read \"") + path + "\": " + std::strerror(errno));
+  *text = buffer.str();
+  return Status::ok();
+}
+
+}  // namespace
+}  // namespace kvp::capi
+
+using kvp::Status;
+using kvp::capi::guarded;
+using kvp::capi::HandleKind;
+using kvp::capi::is_live_handle;
+
+extern "C" {
+
+KVPOOL_API kvpool_status kvpool_create(const char* json, size_t json_len, kvpool** out) {
+  return guarded("kvpool_create", [&] { return kvp::capi::create_pool(json, json_len, out); });
+}
+
+KVPOOL_API kvpool_status kvpool_create_from_file(const char* path, kvpool** out) {
+  return guarded("kvpool_create_from_file", [&]() -> Status {
+    if (out == nullptr) return Status::invalid("kvpool_create_from_file: out is NULL");
+    *out = nullptr;
+    if (path == nullptr) return Status::invalid("kvpool_create_from_file: path is NULL");
+    std::string text;
+    KVPOOL_RETURN_IF_ERROR(kvp::capi::read_file(path, &text));
+    Status st = kvp::capi::create_pool(text.data(), text.size(), out);
+    if (!st.is_ok()) return Status(st.code(), std::string(path) + ": " + st.message());
+    return st;
+  });
+}
+
+KVPOOL_API void kvpool_destroy(kvpool* pool) {
+  if (pool == nullptr) return;
+  // Only a live handle is deleted; a stale or foreign pointer is ignored.
+  if (kvp::capi::unregister_handle(pool, HandleKind::kPool)) delete pool;
+}
+
+KVPOOL_API const char* kvpool_backend(const kvpool* pool) {
+  if (!is_live_handle(pool, HandleKind::kPool)) {
+    kvp::capi::fail(KVPOOL_ERR_INVALID_ARGUMENT, "kvpool_backend: pool is NULL or not a live kvpool handle");
+    return nullptr;
+  }
+  return pool->config.pool.device == kvp::config::DeviceKind::kCuda ? "cuda" : "cpu";
+}
+
+KVPOOL_API int kvpool_cuda_device_count(void) {
+  try {
+    return kvp::backend::cuda_device_count();
+  } catch (...) {
+    return 0;
+  }
+}
+
+KVPOOL_API kvpool_status kvpool_plan(const char* json, size_t json_len, kvpool_plan_info* out) {
+  return guarded("kvpool_plan", [&]() -> Status {
+    if (json == nullptr) return Status::invalid("kvpool_plan: json is NULL");
+    KVPOOL_RETURN_IF_ERROR(kvp::capi::check_plan_out(out));
+    kvp::config::Config c;
+    kvp::plan::Plan p;
+    KVPOOL_RETURN_IF_ERROR(kvp::capi::plan_from_json(json, json_len, &c, &p));
+    kvp::capi::write_plan(p, out);
+    return Status::ok();
+  });
+}
+
+KVPOOL_API kvpool_status kvpool_get_plan(const kvpool* pool, kvpool_plan_info* out) {
+  return guarded("kvpool_get_plan", [&]() -> Status {
+    if (!is_live_handle(pool, HandleKind::kPool)) {
+      return Status::invalid("kvpool_get_plan: pool is NULL or not a live kvpool handle");
+    }
+    KVPOOL_RETURN_IF_ERROR(kvp::capi::check_plan_out(out));
+    kvp::capi::write_plan(pool->plan, out);
+    return Status::ok();
+  });
+}
+
+}  // extern "C"
