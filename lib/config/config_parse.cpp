@@ -204,7 +204,7 @@ Status parse_pool(const cJSON* obj, const ModelConfig& m, PoolConfig* p) {
   KVPOOL_RETURN_IF_ERROR(parse_device(r, p));
   KVPOOL_RETURN_IF_ERROR(
       read_dtype(r, "kv_dtype", {"f32", "f16", "bf16", "fp8_e4m3", "fp8_e5m2", "fp4_e2m1"}, &p->kv_dtype));
-  std::optional<int64_t> page, ctx, mode_unused;
+  std::optional<int64_t> page, ctx;
   KVPOOL_RETURN_IF_ERROR(r.get_int("page_size", 1, 4096, false, &page));
   if (page && !is_power_of_two(*page)) {
     return r.error_at("page_size", std::to_string(*page), "a power of two in [1, 4096]");

@@ -1,0 +1,29 @@
+// Fuzz target: arbitrary bytes as a configuration. Whatever the input, the
+// library must not crash, must answer with a known status, and a pool that
+// can be created must report the same plan as kvpool_plan().
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+
+#include "kvpool/kvpool.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const char* json = reinterpret_cast<const char*>(data);
+  kvpool_plan_info planned = KVPOOL_PLAN_INFO_INIT;
+  kvpool_status plan_status = kvpool_plan(json, size, &planned);
+  if (plan_status > KVPOOL_ERR_HOST_MEMORY) std::abort();
+
+  kvpool* pool = nullptr;
+  kvpool_status create_status = kvpool_create(json, size, &pool);
+  if (create_status != KVPOOL_OK) {
+    if (pool != nullptr) std::abort();  // failure leaves the handle NULL
+    if (kvpool_last_error()[0] == '\0') std::abort();  // and always says why
+    return 0;
+  }
+  if (plan_status != KVPOOL_OK) std::abort();  // create succeeded, so planning must too
+  kvpool_plan_info from_pool = KVPOOL_PLAN_INFO_INIT;
+  if (kvpool_get_plan(pool, &from_pool) != KVPOOL_OK) std::abort();
+  if (std::memcmp(&from_pool, &planned, sizeof(planned)) != 0) std::abort();
+  kvpool_destroy(pool);
+  return 0;
+}
