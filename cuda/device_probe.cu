@@ -38,7 +38,7 @@ Status cuda_check_device(int index) {
   return Status::ok();
 }
 
-Status cuda_memory(int index, DeviceMemory* out) {
+Status cuda_memory(int index, MemoryInfo* out) {
   KVPOOL_RETURN_IF_ERROR(cuda_check_device(index));
   int previous = 0;
   cudaGetDevice(&previous);

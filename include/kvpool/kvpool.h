@@ -14,5 +14,10 @@
 #include "kvpool/status.h"
 #include "kvpool/pool.h"
 #include "kvpool/plan.h"
+#include "kvpool/req.h"
+#include "kvpool/alloc.h"
+#include "kvpool/buffers.h"
+#include "kvpool/mamba.h"
+#include "kvpool/check.h"
 
 #endif /* KVPOOL_KVPOOL_H */

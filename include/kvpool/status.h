@@ -42,7 +42,9 @@ typedef enum kvpool_status {
   /** A file could not be opened, read or written; the message carries the path and the system error. */
   KVPOOL_ERR_IO = 8,
   /** Host (system) memory could not be allocated. */
-  KVPOOL_ERR_HOST_MEMORY = 9
+  KVPOOL_ERR_HOST_MEMORY = 9,
+  /** kvpool_check() found a leaked or double-owned slot, page, row or state slot. */
+  KVPOOL_ERR_CHECK_FAILED = 10
 } kvpool_status;
 
 /**

@@ -1,4 +1,5 @@
 // Device probe for builds without CUDA (KVPOOL_WITH_CUDA=OFF).
+#include "backend/backend.hpp"
 #include "backend/device.hpp"
 
 namespace kvp::backend {
@@ -10,6 +11,8 @@ Status cuda_check_device(int index) {
                              ": this build of kvpool has no CUDA backend (configured with KVPOOL_WITH_CUDA=OFF)");
 }
 
-Status cuda_memory(int index, DeviceMemory*) { return cuda_check_device(index); }
+Status cuda_memory(int index, MemoryInfo*) { return cuda_check_device(index); }
+
+Status make_cuda_backend(int device, std::unique_ptr<Backend>*) { return cuda_check_device(device); }
 
 }  // namespace kvp::backend

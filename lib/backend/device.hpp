@@ -10,7 +10,7 @@
 
 namespace kvp::backend {
 
-struct DeviceMemory {
+struct MemoryInfo {
   uint64_t free_bytes = 0;
   uint64_t total_bytes = 0;
 };
@@ -23,9 +23,9 @@ int cuda_device_count();
 Status cuda_check_device(int index);
 
 // Free/total memory of CUDA device `index`.
-Status cuda_memory(int index, DeviceMemory* out);
+Status cuda_memory(int index, MemoryInfo* out);
 
 // Available/total physical memory of the host (from /proc/meminfo).
-Status host_memory(DeviceMemory* out);
+Status host_memory(MemoryInfo* out);
 
 }  // namespace kvp::backend

@@ -6,7 +6,7 @@
 
 namespace kvp::backend {
 
-Status host_memory(DeviceMemory* out) {
+Status host_memory(MemoryInfo* out) {
   std::ifstream meminfo("/proc/meminfo");
   if (!meminfo) return Status::io("host memory: cannot read /proc/meminfo");
   uint64_t total_kib = 0, available_kib = 0;

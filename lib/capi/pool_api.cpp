@@ -15,10 +15,10 @@
 namespace kvp::capi {
 namespace {
 
-using backend::DeviceMemory;
+using backend::MemoryInfo;
 
 // Memory of the configured device, queried only when mem_fraction needs it.
-Status device_memory_for(const config::Config& c, DeviceMemory* memory, const DeviceMemory** use) {
+Status device_memory_for(const config::Config& c, MemoryInfo* memory, const MemoryInfo** use) {
   *use = nullptr;
   if (!c.pool.mem_fraction) return Status::ok();
   if (c.pool.device == config::DeviceKind::kCuda) {
@@ -32,8 +32,8 @@ Status device_memory_for(const config::Config& c, DeviceMemory* memory, const De
 
 Status plan_from_json(const char* json, size_t json_len, config::Config* c, plan::Plan* p) {
   KVPOOL_RETURN_IF_ERROR(config::parse_config(json, json_len, c));
-  DeviceMemory memory;
-  const DeviceMemory* use = nullptr;
+  MemoryInfo memory;
+  const MemoryInfo* use = nullptr;
   KVPOOL_RETURN_IF_ERROR(device_memory_for(*c, &memory, &use));
   return plan::compute_plan(*c, use, p);
 }
@@ -80,9 +80,7 @@ Status create_pool(const char* json, size_t json_len, kvpool** out) {
   if (json == nullptr) return Status::invalid("kvpool_create: json is NULL");
   auto pool = std::make_unique<::kvpool>();
   KVPOOL_RETURN_IF_ERROR(plan_from_json(json, json_len, &pool->config, &pool->plan));
-  if (pool->config.pool.device == config::DeviceKind::kCuda) {
-    KVPOOL_RETURN_IF_ERROR(backend::cuda_check_device(pool->config.pool.device_index));
-  }
+  KVPOOL_RETURN_IF_ERROR(build_pool(pool.get()));
   register_handle(pool.get(), HandleKind::kPool);
   *out = pool.release();
   return Status::ok();

@@ -1,10 +1,49 @@
-// The object behind the public `kvpool*` handle.
+// The object behind the public `kvpool*` handle: the configuration, its plan,
+// and every component the configuration asks for.
 #pragma once
 
+#include <cstdint>
+#include <memory>
+
+#include "alloc/paged_allocator.hpp"
+#include "alloc/swa_allocator.hpp"
+#include "backend/backend.hpp"
 #include "config/config.hpp"
+#include "mamba/mamba_pool.hpp"
 #include "plan/plan.hpp"
+#include "pool/kv_buffers.hpp"
+#include "req/request_table.hpp"
+
+namespace kvp {
+
+// Counters reported by kvpool_get_stats().
+struct Counters {
+  uint64_t alloc_calls = 0;
+  uint64_t free_calls = 0;
+  uint64_t alloc_failures = 0;
+  uint64_t rejected_calls = 0;
+};
+
+}  // namespace kvp
 
 struct kvpool {
   kvp::config::Config config;
   kvp::plan::Plan plan;
+  std::unique_ptr<kvp::backend::Backend> backend;
+  // Exactly one of the two KV allocators exists.
+  std::unique_ptr<kvp::alloc::PagedAllocator> paged;
+  std::unique_ptr<kvp::alloc::SwaAllocator> swa;
+  std::unique_ptr<kvp::req::RequestTable> requests;
+  std::unique_ptr<kvp::mamba::MambaPool> mamba;  // hybrid_linear only
+  std::unique_ptr<kvp::pool::KvBuffers> kv;
+  kvp::Counters counters;
+  uint64_t backup_token = 0;  // 0 = no active snapshot
+  uint64_t next_backup_token = 1;
 };
+
+namespace kvp::capi {
+
+// Builds every component of a pool whose config and plan are set.
+Status build_pool(::kvpool* pool);
+
+}  // namespace kvp::capi

@@ -58,6 +58,7 @@ struct PoolConfig {
   std::optional<int64_t> mamba_cache_size;
   double mamba_full_memory_ratio = 0.9;
   bool mamba_extra_buffer = false;
+  int64_t mamba_spec_draft_tokens = 0;  // > 0: speculative intermediate state buffers
 };
 
 struct ParallelConfig {

@@ -239,7 +239,7 @@ Status parse_pool(const cJSON* obj, const ModelConfig& m, PoolConfig* p) {
   for (const char* key : {"swa_full_tokens_ratio"}) {
     if (r.has(key) && !swa) return Status::config(r.path_of(key) + ": only used with attention \"swa\"");
   }
-  for (const char* key : {"mamba_cache_size", "mamba_full_memory_ratio", "mamba_extra_buffer"}) {
+  for (const char* key : {"mamba_cache_size", "mamba_full_memory_ratio", "mamba_extra_buffer", "mamba_spec_draft_tokens"}) {
     if (r.has(key) && !hybrid) return Status::config(r.path_of(key) + ": only used with attention \"hybrid_linear\"");
   }
   std::optional<double> ratio;
@@ -252,6 +252,9 @@ Status parse_pool(const cJSON* obj, const ModelConfig& m, PoolConfig* p) {
   std::optional<bool> extra;
   KVPOOL_RETURN_IF_ERROR(r.get_bool("mamba_extra_buffer", false, &extra));
   p->mamba_extra_buffer = extra.value_or(false);
+  std::optional<int64_t> draft;
+  KVPOOL_RETURN_IF_ERROR(r.get_int("mamba_spec_draft_tokens", 0, 64, false, &draft));
+  p->mamba_spec_draft_tokens = draft.value_or(0);
   return r.finish();
 }
 

@@ -80,7 +80,7 @@ uint64_t bytes_per_token_per_layer(const Config& c) {
   return 0;
 }
 
-Status compute_plan(const Config& c, const DeviceMemory* memory, Plan* out) {
+Status compute_plan(const Config& c, const MemoryInfo* memory, Plan* out) {
   const config::PoolConfig& pool = c.pool;
   const Attention variant = c.model.attention;
   Plan p;
@@ -100,8 +100,9 @@ Status compute_plan(const Config& c, const DeviceMemory* memory, Plan* out) {
   p.swa_bytes_per_token = per_layer * p.swa_layers;
   if (variant == Attention::kHybridLinear) {
     const config::MambaConfig& m = c.model.mamba;
-    p.mamba_state_bytes = uint64_t(p.mamba_layers) * (product(m.conv_shape) * config::dtype_bytes(m.conv_dtype) +
-                                                      product(m.ssm_shape) * config::dtype_bytes(m.ssm_dtype));
+    p.mamba_conv_bytes = product(m.conv_shape) * config::dtype_bytes(m.conv_dtype);
+    p.mamba_ssm_bytes = product(m.ssm_shape) * config::dtype_bytes(m.ssm_dtype);
+    p.mamba_state_bytes = uint64_t(p.mamba_layers) * (p.mamba_conv_bytes + p.mamba_ssm_bytes);
   }
 
   // Token capacity: from a memory budget (minus the mamba share), capped by max_total_tokens.
@@ -208,7 +209,10 @@ Status compute_plan(const Config& c, const DeviceMemory* memory, Plan* out) {
       break;
   }
   p.req_table_bytes = uint64_t(p.req_rows) * p.max_context_len * sizeof(int32_t);
-  p.mamba_memory_bytes = p.mamba_slots > 0 ? (p.mamba_slots + 1) * p.mamba_state_bytes : 0;
+  // Speculative decoding keeps per-draft-token states for every running request (+1 padding).
+  p.mamba_intermediate_bytes = uint64_t(pool.mamba_spec_draft_tokens) * (requests + 1) * p.mamba_state_bytes;
+  p.mamba_memory_bytes =
+      (p.mamba_slots > 0 ? (p.mamba_slots + 1) * p.mamba_state_bytes : 0) + p.mamba_intermediate_bytes;
   p.total_memory_bytes = p.kv_memory_bytes + p.req_table_bytes + p.mamba_memory_bytes;
   *out = p;
   return Status::ok();

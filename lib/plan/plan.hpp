@@ -10,7 +10,7 @@
 
 namespace kvp::plan {
 
-using backend::DeviceMemory;
+using backend::MemoryInfo;
 
 struct Plan {
   uint32_t page_size = 0;
@@ -30,6 +30,9 @@ struct Plan {
   uint32_t mamba_layers = 0;
   uint64_t mamba_state_bytes = 0;
   uint64_t mamba_slots = 0;
+  uint64_t mamba_conv_bytes = 0;          // one slot, one layer
+  uint64_t mamba_ssm_bytes = 0;           // one slot, one layer
+  uint64_t mamba_intermediate_bytes = 0;  // speculative buffers, all layers
   uint64_t kv_memory_bytes = 0;
   uint64_t req_table_bytes = 0;
   uint64_t mamba_memory_bytes = 0;
@@ -42,6 +45,6 @@ struct Plan {
 uint64_t bytes_per_token_per_layer(const config::Config& c);
 
 // Computes the plan. `memory` is needed only when the config uses mem_fraction.
-Status compute_plan(const config::Config& c, const DeviceMemory* memory, Plan* out);
+Status compute_plan(const config::Config& c, const MemoryInfo* memory, Plan* out);
 
 }  // namespace kvp::plan

@@ -1,0 +1,196 @@
+// The CUDA backend's memory primitives: device allocations, zeroing, host
+// transfers and batched row copies (one kernel launch per batch). Calls are
+// synchronous: they return when the device work is done.
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "backend/backend.hpp"
+#include "kvpool/buffers.h"
+
+namespace kvp::backend {
+namespace {
+
+Status cuda_status(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return Status::ok();
+  return Status::cuda(std::string(what) + ": " + cudaGetErrorName(e) + ": " + cudaGetErrorString(e));
+}
+
+#define KVPOOL_CUDA_TRY(expr, what) KVPOOL_RETURN_IF_ERROR(cuda_status((expr), (what)))
+
+// One block per row (grid-stride over rows); 16-byte words when everything is aligned.
+__global__ void copy_rows_kernel(char* dst, size_t dst_stride, const int64_t* dst_rows, const char* src,
+                                 size_t src_stride, const int64_t* src_rows, size_t row_bytes, size_t n,
+                                 bool vectorized) {
+  for (size_t i = blockIdx.x; i < n; i += gridDim.x) {
+    const size_t d = dst_rows != nullptr ? static_cast<size_t>(dst_rows[i]) : i;
+    const size_t s = src_rows != nullptr ? static_cast<size_t>(src_rows[i]) : i;
+    char* out = dst + d * dst_stride;
+    const char* in = src + s * src_stride;
+    if (vectorized) {
+      const size_t words = row_bytes / 16;
+      for (size_t w = threadIdx.x; w < words; w += blockDim.x) {
+        reinterpret_cast<int4*>(out)[w] = reinterpret_cast<const int4*>(in)[w];
+      }
+    } else {
+      for (size_t b = threadIdx.x; b < row_bytes; b += blockDim.x) out[b] = in[b];
+    }
+  }
+}
+
+bool aligned16(const void* p, size_t stride, size_t bytes) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0 && stride % 16 == 0 && bytes % 16 == 0;
+}
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(int device) : device_(device) {}
+  ~CudaBackend() override {
+    if (index_scratch_ != nullptr || staging_ != nullptr) {
+      cudaSetDevice(device_);
+      if (index_scratch_ != nullptr) cudaFree(index_scratch_);
+      if (staging_ != nullptr) cudaFree(staging_);
+    }
+  }
+
+  int device_type() const override { return KVPOOL_DEVICE_CUDA; }
+  int device_id() const override { return device_; }
+  const char* name() const override { return "cuda"; }
+
+  Status allocate(size_t bytes, void** out) override {
+    KVPOOL_CUDA_TRY(cudaSetDevice(device_), "cudaSetDevice");
+    void* p = nullptr;
+    cudaError_t e = cudaMalloc(&p, bytes == 0 ? 1 : bytes);
+    if (e == cudaErrorMemoryAllocation) {
+      cudaGetLastError();
+      return Status::cuda("cannot allocate " + std::to_string(bytes) + " bytes on cuda:" + std::to_string(device_) +
+                          " (cudaErrorMemoryAllocation)");
+    }
+    KVPOOL_CUDA_TRY(e, "cudaMalloc");
+    e = cudaMemset(p, 0, bytes);
+    if (e != cudaSuccess) cudaFree(p);
+    KVPOOL_CUDA_TRY(e, "cudaMemset");
+    *out = p;
+    return Status::ok();
+  }
+  void deallocate(void* p) noexcept override {
+    cudaSetDevice(device_);
+    cudaFree(p);
+  }
+  Status zero(void* dst, size_t bytes) override {
+    KVPOOL_CUDA_TRY(cudaSetDevice(device_), "cudaSetDevice");
+    KVPOOL_CUDA_TRY(cudaMemset(dst, 0, bytes), "cudaMemset");
+    return Status::ok();
+  }
+  Status copy_rows(const RowCopy& c) override {
+    if (c.n == 0 || c.row_bytes == 0) return Status::ok();
+    KVPOOL_CUDA_TRY(cudaSetDevice(device_), "cudaSetDevice");
+    // Upload the host index arrays into one device scratch buffer.
+    const size_t index_bytes = c.n * sizeof(int64_t);
+    KVPOOL_RETURN_IF_ERROR(reserve_indices(2 * index_bytes));
+    int64_t* dst_rows = nullptr;
+    int64_t* src_rows = nullptr;
+    if (c.dst_rows != nullptr) {
+      dst_rows = index_scratch_;
+      KVPOOL_CUDA_TRY(cudaMemcpy(dst_rows, c.dst_rows, index_bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
+    }
+    if (c.src_rows != nullptr) {
+      src_rows = index_scratch_ + c.n;
+      KVPOOL_CUDA_TRY(cudaMemcpy(src_rows, c.src_rows, index_bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
+    }
+    const bool vectorized = aligned16(c.dst, c.dst_stride, c.row_bytes) && aligned16(c.src, c.src_stride, c.row_bytes);
+    const unsigned blocks = static_cast<unsigned>(c.n < 65535 ? c.n : 65535);
+    copy_rows_kernel<<<blocks, 128>>>(static_cast<char*>(c.dst), c.dst_stride, dst_rows,
+                                      static_cast<const char*>(c.src), c.src_stride, src_rows, c.row_bytes, c.n,
+                                      vectorized);
+    KVPOOL_CUDA_TRY(cudaGetLastError(), "copy_rows launch");
+    KVPOOL_CUDA_TRY(cudaDeviceSynchronize(), "copy_rows");
+    return Status::ok();
+  }
+  // Host rows go through a compact device staging buffer (one 2D copy that
+  // drops the host pitch), then one row-copy kernel scatters them.
+  Status scatter_from_host(const RowCopy& c) override {
+    if (c.n == 0 || c.row_bytes == 0) return Status::ok();
+    if (c.src_rows != nullptr || c.src_stride < c.row_bytes) {
+      return Status::internal("scatter_from_host: host rows must be 0..n-1 with a stride of at least row_bytes");
+    }
+    KVPOOL_CUDA_TRY(cudaSetDevice(device_), "cudaSetDevice");
+    KVPOOL_RETURN_IF_ERROR(reserve_staging(c.n * c.row_bytes));
+    KVPOOL_RETURN_IF_ERROR(pitched_copy(staging_, c.row_bytes, c.src, c.src_stride, c.row_bytes, c.n,
+                                        cudaMemcpyHostToDevice));
+    RowCopy d = c;
+    d.src = staging_;
+    d.src_stride = c.row_bytes;
+    return copy_rows(d);
+  }
+  // The reverse: gather into the staging buffer, then one 2D copy to the host rows.
+  Status gather_to_host(const RowCopy& c) override {
+    if (c.n == 0 || c.row_bytes == 0) return Status::ok();
+    if (c.dst_rows != nullptr || c.dst_stride < c.row_bytes) {
+      return Status::internal("gather_to_host: host rows must be 0..n-1 with a stride of at least row_bytes");
+    }
+    KVPOOL_CUDA_TRY(cudaSetDevice(device_), "cudaSetDevice");
+    KVPOOL_RETURN_IF_ERROR(reserve_staging(c.n * c.row_bytes));
+    RowCopy d = c;
+    d.dst = staging_;
+    d.dst_stride = c.row_bytes;
+    KVPOOL_RETURN_IF_ERROR(copy_rows(d));
+    return pitched_copy(c.dst, c.dst_stride, staging_, c.row_bytes, c.row_bytes, c.n, cudaMemcpyDeviceToHost);
+  }
+  Status to_host(void* host, const void* device, size_t bytes) override {
+    KVPOOL_CUDA_TRY(cudaSetDevice(device_), "cudaSetDevice");
+    KVPOOL_CUDA_TRY(cudaMemcpy(host, device, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy to host");
+    return Status::ok();
+  }
+  Status from_host(void* device, const void* host, size_t bytes) override {
+    KVPOOL_CUDA_TRY(cudaSetDevice(device_), "cudaSetDevice");
+    KVPOOL_CUDA_TRY(cudaMemcpy(device, host, bytes, cudaMemcpyHostToDevice), "cudaMemcpy from host");
+    return Status::ok();
+  }
+
+ private:
+  Status reserve_indices(size_t bytes) {
+    if (bytes <= index_capacity_) return Status::ok();
+    if (index_scratch_ != nullptr) cudaFree(index_scratch_);
+    index_scratch_ = nullptr;
+    index_capacity_ = 0;
+    KVPOOL_CUDA_TRY(cudaMalloc(reinterpret_cast<void**>(&index_scratch_), bytes), "cudaMalloc (row indices)");
+    index_capacity_ = bytes;
+    return Status::ok();
+  }
+
+  Status reserve_staging(size_t bytes) {
+    if (bytes <= staging_capacity_) return Status::ok();
+    if (staging_ != nullptr) cudaFree(staging_);
+    staging_ = nullptr;
+    staging_capacity_ = 0;
+    KVPOOL_CUDA_TRY(cudaMalloc(reinterpret_cast<void**>(&staging_), bytes), "cudaMalloc (row staging)");
+    staging_capacity_ = bytes;
+    return Status::ok();
+  }
+  // Rows of `width` bytes between two pitches; one flat copy when both are dense.
+  static Status pitched_copy(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
+                             cudaMemcpyKind kind) {
+    if (dpitch == width && spitch == width) {
+      KVPOOL_CUDA_TRY(cudaMemcpy(dst, src, width * height, kind), "cudaMemcpy (rows)");
+    } else {
+      KVPOOL_CUDA_TRY(cudaMemcpy2D(dst, dpitch, src, spitch, width, height, kind), "cudaMemcpy2D (rows)");
+    }
+    return Status::ok();
+  }
+
+  int device_;
+  int64_t* index_scratch_ = nullptr;
+  size_t index_capacity_ = 0;
+  char* staging_ = nullptr;
+  size_t staging_capacity_ = 0;
+};
+
+}  // namespace
+
+Status make_cuda_backend(int device, std::unique_ptr<Backend>* out) {
+  *out = std::make_unique<CudaBackend>(device);
+  return Status::ok();
+}
+
+}  // namespace kvp::backend

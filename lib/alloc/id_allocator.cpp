@@ -1,0 +1,178 @@
+#include "alloc/id_allocator.hpp"
+
+#include <algorithm>
+
+#include "alloc/ownership_check.hpp"
+
+namespace kvp::alloc {
+
+IdAllocator::IdAllocator(int64_t num_ids, GiveBackOrder order, bool need_sort, std::string what)
+    : num_ids_(num_ids),
+      order_(order),
+      need_sort_(need_sort),
+      what_(std::move(what)),
+      free_(static_cast<size_t>(num_ids), &log_, UndoLog::Target::kFreeRing),
+      release_(static_cast<size_t>(num_ids), &log_, UndoLog::Target::kReleaseRing),
+      owned_(static_cast<size_t>(num_ids) + 1, 0) {
+  clear();
+}
+
+void IdAllocator::clear() {
+  log_.stop();
+  in_group_ = false;
+  group_.clear();
+  std::fill(owned_.begin(), owned_.end(), 0);
+  held_ = 0;
+  release_.clear();
+  std::vector<int64_t> all(static_cast<size_t>(num_ids_));
+  for (int64_t i = 0; i < num_ids_; ++i) all[static_cast<size_t>(i)] = i + 1;
+  free_.assign(all);
+}
+
+void IdAllocator::set_owned(int64_t id, bool owned) {
+  uint8_t& bit = owned_[static_cast<size_t>(id)];
+  log_.record(UndoLog::Target::kOwned, id, bit);
+  bit = owned ? 1 : 0;
+}
+
+Status IdAllocator::take(size_t n, int64_t* out) {
+  if (!can_take(n)) {
+    return Status::out_of_memory("need " + std::to_string(n) + " " + what_ + "s, " + std::to_string(available()) +
+                                 " available");
+  }
+  prepare(n, false);
+  for (size_t i = 0; i < n; ++i) out[i] = free_.at(i);
+  consume(n);
+  return Status::ok();
+}
+
+void IdAllocator::prepare(size_t n, bool merge_hint) {
+  if (need_sort_ && !release_.empty() && (merge_hint || n > free_.size())) merge_and_sort();
+}
+
+void IdAllocator::consume(size_t n) {
+  for (size_t i = 0; i < n; ++i) set_owned(free_.at(i), true);
+  free_.pop_front(n);
+  held_ += n;
+}
+
+Status IdAllocator::check_ids(const int64_t* ids, size_t n, bool collapse_repeats, std::vector<int64_t>* unique) const {
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t id = ids[i];
+    if (id == 0) return Status::invalid(what_ + " 0 is reserved and never handed out");
+    if (id < 0 || id > num_ids_) {
+      return Status::invalid(what_ + " " + std::to_string(id) + " is out of range [1, " + std::to_string(num_ids_) + "]");
+    }
+    if (owned_[static_cast<size_t>(id)] == 0) {
+      return Status::invalid(what_ + " " + std::to_string(id) +
+                             " is not allocated (freed twice, or never handed out)");
+    }
+  }
+  scratch_.assign(ids, ids + n);
+  std::sort(scratch_.begin(), scratch_.end());
+  auto repeat = std::adjacent_find(scratch_.begin(), scratch_.end());
+  if (repeat != scratch_.end() && !collapse_repeats) {
+    return Status::invalid(what_ + " " + std::to_string(*repeat) + " is listed twice in one free");
+  }
+  if (order_ == GiveBackOrder::kPrependSorted || collapse_repeats) {
+    scratch_.erase(std::unique(scratch_.begin(), scratch_.end()), scratch_.end());
+    *unique = scratch_;
+  } else {
+    unique->assign(ids, ids + n);  // FIFO keeps the caller's order
+  }
+  return Status::ok();
+}
+
+Status IdAllocator::check_give_back(const int64_t* ids, size_t n, bool collapse_repeats) const {
+  std::vector<int64_t> unique;
+  return check_ids(ids, n, collapse_repeats, &unique);
+}
+
+Status IdAllocator::give_back(const int64_t* ids, size_t n, bool collapse_repeats, bool bypass_group) {
+  if (n == 0) return Status::ok();
+  std::vector<int64_t> unique;
+  KVPOOL_RETURN_IF_ERROR(check_ids(ids, n, collapse_repeats, &unique));
+  for (int64_t id : unique) set_owned(id, false);
+  held_ -= unique.size();
+  if (in_group_ && !bypass_group) {
+    group_.insert(group_.end(), unique.begin(), unique.end());
+  } else {
+    insert_released(unique);
+  }
+  return Status::ok();
+}
+
+void IdAllocator::insert_released(const std::vector<int64_t>& ids) {
+  Ring& target = need_sort_ ? release_ : free_;
+  if (order_ == GiveBackOrder::kAppend) {
+    for (int64_t id : ids) target.push_back(id);
+    return;
+  }
+  std::vector<int64_t> sorted = ids;
+  std::sort(sorted.begin(), sorted.end());
+  for (auto it = sorted.rbegin(); it != sorted.rend(); ++it) target.push_front(*it);
+}
+
+Status IdAllocator::group_begin() {
+  if (in_group_) return Status::invalid("a free group is already open");
+  in_group_ = true;
+  group_.clear();
+  return Status::ok();
+}
+
+Status IdAllocator::group_end() {
+  if (!in_group_) return Status::invalid("no free group is open");
+  in_group_ = false;
+  if (!group_.empty()) insert_released(group_);
+  group_.clear();
+  return Status::ok();
+}
+
+void IdAllocator::backup() {
+  log_.start();
+  saved_free_head_ = free_.head();
+  saved_free_size_ = free_.size();
+  saved_release_head_ = release_.head();
+  saved_release_size_ = release_.size();
+  saved_held_ = held_;
+}
+
+void IdAllocator::restore() {
+  const auto& entries = log_.entries();
+  for (auto it = entries.rbegin(); it != entries.rend(); ++it) {
+    switch (it->target) {
+      case UndoLog::Target::kFreeRing: free_.undo_write(it->index, it->old_value); break;
+      case UndoLog::Target::kReleaseRing: release_.undo_write(it->index, it->old_value); break;
+      case UndoLog::Target::kOwned: owned_[static_cast<size_t>(it->index)] = static_cast<uint8_t>(it->old_value); break;
+      case UndoLog::Target::kMapping: break;  // not ours
+    }
+  }
+  log_.clear_entries();
+  free_.set_position(saved_free_head_, saved_free_size_);
+  release_.set_position(saved_release_head_, saved_release_size_);
+  held_ = saved_held_;
+}
+
+void IdAllocator::merge_and_sort() {
+  if (release_.empty()) return;
+  std::vector<int64_t> all = free_.to_vector();
+  std::vector<int64_t> released = release_.to_vector();
+  all.insert(all.end(), released.begin(), released.end());
+  std::sort(all.begin(), all.end());
+  release_.clear();
+  free_.assign(all);
+}
+
+size_t IdAllocator::check(std::string* report, size_t max_lines) const {
+  OwnershipView view;
+  view.what = what_;
+  view.num_ids = num_ids_;
+  view.free = free_.to_vector();
+  view.release = release_.to_vector();
+  view.group = group_;
+  view.owned = &owned_;
+  view.held_counter = held_;
+  return check_ownership(view, report, max_lines);
+}
+
+}  // namespace kvp::alloc

@@ -1,0 +1,102 @@
+// IdAllocator: hands out ids 1..N (id 0 is reserved) from a free list, with
+// SGLang's policies, and knows at every moment who owns each id.
+//
+// It is the one free-list engine behind the token allocator (ids = slots),
+// the paged allocator (ids = pages), each pool of the swa allocator, the
+// request rows and the mamba state slots. The policies:
+//   - take(n): from the front of the free list;
+//   - give back (kAppend): each id to the back, in order (FIFO reuse);
+//   - give back (kPrependSorted): sorted ascending, to the front (recently
+//     freed first), duplicates collapsed (several slots of one page);
+//   - need_sort: give-backs go to a release list that merge_and_sort() folds
+//     into the free list, sorted, when an allocation needs it;
+//   - free groups: give-backs are collected and released together.
+// An owned bit per id rejects double frees, frees of ids never handed out,
+// id 0 and out-of-range ids before anything changes.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "alloc/ring.hpp"
+#include "alloc/undo_log.hpp"
+#include "util/status.hpp"
+
+namespace kvp::alloc {
+
+enum class GiveBackOrder { kAppend, kPrependSorted };
+
+class IdAllocator {
+ public:
+  // `what` names the ids in messages ("slot", "page", "row", "mamba slot").
+  IdAllocator(int64_t num_ids, GiveBackOrder order, bool need_sort, std::string what);
+
+  int64_t num_ids() const { return num_ids_; }
+  bool need_sort() const { return need_sort_; }
+  const std::string& what() const { return what_; }
+
+  size_t free_count() const { return free_.size(); }
+  size_t available() const { return free_.size() + release_.size(); }
+  size_t pending() const { return group_.size(); }
+  size_t held() const { return held_; }
+  bool owned(int64_t id) const { return id >= 1 && id <= num_ids_ && owned_[static_cast<size_t>(id)] != 0; }
+
+  // --- allocation -----------------------------------------------------------
+  // OK if `n` ids can be taken (merging deferred frees if needed), without changing anything.
+  bool can_take(size_t n) const { return n <= available(); }
+  // Takes `n` ids from the front into `out`; OUT_OF_MEMORY changes nothing.
+  Status take(size_t n, int64_t* out);
+  // For callers that read the free list before consuming it (paged extend/decode):
+  // make sure the first `n` ids are in the free list proper, then peek/consume.
+  void prepare(size_t n, bool merge_hint);
+  int64_t peek(size_t i) const { return free_.at(i); }
+  void consume(size_t n);
+
+  // --- freeing --------------------------------------------------------------
+  // Checks ids (range, id 0, owned, and repeats unless `collapse_repeats`) and
+  // gives them back per the policy; on error nothing changes.
+  Status give_back(const int64_t* ids, size_t n, bool collapse_repeats, bool bypass_group = false);
+  // The same check without changing anything.
+  Status check_give_back(const int64_t* ids, size_t n, bool collapse_repeats) const;
+
+  Status group_begin();
+  Status group_end();
+  bool in_group() const { return in_group_; }
+
+  // --- snapshots, reset -----------------------------------------------------
+  void backup();
+  void restore();
+  bool backup_active() const { return log_.active(); }
+  void merge_and_sort();
+  void clear();
+
+  std::vector<int64_t> free_list() const { return free_.to_vector(); }
+  std::vector<int64_t> release_list() const { return release_.to_vector(); }
+
+  // Appends one line per broken invariant to `report`; returns the number of problems.
+  size_t check(std::string* report, size_t max_lines) const;
+
+ private:
+  Status check_ids(const int64_t* ids, size_t n, bool collapse_repeats, std::vector<int64_t>* unique) const;
+  void set_owned(int64_t id, bool owned);
+  void insert_released(const std::vector<int64_t>& ids);  // into free or release list per policy
+
+  int64_t num_ids_;
+  GiveBackOrder order_;
+  bool need_sort_;
+  std::string what_;
+  UndoLog log_;
+  Ring free_;
+  Ring release_;
+  std::vector<uint8_t> owned_;  // index = id; [0] unused (reserved)
+  size_t held_ = 0;
+  bool in_group_ = false;
+  std::vector<int64_t> group_;
+  // Position of the rings and held count at backup time.
+  size_t saved_free_head_ = 0, saved_free_size_ = 0, saved_release_head_ = 0, saved_release_size_ = 0,
+         saved_held_ = 0;
+  mutable std::vector<int64_t> scratch_;
+};
+
+}  // namespace kvp::alloc

@@ -1,0 +1,159 @@
+#include "alloc/paged_allocator.hpp"
+
+#include <string>
+
+namespace kvp::alloc {
+namespace {
+
+int64_t pages_for(int64_t tokens, int64_t page) { return (tokens + page - 1) / page; }
+
+std::string at(size_t i) { return "request " + std::to_string(i) + ": "; }
+
+}  // namespace
+
+PagedAllocator::PagedAllocator(int64_t num_pages, int64_t page_size, bool need_sort)
+    : pages_(num_pages, page_size == 1 ? GiveBackOrder::kAppend : GiveBackOrder::kPrependSorted, need_sort,
+             page_size == 1 ? "slot" : "page"),
+      page_size_(page_size) {}
+
+Status PagedAllocator::alloc(size_t num_slots, int64_t* out) {
+  const size_t page = static_cast<size_t>(page_size_);
+  if (num_slots % page != 0) {
+    return Status::invalid("allocation of " + std::to_string(num_slots) + " slots is not a multiple of page_size " +
+                           std::to_string(page_size_));
+  }
+  const size_t n_pages = num_slots / page;
+  if (!pages_.can_take(n_pages)) {
+    return Status::out_of_memory("need " + std::to_string(num_slots) + " slots, " +
+                                 std::to_string(available_tokens()) + " available");
+  }
+  pages_.prepare(n_pages, false);
+  for (size_t p = 0; p < n_pages; ++p) {
+    const int64_t base = pages_.peek(p) * page_size_;
+    for (size_t j = 0; j < page; ++j) out[p * page + j] = base + static_cast<int64_t>(j);
+  }
+  pages_.consume(n_pages);
+  return Status::ok();
+}
+
+Status PagedAllocator::slots_to_pages(const int64_t* slots, size_t n, std::vector<int64_t>* pages) const {
+  pages->resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t s = slots[i];
+    if (s < 0 || s >= slot_limit()) {
+      return Status::invalid("slot " + std::to_string(s) + " is out of range [" + std::to_string(page_size_) + ", " +
+                             std::to_string(slot_limit()) + ")");
+    }
+    if (s < page_size_) return Status::invalid("slot " + std::to_string(s) + " lies in the reserved page 0");
+    (*pages)[i] = s / page_size_;
+  }
+  return Status::ok();
+}
+
+Status PagedAllocator::free(const int64_t* slots, size_t n) {
+  if (n == 0) return Status::ok();
+  if (page_size_ == 1) return pages_.give_back(slots, n, false);
+  KVPOOL_RETURN_IF_ERROR(slots_to_pages(slots, n, &scratch_pages_));
+  return pages_.give_back(scratch_pages_.data(), n, true);  // several slots of one page free it once
+}
+
+Status PagedAllocator::check_extend(const ExtendRequest& r, size_t out_len, size_t* pages_needed) const {
+  const int64_t P = page_size_;
+  uint64_t total = 0, needed = 0;
+  for (size_t i = 0; i < r.batch; ++i) {
+    const int64_t pre = r.prefix_lens[i], seq = r.seq_lens[i], last = r.last_locs[i];
+    if (pre < 0) return Status::invalid(at(i) + "prefix length " + std::to_string(pre) + " is negative");
+    if (seq < pre) {
+      return Status::invalid(at(i) + "sequence length " + std::to_string(seq) + " is below its prefix length " +
+                             std::to_string(pre));
+    }
+    if (pre == 0 && last != -1) {
+      return Status::invalid(at(i) + "last_loc is " + std::to_string(last) + " for an empty prefix, expected -1");
+    }
+    if (pre > 0 && (last < 0 || last >= slot_limit())) {
+      return Status::invalid(at(i) + "last_loc " + std::to_string(last) + " is out of range [0, " +
+                             std::to_string(slot_limit()) + ")");
+    }
+    if (P > 1 && (last + 1) % P != pre % P) {
+      return Status::invalid(at(i) + "last_loc " + std::to_string(last) + " does not end a prefix of " +
+                             std::to_string(pre) + " tokens: (last_loc + 1) % page_size must equal prefix % page_size");
+    }
+    total += static_cast<uint64_t>(seq - pre);
+    needed += static_cast<uint64_t>(pages_for(seq, P) - pages_for(pre, P));
+  }
+  if (total != out_len) {
+    return Status::invalid("output holds " + std::to_string(out_len) + " slots, the batch extends by " +
+                           std::to_string(total));
+  }
+  *pages_needed = static_cast<size_t>(needed);
+  return Status::ok();
+}
+
+Status PagedAllocator::extend(const ExtendRequest& r, int64_t* out, size_t out_len) {
+  size_t needed = 0;
+  KVPOOL_RETURN_IF_ERROR(check_extend(r, out_len, &needed));
+  const int64_t P = page_size_;
+  if (!pages_.can_take(needed)) {
+    return Status::out_of_memory("extend needs " + std::to_string(needed * static_cast<size_t>(P)) + " slots (" +
+                                 std::to_string(needed) + " pages), " + std::to_string(available_tokens()) +
+                                 " available");
+  }
+  // SGLang merges deferred frees when this upper bound on the need exceeds the free list.
+  pages_.prepare(needed, out_len / static_cast<size_t>(P) + r.batch + 1 > pages_.free_count());
+  size_t o = 0, next_page = 0;  // next_page = exclusive prefix sum of new pages
+  for (size_t i = 0; i < r.batch; ++i) {
+    const int64_t pre = r.prefix_lens[i], seq = r.seq_lens[i];
+    const int64_t pre_end = pages_for(pre, P) * P;  // end of the prefix's last page
+    const int64_t full_end = seq / P * P;            // end of the last whole page
+    // Part 1: continue the prefix's partial page.
+    const int64_t part1_end = seq < pre_end ? seq : pre_end;
+    for (int64_t t = pre; t < part1_end; ++t) out[o++] = r.last_locs[i] + 1 + (t - pre);
+    // Part 2: whole new pages.
+    for (int64_t start = pre_end; start < full_end; start += P) {
+      const int64_t base = pages_.peek(next_page++) * P;
+      for (int64_t j = 0; j < P; ++j) out[o++] = base + j;
+    }
+    // Part 3: a new trailing partial page.
+    if (seq % P != 0 && full_end >= pre_end) {
+      const int64_t base = pages_.peek(next_page++) * P;
+      for (int64_t j = 0; j < seq - full_end; ++j) out[o++] = base + j;
+    }
+  }
+  pages_.consume(needed);
+  return Status::ok();
+}
+
+Status PagedAllocator::decode(const int64_t* seq_lens, const int64_t* last_locs, size_t batch, int64_t* out) {
+  const int64_t P = page_size_;
+  size_t needed = 0;
+  for (size_t i = 0; i < batch; ++i) {
+    const int64_t seq = seq_lens[i], last = last_locs[i];
+    if (seq < 1) return Status::invalid(at(i) + "sequence length " + std::to_string(seq) + " is below 1");
+    if (seq == 1 && last != -1) {
+      return Status::invalid(at(i) + "last_loc is " + std::to_string(last) + " for a first token, expected -1");
+    }
+    if (seq > 1 && (last < 0 || last >= slot_limit())) {
+      return Status::invalid(at(i) + "last_loc " + std::to_string(last) + " is out of range [0, " +
+                             std::to_string(slot_limit()) + ")");
+    }
+    if (P > 1 && (last + 2) % P != seq % P) {
+      return Status::invalid(at(i) + "last_loc " + std::to_string(last) + " is not the slot of token " +
+                             std::to_string(seq - 2) + ": (last_loc + 2) % page_size must equal seq % page_size");
+    }
+    if (P == 1 || seq % P == 1) ++needed;
+  }
+  if (!pages_.can_take(needed)) {
+    return Status::out_of_memory("decode needs " + std::to_string(needed) + " new pages, " +
+                                 std::to_string(pages_.available()) + " available");
+  }
+  pages_.prepare(needed, batch > pages_.free_count());
+  size_t next_page = 0;
+  for (size_t i = 0; i < batch; ++i) {
+    const bool new_page = P == 1 || seq_lens[i] % P == 1;
+    out[i] = new_page ? pages_.peek(next_page++) * P : last_locs[i] + 1;
+  }
+  pages_.consume(needed);
+  return Status::ok();
+}
+
+}  // namespace kvp::alloc

@@ -1,0 +1,52 @@
+// The KV slot allocator for page_size >= 1 (SGLang's TokenToKVPoolAllocator
+// when page_size is 1, PagedTokenToKVPoolAllocator otherwise). Pages 1..N are
+// managed by an IdAllocator; slots are `page * page_size + offset`.
+//
+// alloc_extend / alloc_decode follow SGLANG_SEMANTICS §2 exactly; the page
+// need is computed on the host and checked before anything changes.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "alloc/id_allocator.hpp"
+#include "util/status.hpp"
+
+namespace kvp::alloc {
+
+struct ExtendRequest {
+  const int64_t* prefix_lens;
+  const int64_t* seq_lens;
+  const int64_t* last_locs;
+  size_t batch;
+};
+
+class PagedAllocator {
+ public:
+  PagedAllocator(int64_t num_pages, int64_t page_size, bool need_sort);
+
+  int64_t page_size() const { return page_size_; }
+  int64_t num_pages() const { return pages_.num_ids(); }
+  // Slots 0 .. slot_limit()-1 exist in the buffers (page 0 included).
+  int64_t slot_limit() const { return (num_pages() + 1) * page_size_; }
+  size_t available_tokens() const { return pages_.available() * static_cast<size_t>(page_size_); }
+  IdAllocator& pages() { return pages_; }
+  const IdAllocator& pages() const { return pages_; }
+
+  Status alloc(size_t num_slots, int64_t* out);
+  Status free(const int64_t* slots, size_t n);
+  // Number of new slots an extend batch needs (validated inputs).
+  Status check_extend(const ExtendRequest& r, size_t out_len, size_t* pages_needed) const;
+  Status extend(const ExtendRequest& r, int64_t* out, size_t out_len);
+  Status decode(const int64_t* seq_lens, const int64_t* last_locs, size_t batch, int64_t* out);
+
+  // Converts slots to pages after checking slot ranges (paged frees).
+  Status slots_to_pages(const int64_t* slots, size_t n, std::vector<int64_t>* pages) const;
+
+ private:
+  IdAllocator pages_;
+  int64_t page_size_;
+  std::vector<int64_t> scratch_pages_;
+};
+
+}  // namespace kvp::alloc

@@ -1,0 +1,44 @@
+// Undo log for O(1) backup/restore: while a snapshot is active, every write to
+// allocator state records the value it overwrote; restore replays the records
+// backwards. Cost is proportional to the changes since the snapshot, not to
+// the pool size.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace kvp::alloc {
+
+class UndoLog {
+ public:
+  // What an entry restores; the owner interprets `index`.
+  enum class Target : uint8_t { kFreeRing, kReleaseRing, kOwned, kMapping };
+
+  struct Entry {
+    Target target;
+    int64_t index;
+    int64_t old_value;
+  };
+
+  bool active() const { return active_; }
+  void start() {
+    active_ = true;
+    entries_.clear();
+  }
+  void stop() {
+    active_ = false;
+    entries_.clear();
+  }
+  void record(Target target, int64_t index, int64_t old_value) {
+    if (active_) entries_.push_back({target, index, old_value});
+  }
+  // Entries newest first are undone by iterating in reverse; the log then restarts.
+  const std::vector<Entry>& entries() const { return entries_; }
+  void clear_entries() { entries_.clear(); }
+
+ private:
+  bool active_ = false;
+  std::vector<Entry> entries_;
+};
+
+}  // namespace kvp::alloc

@@ -1,0 +1,81 @@
+// extern "C" entry points of the state-slot part of mamba.h.
+#include "capi/api_util.hpp"
+#include "kvpool/mamba.h"
+
+using kvp::Status;
+using kvp::capi::check_array;
+using kvp::capi::check_out;
+using kvp::capi::with_pool;
+
+namespace {
+
+Status need_mamba(const kvpool* pool) {
+  if (!pool->mamba) return Status::unsupported("the pool has no mamba states (attention is not \"hybrid_linear\")");
+  return Status::ok();
+}
+
+}  // namespace
+
+extern "C" {
+
+KVPOOL_API kvpool_status kvpool_mamba_available(const kvpool* pool, size_t* slots) {
+  return with_pool("kvpool_mamba_available", pool, [&](kvpool* p) -> Status {
+    KVPOOL_RETURN_IF_ERROR(need_mamba(p));
+    KVPOOL_RETURN_IF_ERROR(check_out(slots, "slots"));
+    *slots = p->mamba->ids().available();
+    return Status::ok();
+  });
+}
+
+KVPOOL_API kvpool_status kvpool_mamba_alloc(kvpool* pool, int32_t* slots, size_t slots_len) {
+  return with_pool("kvpool_mamba_alloc", pool, [&](kvpool* p) -> Status {
+    KVPOOL_RETURN_IF_ERROR(need_mamba(p));
+    KVPOOL_RETURN_IF_ERROR(check_array(slots, slots_len, "slots"));
+    return p->mamba->alloc(slots, slots_len);
+  });
+}
+
+KVPOOL_API kvpool_status kvpool_mamba_free(kvpool* pool, const int32_t* slots, size_t slots_len) {
+  return with_pool("kvpool_mamba_free", pool, [&](kvpool* p) -> Status {
+    KVPOOL_RETURN_IF_ERROR(need_mamba(p));
+    KVPOOL_RETURN_IF_ERROR(check_array(slots, slots_len, "slots"));
+    return p->mamba->free_unattached(slots, slots_len);
+  });
+}
+
+KVPOOL_API kvpool_status kvpool_mamba_copy(kvpool* pool, int32_t src, int32_t dst) {
+  return with_pool("kvpool_mamba_copy", pool, [&](kvpool* p) -> Status {
+    KVPOOL_RETURN_IF_ERROR(need_mamba(p));
+    return p->mamba->copy(src, dst);
+  });
+}
+
+KVPOOL_API kvpool_status kvpool_mamba_fork(kvpool* pool, int32_t src, int32_t* dst) {
+  return with_pool("kvpool_mamba_fork", pool, [&](kvpool* p) -> Status {
+    KVPOOL_RETURN_IF_ERROR(need_mamba(p));
+    KVPOOL_RETURN_IF_ERROR(check_out(dst, "dst"));
+    return p->mamba->fork(src, dst);
+  });
+}
+
+KVPOOL_API kvpool_status kvpool_mamba_write(kvpool* pool, int32_t layer, int32_t slot, const void* conv,
+                                            size_t conv_bytes, const void* ssm, size_t ssm_bytes) {
+  return with_pool("kvpool_mamba_write", pool, [&](kvpool* p) -> Status {
+    KVPOOL_RETURN_IF_ERROR(need_mamba(p));
+    KVPOOL_RETURN_IF_ERROR(check_array(conv, conv_bytes, "conv"));
+    KVPOOL_RETURN_IF_ERROR(check_array(ssm, ssm_bytes, "ssm"));
+    return p->mamba->write(layer, slot, conv, conv_bytes, ssm, ssm_bytes);
+  });
+}
+
+KVPOOL_API kvpool_status kvpool_mamba_read(const kvpool* pool, int32_t layer, int32_t slot, void* conv,
+                                           size_t conv_bytes, void* ssm, size_t ssm_bytes) {
+  return with_pool("kvpool_mamba_read", pool, [&](kvpool* p) -> Status {
+    KVPOOL_RETURN_IF_ERROR(need_mamba(p));
+    KVPOOL_RETURN_IF_ERROR(check_array(conv, conv_bytes, "conv"));
+    KVPOOL_RETURN_IF_ERROR(check_array(ssm, ssm_bytes, "ssm"));
+    return p->mamba->read(layer, slot, conv, conv_bytes, ssm, ssm_bytes);
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,56 @@
+// Builds the components a configuration asks for, in dependency order.
+#include "capi/pool_handle.hpp"
+#include "backend/device.hpp"
+
+namespace kvp::capi {
+namespace {
+
+Status make_backend(const config::Config& c, std::unique_ptr<backend::Backend>* out) {
+  if (c.pool.device == config::DeviceKind::kCpu) {
+    *out = backend::make_cpu_backend();
+    return Status::ok();
+  }
+  KVPOOL_RETURN_IF_ERROR(backend::cuda_check_device(c.pool.device_index));
+  return backend::make_cuda_backend(c.pool.device_index, out);
+}
+
+mamba::MambaShape mamba_shape(const config::Config& c, const plan::Plan& p) {
+  mamba::MambaShape s;
+  for (int l = c.parallel.start_layer; l <= c.parallel.end_layer; ++l) {
+    if (!c.model.layer_is_full[static_cast<size_t>(l)]) s.layers.push_back(l);
+  }
+  s.slots = static_cast<int64_t>(p.mamba_slots);
+  s.conv_bytes = p.mamba_conv_bytes;
+  s.ssm_bytes = p.mamba_ssm_bytes;
+  s.draft_tokens = c.pool.mamba_spec_draft_tokens;
+  s.spec_slots = p.max_running_requests;
+  s.ping_pong = c.pool.mamba_extra_buffer;
+  return s;
+}
+
+}  // namespace
+
+Status build_pool(::kvpool* pool) {
+  const config::Config& c = pool->config;
+  const plan::Plan& p = pool->plan;
+  KVPOOL_RETURN_IF_ERROR(make_backend(c, &pool->backend));
+  const bool need_sort = c.pool.disaggregation_mode != config::DisaggregationMode::kNone;
+  int64_t slot_limit = 0;
+  if (c.model.attention == config::Attention::kSWA) {
+    pool->swa = std::make_unique<alloc::SwaAllocator>(static_cast<int64_t>(p.max_total_tokens),
+                                                      static_cast<int64_t>(p.swa_tokens), need_sort);
+    slot_limit = static_cast<int64_t>(p.max_total_tokens) + 1;
+  } else {
+    pool->paged = std::make_unique<alloc::PagedAllocator>(static_cast<int64_t>(p.num_pages), p.page_size, need_sort);
+    slot_limit = pool->paged->slot_limit();
+  }
+  KVPOOL_RETURN_IF_ERROR(
+      req::RequestTable::make(pool->backend.get(), p.req_rows, p.max_context_len, slot_limit, &pool->requests));
+  if (c.model.attention == config::Attention::kHybridLinear) {
+    KVPOOL_RETURN_IF_ERROR(mamba::MambaPool::make(pool->backend.get(), mamba_shape(c, p), p.req_rows, &pool->mamba));
+  }
+  const int64_t* swa_mapping = pool->swa ? pool->swa->mapping_data() : nullptr;
+  return pool::KvBuffers::make(pool->backend.get(), c, p, swa_mapping, &pool->kv);
+}
+
+}  // namespace kvp::capi

@@ -1,0 +1,216 @@
+// Scalar conversions between f32 and the KV storage types, bit-exact and
+// shared by the host code and (later) CUDA kernels: every function is inline
+// and KVP_HD, so a kernel including this header produces the same bytes as
+// the CPU backend. docs/buffers.md states the rules; summary:
+//  - f16, fp8_e4m3fn, fp8_e5m2: round to nearest, ties to even, subnormals kept;
+//  - f16 / e5m2 overflow to +-inf; e4m3fn has no inf: a magnitude that rounds
+//    above 448 (and inf, NaN) becomes NaN 0x7F|sign, as PyTorch's cast does;
+//  - bf16: round to nearest even, NaN stays NaN (quiet bit set);
+//  - fp4_e2m1: 4-bit codes relative to a per-block scale (see fp4_* below).
+// No <cmath>: only integer bit manipulation and IEEE f32 + - * /, which the
+// host and the device evaluate identically.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#if defined(__CUDACC__)
+#define KVP_HD __host__ __device__
+#else
+#define KVP_HD
+#endif
+
+namespace kvp::pool::cvt {
+
+KVP_HD inline uint32_t f32_bits(float f) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(f);
+#else
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+#endif
+}
+
+KVP_HD inline float bits_f32(uint32_t u) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(u);
+#else
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+#endif
+}
+
+// Rounds a finite, non-negative f32 magnitude (bits `ax`) to a binary format
+// with M stored mantissa bits and exponent bias BIAS, ties to even. Returns
+// exponent_field << M | mantissa without an upper bound: the caller maps codes
+// past the format's largest finite value to inf or NaN.
+template <int M, int BIAS>
+KVP_HD inline uint32_t round_magnitude(uint32_t ax) {
+  constexpr uint32_t kMinNormal = uint32_t(127 - BIAS + 1) << 23;  // 2^(1 - BIAS)
+  if (ax >= kMinNormal) {
+    // Re-bias the exponent and drop 23 - M mantissa bits; a carry out of the
+    // mantissa correctly bumps the exponent.
+    constexpr int kDrop = 23 - M;
+    const uint32_t rounded = ax + ((1u << (kDrop - 1)) - 1) + ((ax >> kDrop) & 1u);
+    return (rounded - (uint32_t(127 - BIAS) << 23)) >> kDrop;
+  }
+  // Subnormal in the target: count units of 2^(1 - BIAS - M). f32 subnormals
+  // (exponent field 0) are far below half a unit of every target here.
+  const int e = static_cast<int>(ax >> 23);
+  if (e == 0) return 0;
+  const uint32_t m = (ax & 0x7fffffu) | 0x800000u;
+  const int shift = 150 + 1 - BIAS - M - e;  // >= 24 - M
+  if (shift > 24) return 0;                  // below half a unit (m < 2^24)
+  const uint32_t q = m >> shift;
+  const uint32_t rem = m & ((1u << shift) - 1u);
+  const uint32_t half = 1u << (shift - 1);
+  return q + ((rem > half || (rem == half && (q & 1u))) ? 1u : 0u);
+}
+
+// ---- f16 (IEEE binary16) ----
+
+KVP_HD inline uint16_t f32_to_f16(float f) {
+  const uint32_t x = f32_bits(f);
+  const uint32_t sign = (x >> 16) & 0x8000u;
+  const uint32_t ax = x & 0x7fffffffu;
+  if (ax > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u | ((ax >> 13) & 0x3ffu));  // quiet NaN
+  if (ax == 0x7f800000u) return static_cast<uint16_t>(sign | 0x7c00u);
+  const uint32_t code = round_magnitude<10, 15>(ax);
+  return static_cast<uint16_t>(sign | (code >= 0x7c00u ? 0x7c00u : code));
+}
+
+KVP_HD inline float f16_to_f32(uint16_t h) {
+  const uint32_t sign = uint32_t(h & 0x8000u) << 16;
+  const uint32_t exp = (h >> 10) & 0x1fu;
+  const uint32_t mant = h & 0x3ffu;
+  if (exp == 0x1f) return bits_f32(sign | 0x7f800000u | (mant << 13));  // inf / NaN (payload kept)
+  if (exp != 0) return bits_f32(sign | ((exp + 112u) << 23) | (mant << 13));
+  // Subnormal or zero: mant * 2^-24 is exact in f32.
+  const float v = static_cast<float>(mant) * bits_f32(0x33800000u);  // 2^-24
+  return sign != 0 ? -v : v;
+}
+
+// ---- bf16 ----
+
+KVP_HD inline uint16_t f32_to_bf16(float f) {
+  const uint32_t x = f32_bits(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x0040u);  // quiet NaN
+  // Round to nearest even on the upper half; overflow carries into inf, f32
+  // subnormals become bf16 subnormals.
+  return static_cast<uint16_t>((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+
+KVP_HD inline float bf16_to_f32(uint16_t b) { return bits_f32(uint32_t(b) << 16); }
+
+// ---- fp8 e4m3fn (bias 7, max 448, no inf; 0x7F / 0xFF are NaN) ----
+
+KVP_HD inline uint8_t f32_to_e4m3(float f) {
+  const uint32_t x = f32_bits(f);
+  const uint32_t sign = (x >> 24) & 0x80u;
+  const uint32_t ax = x & 0x7fffffffu;
+  // 464 = halfway between 448 and 480: ties go to 448 (even mantissa), anything
+  // larger (also inf and NaN) rounds past the largest finite value: NaN.
+  if (ax > 0x43e80000u) return static_cast<uint8_t>(sign | 0x7fu);
+  return static_cast<uint8_t>(sign | round_magnitude<3, 7>(ax));
+}
+
+KVP_HD inline float e4m3_to_f32(uint8_t b) {
+  const uint32_t sign = uint32_t(b & 0x80u) << 24;
+  const uint32_t exp = (b >> 3) & 0xfu;
+  const uint32_t mant = b & 0x7u;
+  if (exp == 0xf && mant == 0x7) return bits_f32(sign | 0x7fc00000u);
+  if (exp != 0) return bits_f32(sign | ((exp + 120u) << 23) | (mant << 20));
+  const float v = static_cast<float>(mant) * bits_f32(0x3b000000u);  // 2^-9
+  return sign != 0 ? -v : v;
+}
+
+// ---- fp8 e5m2 (the upper byte of an f16) ----
+
+KVP_HD inline uint8_t f32_to_e5m2(float f) {
+  const uint32_t x = f32_bits(f);
+  const uint32_t sign = (x >> 24) & 0x80u;
+  const uint32_t ax = x & 0x7fffffffu;
+  if (ax > 0x7f800000u) return static_cast<uint8_t>(sign | 0x7fu);
+  if (ax == 0x7f800000u) return static_cast<uint8_t>(sign | 0x7cu);
+  const uint32_t code = round_magnitude<2, 15>(ax);
+  return static_cast<uint8_t>(sign | (code >= 0x7cu ? 0x7cu : code));
+}
+
+KVP_HD inline float e5m2_to_f32(uint8_t b) { return f16_to_f32(static_cast<uint16_t>(uint32_t(b) << 8)); }
+
+// ---- fp4 e2m1 with block-16 fp8_e4m3 scales ----
+//
+// A block of 16 consecutive values x shares the scale byte s = e4m3(amax / 6)
+// (amax = largest |x|, NaN ignored). Each value becomes sign << 3 | code, where
+// code picks the nearest of {0, 0.5, 1, 1.5, 2, 3, 4, 6} to |x| / scale (ties
+// to the even code, saturating at 6); a zero scale gives code 0 everywhere.
+
+constexpr int kFp4Block = 16;
+
+KVP_HD inline float fp4_magnitude(uint32_t code) {
+  // code = e(2) m(1): 0, 0.5, 1, 1.5, 2, 3, 4, 6
+  const uint32_t e = (code >> 1) & 3u, m = code & 1u;
+  if (e == 0) return m != 0 ? 0.5f : 0.0f;
+  return static_cast<float>(2u + m) * static_cast<float>(1u << e) * 0.25f;
+}
+
+// Nearest code to a non-negative quotient; NaN saturates to 6 (code 7).
+KVP_HD inline uint32_t fp4_code(float q) {
+  if (q <= 0.25f) return 0;  // tie 0.25 -> 0
+  if (q < 0.75f) return 1;   // tie 0.75 -> 1.0
+  if (q <= 1.25f) return 2;  // tie 1.25 -> 1.0
+  if (q < 1.75f) return 3;   // tie 1.75 -> 2.0
+  if (q <= 2.5f) return 4;   // tie 2.5 -> 2.0
+  if (q < 3.5f) return 5;    // tie 3.5 -> 4.0
+  if (q <= 5.0f) return 6;   // tie 5 -> 4.0
+  return 7;
+}
+
+KVP_HD inline float abs_f32(float x) { return bits_f32(f32_bits(x) & 0x7fffffffu); }
+
+// Largest |x| over n values; NaN never compares greater, so it is ignored.
+KVP_HD inline float amax_f32(const float* x, int n) {
+  float amax = 0.0f;
+  for (int i = 0; i < n; ++i) {
+    const float a = abs_f32(x[i]);
+    if (a > amax) amax = a;
+  }
+  return amax;
+}
+
+KVP_HD inline uint8_t fp4_block_scale(const float* x) { return f32_to_e4m3(amax_f32(x, kFp4Block) / 6.0f); }
+
+// Quantises 16 values into 8 bytes (value 2j in the low nibble of byte j) and
+// returns the scale byte.
+KVP_HD inline uint8_t fp4_quantize_block(const float* x, uint8_t* packed) {
+  const uint8_t scale_byte = fp4_block_scale(x);
+  const float scale = e4m3_to_f32(scale_byte);
+  for (int j = 0; j < kFp4Block / 2; ++j) {
+    uint32_t nibbles[2] = {0, 0};
+    if (scale != 0.0f) {
+      for (int h = 0; h < 2; ++h) {
+        const uint32_t bits = f32_bits(x[2 * j + h]);
+        const float q = bits_f32(bits & 0x7fffffffu) / scale;
+        nibbles[h] = ((bits >> 28) & 0x8u) | fp4_code(q);
+      }
+    }
+    packed[j] = static_cast<uint8_t>(nibbles[0] | (nibbles[1] << 4));
+  }
+  return scale_byte;
+}
+
+KVP_HD inline float fp4_dequantize(uint32_t nibble, float scale) {
+  const float v = fp4_magnitude(nibble & 7u) * scale;
+  return (nibble & 8u) != 0 ? -v : v;
+}
+
+// ---- nsa packed rows: fp8_e4m3 nope values with one f32 scale per 128 ----
+
+constexpr int kNsaBlock = 128;
+
+// The divisor of a block of nope values: amax / 448, or 1 for an all-zero block.
+KVP_HD inline float nsa_block_scale(float amax) { return amax == 0.0f ? 1.0f : amax / 448.0f; }
+
+}  // namespace kvp::pool::cvt

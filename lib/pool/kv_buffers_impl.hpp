@@ -1,0 +1,65 @@
+// The state behind KvBuffers, shared by its source files (allocation,
+// writes, reads, moves and host copies, descriptors).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "pool/kv_buffers.hpp"
+#include "pool/kv_layout.hpp"
+#include "pool/row_codec.hpp"
+
+namespace kvp::pool {
+
+// One slot-indexed buffer: `rows` rows of `row_bytes` bytes, zero-filled.
+struct RowBuffer {
+  backend::DeviceMemory mem;
+  uint64_t rows = 0;
+  uint64_t row_bytes = 0;
+  bool present() const { return mem.data() != nullptr; }
+  uint8_t* data() const { return mem.as<uint8_t>(); }
+};
+
+struct LayerKv {
+  int layer = 0;         // global id
+  bool has_kv = false;   // false: a hybrid_linear mamba layer
+  bool window = false;   // swa sliding-window layer: its rows are window-pool slots
+  RowBuffer k, v;        // v absent for mla/nsa (a view of k)
+  RowBuffer k_scale, v_scale;  // fp4 only (v_scale: mha-like only)
+  RowBuffer label;       // double_sparse
+  RowBuffer indexer;     // nsa
+};
+
+struct KvBuffers::Impl {
+  backend::Backend* backend = nullptr;
+  KvLayout L;
+  const int64_t* swa_mapping = nullptr;  // swa: full slot -> window slot (0: padding row)
+  std::vector<LayerKv> layers;           // index: layer - start_layer
+  // True when buffer memory can be read and written by host code (CPU
+  // backend): conversions then work on the rows in place instead of staging.
+  bool host_addressable = false;
+
+  // Scratch reused across calls (hot paths allocate only when they grow).
+  backend::DeviceMemory device_scratch;  // move_kv gather buffer
+  mutable std::vector<uint8_t> stage_values, stage_scales;
+  mutable std::vector<int64_t> rows_scratch;
+  std::vector<uint8_t> wide_scratch;
+
+  // ---- checks (kv_buffers.cpp); none of them writes anything ----
+  // The held layer `layer` with KV; INVALID_ARGUMENT otherwise.
+  Status find_layer(int32_t layer, const LayerKv** out) const;
+  // Every slot in [0, limit).
+  static Status check_slots(const int64_t* slots, size_t n, uint64_t limit, const char* name);
+  // Row ids of `slots` in the layer's buffers (swa window layers: translated).
+  const int64_t* rows_for(const LayerKv& l, const int64_t* slots, size_t n) const;
+  Status ensure_device_scratch(size_t bytes);
+};
+
+// Checked n * row_bytes; INVALID_ARGUMENT if it does not fit in size_t.
+Status byte_count(size_t n, uint64_t row_bytes, const char* what, size_t* out);
+// "<name> has N bytes, expected M (...)".
+Status check_bytes(size_t got, size_t expected, const char* name, const std::string& why);
+
+}  // namespace kvp::pool

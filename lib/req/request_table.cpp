@@ -1,0 +1,140 @@
+#include "req/request_table.hpp"
+
+#include <string>
+
+namespace kvp::req {
+
+RequestTable::RequestTable(backend::Backend* backend, int64_t rows, int64_t context, int64_t slot_limit)
+    : backend_(backend),
+      rows_(rows - 1, alloc::GiveBackOrder::kAppend, false, "row"),
+      context_(context),
+      slot_limit_(slot_limit) {}
+
+Status RequestTable::make(backend::Backend* backend, int64_t rows, int64_t max_context_len, int64_t slot_limit,
+                          std::unique_ptr<RequestTable>* out) {
+  std::unique_ptr<RequestTable> t(new RequestTable(backend, rows, max_context_len, slot_limit));
+  KVPOOL_RETURN_IF_ERROR(backend::DeviceMemory::make(
+      backend, static_cast<size_t>(rows) * static_cast<size_t>(max_context_len) * sizeof(int32_t), &t->table_));
+  *out = std::move(t);
+  return Status::ok();
+}
+
+Status RequestTable::alloc(int32_t* out, size_t n) {
+  ids_.resize(n);
+  KVPOOL_RETURN_IF_ERROR(rows_.take(n, ids_.data()));
+  for (size_t i = 0; i < n; ++i) out[i] = static_cast<int32_t>(ids_[i]);
+  return Status::ok();
+}
+
+Status RequestTable::check_free(const int32_t* rows, size_t n) const {
+  std::vector<int64_t> ids(rows, rows + n);
+  return rows_.check_give_back(ids.data(), n, false);
+}
+
+Status RequestTable::free(const int32_t* rows, size_t n) {
+  ids_.assign(rows, rows + n);
+  return rows_.give_back(ids_.data(), n, false);
+}
+
+Status RequestTable::check_row(int32_t row) const {
+  if (row <= 0 || row >= rows()) {
+    return Status::invalid("row " + std::to_string(row) + " is " + (row == 0 ? "reserved" : "out of range") +
+                           " (rows 1.." + std::to_string(rows() - 1) + " can be allocated)");
+  }
+  if (!rows_.owned(row)) return Status::invalid("row " + std::to_string(row) + " is not allocated");
+  return Status::ok();
+}
+
+Status RequestTable::check_columns(int32_t row, size_t start, size_t n) const {
+  KVPOOL_RETURN_IF_ERROR(check_row(row));
+  if (start > static_cast<size_t>(context_) || n > static_cast<size_t>(context_) - start) {
+    return Status::invalid("columns [" + std::to_string(start) + ", " + std::to_string(start + n) +
+                           ") exceed max_context_len " + std::to_string(context_));
+  }
+  return Status::ok();
+}
+
+Status RequestTable::check_slots(const int64_t* slots, size_t n) const {
+  for (size_t i = 0; i < n; ++i) {
+    if (slots[i] < 0 || slots[i] >= slot_limit_) {
+      return Status::invalid("slot " + std::to_string(slots[i]) + " at index " + std::to_string(i) +
+                             " is out of range [0, " + std::to_string(slot_limit_) + ")");
+    }
+  }
+  return Status::ok();
+}
+
+Status RequestTable::write(int32_t row, size_t start, const int64_t* slots, size_t n) {
+  KVPOOL_RETURN_IF_ERROR(check_columns(row, start, n));
+  KVPOOL_RETURN_IF_ERROR(check_slots(slots, n));
+  staging_.assign(slots, slots + n);
+  int32_t* base = table_.as<int32_t>() + static_cast<size_t>(row) * static_cast<size_t>(context_) + start;
+  return backend_->from_host(base, staging_.data(), n * sizeof(int32_t));
+}
+
+Status RequestTable::read(int32_t row, size_t start, int64_t* out, size_t n) const {
+  KVPOOL_RETURN_IF_ERROR(check_columns(row, start, n));
+  staging_.resize(n);
+  const int32_t* base = table_.as<int32_t>() + static_cast<size_t>(row) * static_cast<size_t>(context_) + start;
+  KVPOOL_RETURN_IF_ERROR(backend_->to_host(staging_.data(), base, n * sizeof(int32_t)));
+  for (size_t i = 0; i < n; ++i) out[i] = staging_[i];
+  return Status::ok();
+}
+
+Status RequestTable::write_batch(const int32_t* rows, const int64_t* prefix_lens, const int64_t* seq_lens,
+                                 size_t batch, const int64_t* prefix_slots, size_t prefix_total,
+                                 const int64_t* extend_slots, size_t extend_total) {
+  // Validate the whole batch first: a failed call writes nothing.
+  uint64_t prefix_sum = 0, extend_sum = 0;
+  for (size_t i = 0; i < batch; ++i) {
+    const std::string who = "request " + std::to_string(i) + ": ";
+    if (prefix_lens[i] < 0 || seq_lens[i] < prefix_lens[i]) {
+      return Status::invalid(who + "needs 0 <= prefix length <= sequence length, got " +
+                             std::to_string(prefix_lens[i]) + " and " + std::to_string(seq_lens[i]));
+    }
+    Status st = check_columns(rows[i], 0, static_cast<size_t>(seq_lens[i]));
+    if (!st.is_ok()) return Status::invalid(who + st.message());
+    prefix_sum += static_cast<uint64_t>(prefix_lens[i]);
+    extend_sum += static_cast<uint64_t>(seq_lens[i] - prefix_lens[i]);
+  }
+  if (prefix_sum != prefix_total) {
+    return Status::invalid("prefix_slots holds " + std::to_string(prefix_total) + " slots, prefix lengths sum to " +
+                           std::to_string(prefix_sum));
+  }
+  if (extend_sum != extend_total) {
+    return Status::invalid("extend_slots holds " + std::to_string(extend_total) + " slots, the batch extends by " +
+                           std::to_string(extend_sum));
+  }
+  KVPOOL_RETURN_IF_ERROR(check_slots(prefix_slots, prefix_total));
+  KVPOOL_RETURN_IF_ERROR(check_slots(extend_slots, extend_total));
+  size_t p = 0, e = 0;
+  for (size_t i = 0; i < batch; ++i) {
+    const size_t pre = static_cast<size_t>(prefix_lens[i]);
+    const size_t ext = static_cast<size_t>(seq_lens[i] - prefix_lens[i]);
+    KVPOOL_RETURN_IF_ERROR(write(rows[i], 0, prefix_slots + p, pre));
+    KVPOOL_RETURN_IF_ERROR(write(rows[i], pre, extend_slots + e, ext));
+    p += pre;
+    e += ext;
+  }
+  return Status::ok();
+}
+
+Status RequestTable::last_loc(const int32_t* rows, const int64_t* prefix_lens, size_t batch, int64_t* out) const {
+  for (size_t i = 0; i < batch; ++i) {
+    if (prefix_lens[i] < 0 || prefix_lens[i] > context_) {
+      return Status::invalid("request " + std::to_string(i) + ": prefix length " + std::to_string(prefix_lens[i]) +
+                             " is outside [0, " + std::to_string(context_) + "]");
+    }
+    KVPOOL_RETURN_IF_ERROR(check_row(rows[i]));
+  }
+  for (size_t i = 0; i < batch; ++i) {
+    if (prefix_lens[i] == 0) {
+      out[i] = -1;
+    } else {
+      KVPOOL_RETURN_IF_ERROR(read(rows[i], static_cast<size_t>(prefix_lens[i] - 1), out + i, 1));
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace kvp::req

@@ -1,0 +1,56 @@
+// The request-to-token table (SGLang's ReqToTokenPool): rows x max_context_len
+// int32 slot ids in backend memory, with a FIFO free list of rows; row 0 is
+// reserved. The table's memory is what attention kernels read.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "alloc/id_allocator.hpp"
+#include "backend/backend.hpp"
+#include "util/status.hpp"
+
+namespace kvp::req {
+
+class RequestTable {
+ public:
+  // `rows` includes the reserved row 0; slot values must be < `slot_limit`.
+  static Status make(backend::Backend* backend, int64_t rows, int64_t max_context_len, int64_t slot_limit,
+                     std::unique_ptr<RequestTable>* out);
+
+  int64_t rows() const { return rows_.num_ids() + 1; }
+  int64_t max_context_len() const { return context_; }
+  const backend::DeviceMemory& memory() const { return table_; }
+  alloc::IdAllocator& row_ids() { return rows_; }
+  const alloc::IdAllocator& row_ids() const { return rows_; }
+  size_t available() const { return rows_.available(); }
+
+  Status alloc(int32_t* out, size_t n);
+  Status check_free(const int32_t* rows, size_t n) const;
+  Status free(const int32_t* rows, size_t n);
+  Status write(int32_t row, size_t start, const int64_t* slots, size_t n);
+  Status read(int32_t row, size_t start, int64_t* out, size_t n) const;
+  Status write_batch(const int32_t* rows, const int64_t* prefix_lens, const int64_t* seq_lens, size_t batch,
+                     const int64_t* prefix_slots, size_t prefix_total, const int64_t* extend_slots,
+                     size_t extend_total);
+  Status last_loc(const int32_t* rows, const int64_t* prefix_lens, size_t batch, int64_t* out) const;
+  void clear() { rows_.clear(); }
+
+  // Range and ownership checks shared by the operations.
+  Status check_row(int32_t row) const;
+  Status check_columns(int32_t row, size_t start, size_t n) const;
+  Status check_slots(const int64_t* slots, size_t n) const;
+
+ private:
+  RequestTable(backend::Backend* backend, int64_t rows, int64_t context, int64_t slot_limit);
+
+  backend::Backend* backend_;
+  alloc::IdAllocator rows_;
+  int64_t context_;
+  int64_t slot_limit_;
+  backend::DeviceMemory table_;
+  mutable std::vector<int32_t> staging_;
+  std::vector<int64_t> ids_;
+};
+
+}  // namespace kvp::req
