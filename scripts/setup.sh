@@ -12,7 +12,7 @@ minimal=(cmake g++ pkg-config libcjson-dev libgtest-dev)
 full=("${minimal[@]}"
   libbenchmark-dev                                   # tests/bench
   swig golang-go                                     # Go binding
-  default-jdk-headless                               # Java binding (also gives FindJNI /usr/lib/jvm/default-java)
+  default-jdk-headless junit4                        # Java binding and its JUnit tests (FindJNI finds /usr/lib/jvm/default-java)
   mono-mcs mono-devel nunit-console libnunit-cil-dev # C# binding and its tests
   doxygen graphviz                                   # API reference
   python3)

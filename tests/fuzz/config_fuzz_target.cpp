@@ -11,7 +11,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const char* json = reinterpret_cast<const char*>(data);
   kvpool_plan_info planned = KVPOOL_PLAN_INFO_INIT;
   kvpool_status plan_status = kvpool_plan(json, size, &planned);
-  if (plan_status > KVPOOL_ERR_HOST_MEMORY) std::abort();
+  if (plan_status > KVPOOL_ERR_CHECK_FAILED) std::abort();
 
   kvpool* pool = nullptr;
   kvpool_status create_status = kvpool_create(json, size, &pool);
@@ -24,6 +24,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   kvpool_plan_info from_pool = KVPOOL_PLAN_INFO_INIT;
   if (kvpool_get_plan(pool, &from_pool) != KVPOOL_OK) std::abort();
   if (std::memcmp(&from_pool, &planned, sizeof(planned)) != 0) std::abort();
+  if (kvpool_check(pool, nullptr, 0) != KVPOOL_OK) std::abort();  // a fresh pool is consistent
   kvpool_destroy(pool);
   return 0;
 }

@@ -19,11 +19,12 @@ TEST(Status, ValuesArePinned) {
   EXPECT_EQ(KVPOOL_ERR_BUFFER_TOO_SMALL, 7);
   EXPECT_EQ(KVPOOL_ERR_IO, 8);
   EXPECT_EQ(KVPOOL_ERR_HOST_MEMORY, 9);
+  EXPECT_EQ(KVPOOL_ERR_CHECK_FAILED, 10);
 }
 
 TEST(Status, EveryCodeHasItsOwnString) {
   std::set<std::string> seen;
-  for (int code = KVPOOL_OK; code <= KVPOOL_ERR_HOST_MEMORY; ++code) {
+  for (int code = KVPOOL_OK; code <= KVPOOL_ERR_CHECK_FAILED; ++code) {
     const char* s = kvpool_status_string(static_cast<kvpool_status>(code));
     ASSERT_NE(s, nullptr);
     EXPECT_STRNE(s, "unknown status") << code;

@@ -1,0 +1,29 @@
+package ai.kvpool;
+
+import java.nio.charset.StandardCharsets;
+import java.util.Arrays;
+import java.util.Objects;
+
+/**
+ * Java strings to the UTF-8 bytes the C API takes. Done in Java because JNI's
+ * GetStringUTFChars yields "modified UTF-8", which differs for U+0000 and for
+ * characters outside the BMP.
+ */
+final class Utf8 {
+  private Utf8() {
+  }
+
+  /** The exact UTF-8 bytes (for (text, length) parameters). */
+  static byte[] bytes(String s) {
+    return Objects.requireNonNull(s, "string argument is null").getBytes(StandardCharsets.UTF_8);
+  }
+
+  /** UTF-8 bytes plus a terminating 0 (for NUL-terminated parameters). */
+  static byte[] cString(String s) {
+    byte[] utf8 = bytes(s);
+    if (s.indexOf('\0') >= 0) {
+      throw new IllegalArgumentException("string argument contains a NUL character");
+    }
+    return Arrays.copyOf(utf8, utf8.length + 1);
+  }
+}
