@@ -1,0 +1,422 @@
+#include "cache/radix_tree.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+namespace kvp::cache {
+
+bool parse_eviction_policy(const std::string& name, EvictionPolicy* out) {
+  static const std::pair<const char*, EvictionPolicy> kNames[] = {
+      {"lru", EvictionPolicy::kLru},   {"lfu", EvictionPolicy::kLfu},   {"fifo", EvictionPolicy::kFifo},
+      {"mru", EvictionPolicy::kMru},   {"filo", EvictionPolicy::kFilo}, {"priority", EvictionPolicy::kPriority}};
+  for (const auto& [n, p] : kNames) {
+    if (name == n) {
+      *out = p;
+      return true;
+    }
+  }
+  return false;
+}
+
+RadixTree::RadixTree(int64_t page_size, EvictionPolicy policy, bool events)
+    : page_(page_size), policy_(policy), events_enabled_(events) {
+  namespaces_[""] = 0;
+  reset();
+  events_.clear();  // a fresh tree has nothing to clear
+}
+
+NodeHandle RadixTree::handle(int32_t id) const {
+  return (static_cast<uint64_t>(nodes_[static_cast<size_t>(id)].generation) << 32) | static_cast<uint32_t>(id);
+}
+
+int32_t RadixTree::resolve(NodeHandle h) const {
+  const uint32_t id = static_cast<uint32_t>(h & 0xffffffffu);
+  const uint32_t generation = static_cast<uint32_t>(h >> 32);
+  if (id >= nodes_.size()) return -1;
+  const Node& n = nodes_[id];
+  return n.live && n.generation == generation ? static_cast<int32_t>(id) : -1;
+}
+
+bool RadixTree::is_live(NodeHandle node) const { return resolve(node) >= 0; }
+
+int32_t RadixTree::intern(const std::string& extra_key) {
+  auto it = namespaces_.find(extra_key);
+  if (it != namespaces_.end()) return it->second;
+  const int32_t id = static_cast<int32_t>(namespaces_.size());
+  namespaces_.emplace(extra_key, id);
+  return id;
+}
+
+uint64_t RadixTree::child_hash(int32_t parent, int32_t extra, const int32_t* page_tokens) const {
+  // 64-bit FNV-1a over (parent, namespace, first page).
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&h](uint64_t v) {
+    for (int i = 0; i < 8; ++i) {
+      h ^= (v >> (8 * i)) & 0xff;
+      h *= 1099511628211ull;
+    }
+  };
+  mix(static_cast<uint32_t>(parent));
+  mix(static_cast<uint32_t>(extra));
+  for (int64_t i = 0; i < page_; ++i) mix(static_cast<uint32_t>(page_tokens[i]));
+  return h;
+}
+
+int32_t RadixTree::find_child(int32_t parent, int32_t extra, const int32_t* tokens) const {
+  auto range = children_.equal_range(child_hash(parent, extra, tokens));
+  for (auto it = range.first; it != range.second; ++it) {
+    const Node& c = nodes_[static_cast<size_t>(it->second)];
+    if (c.parent == parent && c.extra == extra &&
+        std::memcmp(c.key.data(), tokens, static_cast<size_t>(page_) * sizeof(int32_t)) == 0) {
+      return it->second;
+    }
+  }
+  return -1;
+}
+
+void RadixTree::link_child(int32_t parent, int32_t child) {
+  Node& c = nodes_[static_cast<size_t>(child)];
+  c.parent = parent;
+  children_.emplace(child_hash(parent, c.extra, c.key.data()), child);
+  ++nodes_[static_cast<size_t>(parent)].children;
+}
+
+void RadixTree::unlink_child(int32_t parent, int32_t child) {
+  const Node& c = nodes_[static_cast<size_t>(child)];
+  auto range = children_.equal_range(child_hash(parent, c.extra, c.key.data()));
+  for (auto it = range.first; it != range.second; ++it) {
+    if (it->second == child) {
+      children_.erase(it);
+      break;
+    }
+  }
+  --nodes_[static_cast<size_t>(parent)].children;
+}
+
+int32_t RadixTree::new_node() {
+  int32_t id;
+  if (!free_ids_.empty()) {
+    id = free_ids_.back();
+    free_ids_.pop_back();
+  } else {
+    id = static_cast<int32_t>(nodes_.size());
+    nodes_.emplace_back();
+  }
+  Node& n = nodes_[static_cast<size_t>(id)];
+  n = Node();
+  n.generation = ++generations_;  // global, so handles from before a reset stay stale
+  n.live = true;
+  ++live_nodes_;
+  return id;
+}
+
+void RadixTree::free_node(int32_t id) {
+  Node& n = nodes_[static_cast<size_t>(id)];
+  n.live = false;
+  n.key = {};
+  n.value = {};
+  n.hashes = {};
+  free_ids_.push_back(id);
+  --live_nodes_;
+}
+
+size_t RadixTree::match_len(const Node& node, const int32_t* tokens, size_t n) const {
+  const size_t limit = std::min(node.key.size(), n);
+  const size_t page = static_cast<size_t>(page_);
+  size_t matched = 0;
+  while (matched + page <= limit &&
+         std::memcmp(node.key.data() + matched, tokens + matched, page * sizeof(int32_t)) == 0) {
+    matched += page;
+  }
+  return matched;
+}
+
+RadixTree::OrderKey RadixTree::order_key(const Node& n, int32_t id) const {
+  const int64_t access = static_cast<int64_t>(n.last_access), created = static_cast<int64_t>(n.creation);
+  switch (policy_) {
+    case EvictionPolicy::kLru: return {access, 0, id};
+    case EvictionPolicy::kLfu: return {static_cast<int64_t>(n.hits), access, id};
+    case EvictionPolicy::kFifo: return {created, 0, id};
+    case EvictionPolicy::kMru: return {-access, 0, id};
+    case EvictionPolicy::kFilo: return {-created, 0, id};
+    case EvictionPolicy::kPriority: return {n.priority, access, id};
+  }
+  return {access, 0, id};
+}
+
+void RadixTree::refresh_order(int32_t id) {
+  if (id == kRoot) return;
+  Node& n = nodes_[static_cast<size_t>(id)];
+  if (n.in_order) {
+    evictable_leaves_.erase(n.order_key);
+    n.in_order = false;
+  }
+  if (n.live && n.children == 0 && n.lock_ref == 0) {
+    n.order_key = order_key(n, id);
+    evictable_leaves_.insert(n.order_key);
+    n.in_order = true;
+  }
+}
+
+void RadixTree::touch(int32_t id, uint64_t stamp) {
+  Node& n = nodes_[static_cast<size_t>(id)];
+  n.last_access = stamp;
+  ++n.hits;
+  refresh_order(id);
+}
+
+int32_t RadixTree::split(int32_t child, size_t at) {
+  const int32_t upper = new_node();  // may reallocate nodes_: index from here on
+  Node& u = nodes_[static_cast<size_t>(upper)];
+  Node& c = nodes_[static_cast<size_t>(child)];
+  const int32_t parent = c.parent;
+  u.extra = c.extra;
+  u.key.assign(c.key.begin(), c.key.begin() + static_cast<long>(at));
+  u.value.assign(c.value.begin(), c.value.begin() + static_cast<long>(at));
+  u.lock_ref = c.lock_ref;  // locks of the lower part pass through the upper part
+  u.priority = c.priority;
+  u.hits = c.hits;
+  u.last_access = c.last_access;
+  u.creation = c.creation;
+  const size_t pages = at / static_cast<size_t>(page_);
+  if (!c.hashes.empty()) {
+    u.hashes.assign(c.hashes.begin(), c.hashes.begin() + static_cast<long>(pages));
+    c.hashes.erase(c.hashes.begin(), c.hashes.begin() + static_cast<long>(pages));
+  }
+  unlink_child(parent, child);
+  link_child(parent, upper);  // same first page: replaces the child in its parent
+  Node& c2 = nodes_[static_cast<size_t>(child)];
+  c2.key.erase(c2.key.begin(), c2.key.begin() + static_cast<long>(at));
+  c2.value.erase(c2.value.begin(), c2.value.begin() + static_cast<long>(at));
+  link_child(upper, child);
+  refresh_order(child);
+  refresh_order(upper);
+  return upper;
+}
+
+MatchResult RadixTree::match(const int32_t* tokens, size_t n, const std::string& extra_key) {
+  MatchResult r;
+  r.last_node = root();
+  n -= n % static_cast<size_t>(page_);
+  auto ns = namespaces_.find(extra_key);
+  if (n == 0 || ns == namespaces_.end()) return r;
+  const int32_t extra = ns->second;
+  const uint64_t stamp = ++clock_;
+  int32_t cur = kRoot;
+  size_t pos = 0;
+  while (pos < n) {
+    int32_t c = find_child(cur, extra, tokens + pos);
+    if (c < 0) break;
+    const size_t len = match_len(nodes_[static_cast<size_t>(c)], tokens + pos, n - pos);
+    if (len < nodes_[static_cast<size_t>(c)].key.size()) c = split(c, len);
+    const Node& node = nodes_[static_cast<size_t>(c)];
+    r.slots.insert(r.slots.end(), node.value.begin(), node.value.end());
+    touch(c, stamp);
+    cur = c;
+    pos += len;  // after a split the next page differs, so the next lookup stops the walk
+  }
+  r.last_node = handle(cur);
+  return r;
+}
+
+Status RadixTree::insert(const int32_t* tokens, size_t n, const int64_t* slots, const std::string& extra_key,
+                         int32_t priority, size_t* prefix_len, NodeHandle* last_node) {
+  if (n % static_cast<size_t>(page_) != 0) {
+    return Status::invalid("key length " + std::to_string(n) + " is not a multiple of page_size " +
+                           std::to_string(page_));
+  }
+  const int32_t extra = intern(extra_key);
+  const uint64_t stamp = ++clock_;
+  int32_t cur = kRoot;
+  size_t pos = 0;
+  while (pos < n) {
+    int32_t c = find_child(cur, extra, tokens + pos);
+    if (c < 0) break;
+    const size_t len = match_len(nodes_[static_cast<size_t>(c)], tokens + pos, n - pos);
+    if (len < nodes_[static_cast<size_t>(c)].key.size()) c = split(c, len);
+    Node& node = nodes_[static_cast<size_t>(c)];
+    node.priority = std::max(node.priority, priority);
+    node.last_access = stamp;
+    refresh_order(c);
+    cur = c;
+    pos += len;
+  }
+  *prefix_len = pos;
+  if (pos < n) {
+    const int32_t leaf = new_node();
+    Node& l = nodes_[static_cast<size_t>(leaf)];
+    l.extra = extra;
+    l.key.assign(tokens + pos, tokens + n);
+    l.value.assign(slots + pos, slots + n);
+    l.priority = priority;
+    l.last_access = l.creation = stamp;
+    link_child(cur, leaf);
+    evictable_ += n - pos;
+    if (events_enabled_) {
+      ensure_hashes(leaf);
+      emit_stored(leaf);
+    }
+    refresh_order(cur);
+    refresh_order(leaf);
+    cur = leaf;
+  }
+  if (last_node != nullptr) *last_node = handle(cur);
+  return Status::ok();
+}
+
+Status RadixTree::lock(NodeHandle h) {
+  const int32_t id = resolve(h);
+  if (id < 0) return Status::invalid("node handle " + std::to_string(h) + " is stale or unknown");
+  for (int32_t x = id; x != kRoot; x = nodes_[static_cast<size_t>(x)].parent) {
+    Node& n = nodes_[static_cast<size_t>(x)];
+    if (n.lock_ref++ == 0) {
+      evictable_ -= n.key.size();
+      protected_ += n.key.size();
+      refresh_order(x);
+    }
+  }
+  return Status::ok();
+}
+
+Status RadixTree::unlock(NodeHandle h) {
+  const int32_t id = resolve(h);
+  if (id < 0) return Status::invalid("node handle " + std::to_string(h) + " is stale or unknown");
+  for (int32_t x = id; x != kRoot; x = nodes_[static_cast<size_t>(x)].parent) {
+    if (nodes_[static_cast<size_t>(x)].lock_ref <= 0) {
+      return Status::invalid("node handle " + std::to_string(h) + " is not locked");
+    }
+  }
+  for (int32_t x = id; x != kRoot; x = nodes_[static_cast<size_t>(x)].parent) {
+    Node& n = nodes_[static_cast<size_t>(x)];
+    if (--n.lock_ref == 0) {
+      protected_ -= n.key.size();
+      evictable_ += n.key.size();
+      refresh_order(x);
+    }
+  }
+  return Status::ok();
+}
+
+Status RadixTree::evict(size_t tokens, const FreeSlots& free, size_t* evicted) {
+  *evicted = 0;
+  while (*evicted < tokens && !evictable_leaves_.empty()) {
+    const int32_t id = std::get<2>(*evictable_leaves_.begin());
+    Node& n = nodes_[static_cast<size_t>(id)];
+    KVPOOL_RETURN_IF_ERROR(free(n.value.data(), n.value.size()));
+    *evicted += n.value.size();
+    evictable_ -= n.key.size();
+    if (events_enabled_) emit_removed(n);
+    evictable_leaves_.erase(n.order_key);
+    n.in_order = false;
+    const int32_t parent = n.parent;
+    unlink_child(parent, id);
+    free_node(id);
+    refresh_order(parent);  // a parent left without children becomes a candidate
+  }
+  return Status::ok();
+}
+
+void RadixTree::reset() {
+  nodes_.clear();
+  free_ids_.clear();
+  children_.clear();
+  evictable_leaves_.clear();
+  live_nodes_ = 0;
+  const int32_t root = new_node();
+  nodes_[static_cast<size_t>(root)].lock_ref = 1;  // the root is never evictable and never counted
+  live_nodes_ = 1;
+  evictable_ = protected_ = 0;
+  if (events_enabled_) events_.push_back(KvEvent{EventType::kAllBlocksCleared, 0, 0, false, {}});
+}
+
+std::vector<KvEvent> RadixTree::take_events() {
+  std::vector<KvEvent> out;
+  out.swap(events_);
+  return out;
+}
+
+void RadixTree::ensure_hashes(int32_t id) {
+  // Walk up to the nearest node whose hashes exist, then hash downwards.
+  std::vector<int32_t> path;
+  for (int32_t x = id; x != kRoot; x = nodes_[static_cast<size_t>(x)].parent) {
+    const Node& n = nodes_[static_cast<size_t>(x)];
+    if (n.hashes.size() * static_cast<size_t>(page_) == n.key.size()) break;
+    path.push_back(x);
+  }
+  for (auto it = path.rbegin(); it != path.rend(); ++it) {
+    Node& n = nodes_[static_cast<size_t>(*it)];
+    const Node& parent = nodes_[static_cast<size_t>(n.parent)];
+    const Digest* prev = n.parent == kRoot || parent.hashes.empty() ? nullptr : &parent.hashes.back();
+    n.hashes.clear();
+    for (size_t off = 0; off < n.key.size(); off += static_cast<size_t>(page_)) {
+      n.hashes.push_back(page_digest(prev, n.key.data() + off, static_cast<size_t>(page_)));
+      prev = &n.hashes.back();
+    }
+  }
+}
+
+void RadixTree::emit_stored(int32_t id) {
+  const Node& n = nodes_[static_cast<size_t>(id)];
+  const Node& parent = nodes_[static_cast<size_t>(n.parent)];
+  for (size_t page = 0; page < n.hashes.size(); ++page) {
+    KvEvent e{EventType::kBlockStored, event_id(n.hashes[page]), 0, false, {}};
+    const Digest* prev = page > 0 ? &n.hashes[page - 1] : (n.parent == kRoot ? nullptr : &parent.hashes.back());
+    if (prev != nullptr) {
+      e.parent_hash = event_id(*prev);
+      e.has_parent = true;
+    }
+    const size_t off = page * static_cast<size_t>(page_);
+    e.tokens.assign(n.key.begin() + static_cast<long>(off), n.key.begin() + static_cast<long>(off + page_));
+    events_.push_back(std::move(e));
+  }
+}
+
+void RadixTree::emit_removed(const Node& n) {
+  for (const Digest& d : n.hashes) events_.push_back(KvEvent{EventType::kBlockRemoved, event_id(d), 0, false, {}});
+}
+
+void RadixTree::collect_slots(std::vector<int64_t>* out) const {
+  for (size_t id = 1; id < nodes_.size(); ++id) {
+    if (nodes_[id].live) out->insert(out->end(), nodes_[id].value.begin(), nodes_[id].value.end());
+  }
+}
+
+size_t RadixTree::check(std::string* report, size_t max_lines) const {
+  size_t problems = 0;
+  auto complain = [&](const std::string& line) {
+    if (problems++ < max_lines) *report += line + "\n";
+  };
+  size_t evictable = 0, protected_tokens = 0, leaves = 0;
+  std::vector<int32_t> child_count(nodes_.size(), 0);
+  for (size_t id = 1; id < nodes_.size(); ++id) {
+    const Node& n = nodes_[id];
+    if (!n.live) continue;
+    const std::string who = "radix node " + std::to_string(id);
+    if (n.key.size() != n.value.size() || n.key.empty() || n.key.size() % static_cast<size_t>(page_) != 0) {
+      complain(who + " has " + std::to_string(n.key.size()) + " tokens and " + std::to_string(n.value.size()) + " slots");
+      continue;
+    }
+    if (n.parent < 0 || !nodes_[static_cast<size_t>(n.parent)].live) {
+      complain(who + " has no live parent");
+      continue;
+    }
+    ++child_count[static_cast<size_t>(n.parent)];
+    if (find_child(n.parent, n.extra, n.key.data()) != static_cast<int32_t>(id)) complain(who + " is not reachable from its parent");
+    (n.lock_ref > 0 ? protected_tokens : evictable) += n.key.size();
+    if (n.lock_ref < 0) complain(who + " has a negative lock count");
+    const bool candidate = n.children == 0 && n.lock_ref == 0;
+    leaves += candidate ? 1 : 0;
+    if (candidate != n.in_order) complain(who + (candidate ? " is an evictable leaf missing from" : " is wrongly in") + " the eviction order");
+  }
+  for (size_t id = 0; id < nodes_.size(); ++id) {
+    if (nodes_[id].live && nodes_[id].children != child_count[id]) complain("radix node " + std::to_string(id) + " child count is wrong");
+  }
+  if (evictable != evictable_ || protected_tokens != protected_) {
+    complain("radix sizes: evictable " + std::to_string(evictable_) + " (actual " + std::to_string(evictable) +
+             "), protected " + std::to_string(protected_) + " (actual " + std::to_string(protected_tokens) + ")");
+  }
+  if (leaves != evictable_leaves_.size()) complain("radix eviction order holds " + std::to_string(evictable_leaves_.size()) + " leaves, expected " + std::to_string(leaves));
+  return problems;
+}
+
+}  // namespace kvp::cache

@@ -1,0 +1,146 @@
+// RadixCache (SGLANG_SEMANTICS §3): a page-aware prefix tree whose nodes own
+// the KV slots of the tokens on their edge.
+//
+// - Keys are token ids in a namespace (`extra_key`, e.g. a LoRA id or a cache
+//   salt); children are found by (parent, namespace, first page) in one hash map.
+// - Matches and inserts work in whole pages; unaligned tails are never matched
+//   (insert rejects unaligned keys, match truncates).
+// - A split copies the lock count, so evictable/protected sizes need no change,
+//   and emits no events.
+// - Eviction takes whole unlocked leaves in policy order from an ordered set
+//   that is updated incrementally (no walk over the tree per eviction).
+// - Access order uses a logical clock: every node touched by one call gets
+//   the same stamp (SGLang stamps them with one wall-clock reading).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <set>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+#include <vector>
+
+#include "cache/page_hash.hpp"
+#include "util/status.hpp"
+
+namespace kvp::cache {
+
+enum class EvictionPolicy { kLru, kLfu, kFifo, kMru, kFilo, kPriority };
+bool parse_eviction_policy(const std::string& name, EvictionPolicy* out);
+
+enum class EventType : int32_t { kBlockStored = 0, kBlockRemoved = 1, kAllBlocksCleared = 2 };
+
+struct KvEvent {
+  EventType type;
+  int64_t block_hash = 0;
+  int64_t parent_hash = 0;
+  bool has_parent = false;
+  std::vector<int32_t> tokens;  // BlockStored only
+};
+
+// A node handle for callers: arena index and generation (stale handles are detected).
+using NodeHandle = uint64_t;
+
+struct MatchResult {
+  std::vector<int64_t> slots;
+  NodeHandle last_node = 0;
+};
+
+class RadixTree {
+ public:
+  using FreeSlots = std::function<Status(const int64_t* slots, size_t n)>;
+
+  RadixTree(int64_t page_size, EvictionPolicy policy, bool events);
+
+  int64_t page_size() const { return page_; }
+  NodeHandle root() const { return handle(kRoot); }
+  size_t evictable_size() const { return evictable_; }
+  size_t protected_size() const { return protected_; }
+  size_t total_size() const { return evictable_ + protected_; }
+  size_t node_count() const { return live_nodes_; }
+
+  // Longest cached page-aligned prefix of `tokens` in namespace `extra_key`.
+  // Splits a node matched part-way and refreshes the access order of the path.
+  MatchResult match(const int32_t* tokens, size_t n, const std::string& extra_key);
+
+  // Inserts an aligned key with its slots. *prefix_len receives the tokens that
+  // were already cached (the caller keeps owning slots[0, prefix_len)); the tree
+  // takes ownership of slots[prefix_len, n).
+  Status insert(const int32_t* tokens, size_t n, const int64_t* slots, const std::string& extra_key,
+                int32_t priority, size_t* prefix_len, NodeHandle* last_node = nullptr);
+
+  Status lock(NodeHandle node);
+  Status unlock(NodeHandle node);
+  bool is_live(NodeHandle node) const;
+
+  // Evicts whole unlocked leaves (parents may follow) until at least `tokens`
+  // tokens are freed or nothing evictable remains; frees slots through `free`.
+  Status evict(size_t tokens, const FreeSlots& free, size_t* evicted);
+
+  // Forgets everything (without freeing slots) and emits AllBlocksCleared.
+  void reset();
+
+  std::vector<KvEvent> take_events();
+
+  // Every slot the tree owns (for ownership checks), and an internal consistency check.
+  void collect_slots(std::vector<int64_t>* out) const;
+  size_t check(std::string* report, size_t max_lines) const;
+
+ private:
+  static constexpr int32_t kRoot = 0;
+  using OrderKey = std::tuple<int64_t, int64_t, int32_t>;
+
+  struct Node {
+    int32_t parent = -1;
+    int32_t extra = 0;
+    uint32_t generation = 0;
+    bool live = false;
+    int32_t children = 0;
+    int32_t lock_ref = 0;
+    int32_t priority = 0;
+    uint64_t last_access = 0;
+    uint64_t creation = 0;
+    uint64_t hits = 0;
+    bool in_order = false;
+    OrderKey order_key{};
+    std::vector<int32_t> key;
+    std::vector<int64_t> value;
+    std::vector<Digest> hashes;  // one per page, when events are on
+  };
+
+  NodeHandle handle(int32_t id) const;
+  int32_t resolve(NodeHandle h) const;  // -1 if stale
+  int32_t intern(const std::string& extra_key);
+  uint64_t child_hash(int32_t parent, int32_t extra, const int32_t* page_tokens) const;
+  int32_t find_child(int32_t parent, int32_t extra, const int32_t* tokens) const;
+  void link_child(int32_t parent, int32_t child);
+  void unlink_child(int32_t parent, int32_t child);
+  int32_t new_node();
+  void free_node(int32_t id);
+  size_t match_len(const Node& node, const int32_t* tokens, size_t n) const;
+  int32_t split(int32_t child, size_t at);
+  void touch(int32_t id, uint64_t stamp);
+  void refresh_order(int32_t id);
+  OrderKey order_key(const Node& n, int32_t id) const;
+  void ensure_hashes(int32_t id);
+  void emit_stored(int32_t id);
+  void emit_removed(const Node& n);
+
+  int64_t page_;
+  EvictionPolicy policy_;
+  bool events_enabled_;
+  std::vector<Node> nodes_;
+  std::vector<int32_t> free_ids_;
+  size_t live_nodes_ = 0;
+  std::unordered_multimap<uint64_t, int32_t> children_;
+  std::unordered_map<std::string, int32_t> namespaces_;
+  std::set<OrderKey> evictable_leaves_;
+  size_t evictable_ = 0;
+  size_t protected_ = 0;
+  uint64_t clock_ = 0;
+  uint32_t generations_ = 0;
+  std::vector<KvEvent> events_;
+};
+
+}  // namespace kvp::cache
