@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <string>
+#include <vector>
 
 #include "backend/backend.hpp"
 #include "kvpool/buffers.h"
@@ -82,8 +83,11 @@ class CudaBackend final : public Backend {
     KVPOOL_CUDA_TRY(cudaMemset(dst, 0, bytes), "cudaMemset");
     return Status::ok();
   }
-  Status copy_rows(const RowCopy& c) override {
-    if (c.n == 0 || c.row_bytes == 0) return Status::ok();
+  Status copy_rows(const RowCopy& given) override {
+    if (given.n == 0 || given.row_bytes == 0) return Status::ok();
+    // Blocks run in any order: drop all but the last copy into a repeated
+    // destination row, which is what the CPU backend's sequential loop leaves.
+    const RowCopy c = last_writes_only(given);
     KVPOOL_CUDA_TRY(cudaSetDevice(device_), "cudaSetDevice");
     // Upload the host index arrays into one device scratch buffer.
     const size_t index_bytes = c.n * sizeof(int64_t);
@@ -159,6 +163,45 @@ class CudaBackend final : public Backend {
     return Status::ok();
   }
 
+  // `c` unchanged when its destination rows are distinct (one O(n) pass over a
+  // reused hash set); otherwise the copies whose destination row is not named
+  // again later, with explicit source rows.
+  RowCopy last_writes_only(const RowCopy& c) {
+    if (c.dst_rows == nullptr || c.n < 2) return c;
+    size_t cap = 16;
+    while (cap < 2 * c.n) cap <<= 1;
+    if (seen_.size() < cap) {
+      seen_.assign(cap, Seen{});
+      generation_ = 0;
+    }
+    const auto insert = [&](int64_t row) {  // true if `row` was not yet in this generation
+      size_t h = static_cast<size_t>((static_cast<uint64_t>(row) * 0x9E3779B97F4A7C15ull) >> 20) & (cap - 1);
+      while (seen_[h].generation == generation_) {
+        if (seen_[h].row == row) return false;
+        h = (h + 1) & (cap - 1);
+      }
+      seen_[h] = Seen{row, generation_};
+      return true;
+    };
+    ++generation_;
+    bool repeated = false;
+    for (size_t i = 0; i < c.n && !repeated; ++i) repeated = !insert(c.dst_rows[i]);
+    if (!repeated) return c;
+    ++generation_;
+    kept_dst_.clear();
+    kept_src_.clear();
+    for (size_t i = c.n; i-- > 0;) {
+      if (!insert(c.dst_rows[i])) continue;
+      kept_dst_.push_back(c.dst_rows[i]);
+      kept_src_.push_back(c.src_rows != nullptr ? c.src_rows[i] : static_cast<int64_t>(i));
+    }
+    RowCopy out = c;
+    out.dst_rows = kept_dst_.data();
+    out.src_rows = kept_src_.data();
+    out.n = kept_dst_.size();
+    return out;
+  }
+
   Status reserve_staging(size_t bytes) {
     if (bytes <= staging_capacity_) return Status::ok();
     if (staging_ != nullptr) cudaFree(staging_);
@@ -184,6 +227,15 @@ class CudaBackend final : public Backend {
   size_t index_capacity_ = 0;
   char* staging_ = nullptr;
   size_t staging_capacity_ = 0;
+  // last_writes_only(): an open-addressing set whose entries count as present
+  // only in the current generation, so it never needs clearing.
+  struct Seen {
+    int64_t row = 0;
+    uint64_t generation = 0;
+  };
+  std::vector<Seen> seen_;
+  uint64_t generation_ = 0;
+  std::vector<int64_t> kept_dst_, kept_src_;
 };
 
 }  // namespace

@@ -19,5 +19,7 @@
 #include "kvpool/buffers.h"
 #include "kvpool/mamba.h"
 #include "kvpool/check.h"
+#include "kvpool/radix.h"
+#include "kvpool/seq.h"
 
 #endif /* KVPOOL_KVPOOL_H */

@@ -17,7 +17,9 @@ namespace kvp::backend {
 // receives `row_bytes` bytes from src row `src_rows[i]` (or i). Rows are
 // addressed as base + row * stride. Every row index has been range-checked,
 // the index arrays are host memory, and no destination row overlaps a source
-// row (callers that move rows in place gather into scratch first).
+// row (callers that move rows in place gather into scratch first). When
+// dst_rows names a row more than once, the last copy into it wins, on every
+// backend (the CPU loop's natural result; CUDA drops the earlier copies).
 struct RowCopy {
   void* dst;
   size_t dst_stride;

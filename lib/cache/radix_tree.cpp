@@ -219,6 +219,22 @@ MatchResult RadixTree::match(const int32_t* tokens, size_t n, const std::string&
   return r;
 }
 
+size_t RadixTree::cached_prefix(const int32_t* tokens, size_t n, const std::string& extra_key) const {
+  auto ns = namespaces_.find(extra_key);
+  if (ns == namespaces_.end()) return 0;
+  int32_t cur = kRoot;
+  size_t pos = 0;
+  while (pos + static_cast<size_t>(page_) <= n) {
+    const int32_t c = find_child(cur, ns->second, tokens + pos);
+    if (c < 0) break;
+    const size_t len = match_len(nodes_[static_cast<size_t>(c)], tokens + pos, n - pos);
+    pos += len;
+    if (len < nodes_[static_cast<size_t>(c)].key.size()) break;
+    cur = c;
+  }
+  return pos;
+}
+
 Status RadixTree::insert(const int32_t* tokens, size_t n, const int64_t* slots, const std::string& extra_key,
                          int32_t priority, size_t* prefix_len, NodeHandle* last_node) {
   if (n % static_cast<size_t>(page_) != 0) {
@@ -333,6 +349,11 @@ std::vector<KvEvent> RadixTree::take_events() {
   std::vector<KvEvent> out;
   out.swap(events_);
   return out;
+}
+
+void RadixTree::requeue_events(std::vector<KvEvent> events) {
+  events.insert(events.end(), std::make_move_iterator(events_.begin()), std::make_move_iterator(events_.end()));
+  events_.swap(events);
 }
 
 void RadixTree::ensure_hashes(int32_t id) {

@@ -64,6 +64,9 @@ class RadixTree {
   // Splits a node matched part-way and refreshes the access order of the path.
   MatchResult match(const int32_t* tokens, size_t n, const std::string& extra_key);
 
+  // Length of the cached prefix of an aligned key, without touching anything.
+  size_t cached_prefix(const int32_t* tokens, size_t n, const std::string& extra_key) const;
+
   // Inserts an aligned key with its slots. *prefix_len receives the tokens that
   // were already cached (the caller keeps owning slots[0, prefix_len)); the tree
   // takes ownership of slots[prefix_len, n).
@@ -82,6 +85,8 @@ class RadixTree {
   void reset();
 
   std::vector<KvEvent> take_events();
+  // Puts drained events back in front (a caller's buffer was too small).
+  void requeue_events(std::vector<KvEvent> events);
 
   // Every slot the tree owns (for ownership checks), and an internal consistency check.
   void collect_slots(std::vector<int64_t>* out) const;

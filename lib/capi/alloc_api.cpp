@@ -18,6 +18,7 @@ Status counted(kvpool* pool, bool is_alloc, const Status& st) {
   kvp::Counters& c = pool->counters;
   if (st.is_ok()) {
     ++(is_alloc ? c.alloc_calls : c.free_calls);
+    if (is_alloc) pool->direct_allocations = true;
   } else if (st.code() == KVPOOL_ERR_OUT_OF_MEMORY) {
     ++c.alloc_failures;
   } else if (st.code() == KVPOOL_ERR_INVALID_ARGUMENT) {

@@ -50,7 +50,17 @@ Status build_pool(::kvpool* pool) {
     KVPOOL_RETURN_IF_ERROR(mamba::MambaPool::make(pool->backend.get(), mamba_shape(c, p), p.req_rows, &pool->mamba));
   }
   const int64_t* swa_mapping = pool->swa ? pool->swa->mapping_data() : nullptr;
-  return pool::KvBuffers::make(pool->backend.get(), c, p, swa_mapping, &pool->kv);
+  KVPOOL_RETURN_IF_ERROR(pool::KvBuffers::make(pool->backend.get(), c, p, swa_mapping, &pool->kv));
+  // Prefix cache and requests: the plain radix tree serves variants whose KV is
+  // fully described by the token slots (swa and hybrid_linear need their own trees).
+  const bool plain = c.model.attention != config::Attention::kSWA && c.model.attention != config::Attention::kHybridLinear;
+  if (plain && c.prefix_cache.kind == config::PrefixCacheKind::kRadix) {
+    cache::EvictionPolicy policy = cache::EvictionPolicy::kLru;
+    cache::parse_eviction_policy(c.prefix_cache.eviction, &policy);  // validated by the config parser
+    pool->cache = std::make_unique<cache::PrefixCache>(pool->paged.get(), policy, c.prefix_cache.events);
+  }
+  if (plain) pool->seqs = std::make_unique<seq::Sequences>(pool->paged.get(), pool->requests.get(), pool->cache.get());
+  return Status::ok();
 }
 
 }  // namespace kvp::capi

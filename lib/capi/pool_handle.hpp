@@ -8,11 +8,13 @@
 #include "alloc/paged_allocator.hpp"
 #include "alloc/swa_allocator.hpp"
 #include "backend/backend.hpp"
+#include "cache/prefix_cache.hpp"
 #include "config/config.hpp"
 #include "mamba/mamba_pool.hpp"
 #include "plan/plan.hpp"
 #include "pool/kv_buffers.hpp"
 #include "req/request_table.hpp"
+#include "seq/sequences.hpp"
 
 namespace kvp {
 
@@ -36,8 +38,13 @@ struct kvpool {
   std::unique_ptr<kvp::req::RequestTable> requests;
   std::unique_ptr<kvp::mamba::MambaPool> mamba;  // hybrid_linear only
   std::unique_ptr<kvp::pool::KvBuffers> kv;
+  std::unique_ptr<kvp::cache::PrefixCache> cache;  // radix prefix cache (mha, mla, nsa, double_sparse)
+  std::unique_ptr<kvp::seq::Sequences> seqs;       // kvseq_* (not for swa and hybrid_linear yet)
   kvp::Counters counters;
   uint64_t backup_token = 0;  // 0 = no active snapshot
+  // Set once a caller allocates KV slots directly (kvalloc_*): from then on the
+  // self-check cannot attribute every held page to a request or the tree.
+  bool direct_allocations = false;
   uint64_t next_backup_token = 1;
 };
 

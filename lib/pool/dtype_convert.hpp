@@ -42,31 +42,35 @@ KVP_HD inline float bits_f32(uint32_t u) {
 #endif
 }
 
-// Rounds a finite, non-negative f32 magnitude (bits `ax`) to a binary format
-// with M stored mantissa bits and exponent bias BIAS, ties to even. Returns
-// exponent_field << M | mantissa without an upper bound: the caller maps codes
-// past the format's largest finite value to inf or NaN.
+// a if c else b, as bit masks: both operands are computed unconditionally, so
+// compilers keep loops over these functions branch-free (vectorisable) instead
+// of sinking the f32 addition below into a branch it may not speculate.
+KVP_HD inline uint32_t select(bool c, uint32_t a, uint32_t b) {
+  const uint32_t mask = 0u - static_cast<uint32_t>(c);
+  return (a & mask) | (b & ~mask);
+}
+
+// Rounds a non-negative f32 magnitude (bits `ax`, at most 0x7fffffff) to a
+// binary format with M stored mantissa bits and exponent bias BIAS, ties to
+// even. Returns exponent_field << M | mantissa without an upper bound: the
+// caller maps codes past the format's largest finite value (and inf / NaN,
+// which land there) to inf or NaN. Both paths are computed and one is
+// selected, so loops over it vectorise.
 template <int M, int BIAS>
 KVP_HD inline uint32_t round_magnitude(uint32_t ax) {
   constexpr uint32_t kMinNormal = uint32_t(127 - BIAS + 1) << 23;  // 2^(1 - BIAS)
-  if (ax >= kMinNormal) {
-    // Re-bias the exponent and drop 23 - M mantissa bits; a carry out of the
-    // mantissa correctly bumps the exponent.
-    constexpr int kDrop = 23 - M;
-    const uint32_t rounded = ax + ((1u << (kDrop - 1)) - 1) + ((ax >> kDrop) & 1u);
-    return (rounded - (uint32_t(127 - BIAS) << 23)) >> kDrop;
-  }
-  // Subnormal in the target: count units of 2^(1 - BIAS - M). f32 subnormals
-  // (exponent field 0) are far below half a unit of every target here.
-  const int e = static_cast<int>(ax >> 23);
-  if (e == 0) return 0;
-  const uint32_t m = (ax & 0x7fffffu) | 0x800000u;
-  const int shift = 150 + 1 - BIAS - M - e;  // >= 24 - M
-  if (shift > 24) return 0;                  // below half a unit (m < 2^24)
-  const uint32_t q = m >> shift;
-  const uint32_t rem = m & ((1u << shift) - 1u);
-  const uint32_t half = 1u << (shift - 1);
-  return q + ((rem > half || (rem == half && (q & 1u))) ? 1u : 0u);
+  // Normal in the target: re-bias the exponent and drop 23 - M mantissa bits,
+  // rounding to even; a carry out of the mantissa correctly bumps the exponent.
+  constexpr int kDrop = 23 - M;
+  const uint32_t normal = (ax + ((1u << (kDrop - 1)) - 1u) + ((ax >> kDrop) & 1u) - (uint32_t(127 - BIAS) << 23)) >> kDrop;
+  // Subnormal in the target: adding C = 2^23 units (unit = 2^(1 - BIAS - M))
+  // leaves a sum whose last mantissa bit is one unit, so the f32 addition
+  // itself rounds |x| to whole units, ties to even; the units are the code
+  // (reaching 2^M units gives the smallest normal's code, as it should).
+  // f32 subnormal inputs are far below half a unit: flushing them is harmless.
+  const float c = bits_f32(uint32_t(127 + 1 - BIAS - M + 23) << 23);
+  const uint32_t subnormal = f32_bits(bits_f32(ax) + c) - f32_bits(c);
+  return select(ax >= kMinNormal, normal, subnormal);
 }
 
 // ---- f16 (IEEE binary16) ----
@@ -75,31 +79,31 @@ KVP_HD inline uint16_t f32_to_f16(float f) {
   const uint32_t x = f32_bits(f);
   const uint32_t sign = (x >> 16) & 0x8000u;
   const uint32_t ax = x & 0x7fffffffu;
-  if (ax > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u | ((ax >> 13) & 0x3ffu));  // quiet NaN
-  if (ax == 0x7f800000u) return static_cast<uint16_t>(sign | 0x7c00u);
   const uint32_t code = round_magnitude<10, 15>(ax);
-  return static_cast<uint16_t>(sign | (code >= 0x7c00u ? 0x7c00u : code));
+  const uint32_t finite = select(code < 0x7c00u, code, 0x7c00u);  // overflow and inf: inf
+  const uint32_t nan = 0x7e00u | ((ax >> 13) & 0x3ffu);       // quiet, top payload bits kept
+  return static_cast<uint16_t>(sign | select(ax > 0x7f800000u, nan, finite));
 }
 
 KVP_HD inline float f16_to_f32(uint16_t h) {
   const uint32_t sign = uint32_t(h & 0x8000u) << 16;
   const uint32_t exp = (h >> 10) & 0x1fu;
   const uint32_t mant = h & 0x3ffu;
-  if (exp == 0x1f) return bits_f32(sign | 0x7f800000u | (mant << 13));  // inf / NaN (payload kept)
-  if (exp != 0) return bits_f32(sign | ((exp + 112u) << 23) | (mant << 13));
-  // Subnormal or zero: mant * 2^-24 is exact in f32.
-  const float v = static_cast<float>(mant) * bits_f32(0x33800000u);  // 2^-24
-  return sign != 0 ? -v : v;
+  const uint32_t special = 0x7f800000u | (mant << 13);  // inf / NaN, payload kept
+  const uint32_t normal = ((exp + 112u) << 23) | (mant << 13);
+  const uint32_t subnormal = f32_bits(static_cast<float>(mant) * bits_f32(0x33800000u));  // mant x 2^-24, exact
+  return bits_f32(sign | select(exp == 0x1fu, special, select(exp != 0, normal, subnormal)));
 }
 
 // ---- bf16 ----
 
 KVP_HD inline uint16_t f32_to_bf16(float f) {
   const uint32_t x = f32_bits(f);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x0040u);  // quiet NaN
   // Round to nearest even on the upper half; overflow carries into inf, f32
-  // subnormals become bf16 subnormals.
-  return static_cast<uint16_t>((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+  // subnormals become bf16 subnormals. NaN keeps its upper half, made quiet.
+  const uint32_t rounded = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
+  const uint32_t nan = (x >> 16) | 0x0040u;
+  return static_cast<uint16_t>(select((x & 0x7fffffffu) > 0x7f800000u, nan, rounded));
 }
 
 KVP_HD inline float bf16_to_f32(uint16_t b) { return bits_f32(uint32_t(b) << 16); }
@@ -112,18 +116,18 @@ KVP_HD inline uint8_t f32_to_e4m3(float f) {
   const uint32_t ax = x & 0x7fffffffu;
   // 464 = halfway between 448 and 480: ties go to 448 (even mantissa), anything
   // larger (also inf and NaN) rounds past the largest finite value: NaN.
-  if (ax > 0x43e80000u) return static_cast<uint8_t>(sign | 0x7fu);
-  return static_cast<uint8_t>(sign | round_magnitude<3, 7>(ax));
+  const uint32_t code = round_magnitude<3, 7>(ax);
+  return static_cast<uint8_t>(sign | select(ax > 0x43e80000u, 0x7fu, code));
 }
 
 KVP_HD inline float e4m3_to_f32(uint8_t b) {
   const uint32_t sign = uint32_t(b & 0x80u) << 24;
   const uint32_t exp = (b >> 3) & 0xfu;
   const uint32_t mant = b & 0x7u;
-  if (exp == 0xf && mant == 0x7) return bits_f32(sign | 0x7fc00000u);
-  if (exp != 0) return bits_f32(sign | ((exp + 120u) << 23) | (mant << 20));
-  const float v = static_cast<float>(mant) * bits_f32(0x3b000000u);  // 2^-9
-  return sign != 0 ? -v : v;
+  const uint32_t normal = ((exp + 120u) << 23) | (mant << 20);
+  const uint32_t subnormal = f32_bits(static_cast<float>(mant) * bits_f32(0x3b000000u));  // mant x 2^-9, exact
+  const uint32_t magnitude = select((b & 0x7fu) == 0x7fu, 0x7fc00000u, select(exp != 0, normal, subnormal));
+  return bits_f32(sign | magnitude);
 }
 
 // ---- fp8 e5m2 (the upper byte of an f16) ----
@@ -132,10 +136,9 @@ KVP_HD inline uint8_t f32_to_e5m2(float f) {
   const uint32_t x = f32_bits(f);
   const uint32_t sign = (x >> 24) & 0x80u;
   const uint32_t ax = x & 0x7fffffffu;
-  if (ax > 0x7f800000u) return static_cast<uint8_t>(sign | 0x7fu);
-  if (ax == 0x7f800000u) return static_cast<uint8_t>(sign | 0x7cu);
   const uint32_t code = round_magnitude<2, 15>(ax);
-  return static_cast<uint8_t>(sign | (code >= 0x7cu ? 0x7cu : code));
+  const uint32_t finite = select(code < 0x7cu, code, 0x7cu);  // overflow and inf: inf
+  return static_cast<uint8_t>(sign | select(ax > 0x7f800000u, 0x7fu, finite));
 }
 
 KVP_HD inline float e5m2_to_f32(uint8_t b) { return f16_to_f32(static_cast<uint16_t>(uint32_t(b) << 8)); }
@@ -145,7 +148,7 @@ KVP_HD inline float e5m2_to_f32(uint8_t b) { return f16_to_f32(static_cast<uint1
 // A block of 16 consecutive values x shares the scale byte s = e4m3(amax / 6)
 // (amax = largest |x|, NaN ignored). Each value becomes sign << 3 | code, where
 // code picks the nearest of {0, 0.5, 1, 1.5, 2, 3, 4, 6} to |x| / scale (ties
-// to the even code, saturating at 6); a zero scale gives code 0 everywhere.
+// to the even code, saturating at 6); a zero scale gives nibble 0 everywhere.
 
 constexpr int kFp4Block = 16;
 
@@ -156,16 +159,13 @@ KVP_HD inline float fp4_magnitude(uint32_t code) {
   return static_cast<float>(2u + m) * static_cast<float>(1u << e) * 0.25f;
 }
 
-// Nearest code to a non-negative quotient; NaN saturates to 6 (code 7).
+// Nearest code to a non-negative quotient: one step per midpoint passed, with
+// ties to the even code (0.25 -> 0, 0.75 -> 1.0, 1.25 -> 1.0, 1.75 -> 2, 2.5 -> 2,
+// 3.5 -> 4, 5 -> 4), saturating at 6. A NaN quotient passes no midpoint: code 0.
 KVP_HD inline uint32_t fp4_code(float q) {
-  if (q <= 0.25f) return 0;  // tie 0.25 -> 0
-  if (q < 0.75f) return 1;   // tie 0.75 -> 1.0
-  if (q <= 1.25f) return 2;  // tie 1.25 -> 1.0
-  if (q < 1.75f) return 3;   // tie 1.75 -> 2.0
-  if (q <= 2.5f) return 4;   // tie 2.5 -> 2.0
-  if (q < 3.5f) return 5;    // tie 3.5 -> 4.0
-  if (q <= 5.0f) return 6;   // tie 5 -> 4.0
-  return 7;
+  return static_cast<uint32_t>(q > 0.25f) + static_cast<uint32_t>(q >= 0.75f) + static_cast<uint32_t>(q > 1.25f) +
+         static_cast<uint32_t>(q >= 1.75f) + static_cast<uint32_t>(q > 2.5f) + static_cast<uint32_t>(q >= 3.5f) +
+         static_cast<uint32_t>(q > 5.0f);
 }
 
 KVP_HD inline float abs_f32(float x) { return bits_f32(f32_bits(x) & 0x7fffffffu); }

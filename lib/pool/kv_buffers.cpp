@@ -20,6 +20,30 @@ Status allocate(backend::Backend* backend, uint64_t rows, uint64_t row_bytes, Ro
 
 }  // namespace
 
+bool wide_of(int32_t dtype, Wide* out) {
+  switch (dtype) {
+    case KVPOOL_DTYPE_F32: *out = Wide::kF32; return true;
+    case KVPOOL_DTYPE_F16: *out = Wide::kF16; return true;
+    case KVPOOL_DTYPE_BF16: *out = Wide::kBF16; return true;
+    default: return false;
+  }
+}
+
+std::string dtype_text(int32_t dtype) {
+  switch (dtype) {
+    case KVPOOL_DTYPE_F32: return "f32";
+    case KVPOOL_DTYPE_F16: return "f16";
+    case KVPOOL_DTYPE_BF16: return "bf16";
+    case KVPOOL_DTYPE_FP8_E4M3: return "fp8_e4m3";
+    case KVPOOL_DTYPE_FP8_E5M2: return "fp8_e5m2";
+    case KVPOOL_DTYPE_FP4_E2M1: return "fp4_e2m1";
+    case KVPOOL_DTYPE_U8: return "u8";
+    case KVPOOL_DTYPE_I32: return "i32";
+    case KVPOOL_DTYPE_I64: return "i64";
+    default: return "dtype " + std::to_string(dtype);
+  }
+}
+
 Status byte_count(size_t n, uint64_t row_bytes, const char* what, size_t* out) {
   size_t total = 0;
   if (__builtin_mul_overflow(n, static_cast<size_t>(row_bytes), &total)) {
@@ -30,8 +54,7 @@ Status byte_count(size_t n, uint64_t row_bytes, const char* what, size_t* out) {
   return Status::ok();
 }
 
-Status check_bytes(size_t got, size_t expected, const char* name, const std::string& why) {
-  if (got == expected) return Status::ok();
+Status bytes_error(size_t got, size_t expected, const char* name, const std::string& why) {
   return Status::invalid(std::string(name) + " has " + std::to_string(got) + " bytes, expected " +
                          std::to_string(expected) + " (" + why + ")");
 }

@@ -57,9 +57,21 @@ struct KvBuffers::Impl {
   Status ensure_device_scratch(size_t bytes);
 };
 
+// f32 / f16 / bf16 as a caller-side format; false for other kvpool_dtype values.
+bool wide_of(int32_t dtype, Wide* out);
+// "f32", "fp8_e4m3", "u8", ... or "dtype N" for values outside kvpool_dtype.
+std::string dtype_text(int32_t dtype);
+
 // Checked n * row_bytes; INVALID_ARGUMENT if it does not fit in size_t.
 Status byte_count(size_t n, uint64_t row_bytes, const char* what, size_t* out);
-// "<name> has N bytes, expected M (...)".
-Status check_bytes(size_t got, size_t expected, const char* name, const std::string& why);
+// "<name> has N bytes, expected M (<why>)".
+Status bytes_error(size_t got, size_t expected, const char* name, const std::string& why);
+
+// `why()` builds the explanation only on a mismatch: successful calls stay free of string work.
+template <class Why>
+Status check_bytes(size_t got, size_t expected, const char* name, Why&& why) {
+  if (got == expected) return Status::ok();
+  return bytes_error(got, expected, name, why());
+}
 
 }  // namespace kvp::pool

@@ -1,0 +1,186 @@
+/**
+ * @file radix.h
+ * @brief The radix prefix cache (radix_*) and the KV-event page hash.
+ *
+ * When `prefix_cache.kind` is "radix" (the default) a pool of attention mha,
+ * mla, nsa or double_sparse has a radix tree of cached prefixes. Tree nodes own
+ * the KV slots of their tokens: radix_insert() transfers ownership of the new
+ * part to the tree, radix_evict() returns whole unlocked leaves to the
+ * allocator, and locked nodes (and their ancestors) are never evicted.
+ *
+ * Keys are token ids (int32) in a namespace (`extra_key`: a LoRA id or cache
+ * salt; NULL or "" is the default namespace). With page_size P, only whole
+ * pages are matched and inserted. Node handles are opaque 64-bit values; a
+ * handle of an evicted node is detected and rejected.
+ *
+ * Mixing these calls with kvseq_* on the same pool is allowed but then the
+ * caller shares responsibility for ownership; kvseq_* alone cannot leak.
+ * Thread safety: one thread at a time per pool. radix_page_hash() is pure.
+ */
+#ifndef KVPOOL_RADIX_H
+#define KVPOOL_RADIX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kvpool/export.h"
+#include "kvpool/pool.h"
+#include "kvpool/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** @brief Kind of a KV event. */
+typedef enum radix_event_type {
+  RADIX_EVENT_BLOCK_STORED = 0,      /**< a page entered the tree */
+  RADIX_EVENT_BLOCK_REMOVED = 1,     /**< a page left the tree (evicted) */
+  RADIX_EVENT_ALL_BLOCKS_CLEARED = 2 /**< the tree was reset */
+} radix_event_type;
+
+/** @brief One KV event; the page's tokens are in a separate token array. */
+typedef struct radix_event {
+  /** A ::radix_event_type value. */
+  int32_t type;
+  /** Nonzero if parent_hash is set (BlockStored of a page that has a previous page). */
+  int32_t has_parent;
+  /** The page's hash id (first 8 digest bytes, big-endian, as int64). */
+  int64_t block_hash;
+  /** The previous page's hash id, if has_parent. */
+  int64_t parent_hash;
+  /** BlockStored: offset of the page's tokens in the token array. */
+  uint64_t token_offset;
+  /** BlockStored: number of tokens (the page size). */
+  uint64_t token_count;
+} radix_event;
+
+/**
+ * @brief Longest cached prefix of @p tokens (whole pages), and the node where it ends.
+ *
+ * Splits a node matched part-way and makes the matched path most recently used.
+ *
+ * @param[in]  pool       A live pool with a radix cache.
+ * @param[in]  tokens     Token ids.
+ * @param[in]  tokens_len Number of tokens.
+ * @param[in]  extra_key  Namespace (NUL-terminated), or NULL for the default one.
+ * @param[out] slots      Receives the cached slots of the matched tokens.
+ * @param[in]  slots_cap  Capacity of @p slots (tokens_len always suffices).
+ * @param[out] matched    Receives the number of matched tokens.
+ * @param[out] node       Receives the last matched node (the root if nothing matched).
+ * @return #KVPOOL_OK; #KVPOOL_ERR_BUFFER_TOO_SMALL (*matched tells the need; nothing else
+ *         is written); #KVPOOL_ERR_UNSUPPORTED (no radix cache); #KVPOOL_ERR_INVALID_ARGUMENT.
+ */
+KVPOOL_API kvpool_status radix_match(kvpool *pool, const int32_t *tokens, size_t tokens_len, const char *extra_key,
+                                     int64_t *slots, size_t slots_cap, size_t *matched, uint64_t *node);
+
+/**
+ * @brief Insert a page-aligned key with its slots; the tree takes the slots of the new part.
+ *
+ * On success the caller still owns `slots[0, *prefix_len)` (tokens the tree had
+ * already; free them unless they are the tree's own slots) and the tree owns the rest.
+ * Slots handed over must be allocated, not owned by the tree already, and (page_size > 1)
+ * fill whole pages in order.
+ *
+ * @param[in]  pool       A live pool with a radix cache.
+ * @param[in]  tokens     Token ids; tokens_len must be a multiple of page_size.
+ * @param[in]  tokens_len Number of tokens.
+ * @param[in]  slots      One slot per token.
+ * @param[in]  slots_len  Must equal @p tokens_len.
+ * @param[in]  extra_key  Namespace, or NULL.
+ * @param[in]  priority   Priority for the "priority" eviction policy (higher stays longer).
+ * @param[out] prefix_len Receives the number of leading tokens already cached.
+ * @param[out] node       Receives the node of the last token (NULL allowed).
+ * @return #KVPOOL_OK; #KVPOOL_ERR_UNSUPPORTED; #KVPOOL_ERR_INVALID_ARGUMENT (nothing changes).
+ */
+KVPOOL_API kvpool_status radix_insert(kvpool *pool, const int32_t *tokens, size_t tokens_len, const int64_t *slots,
+                                      size_t slots_len, const char *extra_key, int32_t priority, size_t *prefix_len,
+                                      uint64_t *node);
+
+/**
+ * @brief Protect a node and its ancestors from eviction (counted: lock n times, unlock n times).
+ * @param[in] pool A live pool with a radix cache.
+ * @param[in] node A live node handle.
+ * @return #KVPOOL_OK; #KVPOOL_ERR_UNSUPPORTED; #KVPOOL_ERR_INVALID_ARGUMENT (stale handle).
+ */
+KVPOOL_API kvpool_status radix_lock(kvpool *pool, uint64_t node);
+
+/**
+ * @brief Release one lock taken with radix_lock().
+ * @param[in] pool A live pool with a radix cache.
+ * @param[in] node A live, locked node handle.
+ * @return #KVPOOL_OK; #KVPOOL_ERR_UNSUPPORTED; #KVPOOL_ERR_INVALID_ARGUMENT (stale or not locked).
+ */
+KVPOOL_API kvpool_status radix_unlock(kvpool *pool, uint64_t node);
+
+/**
+ * @brief Evict whole unlocked leaves in policy order until @p tokens are freed or none are left.
+ * @param[in]  pool    A live pool with a radix cache.
+ * @param[in]  tokens  Tokens wanted back.
+ * @param[out] evicted Receives the tokens freed (may exceed @p tokens: whole nodes).
+ * @return #KVPOOL_OK; #KVPOOL_ERR_UNSUPPORTED; #KVPOOL_ERR_INVALID_ARGUMENT.
+ */
+KVPOOL_API kvpool_status radix_evict(kvpool *pool, size_t tokens, size_t *evicted);
+
+/**
+ * @brief Tokens in the tree: unlocked (evictable), locked (protected) and their sum.
+ * @param[in]  pool          A live pool with a radix cache.
+ * @param[out] evictable     Receives the evictable tokens.
+ * @param[out] protected_len Receives the protected tokens.
+ * @param[out] total         Receives the total.
+ * @return #KVPOOL_OK; #KVPOOL_ERR_UNSUPPORTED; #KVPOOL_ERR_INVALID_ARGUMENT.
+ */
+KVPOOL_API kvpool_status radix_sizes(const kvpool *pool, size_t *evictable, size_t *protected_len, size_t *total);
+
+/**
+ * @brief Empty the tree, returning every slot it owns to the allocator; emits AllBlocksCleared.
+ *
+ * Refused while a kvseq request is active or a node is locked.
+ *
+ * @param[in] pool A live pool with a radix cache.
+ * @return #KVPOOL_OK; #KVPOOL_ERR_UNSUPPORTED; #KVPOOL_ERR_INVALID_ARGUMENT.
+ */
+KVPOOL_API kvpool_status radix_reset(kvpool *pool);
+
+/**
+ * @brief Drain the queued KV events (needs `prefix_cache.events`).
+ *
+ * Events are removed from the queue only on success. Either buffer too small →
+ * #KVPOOL_ERR_BUFFER_TOO_SMALL with the needed lengths in *events_len / *tokens_len.
+ *
+ * @param[in]  pool       A live pool with a radix cache.
+ * @param[out] events     Receives the events in order.
+ * @param[in]  events_cap Capacity of @p events.
+ * @param[out] events_len Receives the number of events.
+ * @param[out] tokens     Receives the tokens of BlockStored events.
+ * @param[in]  tokens_cap Capacity of @p tokens.
+ * @param[out] tokens_len Receives the number of tokens.
+ * @return #KVPOOL_OK; #KVPOOL_ERR_BUFFER_TOO_SMALL; #KVPOOL_ERR_UNSUPPORTED; #KVPOOL_ERR_INVALID_ARGUMENT.
+ */
+KVPOOL_API kvpool_status radix_take_events(kvpool *pool, radix_event *events, size_t events_cap, size_t *events_len,
+                                           int32_t *tokens, size_t tokens_cap, size_t *tokens_len);
+
+/**
+ * @brief The page hash of KV events: SHA-256 over the parent page's 32 digest bytes
+ *        (none for a first page) and each token as 4-byte little-endian unsigned.
+ *
+ * Routers in any language call this to compute the ids kvpool's events carry.
+ *
+ * @param[in]  tokens        The page's token ids.
+ * @param[in]  tokens_len    Number of tokens.
+ * @param[in]  parent        The parent page's digest, or NULL for a first page.
+ * @param[in]  parent_len    32, or 0 when @p parent is NULL.
+ * @param[out] digest        Receives the 32-byte digest.
+ * @param[in]  digest_len    Must be 32.
+ * @param[out] event_id      Receives the id (first 8 digest bytes big-endian, as int64); may be NULL.
+ * @return #KVPOOL_OK or #KVPOOL_ERR_INVALID_ARGUMENT.
+ *
+ * Thread safety: safe from any thread.
+ */
+KVPOOL_API kvpool_status radix_page_hash(const int32_t *tokens, size_t tokens_len, const uint8_t *parent,
+                                         size_t parent_len, uint8_t *digest, size_t digest_len, int64_t *event_id);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KVPOOL_RADIX_H */

@@ -1,0 +1,91 @@
+#include "cache/prefix_cache.hpp"
+
+#include <algorithm>
+
+namespace kvp::cache {
+
+PrefixCache::PrefixCache(alloc::PagedAllocator* allocator, EvictionPolicy policy, bool events)
+    : allocator_(allocator), tree_(allocator->page_size(), policy, events),
+      owned_(static_cast<size_t>(allocator->num_pages()) + 1, 0) {}
+
+Status PrefixCache::check_handover(const int64_t* slots, size_t n) const {
+  const int64_t P = page_size();
+  std::vector<int64_t> pages;
+  for (size_t i = 0; i < n; i += static_cast<size_t>(P)) {
+    const int64_t first = slots[i];
+    if (first < P || first >= allocator_->slot_limit() || first % P != 0) {
+      return Status::invalid("slot " + std::to_string(first) + " at index " + std::to_string(i) +
+                             " does not start a usable page");
+    }
+    for (int64_t j = 1; j < P; ++j) {
+      if (slots[i + static_cast<size_t>(j)] != first + j) {
+        return Status::invalid("slots at index " + std::to_string(i) + " do not fill page " + std::to_string(first / P) +
+                               " in order");
+      }
+    }
+    const int64_t page = first / P;
+    if (!allocator_->pages().owned(page)) return Status::invalid("page " + std::to_string(page) + " is not allocated");
+    if (owned_[static_cast<size_t>(page)] != 0) return Status::invalid("page " + std::to_string(page) + " already belongs to the prefix tree");
+    pages.push_back(page);
+  }
+  std::sort(pages.begin(), pages.end());
+  if (std::adjacent_find(pages.begin(), pages.end()) != pages.end()) return Status::invalid("a page is handed over twice");
+  return Status::ok();
+}
+
+Status PrefixCache::insert(const int32_t* tokens, size_t n, const int64_t* slots, const std::string& extra_key,
+                           int32_t priority, size_t* prefix_len, NodeHandle* node) {
+  const size_t P = static_cast<size_t>(page_size());
+  if (n % P != 0) {
+    return Status::invalid("key length " + std::to_string(n) + " is not a multiple of page_size " + std::to_string(P));
+  }
+  const size_t prefix = tree_.cached_prefix(tokens, n, extra_key);
+  KVPOOL_RETURN_IF_ERROR(check_handover(slots + prefix, n - prefix));
+  KVPOOL_RETURN_IF_ERROR(tree_.insert(tokens, n, slots, extra_key, priority, prefix_len, node));
+  for (size_t i = *prefix_len; i < n; i += P) owned_[static_cast<size_t>(slots[i] / static_cast<int64_t>(P))] = 1;
+  return Status::ok();
+}
+
+Status PrefixCache::evict(size_t tokens, size_t* evicted) {
+  const int64_t P = page_size();
+  return tree_.evict(tokens, [this, P](const int64_t* slots, size_t n) -> Status {
+    KVPOOL_RETURN_IF_ERROR(allocator_->free(slots, n));
+    for (size_t i = 0; i < n; i += static_cast<size_t>(P)) owned_[static_cast<size_t>(slots[i] / P)] = 0;
+    return Status::ok();
+  }, evicted);
+}
+
+Status PrefixCache::reset() {
+  std::vector<int64_t> slots;
+  tree_.collect_slots(&slots);
+  KVPOOL_RETURN_IF_ERROR(allocator_->free(slots.data(), slots.size()));
+  std::fill(owned_.begin(), owned_.end(), 0);
+  tree_.reset();
+  return Status::ok();
+}
+
+size_t PrefixCache::check(std::string* report, size_t max_lines) const {
+  size_t problems = tree_.check(report, max_lines);
+  auto complain = [&](const std::string& line) {
+    if (problems++ < max_lines) *report += line + "\n";
+  };
+  const int64_t P = page_size();
+  std::vector<int64_t> slots;
+  tree_.collect_slots(&slots);
+  std::vector<uint8_t> seen(owned_.size(), 0);
+  for (size_t i = 0; i < slots.size(); i += static_cast<size_t>(P)) {
+    const int64_t page = slots[i] / P;
+    if (page <= 0 || page >= static_cast<int64_t>(owned_.size())) {
+      complain("the prefix tree holds invalid slot " + std::to_string(slots[i]));
+      continue;
+    }
+    if (seen[static_cast<size_t>(page)]++ > 0) complain("page " + std::to_string(page) + " is double-owned: two tree nodes");
+    if (!allocator_->pages().owned(page)) complain("page " + std::to_string(page) + " is in the prefix tree but free in the allocator");
+  }
+  for (size_t page = 1; page < owned_.size(); ++page) {
+    if ((owned_[page] != 0) != (seen[page] != 0)) complain("page " + std::to_string(page) + " tree-ownership mark is wrong");
+  }
+  return problems;
+}
+
+}  // namespace kvp::cache

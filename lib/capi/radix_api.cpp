@@ -1,0 +1,162 @@
+// extern "C" entry points of radix.h.
+#include <cstring>
+
+#include "cache/page_hash.hpp"
+#include "capi/api_util.hpp"
+#include "kvpool/radix.h"
+
+using kvp::Status;
+using kvp::capi::check_array;
+using kvp::capi::check_out;
+using kvp::capi::check_same_length;
+using kvp::capi::with_pool;
+
+namespace {
+
+Status need_cache(const kvpool* pool) {
+  if (!pool->cache) {
+    return Status::unsupported("the pool has no radix prefix cache (prefix_cache.kind is not \"radix\", or the "
+                               "attention variant is swa or hybrid_linear)");
+  }
+  return Status::ok();
+}
+
+std::string key_of(const char* extra_key) { return extra_key == nullptr ? std::string() : std::string(extra_key); }
+
+}  // namespace
+
+extern "C" {
+
+KVPOOL_API kvpool_status radix_match(kvpool* pool, const int32_t* tokens, size_t tokens_len, const char* extra_key,
+                                     int64_t* slots, size_t slots_cap, size_t* matched, uint64_t* node) {
+  return with_pool("radix_match", pool, [&](kvpool* p) -> Status {
+    KVPOOL_RETURN_IF_ERROR(need_cache(p));
+    KVPOOL_RETURN_IF_ERROR(check_array(tokens, tokens_len, "tokens"));
+    KVPOOL_RETURN_IF_ERROR(check_array(slots, slots_cap, "slots"));
+    KVPOOL_RETURN_IF_ERROR(check_out(matched, "matched"));
+    KVPOOL_RETURN_IF_ERROR(check_out(node, "node"));
+    const std::string key = key_of(extra_key);
+    const size_t would_match = p->cache->tree().cached_prefix(tokens, tokens_len - tokens_len % static_cast<size_t>(p->cache->page_size()), key);
+    if (would_match > slots_cap) {
+      *matched = would_match;
+      return Status(KVPOOL_ERR_BUFFER_TOO_SMALL, "the match has " + std::to_string(would_match) +
+                                                     " slots, slots_cap is " + std::to_string(slots_cap));
+    }
+    kvp::cache::MatchResult m = p->cache->match(tokens, tokens_len, key);
+    if (!m.slots.empty()) std::memcpy(slots, m.slots.data(), m.slots.size() * sizeof(int64_t));
+    *matched = m.slots.size();
+    *node = m.last_node;
+    return Status::ok();
+  });
+}
+
+KVPOOL_API kvpool_status radix_insert(kvpool* pool, const int32_t* tokens, size_t tokens_len, const int64_t* slots,
+                                      size_t slots_len, const char* extra_key, int32_t priority, size_t* prefix_len,
+                                      uint64_t* node) {
+  return with_pool("radix_insert", pool, [&](kvpool* p) -> Status {
+    KVPOOL_RETURN_IF_ERROR(need_cache(p));
+    KVPOOL_RETURN_IF_ERROR(check_array(tokens, tokens_len, "tokens"));
+    KVPOOL_RETURN_IF_ERROR(check_array(slots, slots_len, "slots"));
+    KVPOOL_RETURN_IF_ERROR(check_same_length(slots_len, tokens_len, "slots", "tokens"));
+    KVPOOL_RETURN_IF_ERROR(check_out(prefix_len, "prefix_len"));
+    kvp::cache::NodeHandle last = 0;
+    KVPOOL_RETURN_IF_ERROR(p->cache->insert(tokens, tokens_len, slots, key_of(extra_key), priority, prefix_len, &last));
+    if (node != nullptr) *node = last;
+    return Status::ok();
+  });
+}
+
+KVPOOL_API kvpool_status radix_lock(kvpool* pool, uint64_t node) {
+  return with_pool("radix_lock", pool, [&](kvpool* p) -> Status {
+    KVPOOL_RETURN_IF_ERROR(need_cache(p));
+    return p->cache->tree().lock(node);
+  });
+}
+
+KVPOOL_API kvpool_status radix_unlock(kvpool* pool, uint64_t node) {
+  return with_pool("radix_unlock", pool, [&](kvpool* p) -> Status {
+    KVPOOL_RETURN_IF_ERROR(need_cache(p));
+    return p->cache->tree().unlock(node);
+  });
+}
+
+KVPOOL_API kvpool_status radix_evict(kvpool* pool, size_t tokens, size_t* evicted) {
+  return with_pool("radix_evict", pool, [&](kvpool* p) -> Status {
+    KVPOOL_RETURN_IF_ERROR(need_cache(p));
+    KVPOOL_RETURN_IF_ERROR(check_out(evicted, "evicted"));
+    return p->cache->evict(tokens, evicted);
+  });
+}
+
+KVPOOL_API kvpool_status radix_sizes(const kvpool* pool, size_t* evictable, size_t* protected_len, size_t* total) {
+  return with_pool("radix_sizes", pool, [&](kvpool* p) -> Status {
+    KVPOOL_RETURN_IF_ERROR(need_cache(p));
+    KVPOOL_RETURN_IF_ERROR(check_out(evictable, "evictable"));
+    KVPOOL_RETURN_IF_ERROR(check_out(protected_len, "protected_len"));
+    KVPOOL_RETURN_IF_ERROR(check_out(total, "total"));
+    *evictable = p->cache->tree().evictable_size();
+    *protected_len = p->cache->tree().protected_size();
+    *total = p->cache->tree().total_size();
+    return Status::ok();
+  });
+}
+
+KVPOOL_API kvpool_status radix_reset(kvpool* pool) {
+  return with_pool("radix_reset", pool, [&](kvpool* p) -> Status {
+    KVPOOL_RETURN_IF_ERROR(need_cache(p));
+    if (p->seqs && p->seqs->active() > 0) {
+      return Status::invalid(std::to_string(p->seqs->active()) + " requests are active; finish or abort them first");
+    }
+    if (p->cache->tree().protected_size() > 0) return Status::invalid("locked nodes exist; unlock them first");
+    return p->cache->reset();
+  });
+}
+
+KVPOOL_API kvpool_status radix_take_events(kvpool* pool, radix_event* events, size_t events_cap, size_t* events_len,
+                                           int32_t* tokens, size_t tokens_cap, size_t* tokens_len) {
+  return with_pool("radix_take_events", pool, [&](kvpool* p) -> Status {
+    KVPOOL_RETURN_IF_ERROR(need_cache(p));
+    KVPOOL_RETURN_IF_ERROR(check_array(events, events_cap, "events"));
+    KVPOOL_RETURN_IF_ERROR(check_array(tokens, tokens_cap, "tokens"));
+    KVPOOL_RETURN_IF_ERROR(check_out(events_len, "events_len"));
+    KVPOOL_RETURN_IF_ERROR(check_out(tokens_len, "tokens_len"));
+    std::vector<kvp::cache::KvEvent> queued = p->cache->tree().take_events();
+    size_t need_tokens = 0;
+    for (const auto& e : queued) need_tokens += e.tokens.size();
+    *events_len = queued.size();
+    *tokens_len = need_tokens;
+    if (queued.size() > events_cap || need_tokens > tokens_cap) {
+      p->cache->tree().requeue_events(std::move(queued));  // nothing is lost
+      return Status(KVPOOL_ERR_BUFFER_TOO_SMALL, "need room for " + std::to_string(*events_len) + " events and " +
+                                                     std::to_string(need_tokens) + " tokens");
+    }
+    size_t t = 0;
+    for (size_t i = 0; i < queued.size(); ++i) {
+      const auto& e = queued[i];
+      events[i] = radix_event{static_cast<int32_t>(e.type), e.has_parent ? 1 : 0, e.block_hash, e.parent_hash, t, e.tokens.size()};
+      if (!e.tokens.empty()) std::memcpy(tokens + t, e.tokens.data(), e.tokens.size() * sizeof(int32_t));
+      t += e.tokens.size();
+    }
+    return Status::ok();
+  });
+}
+
+KVPOOL_API kvpool_status radix_page_hash(const int32_t* tokens, size_t tokens_len, const uint8_t* parent,
+                                         size_t parent_len, uint8_t* digest, size_t digest_len, int64_t* event_id) {
+  return kvp::capi::guarded("radix_page_hash", [&]() -> Status {
+    KVPOOL_RETURN_IF_ERROR(check_array(tokens, tokens_len, "tokens"));
+    if ((parent == nullptr) != (parent_len == 0) || (parent != nullptr && parent_len != 32)) {
+      return Status::invalid("radix_page_hash: parent must be NULL with length 0, or 32 bytes (got length " +
+                             std::to_string(parent_len) + ")");
+    }
+    if (digest == nullptr || digest_len != 32) return Status::invalid("radix_page_hash: digest must hold 32 bytes");
+    kvp::cache::Digest prev{};
+    if (parent != nullptr) std::memcpy(prev.data(), parent, 32);
+    const kvp::cache::Digest d = kvp::cache::page_digest(parent != nullptr ? &prev : nullptr, tokens, tokens_len);
+    std::memcpy(digest, d.data(), 32);
+    if (event_id != nullptr) *event_id = kvp::cache::event_id(d);
+    return Status::ok();
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,149 @@
+// extern "C" entry points of seq.h.
+#include <cstring>
+
+#include "capi/api_util.hpp"
+#include "kvpool/seq.h"
+
+using kvp::Status;
+using kvp::capi::check_array;
+using kvp::capi::check_out;
+using kvp::capi::check_same_length;
+using kvp::capi::with_pool;
+
+namespace {
+
+Status need_seqs(const kvpool* pool) {
+  if (!pool->seqs) {
+    return Status::unsupported("kvseq does not support attention \"" +
+                               std::string(kvp::config::attention_name(pool->config.model.attention)) + "\" yet");
+  }
+  return Status::ok();
+}
+
+// Allocation results count in kvpool_get_stats() like the kvalloc_* calls they make.
+Status counted(kvpool* pool, const Status& st) {
+  if (st.is_ok()) {
+    ++pool->counters.alloc_calls;
+  } else if (st.code() == KVPOOL_ERR_OUT_OF_MEMORY) {
+    ++pool->counters.alloc_failures;
+  }
+  return st;
+}
+
+}  // namespace
+
+extern "C" {
+
+KVPOOL_API kvpool_status kvseq_begin(kvpool* pool, const int32_t* tokens, size_t tokens_len, const char* extra_key,
+                                     uint64_t* seq, size_t* cached) {
+  return with_pool("kvseq_begin", pool, [&](kvpool* p) -> Status {
+    KVPOOL_RETURN_IF_ERROR(need_seqs(p));
+    KVPOOL_RETURN_IF_ERROR(check_array(tokens, tokens_len, "tokens"));
+    KVPOOL_RETURN_IF_ERROR(check_out(seq, "seq"));
+    KVPOOL_RETURN_IF_ERROR(check_out(cached, "cached"));
+    return p->seqs->begin(tokens, tokens_len, extra_key == nullptr ? "" : extra_key, seq, cached);
+  });
+}
+
+KVPOOL_API kvpool_status kvseq_extend(kvpool* pool, const uint64_t* seqs, size_t seqs_len, const int64_t* chunk_lens,
+                                      size_t chunk_lens_len, int64_t* slots, size_t slots_len) {
+  return with_pool("kvseq_extend", pool, [&](kvpool* p) -> Status {
+    KVPOOL_RETURN_IF_ERROR(need_seqs(p));
+    KVPOOL_RETURN_IF_ERROR(check_array(seqs, seqs_len, "seqs"));
+    KVPOOL_RETURN_IF_ERROR(check_array(chunk_lens, chunk_lens_len, "chunk_lens"));
+    KVPOOL_RETURN_IF_ERROR(check_array(slots, slots_len, "slots"));
+    KVPOOL_RETURN_IF_ERROR(check_same_length(chunk_lens_len, seqs_len, "chunk_lens", "seqs"));
+    return counted(p, p->seqs->extend(seqs, chunk_lens, seqs_len, slots, slots_len));
+  });
+}
+
+KVPOOL_API kvpool_status kvseq_decode(kvpool* pool, const uint64_t* seqs, size_t seqs_len, const int32_t* tokens,
+                                      size_t tokens_len, int64_t* slots, size_t slots_len) {
+  return with_pool("kvseq_decode", pool, [&](kvpool* p) -> Status {
+    KVPOOL_RETURN_IF_ERROR(need_seqs(p));
+    KVPOOL_RETURN_IF_ERROR(check_array(seqs, seqs_len, "seqs"));
+    KVPOOL_RETURN_IF_ERROR(check_array(tokens, tokens_len, "tokens"));
+    KVPOOL_RETURN_IF_ERROR(check_array(slots, slots_len, "slots"));
+    KVPOOL_RETURN_IF_ERROR(check_same_length(tokens_len, seqs_len, "tokens", "seqs"));
+    KVPOOL_RETURN_IF_ERROR(check_same_length(slots_len, seqs_len, "slots", "seqs"));
+    return counted(p, p->seqs->decode(seqs, tokens, seqs_len, slots));
+  });
+}
+
+KVPOOL_API kvpool_status kvseq_finish(kvpool* pool, uint64_t seq, size_t committed) {
+  return with_pool("kvseq_finish", pool, [&](kvpool* p) -> Status {
+    KVPOOL_RETURN_IF_ERROR(need_seqs(p));
+    return p->seqs->finish(seq, committed);
+  });
+}
+
+KVPOOL_API kvpool_status kvseq_abort(kvpool* pool, uint64_t seq) {
+  return with_pool("kvseq_abort", pool, [&](kvpool* p) -> Status {
+    KVPOOL_RETURN_IF_ERROR(need_seqs(p));
+    return p->seqs->abort(seq);
+  });
+}
+
+KVPOOL_API kvpool_status kvseq_retract(kvpool* pool, uint64_t seq, size_t* cached) {
+  return with_pool("kvseq_retract", pool, [&](kvpool* p) -> Status {
+    KVPOOL_RETURN_IF_ERROR(need_seqs(p));
+    KVPOOL_RETURN_IF_ERROR(check_out(cached, "cached"));
+    return p->seqs->retract(seq, cached);
+  });
+}
+
+KVPOOL_API kvpool_status kvseq_get_info(const kvpool* pool, uint64_t seq, kvseq_info* out) {
+  return with_pool("kvseq_get_info", pool, [&](kvpool* p) -> Status {
+    KVPOOL_RETURN_IF_ERROR(need_seqs(p));
+    KVPOOL_RETURN_IF_ERROR(check_out(out, "out"));
+    if (out->struct_size < sizeof(kvseq_info)) {
+      return Status::invalid("out->struct_size is " + std::to_string(out->struct_size) + ", expected at least " +
+                             std::to_string(sizeof(kvseq_info)) + " (use KVSEQ_INFO_INIT)");
+    }
+    const kvp::seq::Request* r = p->seqs->find(seq);
+    if (r == nullptr) return Status::invalid("request " + std::to_string(seq) + " does not exist");
+    out->row = r->row;
+    out->tokens = r->tokens.size();
+    out->computed = r->slots.size();
+    out->cached = r->cached;
+    out->prefix_hit = r->prefix_hit;
+    return Status::ok();
+  });
+}
+
+KVPOOL_API kvpool_status kvseq_get_slots(const kvpool* pool, uint64_t seq, int64_t* slots, size_t slots_cap,
+                                         size_t* slots_len) {
+  return with_pool("kvseq_get_slots", pool, [&](kvpool* p) -> Status {
+    KVPOOL_RETURN_IF_ERROR(need_seqs(p));
+    KVPOOL_RETURN_IF_ERROR(check_array(slots, slots_cap, "slots"));
+    KVPOOL_RETURN_IF_ERROR(check_out(slots_len, "slots_len"));
+    const kvp::seq::Request* r = p->seqs->find(seq);
+    if (r == nullptr) return Status::invalid("request " + std::to_string(seq) + " does not exist");
+    *slots_len = r->slots.size();
+    if (r->slots.size() > slots_cap) {
+      return Status(KVPOOL_ERR_BUFFER_TOO_SMALL, "the request has " + std::to_string(r->slots.size()) +
+                                                     " slots, slots_cap is " + std::to_string(slots_cap));
+    }
+    if (!r->slots.empty()) std::memcpy(slots, r->slots.data(), r->slots.size() * sizeof(int64_t));
+    return Status::ok();
+  });
+}
+
+KVPOOL_API kvpool_status kvseq_accounting(const kvpool* pool, size_t* available, size_t* evictable,
+                                          size_t* protected_len, size_t* uncached, size_t* capacity) {
+  return with_pool("kvseq_accounting", pool, [&](kvpool* p) -> Status {
+    KVPOOL_RETURN_IF_ERROR(need_seqs(p));
+    for (auto [ptr, name] : {std::pair<size_t*, const char*>{available, "available"}, {evictable, "evictable"},
+                             {protected_len, "protected_len"}, {uncached, "uncached"}, {capacity, "capacity"}}) {
+      KVPOOL_RETURN_IF_ERROR(check_out(ptr, name));
+    }
+    *available = p->paged->available_tokens();
+    *evictable = p->cache ? p->cache->tree().evictable_size() : 0;
+    *protected_len = p->cache ? p->cache->tree().protected_size() : 0;
+    *uncached = p->seqs->uncached_tokens();
+    *capacity = static_cast<size_t>(p->paged->num_pages() * p->paged->page_size());
+    return Status::ok();
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,290 @@
+#include "seq/sequences.hpp"
+
+#include <algorithm>
+#include <map>
+
+namespace kvp::seq {
+namespace {
+
+size_t pages_for(size_t tokens, size_t page) { return (tokens + page - 1) / page; }
+
+std::string who(uint64_t id) { return "request " + std::to_string(id) + ": "; }
+
+}  // namespace
+
+Sequences::Sequences(alloc::PagedAllocator* allocator, req::RequestTable* table, cache::PrefixCache* cache)
+    : allocator_(allocator), table_(table), cache_(cache) {}
+
+const Request* Sequences::find(uint64_t id) const {
+  auto it = requests_.find(id);
+  return it == requests_.end() ? nullptr : &it->second;
+}
+
+Status Sequences::lookup(uint64_t id, Request** out) {
+  auto it = requests_.find(id);
+  if (it == requests_.end()) return Status::invalid("request " + std::to_string(id) + " does not exist (finished, aborted or never begun)");
+  *out = &it->second;
+  return Status::ok();
+}
+
+Status Sequences::check_batch(const uint64_t* ids, size_t n, std::vector<Request*>* reqs) {
+  reqs->resize(n);
+  for (size_t i = 0; i < n; ++i) KVPOOL_RETURN_IF_ERROR(lookup(ids[i], &(*reqs)[i]));
+  std::vector<uint64_t> sorted(ids, ids + n);
+  std::sort(sorted.begin(), sorted.end());
+  auto repeat = std::adjacent_find(sorted.begin(), sorted.end());
+  if (repeat != sorted.end()) return Status::invalid("request " + std::to_string(*repeat) + " appears twice in the batch");
+  return Status::ok();
+}
+
+void Sequences::match_and_lock(Request* r) {
+  r->cached = r->prefix_hit = 0;
+  r->slots.clear();
+  if (cache_ == nullptr) return;
+  // At least one token must be computed to produce logits.
+  cache::MatchResult m = cache_->match(r->tokens.data(), r->tokens.size() - 1, r->extra_key);
+  cache_->tree().lock(m.last_node);  // a node just matched is live
+  r->node = m.last_node;
+  r->slots = std::move(m.slots);
+  r->cached = r->prefix_hit = r->slots.size();
+}
+
+Status Sequences::unlock(Request* r) {
+  if (cache_ == nullptr) return Status::ok();
+  return cache_->tree().unlock(r->node);
+}
+
+Status Sequences::free_slots(const std::vector<int64_t>& slots, size_t from, size_t to) {
+  if (to <= from) return Status::ok();
+  return allocator_->free(slots.data() + from, to - from);
+}
+
+Status Sequences::make_room(size_t tokens) {
+  const size_t available = allocator_->available_tokens();
+  if (tokens <= available) return Status::ok();
+  const size_t shortfall = tokens - available;
+  const size_t evictable = cache_ != nullptr ? cache_->tree().evictable_size() : 0;
+  if (evictable < shortfall) {
+    return Status::out_of_memory("need " + std::to_string(tokens) + " slots, " + std::to_string(available) +
+                                 " free and " + std::to_string(evictable) + " evictable");
+  }
+  size_t evicted = 0;
+  return cache_->evict(shortfall, &evicted);
+}
+
+Status Sequences::begin(const int32_t* tokens, size_t n, const std::string& extra_key, uint64_t* id, size_t* cached) {
+  if (n == 0) return Status::invalid("a request needs at least one token");
+  if (n > static_cast<size_t>(table_->max_context_len())) {
+    return Status::invalid(std::to_string(n) + " tokens exceed max_context_len " + std::to_string(table_->max_context_len()));
+  }
+  Request r;
+  r.tokens.assign(tokens, tokens + n);
+  r.extra_key = extra_key;
+  match_and_lock(&r);
+  *id = next_id_++;
+  *cached = r.cached;
+  requests_.emplace(*id, std::move(r));
+  return Status::ok();
+}
+
+Status Sequences::extend(const uint64_t* ids, const int64_t* chunks, size_t n, int64_t* out, size_t out_len) {
+  std::vector<Request*> reqs;
+  KVPOOL_RETURN_IF_ERROR(check_batch(ids, n, &reqs));
+  const size_t P = static_cast<size_t>(allocator_->page_size());
+  size_t total = 0, pages = 0, rows_needed = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const Request& r = *reqs[i];
+    const size_t computed = r.slots.size(), left = r.tokens.size() - computed;
+    if (chunks[i] < 1 || static_cast<size_t>(chunks[i]) > left) {
+      return Status::invalid(who(ids[i]) + "chunk of " + std::to_string(chunks[i]) + " tokens, expected 1.." +
+                             std::to_string(left) + " (tokens not computed yet)");
+    }
+    const size_t chunk = static_cast<size_t>(chunks[i]);
+    total += chunk;
+    pages += pages_for(computed + chunk, P) - pages_for(computed, P);
+    rows_needed += r.row < 0 ? 1 : 0;
+  }
+  if (total != out_len) {
+    return Status::invalid("slots has length " + std::to_string(out_len) + ", the chunks add up to " + std::to_string(total));
+  }
+  if (rows_needed > table_->available()) {
+    return Status::out_of_memory("need " + std::to_string(rows_needed) + " request rows, " +
+                                 std::to_string(table_->available()) + " available");
+  }
+  KVPOOL_RETURN_IF_ERROR(make_room(pages * P));
+
+  std::vector<int64_t> pre(n), seq(n), last(n);
+  for (size_t i = 0; i < n; ++i) {
+    const Request& r = *reqs[i];
+    pre[i] = static_cast<int64_t>(r.slots.size());
+    seq[i] = pre[i] + chunks[i];
+    last[i] = r.slots.empty() ? -1 : r.slots.back();
+  }
+  KVPOOL_RETURN_IF_ERROR(allocator_->extend({pre.data(), seq.data(), last.data(), n}, out, out_len));
+  std::vector<int32_t> rows(rows_needed);
+  KVPOOL_RETURN_IF_ERROR(table_->alloc(rows.data(), rows_needed));
+  size_t next_row = 0, o = 0;
+  for (size_t i = 0; i < n; ++i) {
+    Request& r = *reqs[i];
+    if (r.row < 0) {
+      r.row = rows[next_row++];
+      KVPOOL_RETURN_IF_ERROR(table_->write(r.row, 0, r.slots.data(), r.slots.size()));  // the cached prefix
+    }
+    const size_t chunk = static_cast<size_t>(chunks[i]);
+    KVPOOL_RETURN_IF_ERROR(table_->write(r.row, r.slots.size(), out + o, chunk));
+    r.slots.insert(r.slots.end(), out + o, out + o + chunk);
+    o += chunk;
+    if (cache_ != nullptr) KVPOOL_RETURN_IF_ERROR(cache_computed_pages(&r));
+  }
+  return Status::ok();
+}
+
+Status Sequences::cache_computed_pages(Request* r) {
+  const size_t P = static_cast<size_t>(allocator_->page_size());
+  const size_t aligned = r->slots.size() - r->slots.size() % P;
+  if (aligned <= r->cached) return Status::ok();
+  size_t prefix = 0;
+  KVPOOL_RETURN_IF_ERROR(cache_->insert(r->tokens.data(), aligned, r->slots.data(), r->extra_key, 0, &prefix, nullptr));
+  // Another request cached [cached, prefix) first: ours are duplicates.
+  KVPOOL_RETURN_IF_ERROR(free_slots(r->slots, r->cached, prefix));
+  cache::MatchResult m = cache_->match(r->tokens.data(), aligned, r->extra_key);
+  if (m.slots.size() != aligned) {
+    return Status::internal("the prefix tree lost pages just inserted (" + std::to_string(m.slots.size()) + " of " +
+                            std::to_string(aligned) + " tokens match)");
+  }
+  std::copy(m.slots.begin() + static_cast<long>(r->cached), m.slots.end(), r->slots.begin() + static_cast<long>(r->cached));
+  KVPOOL_RETURN_IF_ERROR(table_->write(r->row, r->cached, m.slots.data() + r->cached, aligned - r->cached));
+  KVPOOL_RETURN_IF_ERROR(cache_->tree().lock(m.last_node));
+  KVPOOL_RETURN_IF_ERROR(unlock(r));
+  r->node = m.last_node;
+  r->cached = aligned;
+  return Status::ok();
+}
+
+Status Sequences::decode(const uint64_t* ids, const int32_t* tokens, size_t n, int64_t* out) {
+  std::vector<Request*> reqs;
+  KVPOOL_RETURN_IF_ERROR(check_batch(ids, n, &reqs));
+  const size_t P = static_cast<size_t>(allocator_->page_size());
+  size_t pages = 0;
+  std::vector<int64_t> seq(n), last(n);
+  for (size_t i = 0; i < n; ++i) {
+    const Request& r = *reqs[i];
+    if (r.row < 0 || r.slots.size() != r.tokens.size()) {
+      return Status::invalid(who(ids[i]) + "has " + std::to_string(r.tokens.size() - r.slots.size()) +
+                             " tokens not computed yet; extend it before decoding");
+    }
+    if (r.tokens.size() + 1 > static_cast<size_t>(table_->max_context_len())) {
+      return Status::invalid(who(ids[i]) + "would exceed max_context_len " + std::to_string(table_->max_context_len()));
+    }
+    seq[i] = static_cast<int64_t>(r.tokens.size()) + 1;
+    last[i] = r.slots.back();
+    pages += (r.tokens.size() % P == 0) ? 1 : 0;  // the new token starts a page
+  }
+  KVPOOL_RETURN_IF_ERROR(make_room(pages * P));
+  KVPOOL_RETURN_IF_ERROR(allocator_->decode(seq.data(), last.data(), n, out));
+  for (size_t i = 0; i < n; ++i) {
+    Request& r = *reqs[i];
+    KVPOOL_RETURN_IF_ERROR(table_->write(r.row, r.slots.size(), out + i, 1));
+    r.tokens.push_back(tokens[i]);
+    r.slots.push_back(out[i]);
+  }
+  return Status::ok();
+}
+
+Status Sequences::release(Request* r, bool insert, size_t committed) {
+  const size_t P = static_cast<size_t>(allocator_->page_size());
+  size_t own_from = r->cached;  // slots[cached, computed) are the request's
+  if (insert && cache_ != nullptr) {
+    const size_t aligned = committed - committed % P;
+    if (aligned > r->cached) {
+      size_t prefix = 0;
+      KVPOOL_RETURN_IF_ERROR(cache_->insert(r->tokens.data(), aligned, r->slots.data(), r->extra_key, 0, &prefix, nullptr));
+      KVPOOL_RETURN_IF_ERROR(free_slots(r->slots, r->cached, prefix));  // duplicates of cached tokens
+      own_from = aligned;                                               // [prefix, aligned) went to the tree
+    }
+  }
+  KVPOOL_RETURN_IF_ERROR(free_slots(r->slots, own_from, r->slots.size()));  // unaligned tail, uncommitted tokens
+  if (r->row >= 0) KVPOOL_RETURN_IF_ERROR(table_->free(&r->row, 1));
+  r->row = -1;
+  return unlock(r);
+}
+
+Status Sequences::finish(uint64_t id, size_t committed) {
+  Request* r = nullptr;
+  KVPOOL_RETURN_IF_ERROR(lookup(id, &r));
+  if (committed > r->slots.size()) {
+    return Status::invalid(who(id) + "committed length " + std::to_string(committed) + " exceeds the " +
+                           std::to_string(r->slots.size()) + " computed tokens");
+  }
+  KVPOOL_RETURN_IF_ERROR(release(r, true, committed));
+  requests_.erase(id);
+  return Status::ok();
+}
+
+Status Sequences::abort(uint64_t id) {
+  Request* r = nullptr;
+  KVPOOL_RETURN_IF_ERROR(lookup(id, &r));
+  KVPOOL_RETURN_IF_ERROR(release(r, false, 0));
+  requests_.erase(id);
+  return Status::ok();
+}
+
+Status Sequences::retract(uint64_t id, size_t* cached) {
+  Request* r = nullptr;
+  KVPOOL_RETURN_IF_ERROR(lookup(id, &r));
+  KVPOOL_RETURN_IF_ERROR(release(r, false, 0));
+  match_and_lock(r);
+  *cached = r->cached;
+  return Status::ok();
+}
+
+size_t Sequences::uncached_tokens() const {
+  const size_t P = static_cast<size_t>(allocator_->page_size());
+  size_t tokens = 0;
+  for (const auto& [id, r] : requests_) tokens += pages_for(r.slots.size(), P) * P - r.cached;
+  return tokens;
+}
+
+void Sequences::mark_request_pages(std::vector<uint8_t>* pages) const {
+  const int64_t P = allocator_->page_size();
+  for (const auto& [id, r] : requests_) {
+    for (size_t i = r.cached; i < r.slots.size(); ++i) (*pages)[static_cast<size_t>(r.slots[i] / P)] = 1;
+  }
+}
+
+size_t Sequences::check(std::string* report, size_t max_lines) const {
+  size_t problems = 0;
+  auto complain = [&](const std::string& line) {
+    if (problems++ < max_lines) *report += line + "\n";
+  };
+  const int64_t P = allocator_->page_size();
+  std::map<int64_t, uint64_t> page_owner;
+  for (const auto& [id, r] : requests_) {
+    if (r.cached > r.slots.size() || r.slots.size() > r.tokens.size() || r.cached % static_cast<size_t>(P) != 0) {
+      complain(who(id) + "inconsistent lengths");
+      continue;
+    }
+    for (size_t i = 0; i < r.slots.size(); ++i) {
+      const int64_t page = r.slots[i] / P;
+      const bool tree_part = i < r.cached;
+      if (cache_ != nullptr && tree_part != cache_->tree_owns_page(page)) {
+        complain(who(id) + "slot " + std::to_string(r.slots[i]) + (tree_part ? " should belong to the tree" : " is owned by the tree and the request"));
+      }
+      if (!allocator_->pages().owned(page)) complain(who(id) + "slot " + std::to_string(r.slots[i]) + " is free in the allocator");
+      if (tree_part) continue;
+      auto [it, inserted] = page_owner.emplace(page, id);
+      if (!inserted && it->second != id) {
+        complain("page " + std::to_string(page) + " is double-owned by requests " + std::to_string(it->second) + " and " + std::to_string(id));
+      }
+    }
+    if (r.row >= 0) {
+      std::vector<int64_t> row(r.slots.size());
+      if (!table_->read(r.row, 0, row.data(), row.size()).is_ok() || row != r.slots) {
+        complain(who(id) + "table row " + std::to_string(r.row) + " does not hold its slots");
+      }
+    }
+  }
+  return problems;
+}
+
+}  // namespace kvp::seq
