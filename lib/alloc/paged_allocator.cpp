@@ -37,7 +37,9 @@ Status PagedAllocator::alloc(size_t num_slots, int64_t* out) {
 }
 
 Status PagedAllocator::slots_to_pages(const int64_t* slots, size_t n, std::vector<int64_t>* pages) const {
-  pages->resize(n);
+  // Slots of one page usually come together: keep one entry per run, so the
+  // ownership check sorts pages, not slots.
+  pages->clear();
   for (size_t i = 0; i < n; ++i) {
     const int64_t s = slots[i];
     if (s < 0 || s >= slot_limit()) {
@@ -45,7 +47,8 @@ Status PagedAllocator::slots_to_pages(const int64_t* slots, size_t n, std::vecto
                              std::to_string(slot_limit()) + ")");
     }
     if (s < page_size_) return Status::invalid("slot " + std::to_string(s) + " lies in the reserved page 0");
-    (*pages)[i] = s / page_size_;
+    const int64_t page = s / page_size_;
+    if (pages->empty() || pages->back() != page) pages->push_back(page);
   }
   return Status::ok();
 }
@@ -54,7 +57,7 @@ Status PagedAllocator::free(const int64_t* slots, size_t n) {
   if (n == 0) return Status::ok();
   if (page_size_ == 1) return pages_.give_back(slots, n, false);
   KVPOOL_RETURN_IF_ERROR(slots_to_pages(slots, n, &scratch_pages_));
-  return pages_.give_back(scratch_pages_.data(), n, true);  // several slots of one page free it once
+  return pages_.give_back(scratch_pages_.data(), scratch_pages_.size(), true);  // a page freed once
 }
 
 Status PagedAllocator::check_extend(const ExtendRequest& r, size_t out_len, size_t* pages_needed) const {
