@@ -50,6 +50,23 @@ KVP_HD inline uint32_t select(bool c, uint32_t a, uint32_t b) {
   return (a & mask) | (b & ~mask);
 }
 
+KVP_HD inline bool is_nan_f32(float x) { return (f32_bits(x) & 0x7fffffffu) > 0x7f800000u; }
+
+// f32 division and product with every NaN result pinned down. IEEE leaves a
+// NaN's sign and payload to the hardware (x86 keeps an operand's, CUDA returns
+// 0x7fffffff), and those bits reach the stored bytes (an fp8 NaN's sign, a bf16
+// NaN's payload). Here a NaN operand comes back unchanged (the first one), and
+// a NaN made from numbers (inf / inf, 0 x inf) is 0x7fc00000 with the sign the
+// operation gives.
+KVP_HD inline float pin_nan(float r, float a, float b) {
+  const uint32_t made = 0x7fc00000u | ((f32_bits(a) ^ f32_bits(b)) & 0x80000000u);
+  const uint32_t nan = select(is_nan_f32(a), f32_bits(a), select(is_nan_f32(b), f32_bits(b), made));
+  return bits_f32(select(is_nan_f32(r), nan, f32_bits(r)));
+}
+
+KVP_HD inline float div_f32(float a, float b) { return pin_nan(a / b, a, b); }
+KVP_HD inline float mul_f32(float a, float b) { return pin_nan(a * b, a, b); }
+
 // Rounds a non-negative f32 magnitude (bits `ax`, at most 0x7fffffff) to a
 // binary format with M stored mantissa bits and exponent bias BIAS, ties to
 // even. Returns exponent_field << M | mantissa without an upper bound: the
@@ -183,27 +200,25 @@ KVP_HD inline float amax_f32(const float* x, int n) {
 KVP_HD inline uint8_t fp4_block_scale(const float* x) { return f32_to_e4m3(amax_f32(x, kFp4Block) / 6.0f); }
 
 // Quantises 16 values into 8 bytes (value 2j in the low nibble of byte j) and
-// returns the scale byte.
+// returns the scale byte. Flat loops without branches, so they vectorise.
 KVP_HD inline uint8_t fp4_quantize_block(const float* x, uint8_t* packed) {
   const uint8_t scale_byte = fp4_block_scale(x);
   const float scale = e4m3_to_f32(scale_byte);
-  for (int j = 0; j < kFp4Block / 2; ++j) {
-    uint32_t nibbles[2] = {0, 0};
-    if (scale != 0.0f) {
-      for (int h = 0; h < 2; ++h) {
-        const uint32_t bits = f32_bits(x[2 * j + h]);
-        const float q = bits_f32(bits & 0x7fffffffu) / scale;
-        nibbles[h] = ((bits >> 28) & 0x8u) | fp4_code(q);
-      }
-    }
-    packed[j] = static_cast<uint8_t>(nibbles[0] | (nibbles[1] << 4));
+  const uint32_t keep = select(scale != 0.0f, 0xfu, 0u);  // a zero scale zeroes every nibble
+  uint8_t nibbles[kFp4Block];
+  for (int i = 0; i < kFp4Block; ++i) {
+    const uint32_t bits = f32_bits(x[i]);
+    const float q = bits_f32(bits & 0x7fffffffu) / scale;
+    nibbles[i] = static_cast<uint8_t>((((bits >> 28) & 0x8u) | fp4_code(q)) & keep);
   }
+  for (int j = 0; j < kFp4Block / 2; ++j) packed[j] = static_cast<uint8_t>(nibbles[2 * j] | (nibbles[2 * j + 1] << 4));
   return scale_byte;
 }
 
 KVP_HD inline float fp4_dequantize(uint32_t nibble, float scale) {
-  const float v = fp4_magnitude(nibble & 7u) * scale;
-  return (nibble & 8u) != 0 ? -v : v;
+  // The sign goes on as a bit, so a NaN scale gives a NaN of the nibble's sign.
+  const float v = mul_f32(fp4_magnitude(nibble & 7u), scale);
+  return bits_f32(f32_bits(v) | ((nibble & 8u) << 28));
 }
 
 // ---- nsa packed rows: fp8_e4m3 nope values with one f32 scale per 128 ----

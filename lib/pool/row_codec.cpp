@@ -64,7 +64,7 @@ struct E5M2 {
 template <class In, bool kDivide>
 inline float load_scaled(const uint8_t* p, size_t j, float divisor) {
   const float v = In::load(p, j);
-  if constexpr (kDivide) return v / divisor;
+  if constexpr (kDivide) return cvt::div_f32(v, divisor);
   return v;
 }
 
@@ -169,7 +169,9 @@ void encode_nsa(const uint8_t* nope, const uint8_t* rope, size_t n, size_t lora,
         if (a > amax) amax = a;
       }
       const float scale = cvt::nsa_block_scale(amax);
-      for (size_t k = 0; k < cvt::kNsaBlock; ++k) d[first + k] = cvt::f32_to_e4m3(In::load(s, first + k) / scale);
+      for (size_t k = 0; k < cvt::kNsaBlock; ++k) {
+        d[first + k] = cvt::f32_to_e4m3(cvt::div_f32(In::load(s, first + k), scale));
+      }
       std::memcpy(d + lora + 4 * b, &scale, 4);
     }
     const uint8_t* r = rope + i * rope_dim * In::kBytes;
@@ -189,7 +191,7 @@ void decode_nsa(ConstRowRef rows, size_t n, size_t lora, size_t rope_dim, uint8_
       std::memcpy(&scale, s + lora + 4 * b, 4);
       for (size_t k = 0; k < cvt::kNsaBlock; ++k) {
         const size_t j = b * cvt::kNsaBlock + k;
-        Out::store(d, j, cvt::e4m3_to_f32(s[j]) * scale);
+        Out::store(d, j, cvt::mul_f32(cvt::e4m3_to_f32(s[j]), scale));
       }
     }
     const uint8_t* r = s + lora + 4 * blocks;

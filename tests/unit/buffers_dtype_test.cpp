@@ -206,6 +206,33 @@ TEST(BufferDtypes, KnownF16) {
   EXPECT_EQ(as_u16(stored_bytes(pool.get(), xs, KVPOOL_DTYPE_F16, 2)), want);
 }
 
+TEST(BufferDtypes, NanBytesDoNotDependOnTheScale) {
+  // A NaN divided by a scale keeps its sign and payload (bf16 keeps the upper payload bits, fp8 the sign).
+  const float nan_neg = bits_f32(0xffc12345u), nan_pos = bits_f32(0x7fa00001u);
+  for (const char* dtype : {"bf16", "fp8_e4m3", "fp8_e5m2", "f16"}) {
+    SCOPED_TRACE(dtype);
+    Pool pool = create(kvbt::mha(dtype));
+    std::vector<float> k(32, 1.0f);
+    k[0] = nan_neg;
+    k[1] = nan_pos;
+    k[2] = -std::numeric_limits<float>::infinity();
+    const std::vector<int64_t> a = {1}, b = {2};
+    ASSERT_EQ(kvpool_set_kv(pool.get(), 0, a.data(), 1, k.data(), 128, k.data(), 128, KVPOOL_DTYPE_F32, 1.0f, 1.0f),
+              KVPOOL_OK);
+    ASSERT_EQ(kvpool_set_kv(pool.get(), 0, b.data(), 1, k.data(), 128, k.data(), 128, KVPOOL_DTYPE_F32, 3.0f, 3.0f),
+              KVPOOL_OK);
+    const kvpool_buffer kd = kvbt::describe(pool.get(), KVPOOL_BUFFER_K, 0);
+    const size_t eb = kvbt::elem_size(kd.dtype);
+    EXPECT_EQ(kvbt::row_bytes(kd, 1, 2 * eb), kvbt::row_bytes(kd, 2, 2 * eb));
+  }
+  Pool bf = create(kvbt::mha("bf16"));
+  std::vector<float> k(32, 0.0f);
+  k[0] = nan_neg;
+  const int64_t slot = 3;
+  ASSERT_EQ(kvpool_set_kv(bf.get(), 0, &slot, 1, k.data(), 128, k.data(), 128, KVPOOL_DTYPE_F32, 2.0f, 2.0f), KVPOOL_OK);
+  EXPECT_EQ(kvbt::row_bytes(kvbt::describe(bf.get(), KVPOOL_BUFFER_K, 0), 3, 2), (std::vector<uint8_t>{0xc1, 0xff}));
+}
+
 // ---- against the reference ----
 
 void check_fp8(const char* dtype, int32_t kv, const MiniFloat& f) {
