@@ -41,6 +41,11 @@ inline Status check_same_length(size_t len, size_t expected, const char* name, c
   return Status::ok();
 }
 
+inline Status need_mamba(const ::kvpool* pool) {
+  if (!pool->mamba) return Status::unsupported("the pool has no mamba states (attention is not \"hybrid_linear\")");
+  return Status::ok();
+}
+
 inline Status check_out(const void* out, const char* name) {
   if (out == nullptr) return Status::invalid(std::string(name) + " is NULL");
   return Status::ok();

@@ -7,16 +7,8 @@ using kvp::Status;
 using kvp::capi::check_array;
 using kvp::capi::check_out;
 using kvp::capi::check_same_length;
+using kvp::capi::need_mamba;
 using kvp::capi::with_pool;
-
-namespace {
-
-Status need_mamba(const kvpool* pool) {
-  if (!pool->mamba) return Status::unsupported("the pool has no mamba states (attention is not \"hybrid_linear\")");
-  return Status::ok();
-}
-
-}  // namespace
 
 extern "C" {
 
