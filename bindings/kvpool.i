@@ -13,26 +13,35 @@
  *  - A kvpool_status *parameter* must be named `status` (as in
  *    kvpool_status_string) to be passed as a plain enum value.
  *  - The opaque handle `struct kvpool` is a class (Java/C#: Pool) whose
- *    destructor is kvpool_destroy; the raw create/destroy/plan functions are
- *    not public in Java/C#: the idiomatic methods live on Pool.
- *  - `kvpool_plan_info` is a read-only struct (Java/C#: PlanInfo with
- *    getters/properties); its constructor sets struct_size.
- *  - Zero-copy index-array typemaps, bound by PARAMETER NAME (see the
- *    "Index arrays" block of each language section):
+ *    destructor is kvpool_destroy; the raw C functions are not public in
+ *    Java/C# (KVPOOL_RAW list below): the idiomatic methods live on Pool.
+ *  - Read-only structs filled by the library (kvpool_plan_info -> PlanInfo,
+ *    kvpool_stats -> Stats, kvpool_buffer -> an internal BufferDescriptor)
+ *    are made by a constructor that sets struct_size.
+ *  - Zero-copy array typemaps, bound by PARAMETER NAME. The base patterns
+ *    (see the "Arrays" block of each language section):
  *        (const int32_t *ids, size_t n)   (int32_t *out, size_t n)
  *        (const int64_t *ids, size_t n)   (int64_t *out, size_t n)
- *    Other parameter names get them with one %apply line after the language
- *    sections (checked to work in all three languages), e.g. for
+ *        (const void *BYTES_IN, size_t BYTES_IN_LEN)    bytes read by C
+ *        (void *BYTES_OUT, size_t BYTES_OUT_LEN)        bytes written by C
+ *        (const float *F32_IN, size_t F32_IN_LEN)       floats read by C (count)
+ *    and scalar out-parameters (returned by the idiomatic layer):
+ *        size_t *OUT_SIZE   int32_t *OUT_I32   uint64_t *OUT_U64
+ *    Every (pointer, length) parameter of the headers gets one of them with
+ *    one macro line in the "Parameter names" block after the language
+ *    sections (KVPOOL_IN_ARRAY / KVPOOL_OUT_ARRAY / ...), which expands to
+ *    the right %apply per language, e.g. for
  *    kvalloc_free(pool, const int64_t *slots, size_t slots_len):
- *      #if defined(SWIGCSHARP)
- *      %apply const int64_t *ids { const int64_t *slots };
- *      #else
- *      %apply (const int64_t *ids, size_t n) { (const int64_t *slots, size_t slots_len) };
- *      #endif
+ *      KVPOOL_IN_ARRAY(int64_t, slots, slots_len)
+ *    i.e. in Java/Go  %apply (const int64_t *ids, size_t n) { (const int64_t *slots, size_t slots_len) };
+ *         in C#       %apply const int64_t *ids { const int64_t *slots };
+ *    (C# cannot fold a pair into one parameter: the length stays a ulong
+ *    parameter that the idiomatic method fills from the array's Length.)
  *
- * The idiomatic Go layer is hand-written (bindings/go/kvpool/*.go); Java and
- * C# get theirs through the javacode/cscode typemaps below plus a few
- * hand-written files (bindings/java/ai/kvpool, bindings/csharp/src).
+ * The idiomatic layers: Go is hand-written (bindings/go/kvpool/*.go); Java
+ * gets Pool's methods through the javacode typemap in java/pool_methods.i
+ * plus hand-written value classes (java/ai/kvpool); C# makes Pool a partial
+ * class whose idiomatic half is csharp/src/Pool.cs (plus value classes).
  */
 
 /* Module name = Java/C# module class name (Kvpool.version()); Go package kvpool. */
@@ -71,20 +80,24 @@
 %javaconst(1);
 %include "enums.swg"
 %rename(Status) kvpool_status;
+%rename(DType) kvpool_dtype;
+%rename(BufferKind) kvpool_buffer_kind;
+%rename(AllocKind) kvalloc_kind;
+%rename(AllocList) kvalloc_list;
 %rename(OK) KVPOOL_OK;
-%rename("%(strip:[KVPOOL_ERR_])s", %$isenumitem) "";
+/* Enum items lose their C prefix: Status.CONFIG, DType.F32, BufferKind.K,
+ * AllocKind.PAGED, AllocList.SWA_FREE. */
+%rename("%(regex:/^KV(POOL|ALLOC)_(ERR_|DTYPE_|BUFFER_|LIST_)?(.*)$/\\3/)s", %$isenumitem) "";
 
 /* Public, renamed module functions: Kvpool.version() etc. */
 %rename(version) kvpool_version;
 %rename(versionString) kvpool_version_string;
 %rename(statusString) kvpool_status_string;
 %rename(cudaDeviceCount) kvpool_cuda_device_count;
-/* Raw functions behind Pool's methods: package-private. */
-%javamethodmodifiers kvpool_create "";
-%javamethodmodifiers kvpool_create_from_file "";
-%javamethodmodifiers kvpool_backend "";
-%javamethodmodifiers kvpool_plan "";
-%javamethodmodifiers kvpool_get_plan "";
+/* Raw functions behind Pool's methods: package-private (KVPOOL_RAW below). */
+%define KVPOOL_RAW(NAME)
+%javamethodmodifiers NAME "";
+%enddef
 %ignore kvpool_destroy;  /* Pool.close() is the only way to destroy */
 
 %pragma(java) moduleclassmodifiers="public final class"
@@ -110,8 +123,9 @@
 /* Throws ai.kvpool.KvPoolException(code, message) with the message of the
  * failure that just happened on this thread. The message goes over as UTF-8
  * bytes (not NewStringUTF, whose "modified UTF-8" rejects some byte
- * sequences a file path may contain). Any JNI failure leaves its own
- * exception (e.g. OutOfMemoryError) pending instead. */
+ * sequences a file path may contain). Any JNI failure, or an exception
+ * already pending (e.g. OutOfMemoryError from pinning an array), is left
+ * to propagate instead. */
 /* The class name follows the -package option the build passes (ai.kvpool). */
 static void kvpool_java_throw(JNIEnv *jenv, kvpool_status status) {
   const char *msg = kvpool_last_error();
@@ -133,6 +147,9 @@ static void kvpool_java_throw(JNIEnv *jenv, kvpool_status status) {
   if (!ex) return;
   (*jenv)->Throw(jenv, (jthrowable)ex);
 }
+
+/* A size_t travels in a jlong (scalar out-parameters, OUT_SIZE below). */
+typedef char kvpool_java_size_t_fits_jlong[sizeof(size_t) <= sizeof(jlong) ? 1 : -1];
 %}
 
 /* A returned kvpool_status becomes `void` in Java and throws on failure. The
@@ -202,41 +219,108 @@ static void kvpool_java_throw(JNIEnv *jenv, kvpool_status status) {
   (*jenv)->SetLongArrayRegion(jenv, $input, 0, 1, &h);
 }
 
-/* --- Index arrays: int[] / long[] without copying ------------------------- */
-/* Bound by name: (const int32_t *ids, size_t n), (int32_t *out, size_t n),
- * (const int64_t *ids, size_t n), (int64_t *out, size_t n).
- * The array is pinned with GetPrimitiveArrayCritical in `check` (after every
- * `in` typemap, so no other argument's JNI call runs inside the critical
- * region) and released in `argout`, before the `ret` typemap may throw.
+/* --- Arrays: Java primitive arrays without copying ------------------------ */
+/* A (pointer, length) pair is one Java array. The array is pinned with
+ * GetPrimitiveArrayCritical in `check` (after every `in` typemap, so no other
+ * argument's JNI call runs inside the critical region; several pins nest) and
+ * released in `argout`, before the `ret` typemap may throw and before the
+ * `freearg` of scalar out-parameters writes back.
  * Rule for functions using them: return kvpool_status or a primitive (an
  * `out` typemap creating a Java object would run inside the region).
- * `ids` arrays are released with JNI_ABORT (never written back); `out`
- * arrays with 0 (written back if the VM had to copy). */
-%define KVPOOL_JAVA_CRITICAL_ARRAY(CTYPE, JNITYPE, JTYPE, NAME, MODE)
-%typemap(jni) (CTYPE *NAME, size_t n) #JNITYPE
-%typemap(jtype) (CTYPE *NAME, size_t n) #JTYPE
-%typemap(jstype) (CTYPE *NAME, size_t n) #JTYPE
-%typemap(javain) (CTYPE *NAME, size_t n) "$javainput"
-%typemap(in) (CTYPE *NAME, size_t n) {
-  if (!$input) {
-    SWIG_JavaThrowException(jenv, SWIG_JavaNullPointerException, #NAME " array is null");
+ * Arrays C only reads are released with JNI_ABORT (never written back);
+ * arrays C writes with 0 (written back if the VM had to copy).
+ * NULLABLE arrays pass (NULL, 0) for a Java null (kvpool_set_kv's v of an
+ * mla pool); the others throw NullPointerException. ELEM_BYTES > 1 turns
+ * the element count into a byte count (float[] as bytes).
+ * Should a pin fail (the VM could not copy; HotSpot pins in place), the
+ * pointer stays NULL: the library rejects a NULL with a non-zero length, and
+ * the pending OutOfMemoryError is what Java sees (kvpool_java_throw defers). */
+%define KVPOOL_JAVA_PINNED(CTYPE, PTR, LEN, JNITYPE, JTYPE, MODE, NULLABLE, ELEM_BYTES)
+%typemap(jni) (CTYPE *PTR, size_t LEN) #JNITYPE
+%typemap(jtype) (CTYPE *PTR, size_t LEN) #JTYPE
+%typemap(jstype) (CTYPE *PTR, size_t LEN) #JTYPE
+%typemap(javain) (CTYPE *PTR, size_t LEN) "$javainput"
+%typemap(in) (CTYPE *PTR, size_t LEN) {
+  $1 = NULL;
+  $2 = 0;
+  if ($input) {
+    $2 = (size_t)(*jenv)->GetArrayLength(jenv, $input) * (ELEM_BYTES);
+  } else if (!(NULLABLE)) {
+    SWIG_JavaThrowException(jenv, SWIG_JavaNullPointerException, "$1_name array is null");
     return $null;
   }
-  $1 = NULL;
-  $2 = (size_t)(*jenv)->GetArrayLength(jenv, $input);
 }
-%typemap(check) (CTYPE *NAME, size_t n) {
-  $1 = ($1_ltype)(*jenv)->GetPrimitiveArrayCritical(jenv, $input, NULL);
-  if (!$1) return $null;
+%typemap(check) (CTYPE *PTR, size_t LEN) {
+  if ($input) $1 = ($1_ltype)(*jenv)->GetPrimitiveArrayCritical(jenv, $input, NULL);
 }
-%typemap(argout) (CTYPE *NAME, size_t n) {
+%typemap(argout) (CTYPE *PTR, size_t LEN) {
   if ($1) (*jenv)->ReleasePrimitiveArrayCritical(jenv, $input, (void *)$1, MODE);
 }
 %enddef
-KVPOOL_JAVA_CRITICAL_ARRAY(const int32_t, jintArray, int[], ids, JNI_ABORT)
-KVPOOL_JAVA_CRITICAL_ARRAY(int32_t, jintArray, int[], out, 0)
-KVPOOL_JAVA_CRITICAL_ARRAY(const int64_t, jlongArray, long[], ids, JNI_ABORT)
-KVPOOL_JAVA_CRITICAL_ARRAY(int64_t, jlongArray, long[], out, 0)
+KVPOOL_JAVA_PINNED(const int32_t, ids, n, jintArray, int[], JNI_ABORT, 0, 1)
+KVPOOL_JAVA_PINNED(int32_t, out, n, jintArray, int[], 0, 0, 1)
+KVPOOL_JAVA_PINNED(const int64_t, ids, n, jlongArray, long[], JNI_ABORT, 0, 1)
+KVPOOL_JAVA_PINNED(int64_t, out, n, jlongArray, long[], 0, 0, 1)
+KVPOOL_JAVA_PINNED(const void, BYTES_IN, BYTES_IN_LEN, jbyteArray, byte[], JNI_ABORT, 1, 1)
+KVPOOL_JAVA_PINNED(void, BYTES_OUT, BYTES_OUT_LEN, jbyteArray, byte[], 0, 1, 1)
+KVPOOL_JAVA_PINNED(const float, F32_IN, F32_IN_LEN, jfloatArray, float[], JNI_ABORT, 0, 1)
+/* float[] passed where C takes bytes (the f32 overloads of setKv/getKv). */
+KVPOOL_JAVA_PINNED(const void, F32_BYTES_IN, F32_BYTES_IN_LEN, jfloatArray, float[], JNI_ABORT, 1, sizeof(jfloat))
+KVPOOL_JAVA_PINNED(void, F32_BYTES_OUT, F32_BYTES_OUT_LEN, jfloatArray, float[], 0, 1, sizeof(jfloat))
+
+/* --- Direct ByteBuffers: bulk KV data outside the Java heap --------------- */
+/* The buffer's address and capacity; Pool passes buffer.slice(), so that is
+ * the window position..limit. Nothing is pinned (direct memory never moves),
+ * so these may be large and the GC is never held up. A null buffer passes
+ * (NULL, 0); a heap buffer throws IllegalArgumentException. */
+%define KVPOOL_JAVA_NIO(CTYPE, PTR, LEN)
+%typemap(jni) (CTYPE *PTR, size_t LEN) "jobject"
+%typemap(jtype) (CTYPE *PTR, size_t LEN) "java.nio.ByteBuffer"
+%typemap(jstype) (CTYPE *PTR, size_t LEN) "java.nio.ByteBuffer"
+%typemap(javain) (CTYPE *PTR, size_t LEN) "$javainput"
+%typemap(in) (CTYPE *PTR, size_t LEN) {
+  $1 = NULL;
+  $2 = 0;
+  if ($input) {
+    jlong capacity = (*jenv)->GetDirectBufferCapacity(jenv, $input);
+    $1 = ($1_ltype)(*jenv)->GetDirectBufferAddress(jenv, $input);
+    if (!$1 || capacity < 0) {
+      SWIG_JavaThrowException(jenv, SWIG_JavaIllegalArgumentException, "$1_name is not a direct ByteBuffer");
+      return $null;
+    }
+    $2 = (size_t)capacity;
+  }
+}
+%enddef
+KVPOOL_JAVA_NIO(const void, NIO_IN, NIO_IN_LEN)
+KVPOOL_JAVA_NIO(void, NIO_OUT, NIO_OUT_LEN)
+
+/* --- Scalar out-parameters: a one-element array --------------------------- */
+/* C writes a local; `freearg` (after every argout, i.e. after every pinned
+ * array is released) copies it into element 0, also when the call failed
+ * (kvalloc_free_list reports the needed length with BUFFER_TOO_SMALL). */
+%define KVPOOL_JAVA_SCALAR_OUT(CTYPE, NAME, JNITYPE, JTYPE, JELEM, SET_REGION)
+%typemap(jni) CTYPE *NAME #JNITYPE
+%typemap(jtype) CTYPE *NAME #JTYPE
+%typemap(jstype) CTYPE *NAME #JTYPE
+%typemap(javain) CTYPE *NAME "$javainput"
+%typemap(in) CTYPE *NAME (CTYPE value = 0) {
+  if (!$input || (*jenv)->GetArrayLength(jenv, $input) < 1) {
+    SWIG_JavaThrowException(jenv, SWIG_JavaIllegalArgumentException, "$1_name needs an array of one element");
+    return $null;
+  }
+  $1 = &value;
+}
+%typemap(freearg) CTYPE *NAME {
+  if (!(*jenv)->ExceptionCheck(jenv)) {
+    JELEM element = (JELEM)value$argnum;
+    (*jenv)->SET_REGION(jenv, $input, 0, 1, &element);
+  }
+}
+%enddef
+KVPOOL_JAVA_SCALAR_OUT(size_t, OUT_SIZE, jlongArray, long[], jlong, SetLongArrayRegion)
+KVPOOL_JAVA_SCALAR_OUT(int32_t, OUT_I32, jintArray, int[], jint, SetIntArrayRegion)
+KVPOOL_JAVA_SCALAR_OUT(uint64_t, OUT_U64, jlongArray, long[], jlong, SetLongArrayRegion)
 
 /* --- Proxies own native memory; a Cleaner frees what was not closed ------ */
 /* SWIG's default finalize() is deprecated (and fails -Xlint:all -Werror).
@@ -262,6 +346,8 @@ KVPOOL_JAVA_CRITICAL_ARRAY(int64_t, jlongArray, long[], out, 0)
 %enddef
 KVPOOL_JAVA_OWNED_PROXY(struct kvpool, delete_Pool)
 KVPOOL_JAVA_OWNED_PROXY(struct kvpool_plan_info, delete_PlanInfo)
+KVPOOL_JAVA_OWNED_PROXY(struct kvpool_stats, delete_Stats)
+KVPOOL_JAVA_OWNED_PROXY(struct kvpool_buffer, delete_BufferDescriptor)
 
 /* Pool: AutoCloseable; close() destroys once, later calls do nothing. After
  * close() the handle is 0, which every C function rejects with
@@ -271,61 +357,37 @@ KVPOOL_JAVA_OWNED_PROXY(struct kvpool_plan_info, delete_PlanInfo)
     swigCPtr = 0;
     if (swigCleanable != null) swigCleanable.clean();
   }
-%typemap(javacode) struct kvpool %{
-  /**
-   * Creates a pool from a JSON configuration (docs/config.md).
-   * @throws KvPoolException CONFIG for a malformed or invalid configuration
-   */
-  public Pool(String json) {
-    this(create(json), true);
-  }
+/* Pool's idiomatic methods (the javacode typemap of struct kvpool). */
+%include "java/pool_methods.i"
 
-  /**
-   * Creates a pool from a JSON configuration file.
-   * @throws KvPoolException IO if the file cannot be read, else as {@link #Pool(String)}
-   */
-  public static Pool fromFile(String path) {
-    long[] handle = new long[1];
-    Kvpool.kvpool_create_from_file(path, handle);
-    return new Pool(handle[0], true);
-  }
-
-  private static long create(String json) {
-    long[] handle = new long[1];
-    Kvpool.kvpool_create(json, handle);
-    return handle[0];
-  }
-
-  /** Name of the backend the pool runs on: "cpu" or "cuda". */
-  public String backend() {
-    return Kvpool.kvpool_backend(this);
-  }
-
-  /** The plan (sizing) this pool was created with. */
-  public PlanInfo plan() {
-    PlanInfo info = new PlanInfo();
-    Kvpool.kvpool_get_plan(this, info);
-    return info;
-  }
-
-  /**
-   * Validates a configuration and computes its sizing without allocating.
-   * @throws KvPoolException CONFIG for a malformed or invalid configuration
-   */
-  public static PlanInfo plan(String json) {
-    PlanInfo info = new PlanInfo();
-    Kvpool.kvpool_plan(json, info);
-    return info;
-  }
-%}
-
-/* PlanInfo: a read-only value; memory goes back through the Cleaner only
- * (no public delete, so a getter can never see freed memory). */
+/* PlanInfo and Stats: read-only values; memory goes back through the Cleaner
+ * only (no public delete, so a getter can never see freed memory). */
 %typemap(javadestruct, methodname="delete", methodmodifiers="private synchronized") struct kvpool_plan_info {
     swigCPtr = 0;
     if (swigCleanable != null) swigCleanable.clean();
   }
 %javamethodmodifiers kvpool_plan_info::kvpool_plan_info "";
+%typemap(javadestruct, methodname="delete", methodmodifiers="private synchronized") struct kvpool_stats {
+    swigCPtr = 0;
+    if (swigCleanable != null) swigCleanable.clean();
+  }
+%javamethodmodifiers kvpool_stats::kvpool_stats "";
+%typemap(javacode) struct kvpool_stats %{
+  /** The allocator kind as an enum (getAllocKind() is its number). */
+  public AllocKind getKind() {
+    return AllocKind.swigToEnum(getAllocKind());
+  }
+%}
+/* BufferDescriptor: package-private; Pool.buffer() copies it into the public
+ * BufferInfo and frees it at once (delete() is package-private). */
+%typemap(javaclassmodifiers) struct kvpool_buffer "final class"
+%typemap(javadestruct, methodname="delete", methodmodifiers="synchronized") struct kvpool_buffer {
+    swigCPtr = 0;
+    if (swigCleanable != null) swigCleanable.clean();
+  }
+%rename(shapeAt) kvpool_buffer::shape_at;
+%rename(strideAt) kvpool_buffer::stride_at;
+%rename(dataAddress) kvpool_buffer::data_address;
 %rename("%(lowercamelcase)s", %$isvariable, %$ismember) "";
 
 /* ======================================================================== */
@@ -351,15 +413,49 @@ KVPOOL_JAVA_OWNED_PROXY(struct kvpool_plan_info, delete_PlanInfo)
 /* A code appended to status.h needs its PascalCase name here (the C# test
  * StatusCodesAndStrings fails until it has one). */
 
+%rename(DType) kvpool_dtype;
+%rename(F32) KVPOOL_DTYPE_F32;
+%rename(F16) KVPOOL_DTYPE_F16;
+%rename(Bf16) KVPOOL_DTYPE_BF16;
+%rename(Fp8E4m3) KVPOOL_DTYPE_FP8_E4M3;
+%rename(Fp8E5m2) KVPOOL_DTYPE_FP8_E5M2;
+%rename(Fp4E2m1) KVPOOL_DTYPE_FP4_E2M1;
+%rename(U8) KVPOOL_DTYPE_U8;
+%rename(I32) KVPOOL_DTYPE_I32;
+%rename(I64) KVPOOL_DTYPE_I64;
+%rename(BufferKind) kvpool_buffer_kind;
+%rename(K) KVPOOL_BUFFER_K;
+%rename(V) KVPOOL_BUFFER_V;
+%rename(KScale) KVPOOL_BUFFER_K_SCALE;
+%rename(VScale) KVPOOL_BUFFER_V_SCALE;
+%rename(Indexer) KVPOOL_BUFFER_INDEXER;
+%rename(Label) KVPOOL_BUFFER_LABEL;
+%rename(ReqTable) KVPOOL_BUFFER_REQ_TABLE;
+%rename(MambaConv) KVPOOL_BUFFER_MAMBA_CONV;
+%rename(MambaSsm) KVPOOL_BUFFER_MAMBA_SSM;
+%rename(SwaMapping) KVPOOL_BUFFER_SWA_MAPPING;
+%rename(MambaIntermediateSsm) KVPOOL_BUFFER_MAMBA_INTERMEDIATE_SSM;
+%rename(MambaIntermediateConv) KVPOOL_BUFFER_MAMBA_INTERMEDIATE_CONV;
+%rename(AllocKind) kvalloc_kind;
+%rename(Token) KVALLOC_TOKEN;
+%rename(Paged) KVALLOC_PAGED;
+%rename(Swa) KVALLOC_SWA;
+%rename(AllocList) kvalloc_list;
+%rename(Free) KVALLOC_LIST_FREE;
+%rename(Release) KVALLOC_LIST_RELEASE;
+%rename(SwaFree) KVALLOC_LIST_SWA_FREE;
+%rename(SwaRelease) KVALLOC_LIST_SWA_RELEASE;
+/* An enum value appended to a header needs its PascalCase name here (the C#
+ * test EnumsHavePascalCaseNames fails until it has one). */
+
 %rename(Version) kvpool_version;
 %rename(VersionString) kvpool_version_string;
 %rename(StatusString) kvpool_status_string;
 %rename(CudaDeviceCount) kvpool_cuda_device_count;
-%csmethodmodifiers kvpool_create "internal";
-%csmethodmodifiers kvpool_create_from_file "internal";
-%csmethodmodifiers kvpool_backend "internal";
-%csmethodmodifiers kvpool_plan "internal";
-%csmethodmodifiers kvpool_get_plan "internal";
+/* Raw functions behind Pool's methods: internal (KVPOOL_RAW below). */
+%define KVPOOL_RAW(NAME)
+%csmethodmodifiers NAME "internal";
+%enddef
 %ignore kvpool_destroy;  /* Pool.Dispose() is the only way to destroy */
 
 %pragma(csharp) moduleclassmodifiers="public static class"
@@ -454,77 +550,60 @@ static void kvpool_cs_raise(kvpool_status status) {
 %typemap(csin) kvpool **out "out $csinput"
 %typemap(in) kvpool **out %{ $1 = (kvpool **)$input; %}
 
-/* --- Index arrays: blittable arrays pinned by the marshaller ------------- */
+/* --- Arrays: blittable arrays pinned by the marshaller ------------------- */
 /* Bound by name: `const int32_t *ids`, `int32_t *out`, `const int64_t *ids`,
- * `int64_t *out` (the `size_t n` beside them stays a ulong parameter). C#
- * cannot fold (pointer, length) into one parameter, so make the raw function
- * `internal` with %csmethodmodifiers and add a public overload in cscode
- * that passes array.Length. int[]/long[] are blittable: the marshaller pins
- * them and C reads/writes the managed array in place ([In,Out] makes the
- * written values visible under any marshaller that might copy). */
+ * `int64_t *out`, `const void *BYTES_IN`, `void *BYTES_OUT`,
+ * `const float *F32_IN` (the `size_t` length beside each stays a ulong
+ * parameter). C# cannot fold (pointer, length) into one parameter, so the
+ * raw function is `internal` (KVPOOL_RAW) and Pool's public method passes
+ * array.Length. int[]/long[]/byte[]/float[] are blittable: the marshaller
+ * pins them and C reads/writes the managed array in place ([In,Out] makes
+ * the written values visible under any marshaller that might copy). A null
+ * array passes NULL (the library accepts it with length 0). */
 %define KVPOOL_CS_ARRAY(CTYPE, CSTYPE, NAME)
 %typemap(ctype) CTYPE *NAME "void *"
-%typemap(cstype) CTYPE *NAME #CSTYPE
+%typemap(imtype) CTYPE *NAME "[global::System.Runtime.InteropServices.In] CSTYPE"
+%typemap(cstype) CTYPE *NAME "CSTYPE"
 %typemap(csin) CTYPE *NAME "$csinput"
 %typemap(in) CTYPE *NAME %{ $1 = ($1_ltype)$input; %}
 %enddef
+/* Arrays C writes: also [Out]. */
+%define KVPOOL_CS_OUT_ARRAY(CTYPE, CSTYPE, NAME)
+KVPOOL_CS_ARRAY(CTYPE, CSTYPE, NAME)
+%typemap(imtype) CTYPE *NAME "[global::System.Runtime.InteropServices.In, global::System.Runtime.InteropServices.Out] CSTYPE"
+%enddef
 KVPOOL_CS_ARRAY(const int32_t, int[], ids)
-KVPOOL_CS_ARRAY(int32_t, int[], out)
+KVPOOL_CS_OUT_ARRAY(int32_t, int[], out)
 KVPOOL_CS_ARRAY(const int64_t, long[], ids)
-KVPOOL_CS_ARRAY(int64_t, long[], out)
-%typemap(imtype) const int32_t *ids "[global::System.Runtime.InteropServices.In] int[]"
-%typemap(imtype) int32_t *out "[global::System.Runtime.InteropServices.In, global::System.Runtime.InteropServices.Out] int[]"
-%typemap(imtype) const int64_t *ids "[global::System.Runtime.InteropServices.In] long[]"
-%typemap(imtype) int64_t *out "[global::System.Runtime.InteropServices.In, global::System.Runtime.InteropServices.Out] long[]"
+KVPOOL_CS_OUT_ARRAY(int64_t, long[], out)
+KVPOOL_CS_ARRAY(const void, byte[], BYTES_IN)
+KVPOOL_CS_OUT_ARRAY(void, byte[], BYTES_OUT)
+KVPOOL_CS_ARRAY(const float, float[], F32_IN)
+
+/* --- Scalar out-parameters: `out` arguments ------------------------------ */
+%define KVPOOL_CS_SCALAR_OUT(CTYPE, CSTYPE, NAME)
+%typemap(ctype) CTYPE *NAME "void *"
+%typemap(imtype) CTYPE *NAME "out CSTYPE"
+%typemap(cstype) CTYPE *NAME "out CSTYPE"
+%typemap(csin) CTYPE *NAME "out $csinput"
+%typemap(in) CTYPE *NAME %{ $1 = ($1_ltype)$input; %}
+%enddef
+KVPOOL_CS_SCALAR_OUT(size_t, ulong, OUT_SIZE)
+KVPOOL_CS_SCALAR_OUT(int32_t, int, OUT_I32)
+KVPOOL_CS_SCALAR_OUT(uint64_t, ulong, OUT_U64)
 
 /* --- Pool ------------------------------------------------------------------ */
 /* IDisposable through SWIG's defaults: Dispose() destroys once and resets
  * the handle to null, which every C function rejects with
- * KVPOOL_ERR_INVALID_ARGUMENT, so methods on a disposed Pool throw. */
-%typemap(cscode) struct kvpool %{
-  /// <summary>Creates a pool from a JSON configuration (docs/config.md).</summary>
-  /// <exception cref="KvPoolException">Status.Config for a malformed or invalid configuration.</exception>
-  public Pool(string json) : this(Create(json), true) {
-  }
+ * KVPOOL_ERR_INVALID_ARGUMENT, so methods on a disposed Pool throw. The
+ * idiomatic methods are the other half of this partial class (src/Pool.cs). */
+%typemap(csclassmodifiers) struct kvpool "public partial class"
 
-  /// <summary>Creates a pool from a JSON configuration file.</summary>
-  /// <exception cref="KvPoolException">Status.Io if the file cannot be read.</exception>
-  public static Pool FromFile(string path) {
-    global::System.IntPtr handle;
-    Kvpool.kvpool_create_from_file(path, out handle);
-    return new Pool(handle, true);
-  }
-
-  private static global::System.IntPtr Create(string json) {
-    global::System.IntPtr handle;
-    Kvpool.kvpool_create(json, out handle);
-    return handle;
-  }
-
-  /// <summary>Name of the backend the pool runs on: "cpu" or "cuda".</summary>
-  public string Backend() {
-    return Kvpool.kvpool_backend(this);
-  }
-
-  /// <summary>The plan (sizing) this pool was created with.</summary>
-  public PlanInfo Plan() {
-    PlanInfo info = new PlanInfo();
-    Kvpool.kvpool_get_plan(this, info);
-    return info;
-  }
-
-  /// <summary>Validates a configuration and computes its sizing without allocating.</summary>
-  public static PlanInfo Plan(string json) {
-    PlanInfo info = new PlanInfo();
-    Kvpool.kvpool_plan(json, info);
-    return info;
-  }
-%}
-
-/* --- PlanInfo: a read-only value, freed by its finalizer only ------------- */
+/* --- PlanInfo, Stats: read-only values, freed by their finalizer only ---- */
 /* Not IDisposable: a public Dispose() would let a property read freed memory. */
-%typemap(csinterfaces) struct kvpool_plan_info ""
-%typemap(csdispose) struct kvpool_plan_info %{
+%define KVPOOL_CS_VALUE_PROXY(TYPE)
+%typemap(csinterfaces) TYPE ""
+%typemap(csdispose) TYPE %{
   ~$csclassname() {
     Dispose(false);
   }
@@ -534,7 +613,24 @@ KVPOOL_CS_ARRAY(int64_t, long[], out)
     global::System.GC.SuppressFinalize(this);
   }
 %}
+%enddef
+KVPOOL_CS_VALUE_PROXY(struct kvpool_plan_info)
+KVPOOL_CS_VALUE_PROXY(struct kvpool_stats)
+KVPOOL_CS_VALUE_PROXY(struct kvpool_buffer)
 %csmethodmodifiers kvpool_plan_info::kvpool_plan_info "internal";
+%csmethodmodifiers kvpool_stats::kvpool_stats "internal";
+%typemap(cscode) struct kvpool_stats %{
+  /// <summary>The allocator kind as an enum (AllocKind is its number).</summary>
+  public AllocKind Kind {
+    get { return (global::KvPool.AllocKind)AllocKind; }
+  }
+%}
+/* BufferDescriptor: internal; Pool.Buffer() copies it into the public
+ * BufferInfo (src/BufferInfo.cs) and disposes of it at once. */
+%typemap(csclassmodifiers) struct kvpool_buffer "internal class"
+%rename(ShapeAt) kvpool_buffer::shape_at;
+%rename(StrideAt) kvpool_buffer::stride_at;
+%rename(DataAddress) kvpool_buffer::data_address;
 %rename("%(camelcase)s", %$isvariable, %$ismember) "";
 
 /* ======================================================================== */
@@ -546,6 +642,11 @@ KVPOOL_CS_ARRAY(int64_t, long[], out)
 %insert(cgo_comment_typedefs) %{
 #cgo pkg-config: kvpool
 %}
+
+/* Go needs no hiding: the idiomatic layer is hand-written and the raw
+ * Kvalloc_*, Kvreq_*, Kvpool_* wrappers stay exported beside it. */
+%define KVPOOL_RAW(NAME)
+%enddef
 
 /* A returned kvpool_status becomes a Go `error` (nil for KVPOOL_OK). The C
  * wrapper packs "<code>:<message>" into a malloc'd string in the SAME call
@@ -602,21 +703,171 @@ static _gostring_ kvpool_go_pack_status(kvpool_status status) {
 %typemap(imtype) kvpool **out "*uintptr"
 %typemap(in) kvpool **out %{ $1 = (kvpool **)$input; %}
 
-/* --- Index arrays: Go slices passed as they are (zero-copy) -------------- */
-/* Bound by name: (const int32_t *ids, size_t n), (int32_t *out, size_t n),
- * (const int64_t *ids, size_t n), (int64_t *out, size_t n). C reads/writes
- * the slice's backing array directly; this is legal under the cgo pointer
- * rules because []int32/[]int64 hold no Go pointers and C keeps nothing
- * after the call (checked with GODEBUG=cgocheck=2). */
+/* --- Arrays: Go slices passed as they are (zero-copy) -------------------- */
+/* C reads/writes the slice's backing array directly; this is legal under the
+ * cgo pointer rules because these slices hold no Go pointers and C keeps
+ * nothing after the call (checked with GODEBUG=cgocheck=2). A nil slice
+ * passes (NULL, 0). */
 %typemap(gotype) (const int32_t *ids, size_t n), (int32_t *out, size_t n) "[]int32"
 %typemap(gotype) (const int64_t *ids, size_t n), (int64_t *out, size_t n) "[]int64"
+%typemap(gotype) (const void *BYTES_IN, size_t BYTES_IN_LEN), (void *BYTES_OUT, size_t BYTES_OUT_LEN) "[]byte"
+%typemap(gotype) (const float *F32_IN, size_t F32_IN_LEN) "[]float32"
 %typemap(in) (const int32_t *ids, size_t n), (int32_t *out, size_t n),
-             (const int64_t *ids, size_t n), (int64_t *out, size_t n) %{
+             (const int64_t *ids, size_t n), (int64_t *out, size_t n),
+             (const void *BYTES_IN, size_t BYTES_IN_LEN), (void *BYTES_OUT, size_t BYTES_OUT_LEN),
+             (const float *F32_IN, size_t F32_IN_LEN) %{
   $1 = ($1_ltype)$input.array;
   $2 = (size_t)$input.len;
 %}
 
+/* --- Scalar out-parameters: a pointer to a Go variable ------------------- */
+/* Pointer-free Go memory, not kept by C: allowed by the cgo rules. size_t is
+ * Go's uint (both pointer-sized). */
+%typemap(gotype) size_t *OUT_SIZE "*uint"
+%typemap(imtype) size_t *OUT_SIZE "*uint"
+%typemap(gotype) int32_t *OUT_I32 "*int32"
+%typemap(imtype) int32_t *OUT_I32 "*int32"
+%typemap(gotype) uint64_t *OUT_U64 "*uint64"
+%typemap(imtype) uint64_t *OUT_U64 "*uint64"
+%typemap(in) size_t *OUT_SIZE, int32_t *OUT_I32, uint64_t *OUT_U64 %{ $1 = ($1_ltype)$input; %}
+
 #endif /* language sections */
+
+/* ------------------------------------------------------------------------ */
+/* Parameter names: which typemap each (pointer, length) parameter gets     */
+/* ------------------------------------------------------------------------ */
+#if defined(SWIGCSHARP)
+%define KVPOOL_IN_ARRAY(T, PTR, LEN)
+%apply const T *ids { const T *PTR };
+%enddef
+%define KVPOOL_OUT_ARRAY(T, PTR, LEN)
+%apply T *out { T *PTR };
+%enddef
+%define KVPOOL_IN_BYTES(PTR, LEN)
+%apply const void *BYTES_IN { const void *PTR };
+%enddef
+%define KVPOOL_OUT_BYTES(CTYPE, PTR, LEN)
+%apply void *BYTES_OUT { CTYPE *PTR };
+%enddef
+%define KVPOOL_IN_F32(PTR, LEN)
+%apply const float *F32_IN { const float *PTR };
+%enddef
+#else
+%define KVPOOL_IN_ARRAY(T, PTR, LEN)
+%apply (const T *ids, size_t n) { (const T *PTR, size_t LEN) };
+%enddef
+%define KVPOOL_OUT_ARRAY(T, PTR, LEN)
+%apply (T *out, size_t n) { (T *PTR, size_t LEN) };
+%enddef
+%define KVPOOL_IN_BYTES(PTR, LEN)
+%apply (const void *BYTES_IN, size_t BYTES_IN_LEN) { (const void *PTR, size_t LEN) };
+%enddef
+%define KVPOOL_OUT_BYTES(CTYPE, PTR, LEN)
+%apply (void *BYTES_OUT, size_t BYTES_OUT_LEN) { (CTYPE *PTR, size_t LEN) };
+%enddef
+%define KVPOOL_IN_F32(PTR, LEN)
+%apply (const float *F32_IN, size_t F32_IN_LEN) { (const float *PTR, size_t LEN) };
+%enddef
+#endif
+
+/* req.h */
+KVPOOL_OUT_ARRAY(int32_t, rows, rows_len)        /* kvreq_alloc, kvreq_alloc_hybrid */
+KVPOOL_IN_ARRAY(int32_t, rows, rows_len)         /* kvreq_free, kvreq_write_batch, kvreq_last_loc, kvreq_free_hybrid */
+KVPOOL_IN_ARRAY(int64_t, slots, slots_len)       /* kvreq_write, kvalloc_free, kvalloc_free_swa, ..., set/get/copy */
+KVPOOL_OUT_ARRAY(int64_t, slots, slots_len)      /* kvreq_read, kvalloc_alloc, kvalloc_extend, kvalloc_decode */
+KVPOOL_IN_ARRAY(int64_t, prefix_lens, prefix_lens_len)
+KVPOOL_IN_ARRAY(int64_t, seq_lens, seq_lens_len)
+KVPOOL_IN_ARRAY(int64_t, prefix_slots, prefix_slots_len)
+KVPOOL_IN_ARRAY(int64_t, extend_slots, extend_slots_len)
+KVPOOL_IN_ARRAY(int64_t, last_locs, last_locs_len)   /* kvalloc_extend, kvalloc_decode */
+KVPOOL_OUT_ARRAY(int64_t, last_locs, last_locs_len)  /* kvreq_last_loc */
+/* alloc.h */
+KVPOOL_OUT_ARRAY(int64_t, out, out_len)          /* kvalloc_translate_swa */
+KVPOOL_OUT_ARRAY(int64_t, ids, ids_cap)          /* kvalloc_free_list */
+/* mamba.h */
+KVPOOL_OUT_ARRAY(int32_t, slots, slots_len)      /* kvpool_mamba_alloc, kvreq_alloc_hybrid */
+KVPOOL_IN_ARRAY(int32_t, slots, slots_len)       /* kvpool_mamba_free */
+KVPOOL_IN_ARRAY(int32_t, reuse, reuse_len)
+KVPOOL_OUT_ARRAY(int32_t, ping_pong, ping_pong_len)
+KVPOOL_IN_BYTES(conv, conv_bytes)
+KVPOOL_IN_BYTES(ssm, ssm_bytes)
+KVPOOL_OUT_BYTES(void, conv, conv_bytes)
+KVPOOL_OUT_BYTES(void, ssm, ssm_bytes)
+/* check.h: the report is bytes C writes (a NUL-terminated string) */
+KVPOOL_OUT_BYTES(char, report, report_cap)
+/* buffers.h */
+KVPOOL_IN_BYTES(k, k_bytes)
+KVPOOL_IN_BYTES(v, v_bytes)
+KVPOOL_OUT_BYTES(void, k, k_bytes)
+KVPOOL_OUT_BYTES(void, v, v_bytes)
+KVPOOL_IN_BYTES(nope, nope_bytes)
+KVPOOL_IN_BYTES(rope, rope_bytes)
+KVPOOL_IN_BYTES(labels, labels_bytes)
+KVPOOL_IN_BYTES(keys, keys_bytes)
+KVPOOL_IN_F32(scales, scales_len)
+KVPOOL_IN_ARRAY(int64_t, dst, dst_len)           /* kvpool_move_kv */
+KVPOOL_IN_ARRAY(int64_t, src, src_len)
+KVPOOL_IN_BYTES(host, host_bytes)
+KVPOOL_OUT_BYTES(void, host, host_bytes)
+
+/* Scalar out-parameters (the idiomatic layers return them). */
+%apply size_t *OUT_SIZE { size_t *rows, size_t *tokens, size_t *full, size_t *swa, size_t *slots,
+                          size_t *bytes, size_t *ids_len };
+%apply int32_t *OUT_I32 { int32_t *kind, int32_t *dst, int32_t *slot };
+%apply uint64_t *OUT_U64 { uint64_t *token };
+
+/* Raw C functions with an idiomatic method on Pool: hidden in Java/C#. */
+KVPOOL_RAW(kvpool_create)
+KVPOOL_RAW(kvpool_create_from_file)
+KVPOOL_RAW(kvpool_backend)
+KVPOOL_RAW(kvpool_plan)
+KVPOOL_RAW(kvpool_get_plan)
+KVPOOL_RAW(kvreq_available)
+KVPOOL_RAW(kvreq_alloc)
+KVPOOL_RAW(kvreq_free)
+KVPOOL_RAW(kvreq_write)
+KVPOOL_RAW(kvreq_read)
+KVPOOL_RAW(kvreq_clear)
+KVPOOL_RAW(kvreq_write_batch)
+KVPOOL_RAW(kvreq_last_loc)
+KVPOOL_RAW(kvalloc_get_kind)
+KVPOOL_RAW(kvalloc_available)
+KVPOOL_RAW(kvalloc_swa_available)
+KVPOOL_RAW(kvalloc_alloc)
+KVPOOL_RAW(kvalloc_free)
+KVPOOL_RAW(kvalloc_extend)
+KVPOOL_RAW(kvalloc_decode)
+KVPOOL_RAW(kvalloc_free_swa)
+KVPOOL_RAW(kvalloc_translate_swa)
+KVPOOL_RAW(kvalloc_free_group_begin)
+KVPOOL_RAW(kvalloc_free_group_end)
+KVPOOL_RAW(kvalloc_backup)
+KVPOOL_RAW(kvalloc_restore)
+KVPOOL_RAW(kvalloc_merge_and_sort)
+KVPOOL_RAW(kvalloc_clear)
+KVPOOL_RAW(kvalloc_free_list)
+KVPOOL_RAW(kvpool_mamba_available)
+KVPOOL_RAW(kvpool_mamba_alloc)
+KVPOOL_RAW(kvpool_mamba_free)
+KVPOOL_RAW(kvpool_mamba_copy)
+KVPOOL_RAW(kvpool_mamba_fork)
+KVPOOL_RAW(kvpool_mamba_write)
+KVPOOL_RAW(kvpool_mamba_read)
+KVPOOL_RAW(kvreq_alloc_hybrid)
+KVPOOL_RAW(kvreq_free_hybrid)
+KVPOOL_RAW(kvreq_mamba_slots)
+KVPOOL_RAW(kvpool_check)
+KVPOOL_RAW(kvpool_get_stats)
+KVPOOL_RAW(kvpool_get_buffer)
+KVPOOL_RAW(kvpool_set_kv)
+KVPOOL_RAW(kvpool_set_mla_kv)
+KVPOOL_RAW(kvpool_set_label)
+KVPOOL_RAW(kvpool_set_indexer)
+KVPOOL_RAW(kvpool_get_kv)
+KVPOOL_RAW(kvpool_move_kv)
+KVPOOL_RAW(kvpool_host_copy_bytes)
+KVPOOL_RAW(kvpool_copy_to_host)
+KVPOOL_RAW(kvpool_load_from_host)
 
 /* ------------------------------------------------------------------------ */
 /* Declarations that must precede the headers                                */
@@ -628,6 +879,8 @@ static _gostring_ kvpool_go_pack_status(kvpool_status status) {
 #if defined(SWIGJAVA) || defined(SWIGCSHARP)
 %rename(Pool) kvpool;
 %rename(PlanInfo) kvpool_plan_info;
+%rename(Stats) kvpool_stats;
+%rename(BufferDescriptor) kvpool_buffer;
 #endif
 %nodefaultctor kvpool;
 #if defined(SWIGGO)
@@ -643,7 +896,7 @@ struct kvpool {};
 }
 #endif
 
-/* A plan_info made by the bindings always carries its struct_size. */
+/* Structs made by the bindings always carry their struct_size. */
 %extend kvpool_plan_info {
   kvpool_plan_info() {
     kvpool_plan_info *info = (kvpool_plan_info *)calloc(1, sizeof(kvpool_plan_info));
@@ -652,21 +905,107 @@ struct kvpool {};
   }
   ~kvpool_plan_info() { free($self); }
 }
-/* struct_size is an ABI detail the constructor handles. */
+%extend kvpool_stats {
+  kvpool_stats() {
+    kvpool_stats *stats = (kvpool_stats *)calloc(1, sizeof(kvpool_stats));
+    if (stats) stats->struct_size = (uint32_t)sizeof(kvpool_stats);
+    return stats;
+  }
+  ~kvpool_stats() { free($self); }
+}
+/* kvpool_buffer: the arrays and the pointer are read through accessors. */
+%extend kvpool_buffer {
+  kvpool_buffer() {
+    kvpool_buffer *buffer = (kvpool_buffer *)calloc(1, sizeof(kvpool_buffer));
+    if (buffer) buffer->struct_size = (uint32_t)sizeof(kvpool_buffer);
+    return buffer;
+  }
+  ~kvpool_buffer() { free($self); }
+  /** Extent of dimension `dim` (0 outside 0..ndim-1). */
+  int64_t shape_at(int32_t dim) const {
+    return (dim >= 0 && dim < $self->ndim && dim < 5) ? $self->shape[dim] : 0;
+  }
+  /** Stride of dimension `dim` in elements (0 outside 0..ndim-1). */
+  int64_t stride_at(int32_t dim) const {
+    return (dim >= 0 && dim < $self->ndim && dim < 5) ? $self->strides[dim] : 0;
+  }
+  /** The base address as a number. */
+  uint64_t data_address() const { return (uint64_t)(uintptr_t)$self->data; }
+}
+/* struct_size is an ABI detail the constructors handle. */
 %ignore kvpool_plan_info::struct_size;
+%ignore kvpool_stats::struct_size;
+%ignore kvpool_buffer::struct_size;
+%ignore kvpool_buffer::data;
+%ignore kvpool_buffer::shape;
+%ignore kvpool_buffer::strides;
+%ignore kvpool_buffer::reserved;
 
 /* Bindings surface errors themselves; the raw thread-local message and the C
- * initializer macro have no use in Go/Java/C#. */
+ * initializer macros have no use in Go/Java/C#. */
 %ignore kvpool_last_error;
 %ignore KVPOOL_PLAN_INFO_INIT;
+%ignore KVPOOL_STATS_INIT;
+%ignore KVPOOL_BUFFER_INIT;
 
 /* ------------------------------------------------------------------------ */
 /* The public headers, in dependency order                                   */
 /* ------------------------------------------------------------------------ */
-%immutable;  /* plan_info members are read-only */
+%immutable;  /* plan_info, stats and buffer members are read-only */
 %include "kvpool/export.h"
 %include "kvpool/version.h"
 %include "kvpool/status.h"
 %include "kvpool/pool.h"
 %include "kvpool/plan.h"
+%include "kvpool/req.h"
+%include "kvpool/alloc.h"
+%include "kvpool/buffers.h"
+%include "kvpool/mamba.h"
+%include "kvpool/check.h"
 %mutable;
+
+#if defined(SWIGJAVA)
+/* float[] and direct-ByteBuffer variants of the data functions: the same C
+ * functions under a second name (a macro in the wrapper), declared with
+ * parameter names that pick other typemaps. Package-private; Pool's
+ * overloads call them. */
+%{
+#define kvpool_java_set_kv_f32 kvpool_set_kv
+#define kvpool_java_get_kv_f32 kvpool_get_kv
+#define kvpool_java_set_kv_nio kvpool_set_kv
+#define kvpool_java_get_kv_nio kvpool_get_kv
+#define kvpool_java_copy_to_host_nio kvpool_copy_to_host
+#define kvpool_java_load_from_host_nio kvpool_load_from_host
+%}
+%apply (const void *F32_BYTES_IN, size_t F32_BYTES_IN_LEN) { (const void *k_f32, size_t k_f32_bytes),
+                                                             (const void *v_f32, size_t v_f32_bytes) };
+%apply (void *F32_BYTES_OUT, size_t F32_BYTES_OUT_LEN) { (void *k_f32, size_t k_f32_bytes),
+                                                         (void *v_f32, size_t v_f32_bytes) };
+%apply (const void *NIO_IN, size_t NIO_IN_LEN) { (const void *k_nio, size_t k_nio_bytes),
+                                                 (const void *v_nio, size_t v_nio_bytes),
+                                                 (const void *host_nio, size_t host_nio_bytes) };
+%apply (void *NIO_OUT, size_t NIO_OUT_LEN) { (void *k_nio, size_t k_nio_bytes), (void *v_nio, size_t v_nio_bytes),
+                                             (void *host_nio, size_t host_nio_bytes) };
+%javamethodmodifiers kvpool_java_set_kv_f32 "";
+%javamethodmodifiers kvpool_java_get_kv_f32 "";
+%javamethodmodifiers kvpool_java_set_kv_nio "";
+%javamethodmodifiers kvpool_java_get_kv_nio "";
+%javamethodmodifiers kvpool_java_copy_to_host_nio "";
+%javamethodmodifiers kvpool_java_load_from_host_nio "";
+kvpool_status kvpool_java_set_kv_f32(kvpool *pool, int32_t layer, const int64_t *slots, size_t slots_len,
+                                     const void *k_f32, size_t k_f32_bytes, const void *v_f32, size_t v_f32_bytes,
+                                     int32_t src_dtype, float k_scale, float v_scale);
+kvpool_status kvpool_java_get_kv_f32(const kvpool *pool, int32_t layer, const int64_t *slots, size_t slots_len,
+                                     void *k_f32, size_t k_f32_bytes, void *v_f32, size_t v_f32_bytes,
+                                     int32_t dst_dtype);
+kvpool_status kvpool_java_set_kv_nio(kvpool *pool, int32_t layer, const int64_t *slots, size_t slots_len,
+                                     const void *k_nio, size_t k_nio_bytes, const void *v_nio, size_t v_nio_bytes,
+                                     int32_t src_dtype, float k_scale, float v_scale);
+kvpool_status kvpool_java_get_kv_nio(const kvpool *pool, int32_t layer, const int64_t *slots, size_t slots_len,
+                                     void *k_nio, size_t k_nio_bytes, void *v_nio, size_t v_nio_bytes,
+                                     int32_t dst_dtype);
+kvpool_status kvpool_java_copy_to_host_nio(const kvpool *pool, const int64_t *slots, size_t slots_len,
+                                           void *host_nio, size_t host_nio_bytes);
+kvpool_status kvpool_java_load_from_host_nio(kvpool *pool, const int64_t *slots, size_t slots_len,
+                                             const void *host_nio, size_t host_nio_bytes);
+#endif

@@ -21,5 +21,11 @@ namespace KvPool {
       utf8.GetBytes(s, 0, s.Length, bytes, 0);
       return bytes;
     }
+
+    /// <summary>The NUL-terminated UTF-8 text at the start of bytes (all of it without a 0).</summary>
+    internal static string FromC(byte[] bytes) {
+      int n = global::System.Array.IndexOf(bytes, (byte)0);
+      return global::System.Text.Encoding.UTF8.GetString(bytes, 0, n < 0 ? bytes.Length : n);
+    }
   }
 }

@@ -65,6 +65,18 @@ func (p *Pool) handle() (SwigcptrKvpool, error) {
 	return SwigcptrKvpool(h), nil
 }
 
+// call runs f with the live handle. The Pool stays reachable until f has
+// returned, so its finalizer cannot destroy the handle during the C call.
+func (p *Pool) call(f func(h SwigcptrKvpool) error) error {
+	h, err := p.handle()
+	if err != nil {
+		return err
+	}
+	err = f(h)
+	runtime.KeepAlive(p)
+	return err
+}
+
 // Backend is the name of the backend the pool runs on: "cpu" or "cuda".
 func (p *Pool) Backend() (string, error) {
 	h, err := p.handle()

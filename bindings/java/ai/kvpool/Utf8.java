@@ -26,4 +26,13 @@ final class Utf8 {
     }
     return Arrays.copyOf(utf8, utf8.length + 1);
   }
+
+  /** The NUL-terminated UTF-8 text at the start of bytes (all of it without a 0). */
+  static String fromC(byte[] bytes) {
+    int n = 0;
+    while (n < bytes.length && bytes[n] != 0) {
+      n++;
+    }
+    return new String(bytes, 0, n, StandardCharsets.UTF_8);
+  }
 }

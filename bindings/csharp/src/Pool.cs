@@ -1,0 +1,450 @@
+// Pool: the idiomatic half of the partial class SWIG generates for struct
+// kvpool (the other half holds the handle and Dispose). Every method calls an
+// internal raw function of Kvpool; a failing status throws KvPoolException
+// with the code and message of that very call. Arrays are blittable: the
+// P/Invoke marshaller pins them and C reads/writes them in place. Like the C
+// handle, a Pool is used by one thread at a time.
+namespace KvPool {
+
+  public partial class Pool {
+    /// <summary>Creates a pool from a JSON configuration (docs/config.md).</summary>
+    /// <exception cref="KvPoolException">Status.Config for a malformed or invalid configuration.</exception>
+    public Pool(string json) : this(Create(json), true) {
+    }
+
+    /// <summary>Creates a pool from a JSON configuration file.</summary>
+    /// <exception cref="KvPoolException">Status.Io if the file cannot be read.</exception>
+    public static Pool FromFile(string path) {
+      global::System.IntPtr handle;
+      Kvpool.kvpool_create_from_file(path, out handle);
+      return new Pool(handle, true);
+    }
+
+    private static global::System.IntPtr Create(string json) {
+      global::System.IntPtr handle;
+      Kvpool.kvpool_create(json, out handle);
+      return handle;
+    }
+
+    /// <summary>Name of the backend the pool runs on: "cpu" or "cuda".</summary>
+    public string Backend() {
+      return Kvpool.kvpool_backend(this);
+    }
+
+    /// <summary>The plan (sizing) this pool was created with.</summary>
+    public PlanInfo Plan() {
+      PlanInfo info = new PlanInfo();
+      Kvpool.kvpool_get_plan(this, info);
+      return info;
+    }
+
+    /// <summary>Validates a configuration and computes its sizing without allocating.</summary>
+    public static PlanInfo Plan(string json) {
+      PlanInfo info = new PlanInfo();
+      Kvpool.kvpool_plan(json, info);
+      return info;
+    }
+
+    // ------------------------------------------------------------------
+    // Allocator (alloc.h)
+    // ------------------------------------------------------------------
+
+    /// <summary>The allocator this pool uses (token, paged or swa).</summary>
+    public AllocKind AllocKind() {
+      int kind;
+      Kvpool.kvalloc_get_kind(this, out kind);
+      return (global::KvPool.AllocKind)kind;
+    }
+
+    /// <summary>Free tokens: (free + deferred pages) x page_size.</summary>
+    /// <exception cref="KvPoolException">Status.Unsupported for a swa pool (use SwaAvailable).</exception>
+    public ulong Available() {
+      ulong tokens;
+      Kvpool.kvalloc_available(this, out tokens);
+      return tokens;
+    }
+
+    /// <summary>Free slots of both pools of a swa allocator.</summary>
+    public SwaAvailability SwaAvailable() {
+      ulong full, swa;
+      Kvpool.kvalloc_swa_available(this, out full, out swa);
+      return new SwaAvailability(full, swa);
+    }
+
+    /// <summary>Allocates n slots (paged: a multiple of page_size).</summary>
+    /// <exception cref="KvPoolException">Status.OutOfMemory if fewer are free (nothing changes).</exception>
+    public long[] Alloc(int n) {
+      long[] slots = new long[Count(n, "n")];
+      Kvpool.kvalloc_alloc(this, slots, Len(slots));
+      return slots;
+    }
+
+    /// <summary>Frees slots (paged: the whole pages they lie in).</summary>
+    /// <exception cref="KvPoolException">Status.InvalidArgument for a double free, a reserved or
+    /// never-allocated slot (nothing is freed).</exception>
+    public void Free(long[] slots) {
+      Kvpool.kvalloc_free(this, slots, Len(slots));
+    }
+
+    /// <summary>Allocates the new slots of a prefill batch (SGLang's alloc_extend); they come
+    /// back request-major, sum(seqLens - prefixLens) of them.</summary>
+    /// <param name="prefixLens">Tokens each request already has.</param>
+    /// <param name="seqLens">Each request's new total length.</param>
+    /// <param name="lastLocs">Slot of each request's last prefix token, or -1.</param>
+    public long[] Extend(long[] prefixLens, long[] seqLens, long[] lastLocs) {
+      long[] slots = new long[NewTokens(prefixLens, seqLens, "kvalloc_extend")];
+      Kvpool.kvalloc_extend(this, prefixLens, Len(prefixLens), seqLens, Len(seqLens), lastLocs, Len(lastLocs),
+                            slots, Len(slots));
+      return slots;
+    }
+
+    /// <summary>Allocates one decode slot per request (SGLang's alloc_decode).</summary>
+    /// <param name="seqLens">Lengths including the new token.</param>
+    /// <param name="lastLocs">Slot of each request's token seq-2 (-1 when seq is 1).</param>
+    public long[] Decode(long[] seqLens, long[] lastLocs) {
+      long[] slots = new long[NotNull(seqLens, "seqLens").Length];
+      Kvpool.kvalloc_decode(this, seqLens, Len(seqLens), lastLocs, Len(lastLocs), slots, Len(slots));
+      return slots;
+    }
+
+    /// <summary>swa: frees the window slots of tokens that slid out of the window.</summary>
+    public void FreeSwa(long[] slots) {
+      Kvpool.kvalloc_free_swa(this, slots, Len(slots));
+    }
+
+    /// <summary>swa: the window slot of each full slot (0 = none).</summary>
+    public long[] TranslateSwa(long[] slots) {
+      long[] window = new long[NotNull(slots, "slots").Length];
+      Kvpool.kvalloc_translate_swa(this, slots, Len(slots), window, Len(window));
+      return window;
+    }
+
+    /// <summary>Starts a free group: later frees become available together at FreeGroupEnd.</summary>
+    public void FreeGroupBegin() {
+      Kvpool.kvalloc_free_group_begin(this);
+    }
+
+    /// <summary>Ends the free group and frees everything collected in it.</summary>
+    public void FreeGroupEnd() {
+      Kvpool.kvalloc_free_group_end(this);
+    }
+
+    /// <summary>Snapshots the allocator; Restore(token) reverts later allocations and frees.</summary>
+    public ulong Backup() {
+      ulong token;
+      Kvpool.kvalloc_backup(this, out token);
+      return token;
+    }
+
+    /// <summary>Reverts every allocation and free since Backup returned token.</summary>
+    public void Restore(ulong token) {
+      Kvpool.kvalloc_restore(this, token);
+    }
+
+    /// <summary>Merges the deferred frees into the free list and sorts it (need_sort mode).</summary>
+    public void MergeAndSort() {
+      Kvpool.kvalloc_merge_and_sort(this);
+    }
+
+    /// <summary>Makes every slot free again (free list, deferred frees, group and snapshot reset).</summary>
+    public void ClearAllocator() {
+      Kvpool.kvalloc_clear(this);
+    }
+
+    /// <summary>A copy of one of the allocator's lists, front first (page ids; slot ids for page_size 1).</summary>
+    public long[] FreeList(AllocList list) {
+      long[] ids = new long[64];
+      while (true) {
+        ulong length = 0;
+        try {
+          Kvpool.kvalloc_free_list(this, (int)list, ids, Len(ids), out length);
+        } catch (KvPoolException e) {
+          // BUFFER_TOO_SMALL reports the needed length (written before the exception is raised).
+          if (e.Status != Status.BufferTooSmall || length <= (ulong)ids.Length || length > int.MaxValue) throw;
+          ids = new long[length];
+          continue;
+        }
+        if ((ulong)ids.Length != length) global::System.Array.Resize(ref ids, (int)length);
+        return ids;
+      }
+    }
+
+    // ------------------------------------------------------------------
+    // Request rows (req.h)
+    // ------------------------------------------------------------------
+
+    /// <summary>Request rows that can be allocated now.</summary>
+    public ulong ReqAvailable() {
+      ulong rows;
+      Kvpool.kvreq_available(this, out rows);
+      return rows;
+    }
+
+    /// <summary>Allocates n request rows (never row 0).</summary>
+    /// <exception cref="KvPoolException">Status.OutOfMemory if fewer are free (nothing changes).</exception>
+    public int[] ReqAlloc(int n) {
+      int[] rows = new int[Count(n, "n")];
+      Kvpool.kvreq_alloc(this, rows, Len(rows));
+      return rows;
+    }
+
+    /// <summary>Returns rows to the back of the free list.</summary>
+    public void ReqFree(int[] rows) {
+      Kvpool.kvreq_free(this, rows, Len(rows));
+    }
+
+    /// <summary>Writes slot ids into columns start.. of an allocated row.</summary>
+    public void ReqWrite(int row, ulong start, long[] slots) {
+      Kvpool.kvreq_write(this, row, start, slots, Len(slots));
+    }
+
+    /// <summary>Reads n columns from start of an allocated row.</summary>
+    public long[] ReqRead(int row, ulong start, int n) {
+      long[] slots = new long[Count(n, "n")];
+      Kvpool.kvreq_read(this, row, start, slots, Len(slots));
+      return slots;
+    }
+
+    /// <summary>Frees every row (the table contents are kept).</summary>
+    public void ReqClear() {
+      Kvpool.kvreq_clear(this);
+    }
+
+    /// <summary>Writes a batch's prefix and new slots into its rows (SGLang's write_cache_indices).</summary>
+    /// <param name="prefixSlots">All prefixes' slots, concatenated.</param>
+    /// <param name="extendSlots">All new slots, concatenated (what Extend returned).</param>
+    public void ReqWriteBatch(int[] rows, long[] prefixLens, long[] seqLens, long[] prefixSlots, long[] extendSlots) {
+      Kvpool.kvreq_write_batch(this, rows, Len(rows), prefixLens, Len(prefixLens), seqLens, Len(seqLens),
+                               prefixSlots, Len(prefixSlots), extendSlots, Len(extendSlots));
+    }
+
+    /// <summary>The slot of each request's last prefix token, or -1 for an empty prefix (input of Extend).</summary>
+    public long[] LastLoc(int[] rows, long[] prefixLens) {
+      long[] lastLocs = new long[NotNull(rows, "rows").Length];
+      Kvpool.kvreq_last_loc(this, rows, Len(rows), prefixLens, Len(prefixLens), lastLocs, Len(lastLocs));
+      return lastLocs;
+    }
+
+    // ------------------------------------------------------------------
+    // Mamba state slots and hybrid rows (mamba.h); hybrid_linear pools only
+    // ------------------------------------------------------------------
+
+    /// <summary>Free mamba state slots.</summary>
+    public ulong MambaAvailable() {
+      ulong slots;
+      Kvpool.kvpool_mamba_available(this, out slots);
+      return slots;
+    }
+
+    /// <summary>Allocates n state slots (zeroed).</summary>
+    public int[] MambaAlloc(int n) {
+      int[] slots = new int[Count(n, "n")];
+      Kvpool.kvpool_mamba_alloc(this, slots, Len(slots));
+      return slots;
+    }
+
+    /// <summary>Returns state slots to the free list.</summary>
+    public void MambaFree(int[] slots) {
+      Kvpool.kvpool_mamba_free(this, slots, Len(slots));
+    }
+
+    /// <summary>Copies every layer's state from src to dst.</summary>
+    public void MambaCopy(int src, int dst) {
+      Kvpool.kvpool_mamba_copy(this, src, dst);
+    }
+
+    /// <summary>Allocates one slot holding a copy of src; returns it.</summary>
+    public int MambaFork(int src) {
+      int dst;
+      Kvpool.kvpool_mamba_fork(this, src, out dst);
+      return dst;
+    }
+
+    /// <summary>Writes one layer's conv and temporal state of a slot (bytes in their configured dtypes).</summary>
+    public void MambaWrite(int layer, int slot, byte[] conv, byte[] ssm) {
+      Kvpool.kvpool_mamba_write(this, layer, slot, conv, Len(conv), ssm, Len(ssm));
+    }
+
+    /// <summary>Reads one layer's conv and temporal state of a slot into conv and ssm.</summary>
+    public void MambaRead(int layer, int slot, byte[] conv, byte[] ssm) {
+      Kvpool.kvpool_mamba_read(this, layer, slot, conv, Len(conv), ssm, Len(ssm));
+    }
+
+    /// <summary>Allocates request rows with their state slots (SGLang's HybridReqToTokenPool.alloc).</summary>
+    /// <param name="reuse">Per request a state slot it keeps, or -1 for a fresh one.</param>
+    public HybridRows ReqAllocHybrid(int[] reuse) {
+      int n = NotNull(reuse, "reuse").Length;
+      int[] rows = new int[n];
+      int[] slots = new int[n];
+      Kvpool.kvreq_alloc_hybrid(this, reuse, Len(reuse), rows, Len(rows), slots, Len(slots));
+      return new HybridRows(rows, slots);
+    }
+
+    /// <summary>Frees hybrid rows, and with freeState their state slots.</summary>
+    /// <param name="keep">With ping-pong slots: index (0 or 1) of the one to keep, or -1.</param>
+    public void ReqFreeHybrid(int[] rows, bool freeState, int keep) {
+      Kvpool.kvreq_free_hybrid(this, rows, Len(rows), freeState ? 1 : 0, keep);
+    }
+
+    /// <summary>The state slot and ping-pong slots of an allocated hybrid row.</summary>
+    public MambaSlots ReqMambaSlots(int row) {
+      int slot;
+      int[] pingPong = new int[2];
+      Kvpool.kvreq_mamba_slots(this, row, out slot, pingPong, Len(pingPong));
+      return new MambaSlots(slot, pingPong);
+    }
+
+    // ------------------------------------------------------------------
+    // Self-check and statistics (check.h)
+    // ------------------------------------------------------------------
+
+    /// <summary>Verifies the ownership and accounting invariants; returns the one-line summary,
+    /// e.g. "ok: 2 pages held, 14 free, 0 rows held".</summary>
+    /// <exception cref="KvPoolException">Status.CheckFailed whose message is the report (every
+    /// leaked or double-owned slot, page, row or state slot, one per line).</exception>
+    public string Check() {
+      byte[] report = new byte[4096];
+      while (true) {
+        try {
+          Kvpool.kvpool_check(this, report, Len(report));
+        } catch (KvPoolException e) {
+          string failed = Utf8.FromC(report);
+          if (e.Status == Status.CheckFailed && failed.Length > 0 && !e.Message.Contains(failed)) {
+            throw new KvPoolException(e.Code, e.Message + "\n" + failed);
+          }
+          throw;
+        }
+        string text = Utf8.FromC(report);
+        // A full buffer may have cut the report: try again with more room.
+        if (text.Length < report.Length - 1 || report.Length >= 1 << 24) return text;
+        report = new byte[report.Length * 4];
+      }
+    }
+
+    /// <summary>Availability, sizes and counters of this pool.</summary>
+    public Stats Stats() {
+      Stats stats = new Stats();
+      Kvpool.kvpool_get_stats(this, stats);
+      return stats;
+    }
+
+    // ------------------------------------------------------------------
+    // KV buffers (buffers.h). Data passes as bytes in the dtype the call
+    // names, rows contiguous (Buffer.BlockCopy converts float[] and byte[]).
+    // ------------------------------------------------------------------
+
+    /// <summary>Describes one buffer of the pool; layer is a global layer id (ignored for
+    /// ReqTable and SwaMapping).</summary>
+    /// <exception cref="KvPoolException">Status.Unsupported if the pool has no such buffer.</exception>
+    public BufferInfo Buffer(BufferKind kind, int layer) {
+      BufferDescriptor d = new BufferDescriptor();
+      try {
+        Kvpool.kvpool_get_buffer(this, (int)kind, layer, d);
+        int ndim = d.Ndim;
+        long[] shape = new long[ndim];
+        long[] strides = new long[ndim];
+        for (int i = 0; i < ndim; i++) {
+          shape[i] = d.ShapeAt(i);
+          strides[i] = d.StrideAt(i);
+        }
+        return new BufferInfo((DType)d.Dtype, new global::System.IntPtr((long)d.DataAddress()), d.DeviceType,
+                              d.DeviceId, shape, strides, d.Bytes);
+      } finally {
+        d.Dispose();
+      }
+    }
+
+    /// <summary>Writes K and V rows of one layer at the given slots (SGLang's set_kv_buffer): k and v
+    /// hold slots.Length x heads x head_dim values of srcDtype (mla: k whole rows, v null); values of
+    /// another dtype than the pool's are divided by their scale and cast.</summary>
+    public void SetKv(int layer, long[] slots, byte[] k, byte[] v, DType srcDtype, float kScale = 1.0f, float vScale = 1.0f) {
+      Kvpool.kvpool_set_kv(this, layer, slots, Len(slots), k, Len(k), v, Len(v), (int)srcDtype, kScale, vScale);
+    }
+
+    /// <summary>mla/nsa: writes the nope and rope parts of each row.</summary>
+    public void SetMlaKv(int layer, long[] slots, byte[] nope, byte[] rope, DType srcDtype) {
+      Kvpool.kvpool_set_mla_kv(this, layer, slots, Len(slots), nope, Len(nope), rope, Len(rope), (int)srcDtype);
+    }
+
+    /// <summary>double_sparse: writes label rows [heads, heavy_channels] in the pool's kv_dtype.</summary>
+    public void SetLabel(int layer, long[] slots, byte[] labels) {
+      Kvpool.kvpool_set_label(this, layer, slots, Len(slots), labels, Len(labels));
+    }
+
+    /// <summary>nsa: writes indexer keys (128 fp8 bytes per token) and one scale per token.</summary>
+    public void SetIndexer(int layer, long[] slots, byte[] keys, float[] scales) {
+      Kvpool.kvpool_set_indexer(this, layer, slots, Len(slots), keys, Len(keys), scales, Len(scales));
+    }
+
+    /// <summary>Gathers K and V rows of one layer into k and v, converted to dstDtype (mla: v null).</summary>
+    public void GetKv(int layer, long[] slots, byte[] k, byte[] v, DType dstDtype) {
+      Kvpool.kvpool_get_kv(this, layer, slots, Len(slots), k, Len(k), v, Len(v), (int)dstDtype);
+    }
+
+    /// <summary>For every layer: row[dst[i]] = old row[src[i]] (overlaps are safe).</summary>
+    public void MoveKv(long[] dst, long[] src) {
+      Kvpool.kvpool_move_kv(this, dst, Len(dst), src, Len(src));
+    }
+
+    /// <summary>Bytes CopyToHost needs for numSlots tokens.</summary>
+    public ulong HostCopyBytes(ulong numSlots) {
+      ulong bytes;
+      Kvpool.kvpool_host_copy_bytes(this, numSlots, out bytes);
+      return bytes;
+    }
+
+    /// <summary>Copies the KV of some slots, every layer, into a new array (retraction).</summary>
+    public byte[] CopyToHost(long[] slots) {
+      ulong size = HostCopyBytes((ulong)NotNull(slots, "slots").Length);
+      if (size > int.MaxValue) {
+        throw new KvPoolException((int)Status.HostMemory, "kvpool_copy_to_host: " + size + " bytes do not fit an array");
+      }
+      byte[] host = new byte[size];
+      CopyToHost(slots, host);
+      return host;
+    }
+
+    /// <summary>Copies the KV of some slots into host (exactly HostCopyBytes bytes).</summary>
+    public void CopyToHost(long[] slots, byte[] host) {
+      Kvpool.kvpool_copy_to_host(this, slots, Len(slots), host, Len(host));
+    }
+
+    /// <summary>Scatters a CopyToHost copy back, possibly at other slots.</summary>
+    public void LoadFromHost(long[] slots, byte[] host) {
+      Kvpool.kvpool_load_from_host(this, slots, Len(slots), host, Len(host));
+    }
+
+    // ------------------------------------------------------------------
+
+    /// <summary>Length of an array for the C side (0 for null, which passes NULL).</summary>
+    private static ulong Len(global::System.Array array) {
+      return array == null ? 0 : (ulong)array.LongLength;
+    }
+
+    private static T NotNull<T>(T value, string name) where T : class {
+      if (value == null) throw new global::System.ArgumentNullException(name);
+      return value;
+    }
+
+    private static int Count(int n, string name) {
+      if (n < 0) throw new global::System.ArgumentOutOfRangeException(name, n, "a count cannot be negative");
+      return n;
+    }
+
+    /// <summary>Sum of seqLens[i] - prefixLens[i]: the slots Extend returns.</summary>
+    private static int NewTokens(long[] prefixLens, long[] seqLens, string function) {
+      NotNull(prefixLens, "prefixLens");
+      NotNull(seqLens, "seqLens");
+      long total = 0;
+      for (int i = 0; i < prefixLens.Length && i < seqLens.Length; i++) {
+        total += global::System.Math.Max(0, seqLens[i] - prefixLens[i]);
+        if (total > int.MaxValue) {
+          // More than any pool holds (slot ids are int32 in the request table).
+          throw new KvPoolException((int)Status.OutOfMemory,
+                                    function + ": the batch needs more than " + int.MaxValue + " new slots");
+        }
+      }
+      return (int)total;
+    }
+  }
+}

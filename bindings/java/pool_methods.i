@@ -1,0 +1,544 @@
+/*
+ * java/pool_methods.i: the idiomatic Java methods of ai.kvpool.Pool, included
+ * by the SWIGJAVA section of ../kvpool.i (the javacode typemap of the proxy
+ * class of struct kvpool). They call the package-private raw functions of
+ * the module class Kvpool; a failing status throws KvPoolException from
+ * inside the native call, with the code and message of that call.
+ *
+ * Arrays go to C without copying (pinned with GetPrimitiveArrayCritical for
+ * the duration of one call); output arrays are sized here from the inputs.
+ * Like the C handle, a Pool is used by one thread at a time.
+ */
+%typemap(javacode) struct kvpool %{
+  /**
+   * Creates a pool from a JSON configuration (docs/config.md).
+   * @throws KvPoolException CONFIG for a malformed or invalid configuration
+   */
+  public Pool(String json) {
+    this(create(json), true);
+  }
+
+  /**
+   * Creates a pool from a JSON configuration file.
+   * @throws KvPoolException IO if the file cannot be read, else as {@link #Pool(String)}
+   */
+  public static Pool fromFile(String path) {
+    long[] handle = new long[1];
+    Kvpool.kvpool_create_from_file(path, handle);
+    return new Pool(handle[0], true);
+  }
+
+  private static long create(String json) {
+    long[] handle = new long[1];
+    Kvpool.kvpool_create(json, handle);
+    return handle[0];
+  }
+
+  /** Name of the backend the pool runs on: "cpu" or "cuda". */
+  public String backend() {
+    return Kvpool.kvpool_backend(this);
+  }
+
+  /** The plan (sizing) this pool was created with. */
+  public PlanInfo plan() {
+    PlanInfo info = new PlanInfo();
+    Kvpool.kvpool_get_plan(this, info);
+    return info;
+  }
+
+  /**
+   * Validates a configuration and computes its sizing without allocating.
+   * @throws KvPoolException CONFIG for a malformed or invalid configuration
+   */
+  public static PlanInfo plan(String json) {
+    PlanInfo info = new PlanInfo();
+    Kvpool.kvpool_plan(json, info);
+    return info;
+  }
+
+  // ---------------------------------------------------------------------
+  // Allocator (alloc.h). Slot ids are long; page ids in lists are long.
+  // ---------------------------------------------------------------------
+
+  /** The allocator this pool uses (token, paged or swa). */
+  public AllocKind allocKind() {
+    int[] kind = new int[1];
+    Kvpool.kvalloc_get_kind(this, kind);
+    return AllocKind.swigToEnum(kind[0]);
+  }
+
+  /**
+   * Free tokens: (free + deferred pages) x page_size.
+   * @throws KvPoolException UNSUPPORTED for a swa pool (use {@link #swaAvailable()})
+   */
+  public long available() {
+    long[] tokens = new long[1];
+    Kvpool.kvalloc_available(this, tokens);
+    return tokens[0];
+  }
+
+  /**
+   * Free slots of both pools of a swa allocator.
+   * @throws KvPoolException UNSUPPORTED for other allocators
+   */
+  public SwaAvailability swaAvailable() {
+    long[] full = new long[1];
+    long[] swa = new long[1];
+    Kvpool.kvalloc_swa_available(this, full, swa);
+    return new SwaAvailability(full[0], swa[0]);
+  }
+
+  /**
+   * Allocates n slots (paged: n must be a multiple of page_size).
+   * @throws KvPoolException OUT_OF_MEMORY if fewer are free (nothing changes)
+   */
+  public long[] alloc(int n) {
+    long[] slots = new long[count(n, "n")];
+    Kvpool.kvalloc_alloc(this, slots);
+    return slots;
+  }
+
+  /**
+   * Frees slots (paged: the whole pages they lie in).
+   * @throws KvPoolException INVALID_ARGUMENT for a double free, a reserved or
+   *     never-allocated slot (nothing is freed)
+   */
+  public void free(long[] slots) {
+    Kvpool.kvalloc_free(this, slots);
+  }
+
+  /**
+   * Allocates the new slots of a prefill batch (SGLang's alloc_extend).
+   * @param prefixLens tokens each request already has
+   * @param seqLens    each request's new total length
+   * @param lastLocs   slot of each request's last prefix token, or -1
+   * @return the new slots, request-major (sum of seqLens - prefixLens)
+   */
+  public long[] extend(long[] prefixLens, long[] seqLens, long[] lastLocs) {
+    long[] slots = new long[newTokens(prefixLens, seqLens, "kvalloc_extend")];
+    Kvpool.kvalloc_extend(this, prefixLens, seqLens, lastLocs, slots);
+    return slots;
+  }
+
+  /**
+   * Allocates one decode slot per request (SGLang's alloc_decode).
+   * @param seqLens  lengths including the new token
+   * @param lastLocs slot of each request's token seq-2 (-1 when seq is 1)
+   */
+  public long[] decode(long[] seqLens, long[] lastLocs) {
+    long[] slots = new long[Objects.requireNonNull(seqLens, "seqLens").length];
+    Kvpool.kvalloc_decode(this, seqLens, lastLocs, slots);
+    return slots;
+  }
+
+  /** swa: frees the window slots of tokens that slid out of the window. */
+  public void freeSwa(long[] slots) {
+    Kvpool.kvalloc_free_swa(this, slots);
+  }
+
+  /** swa: the window slot of each full slot (0 = none). */
+  public long[] translateSwa(long[] slots) {
+    long[] out = new long[Objects.requireNonNull(slots, "slots").length];
+    Kvpool.kvalloc_translate_swa(this, slots, out);
+    return out;
+  }
+
+  /** Starts a free group: later frees become available together at {@link #freeGroupEnd()}. */
+  public void freeGroupBegin() {
+    Kvpool.kvalloc_free_group_begin(this);
+  }
+
+  /** Ends the free group and frees everything collected in it. */
+  public void freeGroupEnd() {
+    Kvpool.kvalloc_free_group_end(this);
+  }
+
+  /** Snapshots the allocator; {@link #restore(long)} with the token reverts later changes. */
+  public long backup() {
+    long[] token = new long[1];
+    Kvpool.kvalloc_backup(this, token);
+    return token[0];
+  }
+
+  /** Reverts every allocation and free since {@link #backup()} returned token. */
+  public void restore(long token) {
+    Kvpool.kvalloc_restore(this, token);
+  }
+
+  /** Merges the deferred frees into the free list and sorts it (need_sort mode). */
+  public void mergeAndSort() {
+    Kvpool.kvalloc_merge_and_sort(this);
+  }
+
+  /** Makes every slot free again (free list, deferred frees, group and snapshot reset). */
+  public void clearAllocator() {
+    Kvpool.kvalloc_clear(this);
+  }
+
+  /** A copy of one of the allocator's lists, front first (page ids; slot ids for page_size 1). */
+  public long[] freeList(AllocList list) {
+    Objects.requireNonNull(list, "list");
+    long[] length = new long[1];
+    long[] ids = new long[64];
+    while (true) {
+      try {
+        Kvpool.kvalloc_free_list(this, list.swigValue(), ids, length);
+        return length[0] == ids.length ? ids : Arrays.copyOf(ids, (int) length[0]);
+      } catch (KvPoolException e) {
+        if (e.getStatus() != Status.BUFFER_TOO_SMALL || length[0] <= ids.length) {
+          throw e;
+        }
+        ids = new long[count(length[0], "list length")];
+      }
+    }
+  }
+
+  // ---------------------------------------------------------------------
+  // Request rows (req.h)
+  // ---------------------------------------------------------------------
+
+  /** Request rows that can be allocated now. */
+  public long reqAvailable() {
+    long[] rows = new long[1];
+    Kvpool.kvreq_available(this, rows);
+    return rows[0];
+  }
+
+  /**
+   * Allocates n request rows (never row 0).
+   * @throws KvPoolException OUT_OF_MEMORY if fewer are free (nothing changes)
+   */
+  public int[] reqAlloc(int n) {
+    int[] rows = new int[count(n, "n")];
+    Kvpool.kvreq_alloc(this, rows);
+    return rows;
+  }
+
+  /** Returns rows to the back of the free list. */
+  public void reqFree(int[] rows) {
+    Kvpool.kvreq_free(this, rows);
+  }
+
+  /** Writes slot ids into columns start.. of an allocated row. */
+  public void reqWrite(int row, long start, long[] slots) {
+    Kvpool.kvreq_write(this, row, start, slots);
+  }
+
+  /** Reads n columns from start of an allocated row. */
+  public long[] reqRead(int row, long start, int n) {
+    long[] slots = new long[count(n, "n")];
+    Kvpool.kvreq_read(this, row, start, slots);
+    return slots;
+  }
+
+  /** Frees every row (the table contents are kept). */
+  public void reqClear() {
+    Kvpool.kvreq_clear(this);
+  }
+
+  /**
+   * Writes a batch's prefix and new slots into its rows (SGLang's write_cache_indices).
+   * @param prefixSlots all prefixes' slots, concatenated
+   * @param extendSlots all new slots, concatenated (what {@link #extend} returned)
+   */
+  public void reqWriteBatch(int[] rows, long[] prefixLens, long[] seqLens, long[] prefixSlots, long[] extendSlots) {
+    Kvpool.kvreq_write_batch(this, rows, prefixLens, seqLens, prefixSlots, extendSlots);
+  }
+
+  /** The slot of each request's last prefix token, or -1 for an empty prefix (input of {@link #extend}). */
+  public long[] lastLoc(int[] rows, long[] prefixLens) {
+    long[] lastLocs = new long[Objects.requireNonNull(rows, "rows").length];
+    Kvpool.kvreq_last_loc(this, rows, prefixLens, lastLocs);
+    return lastLocs;
+  }
+
+  // ---------------------------------------------------------------------
+  // Mamba state slots and hybrid rows (mamba.h); hybrid_linear pools only
+  // ---------------------------------------------------------------------
+
+  /** Free mamba state slots. */
+  public long mambaAvailable() {
+    long[] slots = new long[1];
+    Kvpool.kvpool_mamba_available(this, slots);
+    return slots[0];
+  }
+
+  /** Allocates n state slots (zeroed). */
+  public int[] mambaAlloc(int n) {
+    int[] slots = new int[count(n, "n")];
+    Kvpool.kvpool_mamba_alloc(this, slots);
+    return slots;
+  }
+
+  /** Returns state slots to the free list. */
+  public void mambaFree(int[] slots) {
+    Kvpool.kvpool_mamba_free(this, slots);
+  }
+
+  /** Copies every layer's state from src to dst. */
+  public void mambaCopy(int src, int dst) {
+    Kvpool.kvpool_mamba_copy(this, src, dst);
+  }
+
+  /** Allocates one slot holding a copy of src; returns it. */
+  public int mambaFork(int src) {
+    int[] dst = new int[1];
+    Kvpool.kvpool_mamba_fork(this, src, dst);
+    return dst[0];
+  }
+
+  /** Writes one layer's conv and temporal state of a slot (bytes in their configured dtypes). */
+  public void mambaWrite(int layer, int slot, byte[] conv, byte[] ssm) {
+    Kvpool.kvpool_mamba_write(this, layer, slot, conv, ssm);
+  }
+
+  /** Reads one layer's conv and temporal state of a slot into conv and ssm. */
+  public void mambaRead(int layer, int slot, byte[] conv, byte[] ssm) {
+    Kvpool.kvpool_mamba_read(this, layer, slot, conv, ssm);
+  }
+
+  /**
+   * Allocates request rows with their state slots (SGLang's HybridReqToTokenPool.alloc).
+   * @param reuse per request a state slot it keeps, or -1 for a fresh one
+   */
+  public HybridRows reqAllocHybrid(int[] reuse) {
+    int n = Objects.requireNonNull(reuse, "reuse").length;
+    int[] rows = new int[n];
+    int[] slots = new int[n];
+    Kvpool.kvreq_alloc_hybrid(this, reuse, rows, slots);
+    return new HybridRows(rows, slots);
+  }
+
+  /**
+   * Frees hybrid rows, and with freeState their state slots.
+   * @param keep with ping-pong slots: index (0 or 1) of the one to keep, or -1
+   */
+  public void reqFreeHybrid(int[] rows, boolean freeState, int keep) {
+    Kvpool.kvreq_free_hybrid(this, rows, freeState ? 1 : 0, keep);
+  }
+
+  /** The state slot and ping-pong slots of an allocated hybrid row. */
+  public MambaSlots reqMambaSlots(int row) {
+    int[] slot = new int[1];
+    int[] pingPong = new int[2];
+    Kvpool.kvreq_mamba_slots(this, row, slot, pingPong);
+    return new MambaSlots(slot[0], pingPong);
+  }
+
+  // ---------------------------------------------------------------------
+  // Self-check and statistics (check.h)
+  // ---------------------------------------------------------------------
+
+  /**
+   * Verifies the ownership and accounting invariants.
+   * @return the one-line summary, e.g. "ok: 2 pages held, 14 free, 0 rows held"
+   * @throws KvPoolException CHECK_FAILED whose message is the report (every
+   *     leaked or double-owned slot, page, row or state slot, one per line)
+   */
+  public String check() {
+    byte[] report = new byte[4096];
+    while (true) {
+      try {
+        Kvpool.kvpool_check(this, report);
+      } catch (KvPoolException e) {
+        if (e.getStatus() == Status.CHECK_FAILED) {
+          String text = Utf8.fromC(report);
+          if (!e.getMessage().contains(text)) {
+            throw new KvPoolException(e.getCode(), e.getMessage() + "\n" + text);
+          }
+        }
+        throw e;
+      }
+      String text = Utf8.fromC(report);
+      // A full buffer may have cut the report: try again with more room.
+      if (text.length() < report.length - 1 || report.length >= (1 << 24)) {
+        return text;
+      }
+      report = new byte[report.length * 4];
+    }
+  }
+
+  /** Availability, sizes and counters of this pool. */
+  public Stats stats() {
+    Stats stats = new Stats();
+    Kvpool.kvpool_get_stats(this, stats);
+    return stats;
+  }
+
+  // ---------------------------------------------------------------------
+  // KV buffers (buffers.h). Data passes as bytes in the dtype the call
+  // names (rows contiguous); float[] overloads are f32, ByteBuffer overloads
+  // take direct buffers and use their position..limit window (the position
+  // is not moved).
+  // ---------------------------------------------------------------------
+
+  /**
+   * Describes one buffer of the pool.
+   * @param layer global layer id (ignored for REQ_TABLE and SWA_MAPPING)
+   * @throws KvPoolException UNSUPPORTED if the pool has no such buffer
+   */
+  public BufferInfo buffer(BufferKind kind, int layer) {
+    BufferDescriptor d = new BufferDescriptor();
+    try {
+      Kvpool.kvpool_get_buffer(this, Objects.requireNonNull(kind, "kind").swigValue(), layer, d);
+      int ndim = d.getNdim();
+      long[] shape = new long[ndim];
+      long[] strides = new long[ndim];
+      for (int i = 0; i < ndim; i++) {
+        shape[i] = d.shapeAt(i);
+        strides[i] = d.strideAt(i);
+      }
+      return new BufferInfo(DType.swigToEnum(d.getDtype()), d.dataAddress(), d.getDeviceType(), d.getDeviceId(),
+          shape, strides, d.getBytes());
+    } finally {
+      d.delete();
+    }
+  }
+
+  /**
+   * Writes K and V rows of one layer at the given slots (SGLang's set_kv_buffer).
+   * @param k        slots.length x heads x head_dim values of srcDtype (mla: whole rows)
+   * @param v        as k (mla: null)
+   * @param srcDtype f32, f16, bf16 or the pool's kv_dtype; other values are divided by
+   *                 their scale and cast
+   */
+  public void setKv(int layer, long[] slots, byte[] k, byte[] v, DType srcDtype, float kScale, float vScale) {
+    Kvpool.kvpool_set_kv(this, layer, slots, k, v, code(srcDtype), kScale, vScale);
+  }
+
+  /** {@link #setKv(int, long[], byte[], byte[], DType, float, float)} with scales 1. */
+  public void setKv(int layer, long[] slots, byte[] k, byte[] v, DType srcDtype) {
+    setKv(layer, slots, k, v, srcDtype, 1.0f, 1.0f);
+  }
+
+  /** Writes f32 K and V values (converted to the pool's kv_dtype, scales 1). */
+  public void setKv(int layer, long[] slots, float[] k, float[] v) {
+    Kvpool.kvpool_java_set_kv_f32(this, layer, slots, k, v, DType.F32.swigValue(), 1.0f, 1.0f);
+  }
+
+  /** As the byte[] overload, from direct buffers (position..limit). */
+  public void setKv(int layer, long[] slots, ByteBuffer k, ByteBuffer v, DType srcDtype, float kScale, float vScale) {
+    Kvpool.kvpool_java_set_kv_nio(this, layer, slots, window(k, "k"), window(v, "v"), code(srcDtype), kScale, vScale);
+  }
+
+  /** mla/nsa: writes the nope and rope parts of each row. */
+  public void setMlaKv(int layer, long[] slots, byte[] nope, byte[] rope, DType srcDtype) {
+    Kvpool.kvpool_set_mla_kv(this, layer, slots, nope, rope, code(srcDtype));
+  }
+
+  /** double_sparse: writes label rows [heads, heavy_channels] in the pool's kv_dtype. */
+  public void setLabel(int layer, long[] slots, byte[] labels) {
+    Kvpool.kvpool_set_label(this, layer, slots, labels);
+  }
+
+  /** nsa: writes indexer keys (128 fp8 bytes per token) and one scale per token. */
+  public void setIndexer(int layer, long[] slots, byte[] keys, float[] scales) {
+    Kvpool.kvpool_set_indexer(this, layer, slots, keys, scales);
+  }
+
+  /** Gathers K and V rows of one layer into k and v, converted to dstDtype (mla: v null). */
+  public void getKv(int layer, long[] slots, byte[] k, byte[] v, DType dstDtype) {
+    Kvpool.kvpool_get_kv(this, layer, slots, k, v, code(dstDtype));
+  }
+
+  /** Gathers K and V rows of one layer as f32 values. */
+  public void getKv(int layer, long[] slots, float[] k, float[] v) {
+    Kvpool.kvpool_java_get_kv_f32(this, layer, slots, k, v, DType.F32.swigValue());
+  }
+
+  /** As the byte[] overload, into direct buffers (position..limit). */
+  public void getKv(int layer, long[] slots, ByteBuffer k, ByteBuffer v, DType dstDtype) {
+    Kvpool.kvpool_java_get_kv_nio(this, layer, slots, window(k, "k"), window(v, "v"), code(dstDtype));
+  }
+
+  /** For every layer: row[dst[i]] = old row[src[i]] (overlaps are safe). */
+  public void moveKv(long[] dst, long[] src) {
+    Kvpool.kvpool_move_kv(this, dst, src);
+  }
+
+  /** Bytes {@link #copyToHost} needs for numSlots tokens. */
+  public long hostCopyBytes(long numSlots) {
+    long[] bytes = new long[1];
+    Kvpool.kvpool_host_copy_bytes(this, numSlots, bytes);
+    return bytes[0];
+  }
+
+  /** Copies the KV of some slots, every layer, into a new array (retraction). */
+  public byte[] copyToHost(long[] slots) {
+    long size = hostCopyBytes(Objects.requireNonNull(slots, "slots").length);
+    if (size > Integer.MAX_VALUE - 8) {
+      throw new KvPoolException(Status.HOST_MEMORY.swigValue(),
+          "kvpool_copy_to_host: " + size + " bytes do not fit a Java array; use a direct ByteBuffer");
+    }
+    byte[] host = new byte[(int) size];
+    Kvpool.kvpool_copy_to_host(this, slots, host);
+    return host;
+  }
+
+  /** Copies the KV of some slots into host (exactly {@link #hostCopyBytes} bytes). */
+  public void copyToHost(long[] slots, byte[] host) {
+    Kvpool.kvpool_copy_to_host(this, slots, host);
+  }
+
+  /** Copies the KV of some slots into a direct buffer (position..limit). */
+  public void copyToHost(long[] slots, ByteBuffer host) {
+    Kvpool.kvpool_java_copy_to_host_nio(this, slots, window(host, "host"));
+  }
+
+  /** Scatters a {@link #copyToHost} copy back, possibly at other slots. */
+  public void loadFromHost(long[] slots, byte[] host) {
+    Kvpool.kvpool_load_from_host(this, slots, host);
+  }
+
+  /** Scatters a copy held in a direct buffer (position..limit) back. */
+  public void loadFromHost(long[] slots, ByteBuffer host) {
+    Kvpool.kvpool_java_load_from_host_nio(this, slots, window(host, "host"));
+  }
+
+  // ---------------------------------------------------------------------
+
+  /** A non-negative array size. */
+  private static int count(long n, String what) {
+    if (n < 0 || n > Integer.MAX_VALUE - 8) {
+      throw new IllegalArgumentException(what + " is " + n + ", not a valid array size");
+    }
+    return (int) n;
+  }
+
+  /** Sum of seqLens[i] - prefixLens[i]: the slots extend() returns. */
+  private static int newTokens(long[] prefixLens, long[] seqLens, String function) {
+    Objects.requireNonNull(prefixLens, "prefixLens");
+    Objects.requireNonNull(seqLens, "seqLens");
+    long total = 0;
+    for (int i = 0; i < Math.min(prefixLens.length, seqLens.length); i++) {
+      total += Math.max(0, seqLens[i] - prefixLens[i]);
+      if (total > Integer.MAX_VALUE - 8) {
+        // More than any pool holds (slot ids are int32 in the request table).
+        throw new KvPoolException(Status.OUT_OF_MEMORY.swigValue(),
+            function + ": the batch needs more than " + (Integer.MAX_VALUE - 8) + " new slots");
+      }
+    }
+    return (int) total;
+  }
+
+  private static int code(DType dtype) {
+    return Objects.requireNonNull(dtype, "dtype").swigValue();
+  }
+
+  /** The position..limit window of a direct buffer (null stays null). */
+  private static ByteBuffer window(ByteBuffer buffer, String name) {
+    if (buffer == null) {
+      return null;
+    }
+    if (!buffer.isDirect()) {
+      throw new IllegalArgumentException(name + " must be a direct ByteBuffer (ByteBuffer.allocateDirect)");
+    }
+    return buffer.slice();
+  }
+%}
+
+%typemap(javaimports) struct kvpool %{
+import java.nio.ByteBuffer;
+import java.util.Arrays;
+import java.util.Objects;
+%}
