@@ -25,8 +25,10 @@
  *        (const void *BYTES_IN, size_t BYTES_IN_LEN)    bytes read by C
  *        (void *BYTES_OUT, size_t BYTES_OUT_LEN)        bytes written by C
  *        (const float *F32_IN, size_t F32_IN_LEN)       floats read by C (count)
+ *        (const uint64_t *ids, size_t n)                request ids read by C
  *    and scalar out-parameters (returned by the idiomatic layer):
- *        size_t *OUT_SIZE   int32_t *OUT_I32   uint64_t *OUT_U64
+ *        size_t *OUT_SIZE   int32_t *OUT_I32   uint64_t *OUT_U64   int64_t *OUT_I64
+ *    A `const char *extra_key` (prefix-cache namespace) is a nullable string.
  *    Every (pointer, length) parameter of the headers gets one of them with
  *    one macro line in the "Parameter names" block after the language
  *    sections (KVPOOL_IN_ARRAY / KVPOOL_OUT_ARRAY / ...), which expands to
@@ -84,6 +86,10 @@
 %rename(BufferKind) kvpool_buffer_kind;
 %rename(AllocKind) kvalloc_kind;
 %rename(AllocList) kvalloc_list;
+%rename(EventType) radix_event_type;
+%rename(BLOCK_STORED) RADIX_EVENT_BLOCK_STORED;
+%rename(BLOCK_REMOVED) RADIX_EVENT_BLOCK_REMOVED;
+%rename(ALL_BLOCKS_CLEARED) RADIX_EVENT_ALL_BLOCKS_CLEARED;
 %rename(OK) KVPOOL_OK;
 /* Enum items lose their C prefix: Status.CONFIG, DType.F32, BufferKind.K,
  * AllocKind.PAGED, AllocList.SWA_FREE. */
@@ -205,6 +211,21 @@ typedef char kvpool_java_size_t_fits_jlong[sizeof(size_t) <= sizeof(jlong) ? 1 :
 %typemap(freearg) const char *path {
   if ($1) (*jenv)->ReleaseByteArrayElements(jenv, $input, (jbyte *)$1, JNI_ABORT);
 }
+/* Prefix-cache namespace: as a path, but a Java null passes NULL (the default namespace). */
+%typemap(jni) const char *extra_key "jbyteArray"
+%typemap(jtype) const char *extra_key "byte[]"
+%typemap(jstype) const char *extra_key "String"
+%typemap(javain) const char *extra_key "Utf8.cStringOrNull($javainput)"
+%typemap(in) const char *extra_key {
+  $1 = NULL;
+  if ($input) {
+    $1 = ($1_ltype)(*jenv)->GetByteArrayElements(jenv, $input, NULL);
+    if (!$1) return $null;
+  }
+}
+%typemap(freearg) const char *extra_key {
+  if ($1) (*jenv)->ReleaseByteArrayElements(jenv, $input, (jbyte *)$1, JNI_ABORT);
+}
 
 /* --- Out-handle of kvpool_create*: a long[1] the Java side reads --------- */
 %typemap(jni) kvpool **out "jlongArray"
@@ -261,6 +282,8 @@ KVPOOL_JAVA_PINNED(const int32_t, ids, n, jintArray, int[], JNI_ABORT, 0, 1)
 KVPOOL_JAVA_PINNED(int32_t, out, n, jintArray, int[], 0, 0, 1)
 KVPOOL_JAVA_PINNED(const int64_t, ids, n, jlongArray, long[], JNI_ABORT, 0, 1)
 KVPOOL_JAVA_PINNED(int64_t, out, n, jlongArray, long[], 0, 0, 1)
+/* uint64_t ids (request ids) travel as long[]: same bits. */
+KVPOOL_JAVA_PINNED(const uint64_t, ids, n, jlongArray, long[], JNI_ABORT, 0, 1)
 KVPOOL_JAVA_PINNED(const void, BYTES_IN, BYTES_IN_LEN, jbyteArray, byte[], JNI_ABORT, 1, 1)
 KVPOOL_JAVA_PINNED(void, BYTES_OUT, BYTES_OUT_LEN, jbyteArray, byte[], 0, 1, 1)
 KVPOOL_JAVA_PINNED(const float, F32_IN, F32_IN_LEN, jfloatArray, float[], JNI_ABORT, 0, 1)
@@ -321,6 +344,7 @@ KVPOOL_JAVA_NIO(void, NIO_OUT, NIO_OUT_LEN)
 KVPOOL_JAVA_SCALAR_OUT(size_t, OUT_SIZE, jlongArray, long[], jlong, SetLongArrayRegion)
 KVPOOL_JAVA_SCALAR_OUT(int32_t, OUT_I32, jintArray, int[], jint, SetIntArrayRegion)
 KVPOOL_JAVA_SCALAR_OUT(uint64_t, OUT_U64, jlongArray, long[], jlong, SetLongArrayRegion)
+KVPOOL_JAVA_SCALAR_OUT(int64_t, OUT_I64, jlongArray, long[], jlong, SetLongArrayRegion)
 
 /* --- Proxies own native memory; a Cleaner frees what was not closed ------ */
 /* SWIG's default finalize() is deprecated (and fails -Xlint:all -Werror).
@@ -348,6 +372,7 @@ KVPOOL_JAVA_OWNED_PROXY(struct kvpool, delete_Pool)
 KVPOOL_JAVA_OWNED_PROXY(struct kvpool_plan_info, delete_PlanInfo)
 KVPOOL_JAVA_OWNED_PROXY(struct kvpool_stats, delete_Stats)
 KVPOOL_JAVA_OWNED_PROXY(struct kvpool_buffer, delete_BufferDescriptor)
+KVPOOL_JAVA_OWNED_PROXY(struct kvseq_info, delete_SeqInfo)
 
 /* Pool: AutoCloseable; close() destroys once, later calls do nothing. After
  * close() the handle is 0, which every C function rejects with
@@ -372,6 +397,12 @@ KVPOOL_JAVA_OWNED_PROXY(struct kvpool_buffer, delete_BufferDescriptor)
     if (swigCleanable != null) swigCleanable.clean();
   }
 %javamethodmodifiers kvpool_stats::kvpool_stats "";
+/* SeqInfo (kvseq_info): a read-only value made by Pool.seqInfo(). */
+%typemap(javadestruct, methodname="delete", methodmodifiers="private synchronized") struct kvseq_info {
+    swigCPtr = 0;
+    if (swigCleanable != null) swigCleanable.clean();
+  }
+%javamethodmodifiers kvseq_info::kvseq_info "";
 %typemap(javacode) struct kvpool_stats %{
   /** The allocator kind as an enum (getAllocKind() is its number). */
   public AllocKind getKind() {
@@ -445,6 +476,10 @@ KVPOOL_JAVA_OWNED_PROXY(struct kvpool_buffer, delete_BufferDescriptor)
 %rename(Release) KVALLOC_LIST_RELEASE;
 %rename(SwaFree) KVALLOC_LIST_SWA_FREE;
 %rename(SwaRelease) KVALLOC_LIST_SWA_RELEASE;
+%rename(EventType) radix_event_type;
+%rename(BlockStored) RADIX_EVENT_BLOCK_STORED;
+%rename(BlockRemoved) RADIX_EVENT_BLOCK_REMOVED;
+%rename(AllBlocksCleared) RADIX_EVENT_ALL_BLOCKS_CLEARED;
 /* An enum value appended to a header needs its PascalCase name here (the C#
  * test EnumsHavePascalCaseNames fails until it has one). */
 
@@ -542,6 +577,12 @@ static void kvpool_cs_raise(kvpool_status status) {
 %typemap(cstype) const char *path "string"
 %typemap(csin) const char *path "Utf8.CString($csinput)"
 %typemap(in) const char *path %{ $1 = ($1_ltype)$input; %}
+/* Prefix-cache namespace: as a path, but null passes NULL (the default namespace). */
+%typemap(ctype) const char *extra_key "const char *"
+%typemap(imtype) const char *extra_key "byte[]"
+%typemap(cstype) const char *extra_key "string"
+%typemap(csin) const char *extra_key "Utf8.CStringOrNull($csinput)"
+%typemap(in) const char *extra_key %{ $1 = ($1_ltype)$input; %}
 
 /* --- Out-handle of kvpool_create*: `out IntPtr` -------------------------- */
 %typemap(ctype) kvpool **out "void **"
@@ -576,6 +617,7 @@ KVPOOL_CS_ARRAY(const int32_t, int[], ids)
 KVPOOL_CS_OUT_ARRAY(int32_t, int[], out)
 KVPOOL_CS_ARRAY(const int64_t, long[], ids)
 KVPOOL_CS_OUT_ARRAY(int64_t, long[], out)
+KVPOOL_CS_ARRAY(const uint64_t, ulong[], ids)
 KVPOOL_CS_ARRAY(const void, byte[], BYTES_IN)
 KVPOOL_CS_OUT_ARRAY(void, byte[], BYTES_OUT)
 KVPOOL_CS_ARRAY(const float, float[], F32_IN)
@@ -591,6 +633,7 @@ KVPOOL_CS_ARRAY(const float, float[], F32_IN)
 KVPOOL_CS_SCALAR_OUT(size_t, ulong, OUT_SIZE)
 KVPOOL_CS_SCALAR_OUT(int32_t, int, OUT_I32)
 KVPOOL_CS_SCALAR_OUT(uint64_t, ulong, OUT_U64)
+KVPOOL_CS_SCALAR_OUT(int64_t, long, OUT_I64)
 
 /* --- Pool ------------------------------------------------------------------ */
 /* IDisposable through SWIG's defaults: Dispose() destroys once and resets
@@ -617,6 +660,8 @@ KVPOOL_CS_SCALAR_OUT(uint64_t, ulong, OUT_U64)
 KVPOOL_CS_VALUE_PROXY(struct kvpool_plan_info)
 KVPOOL_CS_VALUE_PROXY(struct kvpool_stats)
 KVPOOL_CS_VALUE_PROXY(struct kvpool_buffer)
+KVPOOL_CS_VALUE_PROXY(struct kvseq_info)
+%csmethodmodifiers kvseq_info::kvseq_info "internal";
 %csmethodmodifiers kvpool_plan_info::kvpool_plan_info "internal";
 %csmethodmodifiers kvpool_stats::kvpool_stats "internal";
 %typemap(cscode) struct kvpool_stats %{
@@ -710,10 +755,11 @@ static _gostring_ kvpool_go_pack_status(kvpool_status status) {
  * passes (NULL, 0). */
 %typemap(gotype) (const int32_t *ids, size_t n), (int32_t *out, size_t n) "[]int32"
 %typemap(gotype) (const int64_t *ids, size_t n), (int64_t *out, size_t n) "[]int64"
+%typemap(gotype) (const uint64_t *ids, size_t n) "[]uint64"
 %typemap(gotype) (const void *BYTES_IN, size_t BYTES_IN_LEN), (void *BYTES_OUT, size_t BYTES_OUT_LEN) "[]byte"
 %typemap(gotype) (const float *F32_IN, size_t F32_IN_LEN) "[]float32"
 %typemap(in) (const int32_t *ids, size_t n), (int32_t *out, size_t n),
-             (const int64_t *ids, size_t n), (int64_t *out, size_t n),
+             (const int64_t *ids, size_t n), (int64_t *out, size_t n), (const uint64_t *ids, size_t n),
              (const void *BYTES_IN, size_t BYTES_IN_LEN), (void *BYTES_OUT, size_t BYTES_OUT_LEN),
              (const float *F32_IN, size_t F32_IN_LEN) %{
   $1 = ($1_ltype)$input.array;
@@ -729,7 +775,9 @@ static _gostring_ kvpool_go_pack_status(kvpool_status status) {
 %typemap(imtype) int32_t *OUT_I32 "*int32"
 %typemap(gotype) uint64_t *OUT_U64 "*uint64"
 %typemap(imtype) uint64_t *OUT_U64 "*uint64"
-%typemap(in) size_t *OUT_SIZE, int32_t *OUT_I32, uint64_t *OUT_U64 %{ $1 = ($1_ltype)$input; %}
+%typemap(gotype) int64_t *OUT_I64 "*int64"
+%typemap(imtype) int64_t *OUT_I64 "*int64"
+%typemap(in) size_t *OUT_SIZE, int32_t *OUT_I32, uint64_t *OUT_U64, int64_t *OUT_I64 %{ $1 = ($1_ltype)$input; %}
 
 #endif /* language sections */
 
@@ -746,6 +794,9 @@ static _gostring_ kvpool_go_pack_status(kvpool_status status) {
 %define KVPOOL_IN_BYTES(PTR, LEN)
 %apply const void *BYTES_IN { const void *PTR };
 %enddef
+%define KVPOOL_IN_BYTES_OF(CTYPE, PTR, LEN)
+%apply const void *BYTES_IN { const CTYPE *PTR };
+%enddef
 %define KVPOOL_OUT_BYTES(CTYPE, PTR, LEN)
 %apply void *BYTES_OUT { CTYPE *PTR };
 %enddef
@@ -761,6 +812,9 @@ static _gostring_ kvpool_go_pack_status(kvpool_status status) {
 %enddef
 %define KVPOOL_IN_BYTES(PTR, LEN)
 %apply (const void *BYTES_IN, size_t BYTES_IN_LEN) { (const void *PTR, size_t LEN) };
+%enddef
+%define KVPOOL_IN_BYTES_OF(CTYPE, PTR, LEN)
+%apply (const void *BYTES_IN, size_t BYTES_IN_LEN) { (const CTYPE *PTR, size_t LEN) };
 %enddef
 %define KVPOOL_OUT_BYTES(CTYPE, PTR, LEN)
 %apply (void *BYTES_OUT, size_t BYTES_OUT_LEN) { (CTYPE *PTR, size_t LEN) };
@@ -809,12 +863,27 @@ KVPOOL_IN_ARRAY(int64_t, dst, dst_len)           /* kvpool_move_kv */
 KVPOOL_IN_ARRAY(int64_t, src, src_len)
 KVPOOL_IN_BYTES(host, host_bytes)
 KVPOOL_OUT_BYTES(void, host, host_bytes)
+/* radix.h */
+KVPOOL_IN_ARRAY(int32_t, tokens, tokens_len)     /* radix_match, radix_insert, radix_page_hash, kvseq_begin, kvseq_decode */
+KVPOOL_OUT_ARRAY(int64_t, slots, slots_cap)      /* radix_match, kvseq_get_slots */
+KVPOOL_IN_BYTES_OF(uint8_t, parent, parent_len)  /* radix_page_hash (nullable: a first page) */
+KVPOOL_OUT_BYTES(uint8_t, digest, digest_len)
+KVPOOL_OUT_ARRAY(int64_t, event_fields, event_fields_len)  /* kvpool_take_events_flat (below) */
+KVPOOL_OUT_ARRAY(int32_t, event_tokens, event_tokens_len)
+/* seq.h */
+KVPOOL_IN_ARRAY(uint64_t, seqs, seqs_len)        /* kvseq_extend, kvseq_decode */
+KVPOOL_IN_ARRAY(int64_t, chunk_lens, chunk_lens_len)
 
 /* Scalar out-parameters (the idiomatic layers return them). */
 %apply size_t *OUT_SIZE { size_t *rows, size_t *tokens, size_t *full, size_t *swa, size_t *slots,
-                          size_t *bytes, size_t *ids_len };
+                          size_t *bytes, size_t *ids_len,
+                          size_t *matched, size_t *prefix_len, size_t *evicted, size_t *evictable,
+                          size_t *protected_len, size_t *total, size_t *events_len, size_t *tokens_len,
+                          size_t *cached, size_t *slots_len, size_t *available, size_t *uncached,
+                          size_t *capacity };
 %apply int32_t *OUT_I32 { int32_t *kind, int32_t *dst, int32_t *slot };
-%apply uint64_t *OUT_U64 { uint64_t *token };
+%apply uint64_t *OUT_U64 { uint64_t *token, uint64_t *node, uint64_t *seq };
+%apply int64_t *OUT_I64 { int64_t *event_id };
 
 /* Raw C functions with an idiomatic method on Pool: hidden in Java/C#. */
 KVPOOL_RAW(kvpool_create)
@@ -868,6 +937,24 @@ KVPOOL_RAW(kvpool_move_kv)
 KVPOOL_RAW(kvpool_host_copy_bytes)
 KVPOOL_RAW(kvpool_copy_to_host)
 KVPOOL_RAW(kvpool_load_from_host)
+KVPOOL_RAW(radix_match)
+KVPOOL_RAW(radix_insert)
+KVPOOL_RAW(radix_lock)
+KVPOOL_RAW(radix_unlock)
+KVPOOL_RAW(radix_evict)
+KVPOOL_RAW(radix_sizes)
+KVPOOL_RAW(radix_reset)
+KVPOOL_RAW(radix_page_hash)
+KVPOOL_RAW(kvpool_take_events_flat)
+KVPOOL_RAW(kvseq_begin)
+KVPOOL_RAW(kvseq_extend)
+KVPOOL_RAW(kvseq_decode)
+KVPOOL_RAW(kvseq_finish)
+KVPOOL_RAW(kvseq_abort)
+KVPOOL_RAW(kvseq_retract)
+KVPOOL_RAW(kvseq_get_info)
+KVPOOL_RAW(kvseq_get_slots)
+KVPOOL_RAW(kvseq_accounting)
 
 /* ------------------------------------------------------------------------ */
 /* Declarations that must precede the headers                                */
@@ -881,6 +968,7 @@ KVPOOL_RAW(kvpool_load_from_host)
 %rename(PlanInfo) kvpool_plan_info;
 %rename(Stats) kvpool_stats;
 %rename(BufferDescriptor) kvpool_buffer;
+%rename(SeqInfo) kvseq_info;
 #endif
 %nodefaultctor kvpool;
 #if defined(SWIGGO)
@@ -933,6 +1021,15 @@ struct kvpool {};
   uint64_t data_address() const { return (uint64_t)(uintptr_t)$self->data; }
 }
 /* struct_size is an ABI detail the constructors handle. */
+%extend kvseq_info {
+  kvseq_info() {
+    kvseq_info *info = (kvseq_info *)calloc(1, sizeof(kvseq_info));
+    if (info) info->struct_size = (uint32_t)sizeof(kvseq_info);
+    return info;
+  }
+  ~kvseq_info() { free($self); }
+}
+%ignore kvseq_info::struct_size;
 %ignore kvpool_plan_info::struct_size;
 %ignore kvpool_stats::struct_size;
 %ignore kvpool_buffer::struct_size;
@@ -947,6 +1044,12 @@ struct kvpool {};
 %ignore KVPOOL_PLAN_INFO_INIT;
 %ignore KVPOOL_STATS_INIT;
 %ignore KVPOOL_BUFFER_INIT;
+%ignore KVSEQ_INFO_INIT;
+/* radix_take_events fills an array of structs: the bindings call
+ * kvpool_take_events_flat (below) instead, and build their own event values. */
+%ignore radix_event;
+%rename(event_type) radix_event::type;  /* `type` is a Go keyword (SWIG warns even for ignored structs) */
+%ignore radix_take_events;
 
 /* ------------------------------------------------------------------------ */
 /* The public headers, in dependency order                                   */
@@ -962,7 +1065,45 @@ struct kvpool {};
 %include "kvpool/buffers.h"
 %include "kvpool/mamba.h"
 %include "kvpool/check.h"
+%include "kvpool/radix.h"
+%include "kvpool/seq.h"
 %mutable;
+
+/* KV events for the bindings: radix_take_events with each event as six int64
+ * fields (type, has_parent, block_hash, parent_hash, token_offset,
+ * token_count) in one caller-provided array, so every language passes a
+ * plain long array. The radix_event structs (40 bytes) are written into the
+ * same memory (48 bytes per event) and widened in place, last event first
+ * (no event's fields overlap an event not yet read), so nothing is allocated.
+ * BUFFER_TOO_SMALL reports the needed event and token counts, as in C. */
+%{
+#define KVPOOL_EVENT_FIELDS 6
+typedef char kvpool_event_fits_fields[sizeof(radix_event) <= KVPOOL_EVENT_FIELDS * sizeof(int64_t) ? 1 : -1];
+
+static kvpool_status kvpool_take_events_flat(kvpool *pool, int64_t *event_fields, size_t event_fields_len,
+                                             size_t *events_len, int32_t *event_tokens, size_t event_tokens_len,
+                                             size_t *tokens_len) {
+  size_t cap = event_fields_len / KVPOOL_EVENT_FIELDS;
+  size_t i;
+  kvpool_status status = radix_take_events(pool, cap ? (radix_event *)(void *)event_fields : NULL, cap, events_len,
+                                           event_tokens, event_tokens_len, tokens_len);
+  if (status != KVPOOL_OK) return status;
+  for (i = *events_len; i-- > 0;) {
+    radix_event e;
+    int64_t *f = event_fields + i * KVPOOL_EVENT_FIELDS;
+    memcpy(&e, (const char *)event_fields + i * sizeof(radix_event), sizeof e);
+    f[0] = e.type;
+    f[1] = e.has_parent;
+    f[2] = e.block_hash;
+    f[3] = e.parent_hash;
+    f[4] = (int64_t)e.token_offset;
+    f[5] = (int64_t)e.token_count;
+  }
+  return status;
+}
+%}
+kvpool_status kvpool_take_events_flat(kvpool *pool, int64_t *event_fields, size_t event_fields_len, size_t *events_len,
+                                      int32_t *event_tokens, size_t event_tokens_len, size_t *tokens_len);
 
 #if defined(SWIGJAVA)
 /* float[] and direct-ByteBuffer variants of the data functions: the same C

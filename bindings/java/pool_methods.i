@@ -496,6 +496,236 @@
   }
 
   // ---------------------------------------------------------------------
+  // Radix prefix cache and KV events (radix.h); docs/prefix_cache.md.
+  // Keys are int tokens in a namespace, extraKey (null = the default one);
+  // node handles are opaque long values.
+  // ---------------------------------------------------------------------
+
+  /** Values per event that kvpool_take_events_flat writes (kvpool.i). */
+  private static final int EVENT_FIELDS = 6;
+
+  /**
+   * The longest cached prefix of tokens (whole pages) and the node where it ends. A node matched
+   * part-way is split; the matched path becomes most recently used.
+   * @param extraKey namespace (LoRA id, cache salt), or null for the default one
+   * @throws KvPoolException UNSUPPORTED if the pool has no radix cache
+   */
+  public MatchResult match(int[] tokens, String extraKey) {
+    // tokens.length always suffices.
+    long[] slots = new long[Objects.requireNonNull(tokens, "tokens").length];
+    long[] matched = new long[1];
+    long[] node = new long[1];
+    Kvpool.radix_match(this, tokens, extraKey, slots, matched, node);
+    return new MatchResult(matched[0] == slots.length ? slots : Arrays.copyOf(slots, (int) matched[0]), node[0]);
+  }
+
+  /**
+   * Inserts a page-aligned key with one slot per token. The tree takes the slots of the new part;
+   * the caller keeps owning the first {@link InsertResult#getPrefixLength()} slots (duplicates).
+   * @param priority for the "priority" eviction policy (higher stays longer)
+   * @throws KvPoolException INVALID_ARGUMENT for a key that is not page-aligned, slots not allocated
+   *     or already the tree's (nothing changes)
+   */
+  public InsertResult insert(int[] tokens, long[] slots, String extraKey, int priority) {
+    long[] prefix = new long[1];
+    long[] node = new long[1];
+    Kvpool.radix_insert(this, tokens, slots, extraKey, priority, prefix, node);
+    return new InsertResult(prefix[0], node[0]);
+  }
+
+  /** {@link #insert(int[], long[], String, int)} in the default namespace with priority 0. */
+  public InsertResult insert(int[] tokens, long[] slots) {
+    return insert(tokens, slots, null, 0);
+  }
+
+  /** Protects a node and its ancestors from eviction (counted: unlock as often as locked). */
+  public void lock(long node) {
+    Kvpool.radix_lock(this, node);
+  }
+
+  /**
+   * Releases one {@link #lock(long)}.
+   * @throws KvPoolException INVALID_ARGUMENT for a stale or unlocked node
+   */
+  public void unlock(long node) {
+    Kvpool.radix_unlock(this, node);
+  }
+
+  /**
+   * Evicts whole unlocked leaves in policy order until tokens are back in the allocator or none
+   * are left; returns the tokens freed (may exceed tokens).
+   */
+  public long evict(long tokens) {
+    long[] evicted = new long[1];
+    Kvpool.radix_evict(this, tokens, evicted);
+    return evicted[0];
+  }
+
+  /** Tokens in the tree: evictable, protected and their total. */
+  public RadixSizes radixSizes() {
+    long[] evictable = new long[1];
+    long[] protectedTokens = new long[1];
+    long[] total = new long[1];
+    Kvpool.radix_sizes(this, evictable, protectedTokens, total);
+    return new RadixSizes(evictable[0], protectedTokens[0], total[0]);
+  }
+
+  /**
+   * Empties the tree, returning its slots to the allocator (emits ALL_BLOCKS_CLEARED).
+   * @throws KvPoolException INVALID_ARGUMENT while a request is active or a node is locked
+   */
+  public void resetCache() {
+    Kvpool.radix_reset(this);
+  }
+
+  /** Drains the queued KV events, oldest first (needs prefix_cache.events). */
+  public List<KvEvent> takeEvents() {
+    long[] fields = new long[16 * EVENT_FIELDS];
+    int[] tokens = new int[256];
+    long[] eventCount = new long[1];
+    long[] tokenCount = new long[1];
+    while (true) {
+      try {
+        Kvpool.kvpool_take_events_flat(this, fields, eventCount, tokens, tokenCount);
+        break;
+      } catch (KvPoolException e) {
+        if (e.getStatus() != Status.BUFFER_TOO_SMALL) {
+          throw e;
+        }
+        // The queue is unchanged: retry with the sizes C reported.
+        if (eventCount[0] * EVENT_FIELDS > fields.length) {
+          fields = new long[count(eventCount[0] * EVENT_FIELDS, "event count")];
+        }
+        if (tokenCount[0] > tokens.length) {
+          tokens = new int[count(tokenCount[0], "event token count")];
+        }
+      }
+    }
+    int n = (int) eventCount[0];
+    List<KvEvent> events = new ArrayList<>(n);
+    for (int i = 0; i < n; i++) {
+      int f = i * EVENT_FIELDS;
+      int offset = (int) fields[f + 4];
+      events.add(new KvEvent(EventType.swigToEnum((int) fields[f]), fields[f + 2], fields[f + 3], fields[f + 1] != 0,
+          Arrays.copyOfRange(tokens, offset, offset + (int) fields[f + 5])));
+    }
+    return Collections.unmodifiableList(events);
+  }
+
+  /**
+   * The page hash of KV events: SHA-256 over the parent page's digest (null for a first page) and
+   * each token as 4 little-endian bytes; its id is what {@link KvEvent#getBlockHash()} carries.
+   * Safe from any thread.
+   * @param parent the previous page's {@link PageHash#getDigest()}, or null
+   */
+  public static PageHash pageHash(int[] tokens, byte[] parent) {
+    byte[] digest = new byte[32];
+    long[] id = new long[1];
+    Kvpool.radix_page_hash(tokens, parent != null && parent.length == 0 ? null : parent, digest, id);
+    return new PageHash(digest, id[0]);
+  }
+
+  // ---------------------------------------------------------------------
+  // Requests (seq.h): begin -> seqExtend (prefill chunks) -> seqDecode ->
+  // finish, or abort / retract. The library owns each request's slots, row
+  // and lock. OUT_OF_MEMORY from seqExtend/seqDecode changes nothing.
+  // Request ids are unsigned 64-bit values in a long (never 0).
+  // ---------------------------------------------------------------------
+
+  /**
+   * Starts a request: matches the longest cached prefix of its prompt (at most length - 1
+   * tokens) and locks it.
+   * @param extraKey prefix-cache namespace, or null for the default one
+   */
+  public SeqBegin begin(int[] tokens, String extraKey) {
+    long[] seq = new long[1];
+    long[] cached = new long[1];
+    Kvpool.kvseq_begin(this, tokens, extraKey, seq, cached);
+    return new SeqBegin(seq[0], cached[0]);
+  }
+
+  /**
+   * Computes the next prompt chunk of each request of a batch (all or nothing).
+   * @param chunkLens tokens to compute per request (>= 1)
+   * @return the new tokens' slots, request-major
+   * @throws KvPoolException OUT_OF_MEMORY if rows or slots are short even after eviction
+   */
+  public long[] seqExtend(long[] seqs, long[] chunkLens) {
+    long total = 0;
+    for (long c : Objects.requireNonNull(chunkLens, "chunkLens")) {
+      total += Math.max(0, c);
+    }
+    long[] slots = new long[count(total, "sum of chunkLens")];
+    Kvpool.kvseq_extend(this, seqs, chunkLens, slots);
+    return slots;
+  }
+
+  /** Appends tokens[i] to request seqs[i] (a decode step); returns one slot per request. */
+  public long[] seqDecode(long[] seqs, int[] tokens) {
+    long[] slots = new long[Objects.requireNonNull(seqs, "seqs").length];
+    Kvpool.kvseq_decode(this, seqs, tokens, slots);
+    return slots;
+  }
+
+  /**
+   * Finishes a request: caches its first committed tokens, releases the rest, forgets it.
+   * @throws KvPoolException INVALID_ARGUMENT for an unknown (e.g. already finished) request
+   */
+  public void finish(long seq, long committed) {
+    Kvpool.kvseq_finish(this, seq, committed);
+  }
+
+  /** Aborts a request: releases everything without caching, forgets it. */
+  public void abort(long seq) {
+    Kvpool.kvseq_abort(this, seq);
+  }
+
+  /**
+   * Retracts a request under memory pressure: releases as abort does but keeps its tokens;
+   * returns the tokens found in the cache now (a later seqExtend recomputes only the rest).
+   */
+  public long retract(long seq) {
+    long[] cached = new long[1];
+    Kvpool.kvseq_retract(this, seq, cached);
+    return cached[0];
+  }
+
+  /** Row and lengths of a request. */
+  public SeqInfo seqInfo(long seq) {
+    SeqInfo info = new SeqInfo();
+    Kvpool.kvseq_get_info(this, seq, info);
+    return info;
+  }
+
+  /** The slots of a request's computed tokens, in token order. */
+  public long[] seqSlots(long seq) {
+    long[] slots = new long[64];
+    long[] length = new long[1];
+    while (true) {
+      try {
+        Kvpool.kvseq_get_slots(this, seq, slots, length);
+        return length[0] == slots.length ? slots : Arrays.copyOf(slots, (int) length[0]);
+      } catch (KvPoolException e) {
+        if (e.getStatus() != Status.BUFFER_TOO_SMALL || length[0] <= slots.length) {
+          throw e;
+        }
+        slots = new long[count(length[0], "slot count")];
+      }
+    }
+  }
+
+  /** SGLang's scheduler accounting: available + evictable + protected + uncached == capacity. */
+  public Accounting accounting() {
+    long[] available = new long[1];
+    long[] evictable = new long[1];
+    long[] protectedTokens = new long[1];
+    long[] uncached = new long[1];
+    long[] capacity = new long[1];
+    Kvpool.kvseq_accounting(this, available, evictable, protectedTokens, uncached, capacity);
+    return new Accounting(available[0], evictable[0], protectedTokens[0], uncached[0], capacity[0]);
+  }
+
+  // ---------------------------------------------------------------------
 
   /** A non-negative array size. */
   private static int count(long n, String what) {
@@ -539,6 +769,9 @@
 
 %typemap(javaimports) struct kvpool %{
 import java.nio.ByteBuffer;
+import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.Collections;
+import java.util.List;
 import java.util.Objects;
 %}

@@ -415,6 +415,200 @@ namespace KvPool {
     }
 
     // ------------------------------------------------------------------
+    // Radix prefix cache and KV events (radix.h); docs/prefix_cache.md.
+    // Keys are int tokens in a namespace, extraKey (null = the default one);
+    // node handles are opaque ulong values.
+    // ------------------------------------------------------------------
+
+    /// <summary>Values per event that kvpool_take_events_flat writes (kvpool.i).</summary>
+    private const int EventFields = 6;
+
+    /// <summary>The longest cached prefix of tokens (whole pages) and the node where it ends. A node
+    /// matched part-way is split; the matched path becomes most recently used.</summary>
+    /// <param name="extraKey">Namespace (LoRA id, cache salt), or null for the default one.</param>
+    /// <exception cref="KvPoolException">Status.Unsupported if the pool has no radix cache.</exception>
+    public MatchResult Match(int[] tokens, string extraKey = null) {
+      // tokens.Length always suffices.
+      long[] slots = new long[NotNull(tokens, "tokens").Length];
+      ulong matched, node;
+      Kvpool.radix_match(this, tokens, Len(tokens), extraKey, slots, Len(slots), out matched, out node);
+      if ((ulong)slots.Length != matched) global::System.Array.Resize(ref slots, (int)matched);
+      return new MatchResult(slots, node);
+    }
+
+    /// <summary>Inserts a page-aligned key with one slot per token. The tree takes the slots of the
+    /// new part; the caller keeps owning the first PrefixLength slots (duplicates).</summary>
+    /// <param name="priority">For the "priority" eviction policy (higher stays longer).</param>
+    /// <exception cref="KvPoolException">Status.InvalidArgument for a key that is not page-aligned,
+    /// slots not allocated or already the tree's (nothing changes).</exception>
+    public InsertResult Insert(int[] tokens, long[] slots, string extraKey = null, int priority = 0) {
+      ulong prefix, node;
+      Kvpool.radix_insert(this, tokens, Len(tokens), slots, Len(slots), extraKey, priority, out prefix, out node);
+      return new InsertResult(prefix, node);
+    }
+
+    /// <summary>Protects a node and its ancestors from eviction (counted: unlock as often as locked).</summary>
+    public void Lock(ulong node) {
+      Kvpool.radix_lock(this, node);
+    }
+
+    /// <summary>Releases one Lock.</summary>
+    /// <exception cref="KvPoolException">Status.InvalidArgument for a stale or unlocked node.</exception>
+    public void Unlock(ulong node) {
+      Kvpool.radix_unlock(this, node);
+    }
+
+    /// <summary>Evicts whole unlocked leaves in policy order until tokens are back in the allocator or
+    /// none are left; returns the tokens freed (may exceed tokens).</summary>
+    public ulong Evict(ulong tokens) {
+      ulong evicted;
+      Kvpool.radix_evict(this, tokens, out evicted);
+      return evicted;
+    }
+
+    /// <summary>Tokens in the tree: evictable, protected and their total.</summary>
+    public RadixSizes RadixSizes() {
+      ulong evictable, protectedTokens, total;
+      Kvpool.radix_sizes(this, out evictable, out protectedTokens, out total);
+      return new RadixSizes(evictable, protectedTokens, total);
+    }
+
+    /// <summary>Empties the tree, returning its slots to the allocator (emits AllBlocksCleared).</summary>
+    /// <exception cref="KvPoolException">Status.InvalidArgument while a request is active or a node is locked.</exception>
+    public void ResetCache() {
+      Kvpool.radix_reset(this);
+    }
+
+    /// <summary>Drains the queued KV events, oldest first (needs prefix_cache.events).</summary>
+    public KvEvent[] TakeEvents() {
+      long[] fields = new long[16 * EventFields];
+      int[] tokens = new int[256];
+      ulong eventCount, tokenCount;
+      while (true) {
+        eventCount = 0;
+        tokenCount = 0;
+        try {
+          Kvpool.kvpool_take_events_flat(this, fields, Len(fields), out eventCount, tokens, Len(tokens), out tokenCount);
+          break;
+        } catch (KvPoolException e) {
+          // BUFFER_TOO_SMALL reports the needed sizes; the queue is unchanged.
+          if (e.Status != Status.BufferTooSmall || eventCount > int.MaxValue / EventFields || tokenCount > int.MaxValue) throw;
+          if (eventCount * EventFields > (ulong)fields.Length) fields = new long[eventCount * EventFields];
+          if (tokenCount > (ulong)tokens.Length) tokens = new int[tokenCount];
+        }
+      }
+      KvEvent[] events = new KvEvent[eventCount];
+      for (int i = 0; i < events.Length; i++) {
+        int f = i * EventFields;
+        int[] page = new int[fields[f + 5]];
+        global::System.Array.Copy(tokens, fields[f + 4], page, 0, page.Length);
+        events[i] = new KvEvent((EventType)fields[f], fields[f + 2], fields[f + 3], fields[f + 1] != 0, page);
+      }
+      return events;
+    }
+
+    /// <summary>The page hash of KV events: SHA-256 over the parent page's digest (null for a first
+    /// page) and each token as 4 little-endian bytes; its Id is what KvEvent.BlockHash carries. Safe
+    /// from any thread.</summary>
+    /// <param name="parent">The previous page's Digest, or null.</param>
+    public static PageHash PageHash(int[] tokens, byte[] parent = null) {
+      byte[] digest = new byte[32];
+      long id;
+      if (parent != null && parent.Length == 0) parent = null;
+      Kvpool.radix_page_hash(tokens, Len(tokens), parent, Len(parent), digest, Len(digest), out id);
+      return new PageHash(digest, id);
+    }
+
+    // ------------------------------------------------------------------
+    // Requests (seq.h): Begin -> SeqExtend (prefill chunks) -> SeqDecode ->
+    // Finish, or Abort / Retract. The library owns each request's slots,
+    // row and lock. OutOfMemory from SeqExtend/SeqDecode changes nothing.
+    // ------------------------------------------------------------------
+
+    /// <summary>Starts a request: matches the longest cached prefix of its prompt (at most
+    /// Length - 1 tokens) and locks it.</summary>
+    /// <param name="extraKey">Prefix-cache namespace, or null for the default one.</param>
+    public SeqBegin Begin(int[] tokens, string extraKey = null) {
+      ulong seq, cached;
+      Kvpool.kvseq_begin(this, tokens, Len(tokens), extraKey, out seq, out cached);
+      return new SeqBegin(seq, cached);
+    }
+
+    /// <summary>Computes the next prompt chunk of each request of a batch (all or nothing); returns
+    /// the new tokens' slots, request-major.</summary>
+    /// <param name="chunkLens">Tokens to compute per request (>= 1).</param>
+    /// <exception cref="KvPoolException">Status.OutOfMemory if rows or slots are short even after eviction.</exception>
+    public long[] SeqExtend(ulong[] seqs, long[] chunkLens) {
+      long total = 0;
+      foreach (long c in NotNull(chunkLens, "chunkLens")) {
+        total += global::System.Math.Max(0, c);
+        if (total > int.MaxValue) {
+          throw new KvPoolException((int)Status.OutOfMemory, "kvseq_extend: the batch needs more than " + int.MaxValue + " new slots");
+        }
+      }
+      long[] slots = new long[total];
+      Kvpool.kvseq_extend(this, seqs, Len(seqs), chunkLens, Len(chunkLens), slots, Len(slots));
+      return slots;
+    }
+
+    /// <summary>Appends tokens[i] to request seqs[i] (a decode step); returns one slot per request.</summary>
+    public long[] SeqDecode(ulong[] seqs, int[] tokens) {
+      long[] slots = new long[NotNull(seqs, "seqs").Length];
+      Kvpool.kvseq_decode(this, seqs, Len(seqs), tokens, Len(tokens), slots, Len(slots));
+      return slots;
+    }
+
+    /// <summary>Finishes a request: caches its first committed tokens, releases the rest, forgets it.</summary>
+    /// <exception cref="KvPoolException">Status.InvalidArgument for an unknown (e.g. already finished) request.</exception>
+    public void Finish(ulong seq, ulong committed) {
+      Kvpool.kvseq_finish(this, seq, committed);
+    }
+
+    /// <summary>Aborts a request: releases everything without caching, forgets it.</summary>
+    public void Abort(ulong seq) {
+      Kvpool.kvseq_abort(this, seq);
+    }
+
+    /// <summary>Retracts a request under memory pressure: releases as Abort does but keeps its tokens;
+    /// returns the tokens found in the cache now (a later SeqExtend recomputes only the rest).</summary>
+    public ulong Retract(ulong seq) {
+      ulong cached;
+      Kvpool.kvseq_retract(this, seq, out cached);
+      return cached;
+    }
+
+    /// <summary>Row and lengths of a request.</summary>
+    public SeqInfo SeqInfo(ulong seq) {
+      SeqInfo info = new SeqInfo();
+      Kvpool.kvseq_get_info(this, seq, info);
+      return info;
+    }
+
+    /// <summary>The slots of a request's computed tokens, in token order.</summary>
+    public long[] SeqSlots(ulong seq) {
+      long[] slots = new long[64];
+      while (true) {
+        ulong length = 0;
+        try {
+          Kvpool.kvseq_get_slots(this, seq, slots, Len(slots), out length);
+        } catch (KvPoolException e) {
+          if (e.Status != Status.BufferTooSmall || length <= (ulong)slots.Length || length > int.MaxValue) throw;
+          slots = new long[length];
+          continue;
+        }
+        if ((ulong)slots.Length != length) global::System.Array.Resize(ref slots, (int)length);
+        return slots;
+      }
+    }
+
+    /// <summary>SGLang's scheduler accounting: Available + Evictable + Protected + Uncached == Capacity.</summary>
+    public Accounting Accounting() {
+      ulong available, evictable, protectedTokens, uncached, capacity;
+      Kvpool.kvseq_accounting(this, out available, out evictable, out protectedTokens, out uncached, out capacity);
+      return new Accounting(available, evictable, protectedTokens, uncached, capacity);
+    }
+
+    // ------------------------------------------------------------------
 
     /// <summary>Length of an array for the C side (0 for null, which passes NULL).</summary>
     private static ulong Len(global::System.Array array) {

@@ -22,6 +22,11 @@ namespace KvPool {
       return bytes;
     }
 
+    /// <summary>As CString, but null stays null (a nullable C string, e.g. extra_key).</summary>
+    internal static byte[] CStringOrNull(string s) {
+      return s == null ? null : CString(s);
+    }
+
     /// <summary>The NUL-terminated UTF-8 text at the start of bytes (all of it without a 0).</summary>
     internal static string FromC(byte[] bytes) {
       int n = global::System.Array.IndexOf(bytes, (byte)0);

@@ -110,4 +110,170 @@ namespace KvPool {
              ", Shape=[" + string.Join(",", shape) + "], Strides=[" + string.Join(",", strides) + "], Bytes=" + Bytes + "}";
     }
   }
+  /// <summary>The longest cached prefix of a key (Pool.Match).</summary>
+  public sealed class MatchResult {
+    private readonly long[] slots;
+
+    internal MatchResult(long[] slots, ulong node) {
+      this.slots = slots;
+      Node = node;
+    }
+
+    /// <summary>The cached slots of the matched tokens (whole pages); a copy.</summary>
+    public long[] Slots {
+      get { return (long[])slots.Clone(); }
+    }
+
+    /// <summary>Number of matched tokens.</summary>
+    public int Length {
+      get { return slots.Length; }
+    }
+
+    /// <summary>Handle of the node where the match ends (the root if nothing matched).</summary>
+    public ulong Node { get; private set; }
+  }
+
+  /// <summary>What Pool.Insert did.</summary>
+  public sealed class InsertResult {
+    internal InsertResult(ulong prefixLength, ulong node) {
+      PrefixLength = prefixLength;
+      Node = node;
+    }
+
+    /// <summary>Leading tokens that were cached already: the caller still owns those slots
+    /// (duplicates to free, unless they are the tree's own); the tree took the rest.</summary>
+    public ulong PrefixLength { get; private set; }
+
+    /// <summary>Handle of the node of the last token.</summary>
+    public ulong Node { get; private set; }
+  }
+
+  /// <summary>Tokens held by the radix tree (Pool.RadixSizes).</summary>
+  public sealed class RadixSizes {
+    internal RadixSizes(ulong evictable, ulong protectedTokens, ulong total) {
+      Evictable = evictable;
+      Protected = protectedTokens;
+      Total = total;
+    }
+
+    /// <summary>Tokens of unlocked nodes (Pool.Evict can free them).</summary>
+    public ulong Evictable { get; private set; }
+
+    /// <summary>Tokens of locked nodes and their ancestors.</summary>
+    public ulong Protected { get; private set; }
+
+    /// <summary>Evictable plus Protected.</summary>
+    public ulong Total { get; private set; }
+
+    /// <summary>All three counts.</summary>
+    public override string ToString() {
+      return "RadixSizes{Evictable=" + Evictable + ", Protected=" + Protected + ", Total=" + Total + "}";
+    }
+  }
+
+  /// <summary>One KV event of the radix tree (Pool.TakeEvents; needs prefix_cache.events).</summary>
+  public sealed class KvEvent {
+    private readonly int[] tokens;
+
+    internal KvEvent(EventType type, long blockHash, long parentHash, bool hasParent, int[] tokens) {
+      Type = type;
+      BlockHash = blockHash;
+      ParentHash = parentHash;
+      HasParent = hasParent;
+      this.tokens = tokens;
+    }
+
+    /// <summary>BlockStored, BlockRemoved or AllBlocksCleared.</summary>
+    public EventType Type { get; private set; }
+
+    /// <summary>The page's id: the first 8 bytes of its SHA-256 digest, big-endian (Pool.PageHash).</summary>
+    public long BlockHash { get; private set; }
+
+    /// <summary>The previous page's id, if HasParent.</summary>
+    public long ParentHash { get; private set; }
+
+    /// <summary>True for a BlockStored page that has a previous page.</summary>
+    public bool HasParent { get; private set; }
+
+    /// <summary>BlockStored: the page's tokens (a copy); empty otherwise.</summary>
+    public int[] Tokens {
+      get { return (int[])tokens.Clone(); }
+    }
+
+    /// <summary>Type, ids and token count.</summary>
+    public override string ToString() {
+      return "KvEvent{" + Type + ", BlockHash=" + BlockHash + (HasParent ? ", ParentHash=" + ParentHash : "") +
+             ", Tokens=" + tokens.Length + "}";
+    }
+  }
+
+  /// <summary>The hash of one page of tokens (Pool.PageHash).</summary>
+  public sealed class PageHash {
+    private readonly byte[] digest;
+
+    internal PageHash(byte[] digest, long id) {
+      this.digest = digest;
+      Id = id;
+    }
+
+    /// <summary>The 32-byte SHA-256 digest (a copy): the parent of the next page.</summary>
+    public byte[] Digest {
+      get { return (byte[])digest.Clone(); }
+    }
+
+    /// <summary>The event id: the digest's first 8 bytes read big-endian (KvEvent.BlockHash).</summary>
+    public long Id { get; private set; }
+  }
+
+  /// <summary>A request just started (Pool.Begin).</summary>
+  public sealed class SeqBegin {
+    internal SeqBegin(ulong seq, ulong cached) {
+      Seq = seq;
+      Cached = cached;
+    }
+
+    /// <summary>The request id (never 0).</summary>
+    public ulong Seq { get; private set; }
+
+    /// <summary>Prompt tokens found in the prefix cache.</summary>
+    public ulong Cached { get; private set; }
+  }
+
+  /// <summary>SGLang's scheduler accounting (Pool.Accounting): Available + Evictable + Protected +
+  /// Uncached == Capacity whenever only the request API allocates.</summary>
+  public sealed class Accounting {
+    internal Accounting(ulong available, ulong evictable, ulong protectedTokens, ulong uncached, ulong capacity) {
+      Available = available;
+      Evictable = evictable;
+      Protected = protectedTokens;
+      Uncached = uncached;
+      Capacity = capacity;
+    }
+
+    /// <summary>The allocator's free tokens.</summary>
+    public ulong Available { get; private set; }
+
+    /// <summary>The tree's unlocked tokens (0 without a tree).</summary>
+    public ulong Evictable { get; private set; }
+
+    /// <summary>The tree's locked tokens.</summary>
+    public ulong Protected { get; private set; }
+
+    /// <summary>Tokens held by requests and not owned by the tree (whole pages).</summary>
+    public ulong Uncached { get; private set; }
+
+    /// <summary>The token capacity.</summary>
+    public ulong Capacity { get; private set; }
+
+    /// <summary>Whether Available + Evictable + Protected + Uncached == Capacity.</summary>
+    public bool Holds {
+      get { return Available + Evictable + Protected + Uncached == Capacity; }
+    }
+
+    /// <summary>All five counts.</summary>
+    public override string ToString() {
+      return "Accounting{Available=" + Available + ", Evictable=" + Evictable + ", Protected=" + Protected +
+             ", Uncached=" + Uncached + ", Capacity=" + Capacity + "}";
+    }
+  }
 }

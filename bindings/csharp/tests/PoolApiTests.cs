@@ -332,7 +332,7 @@ namespace KvPool.Tests {
     // Every enum value of the headers has a PascalCase name (kvpool.i renames them).
     [Test]
     public void EnumsHavePascalCaseNames() {
-      foreach (Type t in new Type[] { typeof(DType), typeof(BufferKind), typeof(AllocKind), typeof(AllocList) }) {
+      foreach (Type t in new Type[] { typeof(DType), typeof(BufferKind), typeof(AllocKind), typeof(AllocList), typeof(EventType) }) {
         foreach (string name in Enum.GetNames(t)) {
           Assert.IsFalse(name.StartsWith("KV") || name.Contains("_"), t.Name + "." + name + " needs a %rename in kvpool.i");
         }

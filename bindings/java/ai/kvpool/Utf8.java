@@ -27,6 +27,11 @@ final class Utf8 {
     return Arrays.copyOf(utf8, utf8.length + 1);
   }
 
+  /** As {@link #cString}, but null stays null (a nullable C string, e.g. extra_key). */
+  static byte[] cStringOrNull(String s) {
+    return s == null ? null : cString(s);
+  }
+
   /** The NUL-terminated UTF-8 text at the start of bytes (all of it without a 0). */
   static String fromC(byte[] bytes) {
     int n = 0;

@@ -1,0 +1,30 @@
+package ai.kvpool;
+
+/** What {@link Pool#insert(int[], long[], String, int)} did. */
+public final class InsertResult {
+  private final long prefixLength;
+  private final long node;
+
+  InsertResult(long prefixLength, long node) {
+    this.prefixLength = prefixLength;
+    this.node = node;
+  }
+
+  /**
+   * Leading tokens that were cached already: the caller still owns those slots (duplicates to
+   * free, unless they are the tree's own); the tree took the rest.
+   */
+  public long getPrefixLength() {
+    return prefixLength;
+  }
+
+  /** Handle of the node of the last token. */
+  public long getNode() {
+    return node;
+  }
+
+  @Override
+  public String toString() {
+    return "InsertResult{prefixLength=" + prefixLength + ", node=" + Long.toUnsignedString(node) + "}";
+  }
+}
