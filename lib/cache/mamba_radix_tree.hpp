@@ -1,0 +1,124 @@
+// MambaRadixCache (SGLANG_SEMANTICS §4.1), SGLang's v1 "no_buffer" mode: a
+// prefix tree for hybrid linear-attention models whose nodes own the
+// full-attention KV slots of their tokens and, optionally, one Mamba state
+// slot holding the recurrent state after the node's last token. A node without
+// a state is a tombstone: its KV is reusable only up to a deeper node that has
+// a state, because a request cannot continue from a position without one.
+//
+// - page_size 1 only (SGLang's v1 mode requires it).
+// - Two intrusive LRU lists (full KV: every node; mamba: nodes with a state),
+//   each with an ordered index of eviction candidates, so no eviction walks the
+//   tree or skips over locked nodes.
+// - Slots go back through callbacks; the tree knows no allocator.
+// - Copy-on-write of the state is the caller's job: match returns the best
+//   node's state slot, which stays owned by the tree.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cache/lru_list.hpp"
+#include "cache/node_arena.hpp"
+#include "util/status.hpp"
+
+namespace kvp::cache {
+
+struct MambaMatch {
+  std::vector<int64_t> slots;  // KV slots of the usable prefix (up to the best node)
+  NodeHandle node = 0;         // best node: the deepest matched node with a state, else the root
+  int32_t mamba_slot = -1;     // the best node's state slot (-1 at the root)
+  size_t matched = 0;          // raw match length; tokens past slots.size() have KV but no state
+};
+
+class MambaRadixTree {
+ public:
+  struct Callbacks {
+    std::function<Status(const int64_t* slots, size_t n)> free_full;
+    std::function<Status(int32_t slot)> free_mamba;
+  };
+
+  static Status create(int64_t page_size, Callbacks callbacks, std::unique_ptr<MambaRadixTree>* out);
+
+  NodeHandle root() const { return nodes_.handle(kRoot); }
+  bool is_live(NodeHandle node) const { return nodes_.resolve(node) >= 0; }
+  size_t node_count() const { return nodes_.live_count(); }  // the root included
+  // Tokens on the node's edge (0 for the root or a stale handle).
+  size_t key_length(NodeHandle node) const;
+
+  size_t full_evictable_size() const { return full_evictable_; }
+  size_t full_protected_size() const { return full_protected_; }
+  size_t mamba_evictable_size() const { return mamba_evictable_; }
+  size_t mamba_protected_size() const { return mamba_protected_; }
+
+  // Longest prefix of `tokens` that can be continued from: its KV and the state
+  // of its last node. Splits a node matched part-way; the best node and its
+  // ancestors become most recently used.
+  MambaMatch match(const int32_t* tokens, size_t n, const std::string& extra_key);
+
+  // Caches a sequence and the state after its last token. *prefix_len receives
+  // the tokens already cached: the caller keeps owning slots[0, prefix_len),
+  // the tree takes slots[prefix_len, n). *mamba_exist is true when the end node
+  // already had a state: the caller keeps `mamba_slot`; otherwise the tree took
+  // it (a new leaf, or a revived tombstone). `n` must be positive.
+  Status insert(const int32_t* tokens, size_t n, const int64_t* slots, int32_t mamba_slot,
+                const std::string& extra_key, size_t* prefix_len, bool* mamba_exist, NodeHandle* node = nullptr);
+
+  // Protects the node's state and the KV of the node and its ancestors. The
+  // root is a no-op; a tombstone is refused (match never returns one, and a
+  // full-only lock on it could leave a tombstone leaf behind).
+  Status lock(NodeHandle node);
+  Status unlock(NodeHandle node);
+
+  // Evicts least recently used unlocked leaves (with their states) and the
+  // unlocked childless tombstones left above them, until `full_tokens` tokens
+  // are freed or nothing is evictable.
+  Status evict(size_t full_tokens, size_t* full_evicted, size_t* mamba_evicted = nullptr);
+  // Frees `states` states, least recently used first: internal nodes become
+  // tombstones (their KV stays), leaves are evicted entirely.
+  Status evict_mamba(size_t states, size_t* mamba_evicted, size_t* full_evicted = nullptr);
+
+  // Forgets everything without freeing (the caller clears the pools too).
+  void reset();
+
+  void collect_slots(std::vector<int64_t>* full, std::vector<int32_t>* mamba) const;
+  // Verifies the §4.1 invariants; returns the number of problems, describing
+  // up to `max_lines` of them in `report`.
+  size_t check(std::string* report, size_t max_lines) const;
+
+ private:
+  static constexpr int32_t kRoot = 0;  // NodeArena makes the root first
+
+  struct Node : TreeNodeBase {
+    int32_t mamba = -1;  // state slot; -1 = tombstone
+    int32_t full_lock = 0;
+    int32_t mamba_lock = 0;
+    LruLinks full_lru;
+    LruLinks mamba_lru;
+  };
+
+  explicit MambaRadixTree(Callbacks callbacks);
+
+  Node& node(int32_t id) { return nodes_[id]; }
+  const Node& node(int32_t id) const { return nodes_[id]; }
+  void refresh(int32_t id);
+  void touch(int32_t id);
+  void touch_path(int32_t id);
+  size_t match_len(int32_t id, const int32_t* tokens, size_t n) const;
+  int32_t split(int32_t child, size_t at);
+  Status evict_leaf(int32_t id, size_t* full_evicted, size_t* mamba_evicted);
+
+  Callbacks cb_;
+  NodeArena<Node> nodes_;
+  LruList<Node, &Node::full_lru> full_lru_;
+  LruList<Node, &Node::mamba_lru> mamba_lru_;
+  size_t full_evictable_ = 0;
+  size_t full_protected_ = 0;
+  size_t mamba_evictable_ = 0;
+  size_t mamba_protected_ = 0;
+};
+
+}  // namespace kvp::cache

@@ -1,0 +1,141 @@
+// SWARadixCache (SGLANG_SEMANTICS §4.2): a prefix tree for models that mix
+// full attention with sliding-window attention (SWA). Each node owns the
+// full-pool slots of its tokens; the window slots are reached through the
+// allocator's full→window mapping. A node whose window KV was dropped (it is
+// out of every running request's window) is an SWA tombstone: its full KV
+// stays, and a prefix through it is still usable when at least `window`
+// consecutive live tokens end the match.
+//
+// - page_size 1 only (the SGLang snapshot's SWA allocator is page_size 1).
+// - The usable-prefix rule restarts the live run on every tombstone (the
+//   snapshot kept counting across a tombstone met after a short run and
+//   over-reported; SGLang PR #17061).
+// - Locks: full locks go to the root, SWA locks only up to the node where the
+//   locked tokens reach the window; that node's uuid bounds the unlock.
+// - Two intrusive LRU lists (full: every node; SWA: live nodes), each with an
+//   ordered index of eviction candidates, so no eviction walks the tree.
+// - Slots go back through callbacks; the tree knows no allocator.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cache/lru_list.hpp"
+#include "cache/node_arena.hpp"
+#include "util/status.hpp"
+
+namespace kvp::cache {
+
+struct SwaMatch {
+  std::vector<int64_t> slots;  // full slots of the usable prefix
+  NodeHandle node = 0;         // last node of the usable prefix (the root if none)
+  size_t matched = 0;          // raw match length (>= slots.size())
+};
+
+class SwaRadixTree {
+ public:
+  using FreeSlots = std::function<Status(const int64_t* full_slots, size_t n)>;
+  struct Callbacks {
+    // Frees full slots and the window slots they map to.
+    FreeSlots free_full;
+    // Frees only the window slots of full slots the tree keeps (tombstoning).
+    FreeSlots free_swa;
+    // Frees full slots of a tombstone, whose window slots are already gone.
+    // It must not free window slots even if the mapping still names one: the
+    // entry may be stale and name a slot reused since (SGLang #27586), so it
+    // should only clear it. Optional: free_full is used when unset, which is
+    // safe with an allocator whose free_swa clears the mapping (kvpool's).
+    FreeSlots free_tombstone;
+  };
+
+  static Status create(int64_t page_size, size_t window, Callbacks callbacks, std::unique_ptr<SwaRadixTree>* out);
+
+  size_t window() const { return window_; }
+  NodeHandle root() const { return nodes_.handle(kRoot); }
+  bool is_live(NodeHandle node) const { return nodes_.resolve(node) >= 0; }
+  size_t node_count() const { return nodes_.live_count(); }  // the root included
+  size_t key_length(NodeHandle node) const;                  // 0 for the root or a stale handle
+  bool is_tombstone(NodeHandle node) const;
+
+  size_t full_evictable_size() const { return full_evictable_; }
+  size_t full_protected_size() const { return full_protected_; }
+  size_t swa_evictable_size() const { return swa_evictable_; }
+  size_t swa_protected_size() const { return swa_protected_; }
+
+  // Longest usable prefix: no tombstone on the path, or at least `window` live
+  // tokens since the last tombstone. Splits a node matched part-way; the
+  // result node and its ancestors become most recently used.
+  SwaMatch match(const int32_t* tokens, size_t n, const std::string& extra_key);
+
+  // Caches a sequence. slots[0, prev_prefix_len) are the tree's own slots the
+  // caller got from match; for the rest the tree frees the caller's
+  // duplicates of cached tokens itself, revives tombstones with the caller's
+  // slots (freeing the node's old ones), and takes the uncached tail. So after
+  // the call the caller owns none of slots[prev_prefix_len, n). *prefix_len
+  // receives the tokens that were cached already.
+  Status insert(const int32_t* tokens, size_t n, const int64_t* slots, const std::string& extra_key,
+                size_t prev_prefix_len, size_t* prefix_len, NodeHandle* node = nullptr);
+
+  // Full-locks the node and its ancestors, SWA-locks them until `window`
+  // tokens are covered. *uuid receives the id unlock needs (0: the SWA lock
+  // reaches the root). The root is a no-op; SWA-locking a tombstone is refused.
+  Status lock(NodeHandle node, int64_t* uuid);
+  Status unlock(NodeHandle node, int64_t uuid);
+
+  // Phase 1 frees least recently used unlocked leaves (full and window KV)
+  // with the unlocked childless tombstones above them, until `full_tokens`
+  // full tokens are freed. Phase 2, only while fewer than `swa_tokens` window
+  // tokens were freed, walks the SWA list: SWA-unlocked internal nodes become
+  // tombstones, leaves are evicted entirely.
+  Status evict(size_t full_tokens, size_t swa_tokens, size_t* full_evicted, size_t* swa_evicted);
+
+  // Forgets everything without freeing (the caller clears the pools too).
+  void reset();
+
+  // Full slots the tree owns; `with_window` gets those whose window slots it owns too.
+  void collect_slots(std::vector<int64_t>* full, std::vector<int64_t>* with_window) const;
+  size_t check(std::string* report, size_t max_lines) const;
+
+ private:
+  static constexpr int32_t kRoot = 0;  // NodeArena makes the root first
+
+  struct Node : TreeNodeBase {
+    bool tombstone = false;
+    int32_t full_lock = 0;
+    int32_t swa_lock = 0;
+    int64_t uuid = 0;  // set on the node where some SWA lock stopped
+    LruLinks full_lru;
+    LruLinks swa_lru;
+  };
+
+  SwaRadixTree(size_t window, Callbacks callbacks);
+
+  Node& node(int32_t id) { return nodes_[id]; }
+  const Node& node(int32_t id) const { return nodes_[id]; }
+  void refresh(int32_t id);
+  void touch(int32_t id);
+  void touch_path(int32_t id);
+  size_t match_len(int32_t id, const int32_t* tokens, size_t n) const;
+  int32_t split(int32_t child, size_t at);
+  Status take_over(int32_t id, const int64_t* slots);
+  Status free_duplicates(int32_t id, const int64_t* slots, size_t from);
+  Status evict_leaf(int32_t id, size_t* full_evicted, size_t* swa_evicted);
+  Status tombstone(int32_t id, size_t* swa_evicted);
+
+  size_t window_;
+  Callbacks cb_;
+  NodeArena<Node> nodes_;
+  LruList<Node, &Node::full_lru> full_lru_;
+  LruList<Node, &Node::swa_lru> swa_lru_;
+  size_t full_evictable_ = 0;
+  size_t full_protected_ = 0;
+  size_t swa_evictable_ = 0;
+  size_t swa_protected_ = 0;
+  int64_t next_uuid_ = 0;
+};
+
+}  // namespace kvp::cache
