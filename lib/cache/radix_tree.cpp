@@ -48,16 +48,14 @@ int32_t RadixTree::intern(const std::string& extra_key) {
 }
 
 uint64_t RadixTree::child_hash(int32_t parent, int32_t extra, const int32_t* page_tokens) const {
-  // 64-bit FNV-1a over (parent, namespace, first page).
-  uint64_t h = 1469598103934665603ull;
+  // Word-wise multiply-xorshift over (parent, namespace, first page).
+  uint64_t h = (static_cast<uint64_t>(static_cast<uint32_t>(parent)) << 32) ^ static_cast<uint32_t>(extra);
   auto mix = [&h](uint64_t v) {
-    for (int i = 0; i < 8; ++i) {
-      h ^= (v >> (8 * i)) & 0xff;
-      h *= 1099511628211ull;
-    }
+    h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
   };
-  mix(static_cast<uint32_t>(parent));
-  mix(static_cast<uint32_t>(extra));
+  mix(h);
   for (int64_t i = 0; i < page_; ++i) mix(static_cast<uint32_t>(page_tokens[i]));
   return h;
 }
@@ -121,14 +119,11 @@ void RadixTree::free_node(int32_t id) {
 }
 
 size_t RadixTree::match_len(const Node& node, const int32_t* tokens, size_t n) const {
+  // First differing token, rounded down to a whole page (keys are page multiples).
   const size_t limit = std::min(node.key.size(), n);
-  const size_t page = static_cast<size_t>(page_);
-  size_t matched = 0;
-  while (matched + page <= limit &&
-         std::memcmp(node.key.data() + matched, tokens + matched, page * sizeof(int32_t)) == 0) {
-    matched += page;
-  }
-  return matched;
+  const size_t same = static_cast<size_t>(std::mismatch(node.key.data(), node.key.data() + limit, tokens).first -
+                                          node.key.data());
+  return same - same % static_cast<size_t>(page_);
 }
 
 RadixTree::OrderKey RadixTree::order_key(const Node& n, int32_t id) const {

@@ -36,7 +36,9 @@ KVPOOL_API kvpool_status radix_match(kvpool* pool, const int32_t* tokens, size_t
     KVPOOL_RETURN_IF_ERROR(check_out(matched, "matched"));
     KVPOOL_RETURN_IF_ERROR(check_out(node, "node"));
     const std::string key = key_of(extra_key);
-    const size_t would_match = p->cache->tree().cached_prefix(tokens, tokens_len - tokens_len % static_cast<size_t>(p->cache->page_size()), key);
+    // A match never exceeds the aligned key, so the pre-walk is needed only for small buffers.
+    const size_t aligned = tokens_len - tokens_len % static_cast<size_t>(p->cache->page_size());
+    const size_t would_match = slots_cap >= aligned ? 0 : p->cache->tree().cached_prefix(tokens, aligned, key);
     if (would_match > slots_cap) {
       *matched = would_match;
       return Status(KVPOOL_ERR_BUFFER_TOO_SMALL, "the match has " + std::to_string(would_match) +

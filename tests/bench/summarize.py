@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Prints a compact table of medians from Google Benchmark JSON reports.
 
-    summarize.py REPORT.json...
+    summarize.py REPORT.json... [kvpool-replay.jsonl]
 
 Per benchmark: the median real time (manual time for rows measured with
 UseManualTime), min..max over the repetitions, items/s or bytes/s, and
@@ -11,7 +11,11 @@ UseManualTime), min..max over the repetitions, items/s or bytes/s, and
     on an H100 machine (GPU allocator: Python + torch + Triton launch, no sync),
     from /work/shared/anchors/SGLANG_H100.md, run2. CONTEXT ONLY: a different
     machine and a different design (GPU tensors); not a comparison of equals.
+  * BM_RadixAnchor rows (SGLang's RadixCache workload): the same anchor's
+    RadixCache medians (Python tree, values on cuda; the note gives CPU values).
 With one repetition (no aggregates) the single measurement is shown.
+A .jsonl argument holds kvpool-replay --json lines (run_benchmarks.sh adds a
+"row" key); they get their own table: median requests/s and prompt tokens/s.
 """
 import json
 import sys
@@ -42,6 +46,18 @@ SGLANG_H100_HOST_US = {
     "BM_TokenAllocFree/n:1": (17.3, "alloc(n)+free(idx)"),
     "BM_TokenAllocFree/n:128": (17.1, "alloc(n)+free(idx)"),
     "BM_TokenAllocFree/n:8192": (17.2, "alloc(n)+free(idx)"),
+    # RadixCache (section 3) with its values on cuda (the real configuration); the
+    # label gives the same row with CPU values (pure tree + CPU tensor cost).
+    "BM_RadixAnchor/match_full/page:1": (32.0, "match_prefix; cpu values 22.1 us"),
+    "BM_RadixAnchor/match_full/page:16": (34.9, "match_prefix; cpu values 25.6 us"),
+    "BM_RadixAnchor/match_prompt/page:1": (24.1, "match_prefix; cpu values 12.5 us"),
+    "BM_RadixAnchor/match_prompt/page:16": (27.3, "match_prefix; cpu values 15.4 us"),
+    "BM_RadixAnchor/insert_leaf/page:1": (35.3, "insert; cpu values 22.3 us"),
+    "BM_RadixAnchor/insert_leaf/page:16": (43.4, "insert; cpu values 30.5 us"),
+    "BM_RadixAnchor/insert_cached/page:1": (25.7, "insert; cpu values 21.1 us"),
+    "BM_RadixAnchor/insert_cached/page:16": (28.3, "insert; cpu values 24.7 us"),
+    "BM_RadixAnchor/evict_10000/page:1": (420.0, "evict; cpu values 17 ms"),
+    "BM_RadixAnchor/evict_10000/page:16": (1200.0, "evict; cpu values 1.09 ms"),
 }
 
 TO_US = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}
@@ -92,11 +108,52 @@ def load(paths):
     return rows, order, context
 
 
+def median(values):
+    v = sorted(values)
+    n = len(v)
+    return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
+
+
+def print_replay(path):
+    """kvpool-replay --json lines, grouped by their "row" key."""
+    runs = {}
+    with open(path) as f:
+        for line in f:
+            if line.strip():
+                doc = json.loads(line)
+                runs.setdefault(doc.get("row", "?"), []).append(doc)
+    if not runs:
+        return
+    print()
+    print(f"kvpool-replay ({path}): wall_seconds spans pool creation to destruction; median [min..max] of the runs")
+    header = ("row", "runs", "requests", "wall", "requests/s", "prompt tokens/s", "token hit", "notes")
+    lines = []
+    for row, docs in runs.items():
+        walls = [d["wall_seconds"] for d in docs]
+        req_s = [d["requests"] / d["wall_seconds"] for d in docs if d["wall_seconds"] > 0]
+        tok_s = [d["input_tokens"] / d["wall_seconds"] for d in docs if d["wall_seconds"] > 0]
+        d0 = docs[0]
+        lines.append((row, str(len(docs)), str(d0["requests"]),
+                      f"{median(walls):.3g} s [{min(walls):.3g}..{max(walls):.3g}]",
+                      rate(median(req_s), "req") if req_s else "-",
+                      rate(median(tok_s), "tok") if tok_s else "-",
+                      f"{d0['token_hit_ratio']:.4f}",
+                      f"page {d0['page_size']}, capacity {d0['capacity_tokens']}, {d0['policy']}, concurrency "
+                      f"{d0['concurrency']}, {d0['decode_tokens']} decode tokens, check {d0.get('check', '?')}"))
+    widths = [max(len(h), *(len(l[i]) for l in lines)) for i, h in enumerate(header)]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths[:-1]) + "  {}"
+    print(fmt.format(*header))
+    print(fmt.format(*("-" * w for w in widths[:-1]), "-" * len(header[-1])))
+    for l in lines:
+        print(fmt.format(*l))
+
+
 def main(argv):
     if len(argv) < 2:
         print(__doc__.strip(), file=sys.stderr)
         return 2
-    rows, order, context = load(argv[1:])
+    replays = [p for p in argv[1:] if p.endswith(".jsonl")]
+    rows, order, context = load([p for p in argv[1:] if not p.endswith(".jsonl")])
     if context:
         print(f"# host: {context.get('host_name', '?')}, {context.get('num_cpus', '?')} CPUs @ "
               f"{context.get('mhz_per_cpu', '?')} MHz, load avg {context.get('load_avg', '?')}, "
@@ -135,9 +192,13 @@ def main(argv):
         else:
             thr = "-"
         notes = []
-        for key in ("tokens_per_call", "slots_per_call", "pages_per_call", "new_pages_per_call"):
+        for key in ("tokens_per_call", "slots_per_call", "pages_per_call", "new_pages_per_call", "nodes_per_call",
+                    "hit_ratio"):
             if key in m:
                 notes.append(f"{key}={m[key]:.4g}")
+        for key, unit in (("prompt_tokens_per_second", "prompt tok"), ("decode_steps_per_second", "decode step")):
+            if key in m:
+                notes.append(rate(m[key], unit))
         if name.startswith("BM_SetKV/"):
             ref = memcpy.get(int(m.get("bytes_per_call", -1)))
             if ref:
@@ -154,6 +215,9 @@ def main(argv):
         print(fmt.format(*l))
     print("* SGLang's GPU allocator on an H100 host (SGLANG_H100.md, run2 median): Python + torch + Triton launch,")
     print("  no sync (free: incl. its torch.unique sync). CONTEXT ONLY: other machine, other design; not comparable.")
+    print("  BM_RadixAnchor rows: SGLang's Python RadixCache on that host (values on cuda; cpu values in the note).")
+    for path in replays:
+        print_replay(path)
     return 0
 
 
