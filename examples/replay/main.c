@@ -1,0 +1,158 @@
+/*
+ * kvpool-replay: replay a Mooncake-format request trace through kvpool's
+ * request API (kvseq_*) and report prefix hit ratios, evictions, peak usage
+ * and speed; with --sweep, one replay per capacity plus a CSV and an SVG plot.
+ * Uses only the public C API. docs/replay.md describes the model and metrics.
+ *
+ * Exit status: 0 success, 1 failure (I/O, library error, failed check), 2 usage.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <kvpool/kvpool.h>
+
+#include "options.h"
+#include "pool_config.h"
+#include "progress.h"
+#include "replay.h"
+#include "report.h"
+#include "svg_plot.h"
+#include "trace.h"
+
+#define PROG "kvpool-replay"
+
+/* One replay at `capacity` (see pool_config_build); fills *out. */
+static int run_one(const replay_options *o, const trace *t, uint64_t capacity, const char *label, run_summary *out) {
+  char err[1024];
+  pool_setup setup;
+  if (pool_config_build(o, t, capacity, &setup, err, sizeof err)) {
+    fprintf(stderr, PROG ": %s\n", err);
+    return 1;
+  }
+  progress bar;
+  progress_init(&bar, o->json ? 0 : o->progress, label);
+  replay_params params = {t, setup.json, o->concurrency, o->chunk, o->check_every, o->greedy, progress_update, &bar};
+  memset(out, 0, sizeof *out);
+  const int rc = replay_run(&params, &out->r, err, sizeof err);
+  progress_end(&bar);
+  out->trace_path = o->trace_path;
+  snprintf(out->policy, sizeof out->policy, "%s", setup.policy);
+  out->concurrency = o->concurrency;
+  out->chunk = o->chunk;
+  out->greedy = o->greedy;
+  out->unbounded = setup.unbounded;
+  pool_setup_free(&setup);
+  if (rc != 0) fprintf(stderr, PROG ": %s\n", err);
+  return rc;
+}
+
+/* mkdir -p. */
+static int make_dirs(const char *path) {
+  char buf[4096];
+  if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) return 1;
+  for (char *p = buf + 1;; ++p) {
+    const char c = *p;
+    if (c == '/' || c == '\0') {
+      *p = '\0';
+      if (mkdir(buf, 0777) != 0 && errno != EEXIST) return 1;
+      *p = c;
+    }
+    if (c == '\0') return 0;
+  }
+}
+
+static int cmp_u64(const void *a, const void *b) {
+  const uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+static int sweep(const replay_options *o, const trace *t) {
+  /* Ascending, distinct, and always ending with the unbounded ceiling. */
+  uint64_t *caps = malloc((o->sweep_len + 1) * sizeof *caps);
+  run_summary *runs = calloc(o->sweep_len + 1, sizeof *runs);
+  if (caps == NULL || runs == NULL) return 1;
+  memcpy(caps, o->sweep, o->sweep_len * sizeof *caps);
+  qsort(caps, o->sweep_len, sizeof *caps, cmp_u64);
+  size_t n = 0;
+  for (size_t i = 0; i < o->sweep_len; ++i) {
+    if (caps[i] != CAPACITY_UNBOUNDED && (n == 0 || caps[n - 1] != caps[i])) caps[n++] = caps[i];
+  }
+  caps[n++] = CAPACITY_UNBOUNDED;
+  int rc = 0;
+  for (size_t i = 0; i < n && rc == 0; ++i) {
+    char label[64];
+    snprintf(label, sizeof label, "sweep %zu/%zu", i + 1, n);
+    rc = run_one(o, t, caps[i], label, &runs[i]);
+  }
+  char csv[4200], svg[4200];
+  snprintf(csv, sizeof csv, "%s/sweep.csv", o->out_dir);
+  snprintf(svg, sizeof svg, "%s/sweep.svg", o->out_dir);
+  if (rc == 0 && make_dirs(o->out_dir) != 0) {
+    fprintf(stderr, PROG ": cannot create %s: %s\n", o->out_dir, strerror(errno));
+    rc = 1;
+  }
+  if (rc == 0 && report_csv(csv, runs, n) != 0) {
+    fprintf(stderr, PROG ": cannot write %s: %s\n", csv, strerror(errno));
+    rc = 1;
+  }
+  if (rc == 0 && svg_plot_sweep(svg, runs, n) != 0) {
+    fprintf(stderr, PROG ": cannot write %s: %s\n", svg, strerror(errno));
+    rc = 1;
+  }
+  if (rc == 0 && o->json) {
+    printf("{\"sweep\": [");
+    for (size_t i = 0; i < n; ++i) {
+      if (i) printf(",\n  ");
+      report_json(stdout, &runs[i]);
+    }
+    printf("],\n \"csv\": \"%s\", \"svg\": \"%s\"}\n", csv, svg);
+  } else if (rc == 0) {
+    report_sweep_text(stdout, runs, n);
+    printf("wrote %s and %s\n", csv, svg);
+  }
+  free(caps);
+  free(runs);
+  return rc;
+}
+
+int main(int argc, char **argv) {
+  replay_options o;
+  const int parsed = options_parse(argc, argv, &o);
+  if (parsed != 0) {
+    options_free(&o);
+    return parsed == 1 ? 0 : 2;
+  }
+  if (kvpool_version() < KVPOOL_VERSION_NUMBER) {
+    fprintf(stderr, PROG ": library %s is older than its headers %s\n", kvpool_version_string(),
+            KVPOOL_VERSION_STRING);
+    options_free(&o);
+    return 1;
+  }
+  trace t;
+  char err[1024];
+  if (trace_load(o.trace_path, o.max_requests, &t, err, sizeof err)) {
+    fprintf(stderr, PROG ": %s\n", err);
+    options_free(&o);
+    return 1;
+  }
+  int rc;
+  if (o.sweep != NULL) {
+    rc = sweep(&o, &t);
+  } else {
+    run_summary s;
+    rc = run_one(&o, &t, o.capacity, "replay", &s);
+    if (rc == 0 && o.json) {
+      report_json(stdout, &s);
+      putchar('\n');
+    } else if (rc == 0) {
+      report_text(stdout, &s);
+    }
+  }
+  trace_free(&t);
+  options_free(&o);
+  return rc;
+}

@@ -1,0 +1,175 @@
+/* Command-line parsing of kvpool-replay: every mistake is a usage error (exit 2). */
+#include "options.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const kPolicies[] = {"lru", "lfu", "fifo", "mru", "filo", "priority"};
+
+void options_usage(FILE *f, const char *prog) {
+  fprintf(f,
+          "usage: %s --trace FILE [options]\n"
+          "Replays a Mooncake-format trace through kvpool's request API (kvseq) and reports\n"
+          "prefix hit ratios, evictions, peak usage and speed (docs/replay.md).\n"
+          "\n"
+          "  --trace FILE              JSONL trace: timestamp, input_length, output_length, hash_ids\n"
+          "  --config FILE             pool configuration (default: a tiny 1-layer model on the cpu)\n"
+          "  --capacity-tokens N|unbounded\n"
+          "                            token capacity (k/M/G suffixes: 2M = 2000000); default:\n"
+          "                            unbounded, or the config's capacity with --config\n"
+          "  --page-size N             tokens per page (default 16, or the config's)\n"
+          "  --policy NAME             eviction: lru, lfu, fifo, mru, filo, priority (default lru,\n"
+          "                            or the config's)\n"
+          "  --concurrency N           requests running at once (default 1)\n"
+          "  --chunk N                 prefill chunk in tokens (default: the whole prompt)\n"
+          "  --admission reserve|greedy\n"
+          "                            reserve (default): start a request only if memory covers what\n"
+          "                            all running requests still need; greedy: start whenever fewer\n"
+          "                            than --concurrency run (more retractions)\n"
+          "  --max-requests N          replay only the first N requests\n"
+          "  --check-every K           run kvpool_check every K steps (default: only at the end)\n"
+          "  --sweep N1,N2,...         one replay per capacity plus an unbounded one; writes\n"
+          "                            sweep.csv and sweep.svg into --out\n"
+          "  --out DIR                 output folder of --sweep (default: .)\n"
+          "  --json                    print one JSON object instead of the table\n"
+          "  --progress / --no-progress\n"
+          "                            force the progress bar on stderr on or off (default: on\n"
+          "                            when stderr is a terminal and --json is not given)\n"
+          "  -h, --help                this text\n",
+          prog);
+}
+
+/* A positive decimal count with an optional k/M/G suffix (powers of 1000). */
+static int parse_count(const char *s, uint64_t max, uint64_t *out) {
+  if (s == NULL || *s < '0' || *s > '9') return 0;
+  errno = 0;
+  char *end = NULL;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (errno != 0) return 0;
+  uint64_t mult = 1;
+  if (*end == 'k' || *end == 'K') mult = 1000ull, ++end;
+  else if (*end == 'm' || *end == 'M') mult = 1000000ull, ++end;
+  else if (*end == 'g' || *end == 'G') mult = 1000000000ull, ++end;
+  if (*end != '\0' || v == 0 || v > max / mult) return 0;
+  *out = (uint64_t)v * mult;
+  return 1;
+}
+
+static int parse_capacity(const char *s, uint64_t *out) {
+  if (s != NULL && strcmp(s, "unbounded") == 0) {
+    *out = CAPACITY_UNBOUNDED;
+    return 1;
+  }
+  return parse_count(s, (uint64_t)1 << 40, out);
+}
+
+static int parse_sweep(const char *s, replay_options *o) {
+  size_t n = 1;
+  for (const char *c = s; *c; ++c) n += *c == ',';
+  o->sweep = calloc(n, sizeof *o->sweep);
+  if (o->sweep == NULL) return 0;
+  char *copy = malloc(strlen(s) + 1);
+  if (copy == NULL) return 0;
+  strcpy(copy, s);
+  int ok = 1;
+  char *item = copy;
+  for (size_t i = 0; i < n && ok; ++i) {
+    char *comma = strchr(item, ',');
+    if (comma != NULL) *comma = '\0';
+    ok = parse_capacity(item, &o->sweep[i]);
+    item = comma ? comma + 1 : item;
+  }
+  free(copy);
+  o->sweep_len = n;
+  return ok;
+}
+
+static int is_policy(const char *s) {
+  for (size_t i = 0; i < sizeof kPolicies / sizeof kPolicies[0]; ++i) {
+    if (strcmp(s, kPolicies[i]) == 0) return 1;
+  }
+  return 0;
+}
+
+static int usage_error(const char *prog, const char *what, const char *arg) {
+  fprintf(stderr, "%s: %s%s%s\n", prog, what, arg ? ": " : "", arg ? arg : "");
+  options_usage(stderr, prog);
+  return 2;
+}
+
+int options_parse(int argc, char **argv, replay_options *o) {
+  memset(o, 0, sizeof *o);
+  o->concurrency = 1;
+  o->out_dir = ".";
+  o->progress = -1;
+  const char *prog = argv[0];
+  for (int i = 1; i < argc; ++i) {
+    const char *a = argv[i];
+    uint64_t v = 0;
+    if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+      options_usage(stdout, prog);
+      return 1;
+    }
+    if (strcmp(a, "--json") == 0) { o->json = 1; continue; }
+    if (strcmp(a, "--progress") == 0) { o->progress = 1; continue; }
+    if (strcmp(a, "--no-progress") == 0) { o->progress = 0; continue; }
+    /* Every other option takes a value. */
+    static const char *const kValued[] = {"--trace", "--config", "--capacity-tokens", "--page-size", "--policy",
+                                          "--concurrency", "--chunk", "--admission", "--max-requests", "--check-every",
+                                          "--sweep", "--out"};
+    int known = 0;
+    for (size_t k = 0; k < sizeof kValued / sizeof kValued[0]; ++k) known |= strcmp(a, kValued[k]) == 0;
+    if (!known) return usage_error(prog, "unknown option", a);
+    if (i + 1 >= argc) return usage_error(prog, "missing value for", a);
+    const char *val = argv[++i];
+    if (strcmp(a, "--trace") == 0) {
+      o->trace_path = val;
+    } else if (strcmp(a, "--config") == 0) {
+      o->config_path = val;
+    } else if (strcmp(a, "--out") == 0) {
+      o->out_dir = val;
+    } else if (strcmp(a, "--capacity-tokens") == 0) {
+      if (!parse_capacity(val, &o->capacity)) return usage_error(prog, "bad --capacity-tokens", val);
+    } else if (strcmp(a, "--page-size") == 0) {
+      if (!parse_count(val, 4096, &v) || (v & (v - 1)) != 0) {
+        return usage_error(prog, "--page-size must be a power of two in [1, 4096]", val);
+      }
+      o->page_size = (uint32_t)v;
+    } else if (strcmp(a, "--policy") == 0) {
+      if (!is_policy(val)) return usage_error(prog, "unknown --policy (lru, lfu, fifo, mru, filo, priority)", val);
+      o->policy = val;
+    } else if (strcmp(a, "--concurrency") == 0) {
+      if (!parse_count(val, 1u << 20, &v)) return usage_error(prog, "--concurrency must be in [1, 1048576]", val);
+      o->concurrency = (uint32_t)v;
+    } else if (strcmp(a, "--chunk") == 0) {
+      if (!parse_count(val, INT32_MAX, &v)) return usage_error(prog, "bad --chunk", val);
+      o->chunk = (uint32_t)v;
+    } else if (strcmp(a, "--admission") == 0) {
+      if (strcmp(val, "reserve") != 0 && strcmp(val, "greedy") != 0) {
+        return usage_error(prog, "--admission must be reserve or greedy", val);
+      }
+      o->greedy = strcmp(val, "greedy") == 0;
+    } else if (strcmp(a, "--max-requests") == 0) {
+      if (!parse_count(val, SIZE_MAX, &v)) return usage_error(prog, "bad --max-requests", val);
+      o->max_requests = (size_t)v;
+    } else if (strcmp(a, "--check-every") == 0) {
+      if (!parse_count(val, UINT64_MAX, &v)) return usage_error(prog, "bad --check-every", val);
+      o->check_every = v;
+    } else if (strcmp(a, "--sweep") == 0) {
+      free(o->sweep);
+      o->sweep = NULL;
+      if (!parse_sweep(val, o)) return usage_error(prog, "bad --sweep (capacities separated by commas)", val);
+    }
+  }
+  if (o->trace_path == NULL) return usage_error(prog, "--trace is required", NULL);
+  if (o->sweep != NULL && o->capacity != 0) {
+    return usage_error(prog, "--sweep and --capacity-tokens exclude each other", NULL);
+  }
+  return 0;
+}
+
+void options_free(replay_options *o) {
+  free(o->sweep);
+  o->sweep = NULL;
+}

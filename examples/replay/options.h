@@ -1,0 +1,36 @@
+/* Command line of kvpool-replay. */
+#ifndef KVPOOL_REPLAY_OPTIONS_H
+#define KVPOOL_REPLAY_OPTIONS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* A capacity value meaning "large enough that nothing is ever evicted". */
+#define CAPACITY_UNBOUNDED UINT64_MAX
+
+typedef struct replay_options {
+  const char *trace_path;
+  const char *config_path;  /* NULL: the built-in tiny model */
+  uint64_t capacity;        /* tokens; CAPACITY_UNBOUNDED; 0 = not given */
+  uint32_t page_size;       /* 0 = not given */
+  const char *policy;       /* NULL = not given */
+  uint32_t concurrency;
+  uint32_t chunk;           /* 0 = whole prompt */
+  int greedy;               /* --admission greedy: admit without reserving memory */
+  uint64_t check_every;     /* 0 = only at the end */
+  size_t max_requests;      /* 0 = all */
+  uint64_t *sweep;          /* capacities of --sweep (owned), sweep_len of them */
+  size_t sweep_len;
+  const char *out_dir;
+  int json;
+  int progress;             /* -1 auto (stderr is a terminal), 0 never, 1 always */
+} replay_options;
+
+/* Parses argv. Returns 0 to run, 1 when --help was printed (exit 0), 2 on a
+ * usage error (already reported on stderr with the usage text). */
+int options_parse(int argc, char **argv, replay_options *out);
+void options_free(replay_options *o);
+void options_usage(FILE *f, const char *prog);
+
+#endif

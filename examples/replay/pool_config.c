@@ -1,0 +1,137 @@
+/* Building the replay's pool configuration with cJSON (docs/config.md lists the keys). */
+#include "pool_config.h"
+
+#include <cjson/cJSON.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* One layer, one KV head of one element in f16: 4 bytes per token, so even an
+ * unbounded pool for the whole trace is a few hundred MB of untouched calloc'ed memory. */
+static const char kTinyModel[] =
+    "{\"version\": 1,"
+    " \"model\": {\"name\": \"replay-tiny\", \"num_layers\": 1, \"attention\": \"mha\", \"kv_heads\": 1, \"head_dim\": 1},"
+    " \"pool\": {\"device\": \"cpu\", \"kv_dtype\": \"f16\", \"page_size\": 16},"
+    " \"prefix_cache\": {\"kind\": \"radix\", \"eviction\": \"lru\"}}";
+
+static int fail(char *err, size_t cap, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err, cap, fmt, ap);
+  va_end(ap);
+  return 1;
+}
+
+static char *read_text(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (f == NULL) return NULL;
+  size_t cap = 4096, n = 0, got;
+  char *buf = malloc(cap + 1);
+  while (buf != NULL && (got = fread(buf + n, 1, cap - n, f)) > 0) {
+    n += got;
+    if (n == cap) {
+      char *bigger = realloc(buf, (cap *= 2) + 1);
+      if (bigger == NULL) free(buf);
+      buf = bigger;
+    }
+  }
+  fclose(f);
+  if (buf != NULL) buf[n] = '\0';
+  return buf;
+}
+
+uint64_t pool_unbounded_capacity(const trace *t, uint32_t page_size) {
+  uint64_t tokens = 0;
+  for (size_t i = 0; i < t->num_reqs; ++i) {
+    const uint64_t len = (uint64_t)t->reqs[i].input_len + t->reqs[i].output_len;
+    tokens += ((len + page_size - 1) / page_size + 1) * page_size;
+  }
+  return tokens;
+}
+
+/* obj[key] = number, replacing any previous value. */
+static int set_number(cJSON *obj, const char *key, double v) {
+  cJSON_DeleteItemFromObjectCaseSensitive(obj, key);
+  return cJSON_AddNumberToObject(obj, key, v) != NULL;
+}
+
+static cJSON *get_or_add_object(cJSON *root, const char *key) {
+  cJSON *o = cJSON_GetObjectItemCaseSensitive(root, key);
+  return cJSON_IsObject(o) ? o : cJSON_AddObjectToObject(root, key);
+}
+
+static uint32_t get_u32(const cJSON *obj, const char *key, uint32_t fallback) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+  return cJSON_IsNumber(v) && v->valuedouble >= 1 ? (uint32_t)v->valuedouble : fallback;
+}
+
+/* Fills the pool and prefix_cache keys the replay controls. */
+static int apply(const replay_options *o, const trace *t, uint64_t capacity, cJSON *root, pool_setup *out,
+                 char *err, size_t err_cap) {
+  cJSON *pool = get_or_add_object(root, "pool");
+  cJSON *cache = get_or_add_object(root, "prefix_cache");
+  if (pool == NULL || cache == NULL) return fail(err, err_cap, "out of memory");
+  /* docs/config.md: page_size defaults to 1 when the config leaves it out. */
+  out->page_size = o->page_size ? o->page_size : get_u32(pool, "page_size", 1);
+  if (capacity == 0 && o->config_path == NULL) capacity = CAPACITY_UNBOUNDED;
+  out->unbounded = capacity == CAPACITY_UNBOUNDED;
+  if (out->unbounded) capacity = pool_unbounded_capacity(t, out->page_size);
+  int ok = set_number(pool, "page_size", out->page_size);
+  if (capacity != 0) {
+    /* An exact token count: a memory budget would only lower it. */
+    cJSON_DeleteItemFromObjectCaseSensitive(pool, "memory_bytes");
+    cJSON_DeleteItemFromObjectCaseSensitive(pool, "mem_fraction");
+    ok = ok && set_number(pool, "max_total_tokens", (double)capacity);
+  }
+  /* Each running request needs a row, and rows must hold the longest request. */
+  if (get_u32(pool, "max_running_requests", 0) < o->concurrency) {
+    ok = ok && set_number(pool, "max_running_requests", o->concurrency);
+  }
+  if (get_u32(pool, "max_context_len", 0) < t->max_context) {
+    ok = ok && set_number(pool, "max_context_len", t->max_context);
+  }
+  if (o->policy != NULL) {
+    cJSON_DeleteItemFromObjectCaseSensitive(cache, "eviction");
+    ok = ok && cJSON_AddStringToObject(cache, "eviction", o->policy) != NULL;
+  }
+  /* Nothing drains KV events during a replay; the queue would only grow. */
+  cJSON_DeleteItemFromObjectCaseSensitive(cache, "events");
+  if (!ok) return fail(err, err_cap, "out of memory");
+
+  const cJSON *kind = cJSON_GetObjectItemCaseSensitive(cache, "kind");
+  const cJSON *policy = cJSON_GetObjectItemCaseSensitive(cache, "eviction");
+  const char *name = "lru";
+  if (cJSON_IsString(kind) && strcmp(kind->valuestring, "radix") != 0) name = kind->valuestring;
+  else if (cJSON_IsString(policy)) name = policy->valuestring;
+  snprintf(out->policy, sizeof out->policy, "%s", name);
+  return 0;
+}
+
+int pool_config_build(const replay_options *o, const trace *t, uint64_t capacity, pool_setup *out, char *err,
+                      size_t err_cap) {
+  memset(out, 0, sizeof *out);
+  char *text = NULL;
+  if (o->config_path != NULL) {
+    text = read_text(o->config_path);
+    if (text == NULL) return fail(err, err_cap, "cannot read %s", o->config_path);
+  }
+  cJSON *root = cJSON_Parse(text ? text : kTinyModel);
+  free(text);
+  if (!cJSON_IsObject(root)) {
+    cJSON_Delete(root);
+    return fail(err, err_cap, "%s: not a JSON object", o->config_path ? o->config_path : "built-in config");
+  }
+  int rc = apply(o, t, capacity, root, out, err, err_cap);
+  if (rc == 0) {
+    out->json = cJSON_PrintUnformatted(root);
+    if (out->json == NULL) rc = fail(err, err_cap, "out of memory");
+  }
+  cJSON_Delete(root);
+  return rc;
+}
+
+void pool_setup_free(pool_setup *s) {
+  cJSON_free(s->json);
+  s->json = NULL;
+}

@@ -1,0 +1,55 @@
+/*
+ * One replay: a trace pushed through kvseq_* on a fresh pool by a simple
+ * continuous-batching scheduler (docs/replay.md, "Scheduler model").
+ */
+#ifndef KVPOOL_REPLAY_REPLAY_H
+#define KVPOOL_REPLAY_REPLAY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "trace.h"
+
+typedef void (*replay_progress_fn)(void *ctx, size_t done, size_t total);
+
+typedef struct replay_params {
+  const trace *trace;
+  const char *config_json;  /* the pool to create (see pool_config.h) */
+  uint32_t concurrency;     /* requests running at once (>= 1) */
+  uint32_t chunk;           /* prefill chunk in tokens; 0 = the whole remaining prompt */
+  uint64_t check_every;     /* kvpool_check every K steps; 0 = only at the end */
+  int greedy;               /* admit without reserving memory for running requests */
+  replay_progress_fn progress;
+  void *progress_ctx;
+} replay_params;
+
+typedef struct replay_result {
+  uint64_t requests;
+  uint64_t blocks;
+  uint64_t hit_blocks;       /* blocks wholly inside the cached prefix at first admission */
+  uint64_t input_tokens;
+  uint64_t matched_tokens;   /* kvseq_begin's cached length at first admission, summed */
+  uint64_t output_tokens;
+  double block_hit_ratio;
+  double token_hit_ratio;
+  uint64_t evicted_tokens;   /* tokens radix_evict took out of the tree */
+  uint64_t peak_used_tokens; /* max over steps of capacity - available */
+  uint64_t final_cached_tokens;
+  uint64_t capacity_tokens;
+  uint32_t page_size;
+  uint64_t retractions;
+  uint64_t oom_skipped;      /* requests that could not run even alone, aborted */
+  uint64_t steps;
+  uint64_t prefill_tokens;   /* tokens computed by kvseq_extend (misses and recomputation) */
+  uint64_t decode_tokens;
+  uint64_t kvseq_calls;      /* kvseq_begin/extend/decode/finish/abort/retract calls (a batched decode is one) */
+  uint64_t ops;              /* per-request operations (a batched decode of n is n) */
+  uint64_t checks;           /* kvpool_check calls, all passed */
+  double wall_seconds;       /* pool creation to destruction */
+  double ops_per_second;
+} replay_result;
+
+/* Returns 0 on success; otherwise nonzero with a message in err. */
+int replay_run(const replay_params *p, replay_result *out, char *err, size_t err_cap);
+
+#endif

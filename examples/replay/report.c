@@ -1,0 +1,120 @@
+/* Table, JSON and CSV forms of replay results. docs/replay.md defines each metric. */
+#include "report.h"
+
+#include <inttypes.h>
+#include <string.h>
+
+const char *report_thousands(uint64_t v, char *buf, size_t cap) {
+  char digits[32];
+  int n = snprintf(digits, sizeof digits, "%" PRIu64, v);
+  size_t o = 0;
+  for (int i = 0; i < n && o + 2 < cap; ++i) {
+    if (i > 0 && (n - i) % 3 == 0) buf[o++] = ',';
+    buf[o++] = digits[i];
+  }
+  buf[o] = '\0';
+  return buf;
+}
+
+/* A JSON string literal (paths may hold quotes or backslashes). */
+static void json_string(FILE *f, const char *s) {
+  fputc('"', f);
+  for (const unsigned char *c = (const unsigned char *)s; *c; ++c) {
+    if (*c == '"' || *c == '\\') fprintf(f, "\\%c", *c);
+    else if (*c < 0x20) fprintf(f, "\\u%04x", *c);
+    else fputc(*c, f);
+  }
+  fputc('"', f);
+}
+
+void report_text(FILE *f, const run_summary *s) {
+  const replay_result *r = &s->r;
+  char a[32], b[32], c[32];
+  fprintf(f, "kvpool-replay: %s\n", s->trace_path);
+  fprintf(f, "  requests          %s (%s blocks of 512 tokens)\n", report_thousands(r->requests, a, sizeof a),
+          report_thousands(r->blocks, b, sizeof b));
+  fprintf(f, "  tokens            %s prompt + %s output\n", report_thousands(r->input_tokens, a, sizeof a),
+          report_thousands(r->output_tokens, b, sizeof b));
+  fprintf(f, "  capacity          %s tokens%s, page %" PRIu32 ", policy %s\n",
+          report_thousands(r->capacity_tokens, a, sizeof a), s->unbounded ? " (unbounded)" : "", r->page_size,
+          s->policy);
+  char chunk[48] = "whole-prompt prefill";
+  if (s->chunk) snprintf(chunk, sizeof chunk, "prefill chunk %" PRIu32, s->chunk);
+  fprintf(f, "  concurrency       %" PRIu32 ", %s, %s admission\n", s->concurrency, chunk,
+          s->greedy ? "greedy" : "reserve");
+  fprintf(f, "  block hit ratio   %.2f%%  (%s of %s blocks)\n", 100.0 * r->block_hit_ratio,
+          report_thousands(r->hit_blocks, a, sizeof a), report_thousands(r->blocks, b, sizeof b));
+  fprintf(f, "  token hit ratio   %.2f%%  (%s of %s prompt tokens)\n", 100.0 * r->token_hit_ratio,
+          report_thousands(r->matched_tokens, a, sizeof a), report_thousands(r->input_tokens, b, sizeof b));
+  fprintf(f, "  evicted tokens    %s\n", report_thousands(r->evicted_tokens, a, sizeof a));
+  fprintf(f, "  peak used tokens  %s (%.1f%% of capacity)\n", report_thousands(r->peak_used_tokens, a, sizeof a),
+          r->capacity_tokens ? 100.0 * (double)r->peak_used_tokens / (double)r->capacity_tokens : 0.0);
+  fprintf(f, "  computed tokens   %s prefill + %s decode\n", report_thousands(r->prefill_tokens, a, sizeof a),
+          report_thousands(r->decode_tokens, b, sizeof b));
+  fprintf(f, "  retractions       %s, oom-skipped requests %s\n", report_thousands(r->retractions, a, sizeof a),
+          report_thousands(r->oom_skipped, b, sizeof b));
+  fprintf(f, "  steps             %s\n", report_thousands(r->steps, a, sizeof a));
+  fprintf(f, "  kvseq operations  %s in %s calls, %s ops/s\n", report_thousands(r->ops, a, sizeof a),
+          report_thousands(r->kvseq_calls, b, sizeof b), report_thousands((uint64_t)r->ops_per_second, c, sizeof c));
+  fprintf(f, "  wall time         %.2f s\n", r->wall_seconds);
+  fprintf(f, "  kvpool_check      OK (%" PRIu64 " check%s)\n", r->checks, r->checks == 1 ? "" : "s");
+}
+
+void report_json(FILE *f, const run_summary *s) {
+  const replay_result *r = &s->r;
+  fputs("{\"trace\": ", f);
+  json_string(f, s->trace_path);
+  fputs(", \"policy\": ", f);
+  json_string(f, s->policy);
+  fprintf(f,
+          ", \"capacity_tokens\": %" PRIu64 ", \"unbounded\": %s, \"page_size\": %" PRIu32
+          ", \"concurrency\": %" PRIu32 ", \"chunk\": %" PRIu32 ", \"admission\": \"%s\", \"requests\": %" PRIu64 ", \"blocks\": %" PRIu64
+          ", \"hit_blocks\": %" PRIu64 ", \"block_hit_ratio\": %.6f, \"input_tokens\": %" PRIu64
+          ", \"matched_tokens\": %" PRIu64 ", \"token_hit_ratio\": %.6f, \"output_tokens\": %" PRIu64
+          ", \"evicted_tokens\": %" PRIu64 ", \"peak_used_tokens\": %" PRIu64 ", \"final_cached_tokens\": %" PRIu64
+          ", \"prefill_tokens\": %" PRIu64 ", \"decode_tokens\": %" PRIu64 ", \"retractions\": %" PRIu64
+          ", \"oom_skipped\": %" PRIu64 ", \"steps\": %" PRIu64 ", \"kvseq_calls\": %" PRIu64 ", \"ops\": %" PRIu64
+          ", \"ops_per_second\": %.0f, \"wall_seconds\": %.3f, \"checks\": %" PRIu64 ", \"check\": \"ok\"}",
+          r->capacity_tokens, s->unbounded ? "true" : "false", r->page_size, s->concurrency, s->chunk, s->greedy ? "greedy" : "reserve", r->requests,
+          r->blocks, r->hit_blocks, r->block_hit_ratio, r->input_tokens, r->matched_tokens, r->token_hit_ratio,
+          r->output_tokens, r->evicted_tokens, r->peak_used_tokens, r->final_cached_tokens, r->prefill_tokens,
+          r->decode_tokens, r->retractions, r->oom_skipped, r->steps, r->kvseq_calls, r->ops, r->ops_per_second,
+          r->wall_seconds, r->checks);
+}
+
+void report_sweep_text(FILE *f, const run_summary *runs, size_t n) {
+  if (n == 0) return;
+  fprintf(f, "kvpool-replay sweep: %s (page %" PRIu32 ", policy %s, concurrency %" PRIu32 ")\n", runs[0].trace_path,
+          runs[0].r.page_size, runs[0].policy, runs[0].concurrency);
+  fprintf(f, "  %15s  %9s  %9s  %15s  %15s  %11s  %8s\n", "capacity", "block hit", "token hit", "evicted tokens",
+          "peak used", "retractions", "seconds");
+  for (size_t i = 0; i < n; ++i) {
+    const replay_result *r = &runs[i].r;
+    char a[32], b[32], c[32], d[32];
+    fprintf(f, "  %15s  %8.2f%%  %8.2f%%  %15s  %15s  %11s  %8.2f%s\n",
+            report_thousands(r->capacity_tokens, a, sizeof a), 100.0 * r->block_hit_ratio,
+            100.0 * r->token_hit_ratio, report_thousands(r->evicted_tokens, b, sizeof b),
+            report_thousands(r->peak_used_tokens, c, sizeof c), report_thousands(r->retractions, d, sizeof d),
+            r->wall_seconds, runs[i].unbounded ? "  (unbounded)" : "");
+  }
+}
+
+int report_csv(const char *path, const run_summary *runs, size_t n) {
+  FILE *f = fopen(path, "w");
+  if (f == NULL) return 1;
+  fputs("capacity_tokens,unbounded,page_size,policy,concurrency,block_hit_ratio,token_hit_ratio,hit_blocks,blocks,"
+        "matched_tokens,input_tokens,evicted_tokens,peak_used_tokens,retractions,oom_skipped,steps,ops_per_second,"
+        "wall_seconds\n",
+        f);
+  for (size_t i = 0; i < n; ++i) {
+    const replay_result *r = &runs[i].r;
+    fprintf(f,
+            "%" PRIu64 ",%d,%" PRIu32 ",%s,%" PRIu32 ",%.6f,%.6f,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64
+            ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%.0f,%.3f\n",
+            r->capacity_tokens, runs[i].unbounded, r->page_size, runs[i].policy, runs[i].concurrency,
+            r->block_hit_ratio, r->token_hit_ratio, r->hit_blocks, r->blocks, r->matched_tokens, r->input_tokens,
+            r->evicted_tokens, r->peak_used_tokens, r->retractions, r->oom_skipped, r->steps, r->ops_per_second,
+            r->wall_seconds);
+  }
+  return fclose(f) != 0;
+}

@@ -1,0 +1,32 @@
+/* Printing replay results: a table for people, JSON and CSV for programs. */
+#ifndef KVPOOL_REPLAY_REPORT_H
+#define KVPOOL_REPLAY_REPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "replay.h"
+
+/* A result with the settings that produced it. */
+typedef struct run_summary {
+  const char *trace_path;
+  char policy[16];
+  uint32_t concurrency;
+  uint32_t chunk;  /* 0 = whole prompt */
+  int greedy;      /* --admission greedy */
+  int unbounded;
+  replay_result r;
+} run_summary;
+
+void report_text(FILE *f, const run_summary *s);
+/* One JSON object (no trailing newline). */
+void report_json(FILE *f, const run_summary *s);
+void report_sweep_text(FILE *f, const run_summary *runs, size_t n);
+/* Writes path; returns nonzero (errno set) if it cannot. */
+int report_csv(const char *path, const run_summary *runs, size_t n);
+
+/* "1,234,567": into buf, which it returns. */
+const char *report_thousands(uint64_t v, char *buf, size_t cap);
+
+#endif

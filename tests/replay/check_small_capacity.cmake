@@ -1,0 +1,23 @@
+# 100k tokens for prompts of up to 100k+ tokens, 16 at once, greedy admission:
+# evictions and retractions happen, kvpool_check passes every 50 steps and at the end.
+include(${CMAKE_CURRENT_LIST_DIR}/run_replay.cmake)
+run_replay(json --trace ${TRACE} --max-requests 400 --capacity-tokens 100k --page-size 16
+           --concurrency 16 --admission greedy --check-every 50 --json)
+message(STATUS "${json}")
+expect_field("${json}" check ok)
+expect_field("${json}" capacity_tokens 100000)
+string(JSON checks GET "${json}" checks)
+string(JSON steps GET "${json}" steps)
+math(EXPR expected "${steps} / 50 + 1")
+if(NOT checks EQUAL expected)
+  message(FATAL_ERROR "${checks} kvpool_check calls, expected ${expected}")
+endif()
+string(JSON retractions GET "${json}" retractions)
+string(JSON evicted GET "${json}" evicted_tokens)
+if(retractions EQUAL 0 AND evicted EQUAL 0)
+  message(FATAL_ERROR "neither retractions nor evictions: the pool was not under pressure")
+endif()
+string(JSON peak GET "${json}" peak_used_tokens)
+if(peak GREATER 100000)
+  message(FATAL_ERROR "peak_used_tokens ${peak} exceeds the capacity")
+endif()
