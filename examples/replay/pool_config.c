@@ -23,24 +23,6 @@ static int fail(char *err, size_t cap, const char *fmt, ...) {
   return 1;
 }
 
-static char *read_text(const char *path) {
-  FILE *f = fopen(path, "rb");
-  if (f == NULL) return NULL;
-  size_t cap = 4096, n = 0, got;
-  char *buf = malloc(cap + 1);
-  while (buf != NULL && (got = fread(buf + n, 1, cap - n, f)) > 0) {
-    n += got;
-    if (n == cap) {
-      char *bigger = realloc(buf, (cap *= 2) + 1);
-      if (bigger == NULL) free(buf);
-      buf = bigger;
-    }
-  }
-  fclose(f);
-  if (buf != NULL) buf[n] = '\0';
-  return buf;
-}
-
 uint64_t pool_unbounded_capacity(const trace *t, uint32_t page_size) {
   uint64_t tokens = 0;
   for (size_t i = 0; i < t->num_reqs; ++i) {
@@ -113,7 +95,8 @@ int pool_config_build(const replay_options *o, const trace *t, uint64_t capacity
   memset(out, 0, sizeof *out);
   char *text = NULL;
   if (o->config_path != NULL) {
-    text = read_text(o->config_path);
+    size_t text_len = 0;
+    text = read_whole_file(o->config_path, &text_len);
     if (text == NULL) return fail(err, err_cap, "cannot read %s", o->config_path);
   }
   cJSON *root = cJSON_Parse(text ? text : kTinyModel);

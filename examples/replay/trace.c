@@ -19,7 +19,7 @@ static int fail(char *err, size_t cap, const char *fmt, ...) {
   return 1;
 }
 
-static char *slurp(const char *path, size_t *len) {
+char *read_whole_file(const char *path, size_t *len) {
   FILE *f = fopen(path, "rb");
   if (f == NULL) return NULL;
   size_t cap = 1 << 20, n = 0, got;
@@ -124,7 +124,7 @@ static int parse_line(const char *line, size_t len, size_t lineno, trace *t, siz
 int trace_load(const char *path, size_t max_reqs, trace *out, char *err, size_t err_cap) {
   memset(out, 0, sizeof *out);
   size_t len = 0;
-  char *text = slurp(path, &len);
+  char *text = read_whole_file(path, &len);
   if (text == NULL) return fail(err, err_cap, "cannot read %s", path);
   size_t req_cap = 0, blk_cap = 0, lineno = 0;
   int rc = 0;

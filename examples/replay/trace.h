@@ -44,4 +44,7 @@ void trace_expand(const trace *t, size_t i, uint32_t decoded, int32_t *out);
 /* The id of request i's k-th decoded token (what trace_expand writes after the prompt). */
 int32_t trace_output_token(const trace *t, size_t i, uint32_t k);
 
+/* Reads a whole file into a NUL-terminated malloc'd buffer (NULL on failure); *len gets its size. */
+char *read_whole_file(const char *path, size_t *len);
+
 #endif
