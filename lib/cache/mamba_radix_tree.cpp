@@ -58,11 +58,7 @@ void MambaRadixTree::touch_path(int32_t id) {
 }
 
 size_t MambaRadixTree::match_len(int32_t id, const int32_t* tokens, size_t n) const {
-  const std::vector<int32_t>& key = node(id).key;
-  const size_t limit = std::min(key.size(), n);
-  size_t i = 0;
-  while (i < limit && key[i] == tokens[i]) ++i;
-  return i;
+  return common_prefix(node(id).key, tokens, n);
 }
 
 // Splits `child` after `at` tokens; returns the new upper node. The state

@@ -7,6 +7,7 @@
 // (LoRA id, cache salt) interned to small integers.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -27,6 +28,12 @@ struct TreeNodeBase {
   std::vector<int32_t> key;    // tokens on the edge from the parent
   std::vector<int64_t> value;  // full-attention KV slots, one per token
 };
+
+// Number of leading tokens that `key` and tokens[0, n) share.
+inline size_t common_prefix(const std::vector<int32_t>& key, const int32_t* tokens, size_t n) {
+  const size_t limit = std::min(key.size(), n);
+  return static_cast<size_t>(std::mismatch(key.data(), key.data() + limit, tokens).first - key.data());
+}
 
 template <class Node>
 class NodeArena {
