@@ -29,7 +29,9 @@ struct LruLinks {
   bool candidate = false;
 };
 
-template <class Node, LruLinks Node::*kLinks>
+// kLinks is a pointer to the node's LruLinks member (it may be declared in a
+// base class of Node).
+template <class Node, auto kLinks>
 class LruList {
  public:
   // `nodes` is the arena's storage; it may grow but must outlive the list.

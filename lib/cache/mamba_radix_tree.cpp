@@ -17,80 +17,43 @@ Status MambaRadixTree::create(int64_t page_size, Callbacks callbacks, std::uniqu
   return Status::ok();
 }
 
-MambaRadixTree::MambaRadixTree(Callbacks callbacks)
-    : cb_(std::move(callbacks)), full_lru_(nodes_.storage()), mamba_lru_(nodes_.storage()) {
-  reset();
-}
+MambaRadixTree::MambaRadixTree(Callbacks callbacks) : cb_(std::move(callbacks)) { reset(); }
 
 void MambaRadixTree::reset() {
-  nodes_.reset();
-  full_lru_.clear();
-  mamba_lru_.clear();
-  // The root holds both locks so that nothing ever treats it as evictable.
-  node(kRoot).full_lock = node(kRoot).mamba_lock = 1;
-  full_evictable_ = full_protected_ = mamba_evictable_ = mamba_protected_ = 0;
+  reset_structure();
+  mamba_evictable_ = mamba_protected_ = 0;
 }
 
-size_t MambaRadixTree::key_length(NodeHandle h) const {
+// The state belongs to the end of the sequence, so the upper part is a
+// tombstone and holds no mamba lock; the lower part keeps the state.
+void MambaRadixTree::on_split(MambaNode& upper, MambaNode& lower) {
+  (void)lower;
+  upper.mamba = -1;
+  upper.aux_lock = 0;
+}
+
+int32_t MambaRadixTree::state_of(NodeHandle h) const {
   const int32_t id = nodes_.resolve(h);
-  return id < 0 ? 0 : node(id).key.size();
+  return id <= kRoot ? -1 : node(id).mamba;
 }
 
-// Re-derives a node's eviction candidacy after its locks, children or state changed.
-void MambaRadixTree::refresh(int32_t id) {
-  if (id == kRoot) return;
-  const Node& n = node(id);
-  full_lru_.set_candidate(id, n.children == 0 && n.full_lock == 0);
-  if (mamba_lru_.contains(id)) mamba_lru_.set_candidate(id, n.mamba_lock == 0);
-}
-
-void MambaRadixTree::touch(int32_t id) {
-  full_lru_.move_to_mru(id);
-  if (node(id).mamba >= 0) mamba_lru_.move_to_mru(id);
-}
-
-// Makes `id` the most recent node and each ancestor the next older one, so a
-// path ages from the root down (tombstones are only in the full list).
-void MambaRadixTree::touch_path(int32_t id) {
-  std::vector<int32_t> path;
-  for (int32_t x = id; x != kRoot; x = node(x).parent) path.push_back(x);
-  for (auto it = path.rbegin(); it != path.rend(); ++it) touch(*it);
-}
-
-size_t MambaRadixTree::match_len(int32_t id, const int32_t* tokens, size_t n) const {
-  return common_prefix(node(id).key, tokens, n);
-}
-
-// Splits `child` after `at` tokens; returns the new upper node. The state
-// belongs to the end of the sequence, so the upper part is a tombstone; it
-// copies the full lock (locks below pass through it) so sizes stay unchanged.
-int32_t MambaRadixTree::split(int32_t child, size_t at) {
-  const int32_t upper = nodes_.create();  // may grow the storage: index from here on
-  const bool has_state = node(child).mamba >= 0;
-  full_lru_.remove(child);
-  if (has_state) mamba_lru_.remove(child);
-  {
-    Node& u = node(upper);
-    const Node& c = node(child);
-    u.ns = c.ns;
-    u.key.assign(c.key.begin(), c.key.begin() + static_cast<long>(at));
-    u.value.assign(c.value.begin(), c.value.begin() + static_cast<long>(at));
-    u.full_lock = c.full_lock;
+size_t MambaRadixTree::cached_prefix(const int32_t* tokens, size_t n, const std::string& extra_key,
+                                     size_t* usable) const {
+  *usable = 0;
+  const int32_t ns = nodes_.find_namespace(extra_key);
+  if (n == 0 || ns < 0) return 0;
+  int32_t cur = kRoot;
+  size_t pos = 0;
+  while (pos < n) {
+    size_t len = 0;
+    const int32_t c = find_edge(cur, ns, tokens + pos, n - pos, &len);
+    if (c < 0) break;
+    pos += len;
+    if (len < node(c).key.size()) break;  // a split's upper part has no state
+    if (node(c).mamba >= 0) *usable = pos;
+    cur = c;
   }
-  const int32_t parent = node(child).parent;
-  nodes_.unlink(child);
-  nodes_.link(parent, upper);
-  Node& c = node(child);
-  c.key.erase(c.key.begin(), c.key.begin() + static_cast<long>(at));
-  c.value.erase(c.value.begin(), c.value.begin() + static_cast<long>(at));
-  nodes_.link(upper, child);
-  // The lower part is re-listed after the upper one: descendants stay newer.
-  full_lru_.push_mru(upper);
-  full_lru_.push_mru(child);
-  if (has_state) mamba_lru_.push_mru(child);
-  refresh(upper);
-  refresh(child);
-  return upper;
+  return pos;
 }
 
 MambaMatch MambaRadixTree::match(const int32_t* tokens, size_t n, const std::string& extra_key) {
@@ -144,25 +107,13 @@ Status MambaRadixTree::insert(const int32_t* tokens, size_t n, const int64_t* sl
   *prefix_len = pos;
   *mamba_exist = false;
   if (pos < n) {
-    const int32_t leaf = nodes_.create();
-    Node& l = node(leaf);
-    l.ns = ns;
-    l.key.assign(tokens + pos, tokens + n);
-    l.value.assign(slots + pos, slots + n);
-    l.mamba = mamba_slot;
-    nodes_.link(cur, leaf);
-    full_lru_.push_mru(leaf);
-    mamba_lru_.push_mru(leaf);
-    full_evictable_ += n - pos;
+    cur = add_leaf(cur, ns, tokens + pos, slots + pos, n - pos, [&](Node& l) { l.mamba = mamba_slot; });
     ++mamba_evictable_;
-    refresh(cur);
-    refresh(leaf);
-    cur = leaf;
   } else if (node(cur).mamba < 0) {
     // Revive: the sequence ends exactly at a tombstone (tombstones are never
     // mamba-locked, so the state starts evictable).
     node(cur).mamba = mamba_slot;
-    mamba_lru_.push_mru(cur);
+    aux_lru_.push_mru(cur);
     ++mamba_evictable_;
     refresh(cur);
   } else {
@@ -178,7 +129,7 @@ Status MambaRadixTree::lock(NodeHandle h) {
   if (id == kRoot) return Status::ok();
   Node& n = node(id);
   if (n.mamba < 0) return Status::invalid("node handle " + std::to_string(h) + " has no mamba state to lock");
-  if (n.mamba_lock++ == 0) {
+  if (n.aux_lock++ == 0) {
     --mamba_evictable_;
     ++mamba_protected_;
   }
@@ -198,14 +149,14 @@ Status MambaRadixTree::unlock(NodeHandle h) {
   if (id < 0) return Status::invalid("node handle " + std::to_string(h) + " is stale or unknown");
   if (id == kRoot) return Status::ok();
   // Validate the whole path first so a bad unlock changes nothing.
-  if (node(id).mamba < 0 || node(id).mamba_lock <= 0) {
+  if (node(id).mamba < 0 || node(id).aux_lock <= 0) {
     return Status::invalid("node handle " + std::to_string(h) + " is not locked");
   }
   for (int32_t x = id; x != kRoot; x = node(x).parent) {
     if (node(x).full_lock <= 0) return Status::invalid("node handle " + std::to_string(h) + " is not locked");
   }
   Node& n = node(id);
-  if (--n.mamba_lock == 0) {
+  if (--n.aux_lock == 0) {
     --mamba_protected_;
     ++mamba_evictable_;
   }
@@ -221,42 +172,20 @@ Status MambaRadixTree::unlock(NodeHandle h) {
 }
 
 // Frees an unlocked leaf and its state, then every unlocked tombstone left
-// without children above it (a tombstone leaf would only hold KV nobody can
-// continue from).
+// without children above it.
 Status MambaRadixTree::evict_leaf(int32_t id, size_t* full_evicted, size_t* mamba_evicted) {
-  {
-    const Node& n = node(id);
-    if (n.children != 0 || n.full_lock != 0 || n.mamba_lock != 0) {
-      return Status::internal("mamba radix node " + std::to_string(id) + " is not an unlocked leaf");
-    }
-    KVPOOL_RETURN_IF_ERROR(cb_.free_full(n.value.data(), n.value.size()));
-    if (n.mamba >= 0) {
-      KVPOOL_RETURN_IF_ERROR(cb_.free_mamba(n.mamba));
-      mamba_lru_.remove(id);
-      --mamba_evictable_;
-      ++*mamba_evicted;
-    }
+  const Node& n = node(id);
+  if (n.children != 0 || n.full_lock != 0 || n.aux_lock != 0) {
+    return Status::internal("mamba radix node " + std::to_string(id) + " is not an unlocked leaf");
   }
-  int32_t x = id;
-  int32_t parent;
-  do {
-    Node& n = node(x);
-    full_evictable_ -= n.key.size();
-    *full_evicted += n.value.size();
-    full_lru_.remove(x);
-    parent = n.parent;
-    nodes_.unlink(x);
-    nodes_.destroy(x);
-    x = parent;
-    if (x == kRoot || node(x).children != 0 || node(x).mamba >= 0 || node(x).full_lock != 0) break;
-    const Status st = cb_.free_full(node(x).value.data(), node(x).value.size());
-    if (!st.is_ok()) {
-      refresh(x);
-      return st;
-    }
-  } while (true);
-  refresh(x);  // may have become a leaf
-  return Status::ok();
+  KVPOOL_RETURN_IF_ERROR(cb_.free_full(n.value.data(), n.value.size()));
+  if (n.mamba >= 0) {
+    KVPOOL_RETURN_IF_ERROR(cb_.free_mamba(n.mamba));
+    aux_lru_.remove(id);
+    --mamba_evictable_;
+    ++*mamba_evicted;
+  }
+  return remove_leaf_cascade(id, full_evicted, [this](const Node& t) { return cb_.free_full(t.value.data(), t.value.size()); });
 }
 
 Status MambaRadixTree::evict(size_t full_tokens, size_t* full_evicted, size_t* mamba_evicted) {
@@ -275,7 +204,7 @@ Status MambaRadixTree::evict_mamba(size_t states, size_t* mamba_evicted, size_t*
   size_t tokens = 0;
   *mamba_evicted = 0;
   while (*mamba_evicted < states) {
-    const int32_t victim = mamba_lru_.oldest_candidate();
+    const int32_t victim = aux_lru_.oldest_candidate();
     if (victim < 0) break;
     Node& n = node(victim);
     if (n.children == 0) {
@@ -285,7 +214,7 @@ Status MambaRadixTree::evict_mamba(size_t states, size_t* mamba_evicted, size_t*
       continue;
     }
     KVPOOL_RETURN_IF_ERROR(cb_.free_mamba(n.mamba));
-    mamba_lru_.remove(victim);
+    aux_lru_.remove(victim);
     n.mamba = -1;
     --mamba_evictable_;
     ++*mamba_evicted;
@@ -295,72 +224,15 @@ Status MambaRadixTree::evict_mamba(size_t states, size_t* mamba_evicted, size_t*
 }
 
 void MambaRadixTree::collect_slots(std::vector<int64_t>* full, std::vector<int32_t>* mamba) const {
-  for (size_t id = 1; id < nodes_.id_limit(); ++id) {
-    const Node& n = node(static_cast<int32_t>(id));
-    if (!n.live) continue;
-    if (full != nullptr) full->insert(full->end(), n.value.begin(), n.value.end());
-    if (mamba != nullptr && n.mamba >= 0) mamba->push_back(n.mamba);
-  }
+  collect(full, [mamba](const Node& n) {
+    if (mamba != nullptr) mamba->push_back(n.mamba);
+  });
 }
 
 size_t MambaRadixTree::check(std::string* report, size_t max_lines) const {
-  size_t problems = 0;
-  auto complain = [&](const std::string& line) {
-    if (problems++ < max_lines) *report += line + "\n";
-  };
-  for (const std::string& err : {full_lru_.verify(), mamba_lru_.verify()}) {
-    if (!err.empty()) complain("mamba radix lru list: " + err);
-  }
-  size_t full_ev = 0, full_pr = 0, mamba_ev = 0, mamba_pr = 0, full_members = 0, mamba_members = 0;
-  std::vector<int32_t> child_count(nodes_.id_limit(), 0);
-  std::vector<int64_t> child_locks(nodes_.id_limit(), 0);
-  for (size_t i = 1; i < nodes_.id_limit(); ++i) {
-    const int32_t id = static_cast<int32_t>(i);
-    const Node& n = node(id);
-    if (!n.live) continue;
-    const std::string who = "mamba radix node " + std::to_string(id);
-    if (n.key.empty() || n.key.size() != n.value.size()) {
-      complain(who + " has " + std::to_string(n.key.size()) + " tokens and " + std::to_string(n.value.size()) + " slots");
-      continue;
-    }
-    if (n.parent < 0 || !node(n.parent).live) {
-      complain(who + " has no live parent");
-      continue;
-    }
-    ++child_count[static_cast<size_t>(n.parent)];
-    child_locks[static_cast<size_t>(n.parent)] += n.full_lock;
-    if (nodes_.find_child(n.parent, n.ns, n.key.front()) != id) complain(who + " is not reachable from its parent");
-    const bool tombstone = n.mamba < 0;
-    if (n.children == 0 && tombstone) complain(who + " is a tombstone leaf");
-    if (n.mamba_lock < 0 || n.full_lock < n.mamba_lock) {
-      complain(who + " has full lock " + std::to_string(n.full_lock) + " below mamba lock " + std::to_string(n.mamba_lock));
-    }
-    if (tombstone && n.mamba_lock != 0) complain(who + " is a mamba-locked tombstone");
-    (n.full_lock > 0 ? full_pr : full_ev) += n.key.size();
-    if (!tombstone) ++(n.mamba_lock > 0 ? mamba_pr : mamba_ev);
-    ++full_members;
-    if (!full_lru_.contains(id)) complain(who + " is missing from the full lru list");
-    if (mamba_lru_.contains(id) != !tombstone) complain(who + (tombstone ? " is a tombstone in" : " is missing from") + " the mamba lru list");
-    mamba_members += tombstone ? 0 : 1;
-    if (n.full_lru.candidate != (n.children == 0 && n.full_lock == 0)) complain(who + " has a wrong full eviction candidacy");
-    if (!tombstone && n.mamba_lru.candidate != (n.mamba_lock == 0)) complain(who + " has a wrong mamba eviction candidacy");
-  }
-  for (size_t i = 0; i < nodes_.id_limit(); ++i) {
-    const Node& n = node(static_cast<int32_t>(i));
-    if (!n.live) continue;
-    if (n.children != child_count[i]) complain("mamba radix node " + std::to_string(i) + " child count is wrong");
-    // A full lock is taken on a node and all its ancestors, so a node holds at
-    // least the locks of its children.
-    if (i != kRoot && n.full_lock < child_locks[i]) complain("mamba radix node " + std::to_string(i) + " holds fewer full locks than its children");
-  }
-  if (full_members != full_lru_.size() || mamba_members != mamba_lru_.size()) complain("mamba radix lru lists hold foreign nodes");
-  if (full_ev != full_evictable_ || full_pr != full_protected_ || mamba_ev != mamba_evictable_ || mamba_pr != mamba_protected_) {
-    complain("mamba radix sizes: full evictable " + std::to_string(full_evictable_) + " (actual " + std::to_string(full_ev) +
-             "), full protected " + std::to_string(full_protected_) + " (actual " + std::to_string(full_pr) +
-             "), mamba evictable " + std::to_string(mamba_evictable_) + " (actual " + std::to_string(mamba_ev) +
-             "), mamba protected " + std::to_string(mamba_protected_) + " (actual " + std::to_string(mamba_pr) + ")");
-  }
-  return problems;
+  return check_structure(
+      "mamba radix", "mamba", mamba_evictable_, mamba_protected_, report, max_lines, [](const Node&) { return size_t{1}; },
+      [](const Node&, const std::string&, const auto&) {});
 }
 
 }  // namespace kvp::cache

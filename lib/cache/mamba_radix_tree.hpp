@@ -21,11 +21,14 @@
 #include <string>
 #include <vector>
 
-#include "cache/lru_list.hpp"
-#include "cache/node_arena.hpp"
+#include "cache/dual_lru_tree.hpp"
 #include "util/status.hpp"
 
 namespace kvp::cache {
+
+struct MambaNode : DualNodeBase {
+  int32_t mamba = -1;  // state slot; -1 = tombstone (aux_lock is the mamba lock)
+};
 
 struct MambaMatch {
   std::vector<int64_t> slots;  // KV slots of the usable prefix (up to the best node)
@@ -34,7 +37,7 @@ struct MambaMatch {
   size_t matched = 0;          // raw match length; tokens past slots.size() have KV but no state
 };
 
-class MambaRadixTree {
+class MambaRadixTree : public DualLruTree<MambaRadixTree, MambaNode> {
  public:
   struct Callbacks {
     std::function<Status(const int64_t* slots, size_t n)> free_full;
@@ -43,14 +46,9 @@ class MambaRadixTree {
 
   static Status create(int64_t page_size, Callbacks callbacks, std::unique_ptr<MambaRadixTree>* out);
 
-  NodeHandle root() const { return nodes_.handle(kRoot); }
-  bool is_live(NodeHandle node) const { return nodes_.resolve(node) >= 0; }
-  size_t node_count() const { return nodes_.live_count(); }  // the root included
-  // Tokens on the node's edge (0 for the root or a stale handle).
-  size_t key_length(NodeHandle node) const;
+  static bool has_aux(const MambaNode& n) { return n.mamba >= 0; }
+  static void on_split(MambaNode& upper, MambaNode& lower);
 
-  size_t full_evictable_size() const { return full_evictable_; }
-  size_t full_protected_size() const { return full_protected_; }
   size_t mamba_evictable_size() const { return mamba_evictable_; }
   size_t mamba_protected_size() const { return mamba_protected_; }
 
@@ -58,6 +56,11 @@ class MambaRadixTree {
   // of its last node. Splits a node matched part-way; the best node and its
   // ancestors become most recently used.
   MambaMatch match(const int32_t* tokens, size_t n, const std::string& extra_key);
+  // What match would return, without splitting or stamping: the raw match
+  // length, and in *usable the tokens up to the deepest node with a state.
+  size_t cached_prefix(const int32_t* tokens, size_t n, const std::string& extra_key, size_t* usable) const;
+  // The state slot of a live node (-1 for a tombstone, the root or a stale handle).
+  int32_t state_of(NodeHandle node) const;
 
   // Caches a sequence and the state after its last token. *prefix_len receives
   // the tokens already cached: the caller keeps owning slots[0, prefix_len),
@@ -90,33 +93,14 @@ class MambaRadixTree {
   size_t check(std::string* report, size_t max_lines) const;
 
  private:
-  static constexpr int32_t kRoot = 0;  // NodeArena makes the root first
-
-  struct Node : TreeNodeBase {
-    int32_t mamba = -1;  // state slot; -1 = tombstone
-    int32_t full_lock = 0;
-    int32_t mamba_lock = 0;
-    LruLinks full_lru;
-    LruLinks mamba_lru;
-  };
+  friend class DualLruTree<MambaRadixTree, MambaNode>;
+  using Node = MambaNode;
 
   explicit MambaRadixTree(Callbacks callbacks);
 
-  Node& node(int32_t id) { return nodes_[id]; }
-  const Node& node(int32_t id) const { return nodes_[id]; }
-  void refresh(int32_t id);
-  void touch(int32_t id);
-  void touch_path(int32_t id);
-  size_t match_len(int32_t id, const int32_t* tokens, size_t n) const;
-  int32_t split(int32_t child, size_t at);
   Status evict_leaf(int32_t id, size_t* full_evicted, size_t* mamba_evicted);
 
   Callbacks cb_;
-  NodeArena<Node> nodes_;
-  LruList<Node, &Node::full_lru> full_lru_;
-  LruList<Node, &Node::mamba_lru> mamba_lru_;
-  size_t full_evictable_ = 0;
-  size_t full_protected_ = 0;
   size_t mamba_evictable_ = 0;
   size_t mamba_protected_ = 0;
 };

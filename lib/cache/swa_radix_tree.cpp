@@ -20,23 +20,11 @@ Status SwaRadixTree::create(int64_t page_size, size_t window, Callbacks callback
   return Status::ok();
 }
 
-SwaRadixTree::SwaRadixTree(size_t window, Callbacks callbacks)
-    : window_(window), cb_(std::move(callbacks)), full_lru_(nodes_.storage()), swa_lru_(nodes_.storage()) {
-  reset();
-}
+SwaRadixTree::SwaRadixTree(size_t window, Callbacks callbacks) : window_(window), cb_(std::move(callbacks)) { reset(); }
 
 void SwaRadixTree::reset() {
-  nodes_.reset();
-  full_lru_.clear();
-  swa_lru_.clear();
-  // The root holds both locks so that nothing ever treats it as evictable.
-  node(kRoot).full_lock = node(kRoot).swa_lock = 1;
-  full_evictable_ = full_protected_ = swa_evictable_ = swa_protected_ = 0;
-}
-
-size_t SwaRadixTree::key_length(NodeHandle h) const {
-  const int32_t id = nodes_.resolve(h);
-  return id < 0 ? 0 : node(id).key.size();
+  reset_structure();
+  swa_evictable_ = swa_protected_ = 0;
 }
 
 bool SwaRadixTree::is_tombstone(NodeHandle h) const {
@@ -44,68 +32,44 @@ bool SwaRadixTree::is_tombstone(NodeHandle h) const {
   return id > 0 && node(id).tombstone;
 }
 
-// Re-derives a node's eviction candidacy after its locks, children or state changed.
-void SwaRadixTree::refresh(int32_t id) {
-  if (id == kRoot) return;
-  const Node& n = node(id);
-  full_lru_.set_candidate(id, n.children == 0 && n.full_lock == 0);
-  if (swa_lru_.contains(id)) swa_lru_.set_candidate(id, n.swa_lock == 0);
+// Both parts keep the tombstone flag and both lock counts (locks below pass
+// through the upper part, so sizes stay unchanged). An SWA lock that stopped
+// at the lower part covered all of it, so its uuid moves up to where that lock
+// now stops.
+void SwaRadixTree::on_split(SwaNode& upper, SwaNode& lower) {
+  upper.tombstone = lower.tombstone;
+  upper.aux_lock = lower.aux_lock;
+  upper.uuid = lower.uuid;
+  lower.uuid = 0;
 }
 
-void SwaRadixTree::touch(int32_t id) {
-  full_lru_.move_to_mru(id);
-  if (!node(id).tombstone) swa_lru_.move_to_mru(id);
-}
+namespace {
+constexpr size_t kNoTombstone = SIZE_MAX;  // live run length before any tombstone
+}  // namespace
 
-// Makes `id` the most recent node and each ancestor the next older one.
-void SwaRadixTree::touch_path(int32_t id) {
-  std::vector<int32_t> path;
-  for (int32_t x = id; x != kRoot; x = node(x).parent) path.push_back(x);
-  for (auto it = path.rbegin(); it != path.rend(); ++it) touch(*it);
-}
-
-size_t SwaRadixTree::match_len(int32_t id, const int32_t* tokens, size_t n) const {
-  return common_prefix(node(id).key, tokens, n);
-}
-
-// Splits `child` after `at` tokens; returns the new upper node. Both parts keep
-// the tombstone flag and both lock counts (locks below pass through the upper
-// part, so sizes stay unchanged). An SWA lock that stopped at `child` covered
-// all of it, so its uuid moves up to where that lock now stops.
-int32_t SwaRadixTree::split(int32_t child, size_t at) {
-  const int32_t upper = nodes_.create();  // may grow the storage: index from here on
-  const bool live = !node(child).tombstone;
-  full_lru_.remove(child);
-  if (live) swa_lru_.remove(child);
-  {
-    Node& u = node(upper);
-    Node& c = node(child);
-    u.ns = c.ns;
-    u.key.assign(c.key.begin(), c.key.begin() + static_cast<long>(at));
-    u.value.assign(c.value.begin(), c.value.begin() + static_cast<long>(at));
-    u.tombstone = c.tombstone;
-    u.full_lock = c.full_lock;
-    u.swa_lock = c.swa_lock;
-    u.uuid = c.uuid;
-    c.uuid = 0;
+size_t SwaRadixTree::cached_prefix(const int32_t* tokens, size_t n, const std::string& extra_key, size_t* usable) const {
+  *usable = 0;
+  const int32_t ns = nodes_.find_namespace(extra_key);
+  if (n == 0 || ns < 0) return 0;
+  size_t run = kNoTombstone;
+  int32_t cur = kRoot;
+  size_t pos = 0;
+  while (pos < n) {
+    size_t len = 0;
+    const int32_t c = find_edge(cur, ns, tokens + pos, n - pos, &len);
+    if (c < 0) break;
+    const Node& x = node(c);
+    if (x.tombstone) {
+      if (run >= window_) *usable = pos;
+      run = 0;
+    }
+    if (!x.tombstone && run != kNoTombstone) run += len;
+    pos += len;
+    cur = c;
+    if (len < x.key.size()) break;
   }
-  const int32_t parent = node(child).parent;
-  nodes_.unlink(child);
-  nodes_.link(parent, upper);
-  Node& c = node(child);
-  c.key.erase(c.key.begin(), c.key.begin() + static_cast<long>(at));
-  c.value.erase(c.value.begin(), c.value.begin() + static_cast<long>(at));
-  nodes_.link(upper, child);
-  // The lower part is re-listed after the upper one: descendants stay newer.
-  full_lru_.push_mru(upper);
-  full_lru_.push_mru(child);
-  if (live) {
-    swa_lru_.push_mru(upper);
-    swa_lru_.push_mru(child);
-  }
-  refresh(upper);
-  refresh(child);
-  return upper;
+  if (run >= window_) *usable = pos;
+  return pos;
 }
 
 SwaMatch SwaRadixTree::match(const int32_t* tokens, size_t n, const std::string& extra_key) {
@@ -114,7 +78,6 @@ SwaMatch SwaRadixTree::match(const int32_t* tokens, size_t n, const std::string&
   const int32_t ns = nodes_.find_namespace(extra_key);
   if (n == 0 || ns < 0) return r;
   // Live tokens since the last tombstone; "infinite" until the first one.
-  constexpr size_t kNoTombstone = SIZE_MAX;
   size_t run = kNoTombstone;
   int32_t cur = kRoot, best = kRoot;
   size_t pos = 0, best_len = 0;
@@ -162,25 +125,25 @@ Status SwaRadixTree::take_over(int32_t id, const int64_t* slots) {
   KVPOOL_RETURN_IF_ERROR(cb_.free_tombstone(old.data(), old.size()));
   n.value.assign(slots, slots + n.value.size());
   n.tombstone = false;
-  swa_lru_.push_mru(id);
+  aux_lru_.push_mru(id);
   swa_evictable_ += n.value.size();  // tombstones are never SWA-locked
   refresh(id);
   return Status::ok();
 }
 
-// Frees the caller's slots for tokens [from, len) of node `id` (slots[i] is
+// Frees the caller's slots for tokens [from, to) of node `id` (slots[i] is
 // the caller's slot for the node's token i), except slots that are the node's own.
-Status SwaRadixTree::free_duplicates(int32_t id, const int64_t* slots, size_t from) {
+Status SwaRadixTree::free_duplicates(int32_t id, const int64_t* slots, size_t from, size_t to) {
   const Node& n = node(id);
   std::vector<int64_t> dup;
-  for (size_t i = from; i < n.value.size(); ++i) {
+  for (size_t i = from; i < to; ++i) {
     if (n.value[i] != slots[i]) dup.push_back(slots[i]);
   }
   return dup.empty() ? Status::ok() : cb_.free_full(dup.data(), dup.size());
 }
 
 Status SwaRadixTree::insert(const int32_t* tokens, size_t n, const int64_t* slots, const std::string& extra_key,
-                            size_t prev_prefix_len, size_t* prefix_len, NodeHandle* last_node) {
+                            size_t prev_prefix_len, size_t* prefix_len, NodeHandle* last_node, size_t swa_evicted_len) {
   const int32_t ns = nodes_.intern(extra_key);
   int32_t cur = kRoot;
   size_t pos = 0;
@@ -193,16 +156,19 @@ Status SwaRadixTree::insert(const int32_t* tokens, size_t n, const int64_t* slot
     if (pos + len > prev_prefix_len) {
       // Tokens past what the caller got from the tree: its slots are its own.
       const size_t from = prev_prefix_len > pos ? prev_prefix_len - pos : 0;
-      if (node(c).tombstone && node(c).full_lock == 0) {
-        // Revive only the caller's part; the part before `from` stays a
-        // tombstone (the caller's slots there are the node's own, windowless).
-        if (from > 0) split(c, from);  // `c` is now the lower part
-        KVPOOL_RETURN_IF_ERROR(take_over(c, slots + pos + from));
+      // The caller's slots from here on still have window slots.
+      const size_t windowed = std::min(len, std::max(from, swa_evicted_len > pos ? swa_evicted_len - pos : 0));
+      if (node(c).tombstone && node(c).full_lock == 0 && windowed < len) {
+        // Revive only the caller's windowed part; the part before it stays a
+        // tombstone (the caller's slots there are the node's own, or windowless duplicates).
+        KVPOOL_RETURN_IF_ERROR(free_duplicates(c, slots + pos, from, windowed));
+        if (windowed > 0) split(c, windowed);  // `c` is now the lower part
+        KVPOOL_RETURN_IF_ERROR(take_over(c, slots + pos + windowed));
       } else {
         // A live node keeps its slots. So does a full-locked tombstone: lock
         // holders use its old full slots, which must not be freed under them
         // (later SGLang skips this revive too, PR #29352).
-        KVPOOL_RETURN_IF_ERROR(free_duplicates(c, slots + pos, from));
+        KVPOOL_RETURN_IF_ERROR(free_duplicates(c, slots + pos, from, len));
       }
     }
     cur = c;
@@ -210,19 +176,18 @@ Status SwaRadixTree::insert(const int32_t* tokens, size_t n, const int64_t* slot
   }
   *prefix_len = pos;
   if (pos < n) {
-    const int32_t leaf = nodes_.create();
-    Node& l = node(leaf);
-    l.ns = ns;
-    l.key.assign(tokens + pos, tokens + n);
-    l.value.assign(slots + pos, slots + n);
-    nodes_.link(cur, leaf);
-    full_lru_.push_mru(leaf);
-    swa_lru_.push_mru(leaf);
-    full_evictable_ += n - pos;
-    swa_evictable_ += n - pos;
-    refresh(cur);
-    refresh(leaf);
-    cur = leaf;
+    const size_t windowless_end = std::min(n, std::max(pos, swa_evicted_len));
+    if (windowless_end == n) {
+      // Nothing of the new part has window KV: caching it would make a tombstone leaf.
+      KVPOOL_RETURN_IF_ERROR(cb_.free_full(slots + pos, n - pos));
+    } else {
+      if (windowless_end > pos) {
+        cur = add_leaf(cur, ns, tokens + pos, slots + pos, windowless_end - pos, [](Node& t) { t.tombstone = true; });
+        pos = windowless_end;
+      }
+      cur = add_leaf(cur, ns, tokens + pos, slots + pos, n - pos, [](Node&) {});
+      swa_evictable_ += n - pos;
+    }
   }
   if (last_node != nullptr) *last_node = nodes_.handle(cur);
   return Status::ok();
@@ -247,7 +212,7 @@ Status SwaRadixTree::lock(NodeHandle h, int64_t* uuid) {
       full_protected_ += p.key.size();
     }
     if (covered < window_) {
-      if (p.swa_lock++ == 0) {
+      if (p.aux_lock++ == 0) {
         swa_evictable_ -= p.key.size();
         swa_protected_ += p.key.size();
       }
@@ -269,7 +234,7 @@ Status SwaRadixTree::unlock(NodeHandle h, int64_t uuid) {
   bool in_window = true;
   for (int32_t x = id; x != kRoot; x = node(x).parent) {
     const Node& p = node(x);
-    if (p.full_lock <= 0 || (in_window && p.swa_lock <= 0)) {
+    if (p.full_lock <= 0 || (in_window && p.aux_lock <= 0)) {
       return Status::invalid("node handle " + std::to_string(h) + " is not locked");
     }
     if (in_window && uuid != 0 && p.uuid == uuid) in_window = false;
@@ -285,7 +250,7 @@ Status SwaRadixTree::unlock(NodeHandle h, int64_t uuid) {
       full_evictable_ += p.key.size();
     }
     if (in_window) {
-      if (--p.swa_lock == 0) {
+      if (--p.aux_lock == 0) {
         swa_protected_ -= p.key.size();
         swa_evictable_ += p.key.size();
       }
@@ -300,46 +265,27 @@ Status SwaRadixTree::unlock(NodeHandle h, int64_t uuid) {
 // left without children above it: a tombstone leaf could never be used, as no
 // live window would end at it.
 Status SwaRadixTree::evict_leaf(int32_t id, size_t* full_evicted, size_t* swa_evicted) {
-  {
-    const Node& n = node(id);
-    if (n.children != 0 || n.full_lock != 0 || n.swa_lock != 0) {
-      return Status::internal("swa radix node " + std::to_string(id) + " is not an unlocked leaf");
-    }
-    if (n.tombstone) {
-      KVPOOL_RETURN_IF_ERROR(cb_.free_tombstone(n.value.data(), n.value.size()));
-    } else {
-      KVPOOL_RETURN_IF_ERROR(cb_.free_full(n.value.data(), n.value.size()));
-      swa_lru_.remove(id);
-      swa_evictable_ -= n.value.size();
-      *swa_evicted += n.value.size();
-    }
+  const Node& n = node(id);
+  if (n.children != 0 || n.full_lock != 0 || n.aux_lock != 0) {
+    return Status::internal("swa radix node " + std::to_string(id) + " is not an unlocked leaf");
   }
-  int32_t x = id;
-  while (true) {
-    Node& n = node(x);
-    full_evictable_ -= n.key.size();
-    *full_evicted += n.value.size();
-    full_lru_.remove(x);
-    const int32_t parent = n.parent;
-    nodes_.unlink(x);
-    nodes_.destroy(x);
-    x = parent;
-    if (x == kRoot || node(x).children != 0 || !node(x).tombstone || node(x).full_lock != 0) break;
-    const Status st = cb_.free_tombstone(node(x).value.data(), node(x).value.size());
-    if (!st.is_ok()) {
-      refresh(x);
-      return st;
-    }
+  if (n.tombstone) {
+    KVPOOL_RETURN_IF_ERROR(cb_.free_tombstone(n.value.data(), n.value.size()));
+  } else {
+    KVPOOL_RETURN_IF_ERROR(cb_.free_full(n.value.data(), n.value.size()));
+    aux_lru_.remove(id);
+    swa_evictable_ -= n.value.size();
+    *swa_evicted += n.value.size();
   }
-  refresh(x);  // may have become a leaf
-  return Status::ok();
+  return remove_leaf_cascade(id, full_evicted,
+                             [this](const Node& t) { return cb_.free_tombstone(t.value.data(), t.value.size()); });
 }
 
 // Drops the window KV of an SWA-unlocked internal node; its full KV stays.
 Status SwaRadixTree::tombstone(int32_t id, size_t* swa_evicted) {
   Node& n = node(id);
   KVPOOL_RETURN_IF_ERROR(cb_.free_swa(n.value.data(), n.value.size()));
-  swa_lru_.remove(id);
+  aux_lru_.remove(id);
   n.tombstone = true;
   swa_evictable_ -= n.value.size();
   *swa_evicted += n.value.size();
@@ -355,7 +301,7 @@ Status SwaRadixTree::evict(size_t full_tokens, size_t swa_tokens, size_t* full_e
     KVPOOL_RETURN_IF_ERROR(evict_leaf(victim, full_evicted, swa_evicted));
   }
   while (*swa_evicted < swa_tokens) {
-    const int32_t victim = swa_lru_.oldest_candidate();
+    const int32_t victim = aux_lru_.oldest_candidate();
     if (victim < 0) break;
     // An SWA-unlocked leaf is fully unlocked: full locks on a leaf come only
     // from locking the leaf itself, which SWA-locks it too.
@@ -369,72 +315,20 @@ Status SwaRadixTree::evict(size_t full_tokens, size_t swa_tokens, size_t* full_e
 }
 
 void SwaRadixTree::collect_slots(std::vector<int64_t>* full, std::vector<int64_t>* with_window) const {
-  for (size_t id = 1; id < nodes_.id_limit(); ++id) {
-    const Node& n = node(static_cast<int32_t>(id));
-    if (!n.live) continue;
-    if (full != nullptr) full->insert(full->end(), n.value.begin(), n.value.end());
-    if (with_window != nullptr && !n.tombstone) with_window->insert(with_window->end(), n.value.begin(), n.value.end());
-  }
+  collect(full, [with_window](const Node& n) {
+    if (with_window != nullptr) with_window->insert(with_window->end(), n.value.begin(), n.value.end());
+  });
 }
 
 size_t SwaRadixTree::check(std::string* report, size_t max_lines) const {
-  size_t problems = 0;
-  auto complain = [&](const std::string& line) {
-    if (problems++ < max_lines) *report += line + "\n";
-  };
-  for (const std::string& err : {full_lru_.verify(), swa_lru_.verify()}) {
-    if (!err.empty()) complain("swa radix lru list: " + err);
-  }
-  size_t full_ev = 0, full_pr = 0, swa_ev = 0, swa_pr = 0, full_members = 0, swa_members = 0;
-  std::vector<int32_t> child_count(nodes_.id_limit(), 0);
-  std::vector<int64_t> child_locks(nodes_.id_limit(), 0);
   std::unordered_set<int64_t> uuids;
-  for (size_t i = 1; i < nodes_.id_limit(); ++i) {
-    const int32_t id = static_cast<int32_t>(i);
-    const Node& n = node(id);
-    if (!n.live) continue;
-    const std::string who = "swa radix node " + std::to_string(id);
-    if (n.key.empty() || n.key.size() != n.value.size()) {
-      complain(who + " has " + std::to_string(n.key.size()) + " tokens and " + std::to_string(n.value.size()) + " slots");
-      continue;
-    }
-    if (n.parent < 0 || !node(n.parent).live) {
-      complain(who + " has no live parent");
-      continue;
-    }
-    ++child_count[static_cast<size_t>(n.parent)];
-    child_locks[static_cast<size_t>(n.parent)] += n.full_lock;
-    if (nodes_.find_child(n.parent, n.ns, n.key.front()) != id) complain(who + " is not reachable from its parent");
-    if (n.children == 0 && n.tombstone) complain(who + " is a tombstone leaf");
-    if (n.swa_lock < 0 || n.full_lock < n.swa_lock) {
-      complain(who + " has full lock " + std::to_string(n.full_lock) + " below swa lock " + std::to_string(n.swa_lock));
-    }
-    if (n.tombstone && n.swa_lock != 0) complain(who + " is an swa-locked tombstone");
-    if (n.uuid != 0 && !uuids.insert(n.uuid).second) complain(who + " repeats lock uuid " + std::to_string(n.uuid));
-    (n.full_lock > 0 ? full_pr : full_ev) += n.key.size();
-    if (!n.tombstone) (n.swa_lock > 0 ? swa_pr : swa_ev) += n.key.size();
-    ++full_members;
-    swa_members += n.tombstone ? 0 : 1;
-    if (!full_lru_.contains(id)) complain(who + " is missing from the full lru list");
-    if (swa_lru_.contains(id) == n.tombstone) complain(who + (n.tombstone ? " is a tombstone in" : " is missing from") + " the swa lru list");
-    if (n.full_lru.candidate != (n.children == 0 && n.full_lock == 0)) complain(who + " has a wrong full eviction candidacy");
-    if (!n.tombstone && n.swa_lru.candidate != (n.swa_lock == 0)) complain(who + " has a wrong swa eviction candidacy");
-  }
-  for (size_t i = 0; i < nodes_.id_limit(); ++i) {
-    const Node& n = node(static_cast<int32_t>(i));
-    if (!n.live) continue;
-    if (n.children != child_count[i]) complain("swa radix node " + std::to_string(i) + " child count is wrong");
-    // A full lock is taken on a node and all its ancestors.
-    if (i != kRoot && n.full_lock < child_locks[i]) complain("swa radix node " + std::to_string(i) + " holds fewer full locks than its children");
-  }
-  if (full_members != full_lru_.size() || swa_members != swa_lru_.size()) complain("swa radix lru lists hold foreign nodes");
-  if (full_ev != full_evictable_ || full_pr != full_protected_ || swa_ev != swa_evictable_ || swa_pr != swa_protected_) {
-    complain("swa radix sizes: full evictable " + std::to_string(full_evictable_) + " (actual " + std::to_string(full_ev) +
-             "), full protected " + std::to_string(full_protected_) + " (actual " + std::to_string(full_pr) +
-             "), swa evictable " + std::to_string(swa_evictable_) + " (actual " + std::to_string(swa_ev) +
-             "), swa protected " + std::to_string(swa_protected_) + " (actual " + std::to_string(swa_pr) + ")");
-  }
-  return problems;
+  return check_structure("swa radix", "swa", swa_evictable_, swa_protected_, report, max_lines,
+                         [](const Node& n) { return n.key.size(); },
+                         [&uuids](const Node& n, const std::string& who, const auto& complain) {
+                           if (n.uuid != 0 && !uuids.insert(n.uuid).second) {
+                             complain(who + " repeats lock uuid " + std::to_string(n.uuid));
+                           }
+                         });
 }
 
 }  // namespace kvp::cache

@@ -24,11 +24,15 @@
 #include <string>
 #include <vector>
 
-#include "cache/lru_list.hpp"
-#include "cache/node_arena.hpp"
+#include "cache/dual_lru_tree.hpp"
 #include "util/status.hpp"
 
 namespace kvp::cache {
+
+struct SwaNode : DualNodeBase {
+  bool tombstone = false;  // window KV dropped (aux_lock is the swa lock)
+  int64_t uuid = 0;        // set on the node where some SWA lock stopped
+};
 
 struct SwaMatch {
   std::vector<int64_t> slots;  // full slots of the usable prefix
@@ -36,7 +40,7 @@ struct SwaMatch {
   size_t matched = 0;          // raw match length (>= slots.size())
 };
 
-class SwaRadixTree {
+class SwaRadixTree : public DualLruTree<SwaRadixTree, SwaNode> {
  public:
   using FreeSlots = std::function<Status(const int64_t* full_slots, size_t n)>;
   struct Callbacks {
@@ -55,14 +59,10 @@ class SwaRadixTree {
   static Status create(int64_t page_size, size_t window, Callbacks callbacks, std::unique_ptr<SwaRadixTree>* out);
 
   size_t window() const { return window_; }
-  NodeHandle root() const { return nodes_.handle(kRoot); }
-  bool is_live(NodeHandle node) const { return nodes_.resolve(node) >= 0; }
-  size_t node_count() const { return nodes_.live_count(); }  // the root included
-  size_t key_length(NodeHandle node) const;                  // 0 for the root or a stale handle
   bool is_tombstone(NodeHandle node) const;
+  static bool has_aux(const SwaNode& n) { return !n.tombstone; }
+  static void on_split(SwaNode& upper, SwaNode& lower);
 
-  size_t full_evictable_size() const { return full_evictable_; }
-  size_t full_protected_size() const { return full_protected_; }
   size_t swa_evictable_size() const { return swa_evictable_; }
   size_t swa_protected_size() const { return swa_protected_; }
 
@@ -70,6 +70,9 @@ class SwaRadixTree {
   // tokens since the last tombstone. Splits a node matched part-way; the
   // result node and its ancestors become most recently used.
   SwaMatch match(const int32_t* tokens, size_t n, const std::string& extra_key);
+  // What match would return, without splitting or stamping: the raw match
+  // length, and in *usable the length of the usable prefix.
+  size_t cached_prefix(const int32_t* tokens, size_t n, const std::string& extra_key, size_t* usable) const;
 
   // Caches a sequence. slots[0, prev_prefix_len) are the tree's own slots the
   // caller got from match; for the rest the tree frees the caller's
@@ -77,8 +80,14 @@ class SwaRadixTree {
   // slots (freeing the node's old ones), and takes the uncached tail. So after
   // the call the caller owns none of slots[prev_prefix_len, n). *prefix_len
   // receives the tokens that were cached already.
+  //
+  // slots[0, swa_evicted_len) have no window slots any more (a running request
+  // freed them when they slid out of its window): they never revive a
+  // tombstone, and a new part made of them becomes a tombstone node above the
+  // new leaf, or, if the whole new part is windowless, is freed instead of
+  // cached (a tombstone leaf could never be used).
   Status insert(const int32_t* tokens, size_t n, const int64_t* slots, const std::string& extra_key,
-                size_t prev_prefix_len, size_t* prefix_len, NodeHandle* node = nullptr);
+                size_t prev_prefix_len, size_t* prefix_len, NodeHandle* node = nullptr, size_t swa_evicted_len = 0);
 
   // Full-locks the node and its ancestors, SWA-locks them until `window`
   // tokens are covered. *uuid receives the id unlock needs (0: the SWA lock
@@ -101,38 +110,18 @@ class SwaRadixTree {
   size_t check(std::string* report, size_t max_lines) const;
 
  private:
-  static constexpr int32_t kRoot = 0;  // NodeArena makes the root first
-
-  struct Node : TreeNodeBase {
-    bool tombstone = false;
-    int32_t full_lock = 0;
-    int32_t swa_lock = 0;
-    int64_t uuid = 0;  // set on the node where some SWA lock stopped
-    LruLinks full_lru;
-    LruLinks swa_lru;
-  };
+  friend class DualLruTree<SwaRadixTree, SwaNode>;
+  using Node = SwaNode;
 
   SwaRadixTree(size_t window, Callbacks callbacks);
 
-  Node& node(int32_t id) { return nodes_[id]; }
-  const Node& node(int32_t id) const { return nodes_[id]; }
-  void refresh(int32_t id);
-  void touch(int32_t id);
-  void touch_path(int32_t id);
-  size_t match_len(int32_t id, const int32_t* tokens, size_t n) const;
-  int32_t split(int32_t child, size_t at);
   Status take_over(int32_t id, const int64_t* slots);
-  Status free_duplicates(int32_t id, const int64_t* slots, size_t from);
+  Status free_duplicates(int32_t id, const int64_t* slots, size_t from, size_t to);
   Status evict_leaf(int32_t id, size_t* full_evicted, size_t* swa_evicted);
   Status tombstone(int32_t id, size_t* swa_evicted);
 
   size_t window_;
   Callbacks cb_;
-  NodeArena<Node> nodes_;
-  LruList<Node, &Node::full_lru> full_lru_;
-  LruList<Node, &Node::swa_lru> swa_lru_;
-  size_t full_evictable_ = 0;
-  size_t full_protected_ = 0;
   size_t swa_evictable_ = 0;
   size_t swa_protected_ = 0;
   int64_t next_uuid_ = 0;

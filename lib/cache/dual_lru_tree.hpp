@@ -1,0 +1,264 @@
+// Mechanics shared by the page-size-1 prefix trees with two resources per node
+// (MambaRadixTree: full KV + a mamba state; SwaRadixTree: full KV + window KV),
+// SGLANG_SEMANTICS §4.0: the node arena, the two intrusive LRU lists and their
+// eviction candidates, access stamping of a path, splitting a node, removing an
+// evicted leaf together with the childless tombstones above it, and the
+// structural part of the self-check.
+//
+// A node "has aux" when it holds the second resource; a node without it is a
+// tombstone. Tombstones are only in the full list. The derived tree (CRTP)
+// provides:
+//   static bool has_aux(const Node&);
+//   static void on_split(Node& upper, Node& lower);  // fields beyond key, value, ns, full_lock
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cache/lru_list.hpp"
+#include "cache/node_arena.hpp"
+#include "util/status.hpp"
+
+namespace kvp::cache {
+
+struct DualNodeBase : TreeNodeBase {
+  int32_t full_lock = 0;
+  int32_t aux_lock = 0;  // mamba lock / swa lock
+  LruLinks full_lru;
+  LruLinks aux_lru;
+};
+
+template <class Derived, class Node>
+class DualLruTree {
+ public:
+  DualLruTree(const DualLruTree&) = delete;
+  DualLruTree& operator=(const DualLruTree&) = delete;
+
+  NodeHandle root() const { return nodes_.handle(kRoot); }
+  bool is_live(NodeHandle node) const { return nodes_.resolve(node) >= 0; }
+  size_t node_count() const { return nodes_.live_count(); }  // the root included
+  // Tokens on the node's edge (0 for the root or a stale handle).
+  size_t key_length(NodeHandle h) const {
+    const int32_t id = nodes_.resolve(h);
+    return id < 0 ? 0 : node(id).key.size();
+  }
+  size_t full_evictable_size() const { return full_evictable_; }
+  size_t full_protected_size() const { return full_protected_; }
+
+ protected:
+  static constexpr int32_t kRoot = 0;  // NodeArena makes the root first
+
+  DualLruTree() : full_lru_(nodes_.storage()), aux_lru_(nodes_.storage()) {}
+  ~DualLruTree() = default;
+
+  Node& node(int32_t id) { return nodes_[id]; }
+  const Node& node(int32_t id) const { return nodes_[id]; }
+  bool has_aux(int32_t id) const { return Derived::has_aux(node(id)); }
+
+  // Forgets every node; the root holds both locks so nothing treats it as evictable.
+  void reset_structure() {
+    nodes_.reset();
+    full_lru_.clear();
+    aux_lru_.clear();
+    node(kRoot).full_lock = node(kRoot).aux_lock = 1;
+    full_evictable_ = full_protected_ = 0;
+  }
+
+  // Re-derives a node's eviction candidacy after its locks, children or aux changed.
+  void refresh(int32_t id) {
+    if (id == kRoot) return;
+    const Node& n = node(id);
+    full_lru_.set_candidate(id, n.children == 0 && n.full_lock == 0);
+    if (aux_lru_.contains(id)) aux_lru_.set_candidate(id, n.aux_lock == 0);
+  }
+
+  void touch(int32_t id) {
+    full_lru_.move_to_mru(id);
+    if (has_aux(id)) aux_lru_.move_to_mru(id);
+  }
+
+  // Makes `id` the most recent node and each ancestor the next older one, so a
+  // path ages from the root down (tombstones are only in the full list).
+  void touch_path(int32_t id) {
+    std::vector<int32_t> path;
+    for (int32_t x = id; x != kRoot; x = node(x).parent) path.push_back(x);
+    for (auto it = path.rbegin(); it != path.rend(); ++it) touch(*it);
+  }
+
+  size_t match_len(int32_t id, const int32_t* tokens, size_t n) const { return common_prefix(node(id).key, tokens, n); }
+
+  // The child of `parent` whose key starts tokens[0], and how many tokens it
+  // shares with them; -1 if none. Changes nothing.
+  int32_t find_edge(int32_t parent, int32_t ns, const int32_t* tokens, size_t n, size_t* len) const {
+    const int32_t c = nodes_.find_child(parent, ns, tokens[0]);
+    *len = c < 0 ? 0 : match_len(c, tokens, n);
+    return c;
+  }
+
+  // Splits `child` after `at` tokens; returns the new upper node. The upper
+  // part copies the full lock (locks below pass through it) so sizes stay
+  // unchanged; Derived::on_split sets the rest. The lower part is re-listed
+  // after the upper one: descendants stay newer.
+  int32_t split(int32_t child, size_t at) {
+    const int32_t upper = nodes_.create();  // may grow the storage: index from here on
+    const bool child_aux = has_aux(child);
+    full_lru_.remove(child);
+    if (child_aux) aux_lru_.remove(child);
+    {
+      Node& u = node(upper);
+      Node& c = node(child);
+      u.ns = c.ns;
+      u.key.assign(c.key.begin(), c.key.begin() + static_cast<long>(at));
+      u.value.assign(c.value.begin(), c.value.begin() + static_cast<long>(at));
+      u.full_lock = c.full_lock;
+      Derived::on_split(u, c);
+    }
+    const int32_t parent = node(child).parent;
+    nodes_.unlink(child);
+    nodes_.link(parent, upper);
+    Node& c = node(child);
+    c.key.erase(c.key.begin(), c.key.begin() + static_cast<long>(at));
+    c.value.erase(c.value.begin(), c.value.begin() + static_cast<long>(at));
+    nodes_.link(upper, child);
+    full_lru_.push_mru(upper);
+    full_lru_.push_mru(child);
+    if (has_aux(upper)) aux_lru_.push_mru(upper);
+    if (child_aux) aux_lru_.push_mru(child);
+    refresh(upper);
+    refresh(child);
+    return upper;
+  }
+
+  // Adds a new leaf under `parent` holding tokens/slots [0, n); the caller
+  // sets its aux fields through `init` before it is listed.
+  template <class Init>
+  int32_t add_leaf(int32_t parent, int32_t ns, const int32_t* tokens, const int64_t* slots, size_t n, Init&& init) {
+    const int32_t leaf = nodes_.create();
+    Node& l = node(leaf);
+    l.ns = ns;
+    l.key.assign(tokens, tokens + n);
+    l.value.assign(slots, slots + n);
+    init(l);
+    nodes_.link(parent, leaf);
+    full_lru_.push_mru(leaf);
+    if (has_aux(leaf)) aux_lru_.push_mru(leaf);
+    full_evictable_ += n;
+    refresh(parent);
+    refresh(leaf);
+    return leaf;
+  }
+
+  // Deletes leaf `id` (its slots already freed, out of the aux list), then every
+  // unlocked childless tombstone above it, freeing their full slots with
+  // `free_tombstone(node)`: a tombstone leaf would only hold KV nobody can use.
+  template <class FreeTombstone>
+  Status remove_leaf_cascade(int32_t id, size_t* full_evicted, FreeTombstone&& free_tombstone) {
+    int32_t x = id;
+    while (true) {
+      Node& n = node(x);
+      full_evictable_ -= n.key.size();
+      *full_evicted += n.value.size();
+      full_lru_.remove(x);
+      const int32_t parent = n.parent;
+      nodes_.unlink(x);
+      nodes_.destroy(x);
+      x = parent;
+      if (x == kRoot || node(x).children != 0 || has_aux(x) || node(x).full_lock != 0) break;
+      const Status st = free_tombstone(node(x));
+      if (!st.is_ok()) {
+        refresh(x);
+        return st;
+      }
+    }
+    refresh(x);  // may have become a leaf
+    return Status::ok();
+  }
+
+  // Full slots of every node, and `aux(node, out)` for nodes with aux.
+  template <class Aux>
+  void collect(std::vector<int64_t>* full, Aux&& aux) const {
+    for (size_t id = 1; id < nodes_.id_limit(); ++id) {
+      const Node& n = node(static_cast<int32_t>(id));
+      if (!n.live) continue;
+      if (full != nullptr) full->insert(full->end(), n.value.begin(), n.value.end());
+      if (Derived::has_aux(n)) aux(n);
+    }
+  }
+
+  // The invariants both trees share (SGLANG_SEMANTICS §4.1/§4.2): list
+  // structure and membership, candidacy, child counts and lock nesting, no
+  // tombstone leaf or locked tombstone, and the cached sizes. `aux_weight(n)`
+  // is what a node with aux adds to the aux sizes; `extra(id, who, complain)`
+  // checks derived fields. `tree` and `aux` name things in messages.
+  template <class AuxWeight, class Extra>
+  size_t check_structure(const std::string& tree, const std::string& aux, size_t aux_evictable, size_t aux_protected,
+                         std::string* report, size_t max_lines, AuxWeight&& aux_weight, Extra&& extra) const {
+    size_t problems = 0;
+    auto complain = [&](const std::string& line) {
+      if (problems++ < max_lines) *report += line + "\n";
+    };
+    for (const std::string& err : {full_lru_.verify(), aux_lru_.verify()}) {
+      if (!err.empty()) complain(tree + " lru list: " + err);
+    }
+    size_t full_ev = 0, full_pr = 0, aux_ev = 0, aux_pr = 0, full_members = 0, aux_members = 0;
+    std::vector<int32_t> child_count(nodes_.id_limit(), 0);
+    std::vector<int64_t> child_locks(nodes_.id_limit(), 0);
+    for (size_t i = 1; i < nodes_.id_limit(); ++i) {
+      const int32_t id = static_cast<int32_t>(i);
+      const Node& n = node(id);
+      if (!n.live) continue;
+      const std::string who = tree + " node " + std::to_string(id);
+      if (n.key.empty() || n.key.size() != n.value.size()) {
+        complain(who + " has " + std::to_string(n.key.size()) + " tokens and " + std::to_string(n.value.size()) + " slots");
+        continue;
+      }
+      if (n.parent < 0 || !node(n.parent).live) {
+        complain(who + " has no live parent");
+        continue;
+      }
+      ++child_count[static_cast<size_t>(n.parent)];
+      child_locks[static_cast<size_t>(n.parent)] += n.full_lock;
+      if (nodes_.find_child(n.parent, n.ns, n.key.front()) != id) complain(who + " is not reachable from its parent");
+      const bool tombstone = !Derived::has_aux(n);
+      if (n.children == 0 && tombstone) complain(who + " is a tombstone leaf");
+      if (n.aux_lock < 0 || n.full_lock < n.aux_lock) {
+        complain(who + " has full lock " + std::to_string(n.full_lock) + " below " + aux + " lock " + std::to_string(n.aux_lock));
+      }
+      if (tombstone && n.aux_lock != 0) complain(who + " is a " + aux + "-locked tombstone");
+      (n.full_lock > 0 ? full_pr : full_ev) += n.key.size();
+      if (!tombstone) (n.aux_lock > 0 ? aux_pr : aux_ev) += aux_weight(n);
+      ++full_members;
+      aux_members += tombstone ? 0 : 1;
+      if (!full_lru_.contains(id)) complain(who + " is missing from the full lru list");
+      if (aux_lru_.contains(id) == tombstone) complain(who + (tombstone ? " is a tombstone in" : " is missing from") + " the " + aux + " lru list");
+      if (n.full_lru.candidate != (n.children == 0 && n.full_lock == 0)) complain(who + " has a wrong full eviction candidacy");
+      if (!tombstone && n.aux_lru.candidate != (n.aux_lock == 0)) complain(who + " has a wrong " + aux + " eviction candidacy");
+      extra(n, who, complain);
+    }
+    for (size_t i = 0; i < nodes_.id_limit(); ++i) {
+      const Node& n = node(static_cast<int32_t>(i));
+      if (!n.live) continue;
+      if (n.children != child_count[i]) complain(tree + " node " + std::to_string(i) + " child count is wrong");
+      // A full lock is taken on a node and all its ancestors.
+      if (i != kRoot && n.full_lock < child_locks[i]) complain(tree + " node " + std::to_string(i) + " holds fewer full locks than its children");
+    }
+    if (full_members != full_lru_.size() || aux_members != aux_lru_.size()) complain(tree + " lru lists hold foreign nodes");
+    if (full_ev != full_evictable_ || full_pr != full_protected_ || aux_ev != aux_evictable || aux_pr != aux_protected) {
+      complain(tree + " sizes: full evictable " + std::to_string(full_evictable_) + " (actual " + std::to_string(full_ev) +
+               "), full protected " + std::to_string(full_protected_) + " (actual " + std::to_string(full_pr) + "), " +
+               aux + " evictable " + std::to_string(aux_evictable) + " (actual " + std::to_string(aux_ev) + "), " + aux +
+               " protected " + std::to_string(aux_protected) + " (actual " + std::to_string(aux_pr) + ")");
+    }
+    return problems;
+  }
+
+  NodeArena<Node> nodes_;
+  LruList<Node, &DualNodeBase::full_lru> full_lru_;
+  LruList<Node, &DualNodeBase::aux_lru> aux_lru_;
+  size_t full_evictable_ = 0;
+  size_t full_protected_ = 0;
+};
+
+}  // namespace kvp::cache
