@@ -21,5 +21,6 @@
 #include "kvpool/check.h"
 #include "kvpool/radix.h"
 #include "kvpool/seq.h"
+#include "kvpool/device.h"
 
 #endif /* KVPOOL_KVPOOL_H */

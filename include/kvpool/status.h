@@ -44,7 +44,9 @@ typedef enum kvpool_status {
   /** Host (system) memory could not be allocated. */
   KVPOOL_ERR_HOST_MEMORY = 9,
   /** kvpool_check() found a leaked or double-owned slot, page, row or state slot. */
-  KVPOOL_ERR_CHECK_FAILED = 10
+  KVPOOL_ERR_CHECK_FAILED = 10,
+  /** A stream-ordered call (device.h) found invalid input on the device; the pool refuses device work until kvalloc_clear(). */
+  KVPOOL_ERR_DEVICE_FAULT = 11
 } kvpool_status;
 
 /**

@@ -37,6 +37,7 @@ KVPOOL_API const char* kvpool_status_string(kvpool_status status) {
     case KVPOOL_ERR_IO: return "I/O error";
     case KVPOOL_ERR_HOST_MEMORY: return "out of host memory";
     case KVPOOL_ERR_CHECK_FAILED: return "self-check failed";
+    case KVPOOL_ERR_DEVICE_FAULT: return "device-side fault";
   }
   return "unknown status";
 }

@@ -59,6 +59,9 @@ struct PoolConfig {
   double mamba_full_memory_ratio = 0.9;
   bool mamba_extra_buffer = false;
   int64_t mamba_spec_draft_tokens = 0;  // > 0: speculative intermediate state buffers
+  // The KV free-page list lives in device memory (device.h allocation without
+  // device-to-host copies); CUDA pools with a token or paged allocator only.
+  bool device_free_list = false;
 };
 
 struct ParallelConfig {

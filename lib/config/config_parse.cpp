@@ -236,6 +236,15 @@ Status parse_pool(const cJSON* obj, const ModelConfig& m, PoolConfig* p) {
 
   const bool swa = m.attention == Attention::kSWA;
   const bool hybrid = m.attention == Attention::kHybridLinear;
+  std::optional<std::string> free_list;
+  KVPOOL_RETURN_IF_ERROR(r.get_choice("free_list", {"host", "device"}, false, &free_list));
+  if (free_list == std::string("device")) {
+    if (p->device != DeviceKind::kCuda) {
+      return r.error_at("free_list", "\"device\"", "\"host\" (a device free list needs pool.device \"cuda\")");
+    }
+    if (swa) return r.error_at("free_list", "\"device\"", "\"host\" (the swa allocator keeps its lists on the host)");
+    p->device_free_list = true;
+  }
   for (const char* key : {"swa_full_tokens_ratio"}) {
     if (r.has(key) && !swa) return Status::config(r.path_of(key) + ": only used with attention \"swa\"");
   }

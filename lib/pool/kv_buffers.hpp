@@ -15,6 +15,7 @@
 #include "config/config.hpp"
 #include "kvpool/buffers.h"
 #include "plan/plan.hpp"
+#include "pool/kv_device.hpp"
 #include "util/status.hpp"
 
 namespace kvp::pool {
@@ -40,6 +41,19 @@ class KvBuffers {
   Status host_copy_bytes(size_t n, size_t* bytes) const;
   Status copy_to_host(const int64_t* slots, size_t n, void* host, size_t host_bytes) const;
   Status load_from_host(const int64_t* slots, size_t n, const void* host, size_t host_bytes);
+
+  // device.h: the same operations on device arrays, enqueued on `stream`
+  // (CUDA pools). Everything the host can see is checked first and nothing is
+  // enqueued on error; slot values are checked by the kernels (pool fault).
+  Status set_kv_async(int32_t layer, const int64_t* slots, size_t n, const void* k, size_t k_bytes, const void* v,
+                      size_t v_bytes, int32_t src_dtype, float k_scale, float v_scale, void* stream,
+                      const dev::FaultSink& fault);
+  Status set_mla_kv_async(int32_t layer, const int64_t* slots, size_t n, const void* nope, size_t nope_bytes,
+                          const void* rope, size_t rope_bytes, int32_t src_dtype, void* stream,
+                          const dev::FaultSink& fault);
+  Status get_kv_async(int32_t layer, const int64_t* slots, size_t n, void* k, size_t k_bytes, void* v,
+                      size_t v_bytes, int32_t dst_dtype, void* stream, const dev::FaultSink& fault) const;
+  Status move_kv_async(const int64_t* dst, const int64_t* src, size_t n, void* stream, const dev::FaultSink& fault);
 
   // Bytes of every buffer this object owns.
   uint64_t bytes() const;

@@ -32,6 +32,23 @@ struct LayerKv {
   RowBuffer indexer;     // nsa
 };
 
+// How caller data becomes stored rows.
+struct WriteFormat {
+  bool raw = false;        // same dtype as stored: bytes copied unchanged
+  Wide wide = Wide::kF32;  // otherwise: the caller's float format
+  size_t value_bytes = 0;  // bytes of one caller value
+};
+
+// How stored rows become caller data.
+struct ReadFormat {
+  bool raw = false;        // as stored (the kv_dtype, or u8 for byte forms)
+  Wide wide = Wide::kF32;  // otherwise: the caller's float format
+};
+
+// Formats a write accepts: f32/f16/bf16 (converted), or the pool's kv_dtype
+// itself when it is a whole-byte type and `allow_raw` (copied).
+Status write_format(int32_t src_dtype, config::DType kv, bool allow_raw, WriteFormat* out);
+
 struct KvBuffers::Impl {
   backend::Backend* backend = nullptr;
   KvLayout L;
@@ -43,6 +60,8 @@ struct KvBuffers::Impl {
 
   // Scratch reused across calls (hot paths allocate only when they grow).
   backend::DeviceMemory device_scratch;  // move_kv gather buffer
+  backend::DeviceMemory move_table;      // move_kv_async: every slot-indexed buffer (dev::MoveBuffer), built once
+  uint64_t move_table_count = 0, move_table_row_bytes = 0, move_table_widest = 0;
   mutable std::vector<uint8_t> stage_values, stage_scales;
   mutable std::vector<int64_t> rows_scratch;
   std::vector<uint8_t> wide_scratch;
@@ -55,6 +74,17 @@ struct KvBuffers::Impl {
   // Row ids of `slots` in the layer's buffers (swa window layers: translated).
   const int64_t* rows_for(const LayerKv& l, const int64_t* slots, size_t n) const;
   Status ensure_device_scratch(size_t bytes);
+
+  // Everything set_kv / set_mla_kv / get_kv check except slot values, shared by
+  // the host calls and the device calls (whose slots are only readable on the device).
+  Status check_set_kv(int32_t layer, size_t n, size_t k_bytes, const void* v, size_t v_bytes, int32_t src_dtype,
+                      float k_scale, float v_scale, const LayerKv** l, WriteFormat* f) const;
+  Status check_set_mla_kv(int32_t layer, size_t n, size_t nope_bytes, size_t rope_bytes, int32_t src_dtype,
+                          const LayerKv** l, WriteFormat* f) const;
+  Status check_get_kv(int32_t layer, size_t n, size_t k_bytes, const void* v, size_t v_bytes, int32_t dst_dtype,
+                      const LayerKv** l, ReadFormat* f) const;
+  // Largest slot + 1 that move_kv accepts.
+  uint64_t move_limit() const;
 };
 
 // f32 / f16 / bf16 as a caller-side format; false for other kvpool_dtype values.

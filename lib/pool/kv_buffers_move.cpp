@@ -41,14 +41,18 @@ Status for_each_part(const std::vector<LayerKv>& layers, bool mha_like, Fn&& fn)
 
 }  // namespace
 
+uint64_t KvBuffers::Impl::move_limit() const {
+  // Labels have size + 1 rows only, so double_sparse moves stay below that.
+  return L.label_rows > 0 ? std::min(L.kv_rows, L.label_rows) : L.kv_rows;
+}
+
 Status KvBuffers::move_kv(const int64_t* dst, const int64_t* src, size_t n) {
   Impl& I = *impl_;
   const KvLayout& L = I.L;
   if (L.variant == Attention::kSWA) {
     return Status::unsupported("move_kv is not available for swa pools (window rows are not slot-indexed)");
   }
-  // Labels have size + 1 rows only, so double_sparse moves stay below that.
-  const uint64_t limit = L.label_rows > 0 ? std::min(L.kv_rows, L.label_rows) : L.kv_rows;
+  const uint64_t limit = I.move_limit();
   KVPOOL_RETURN_IF_ERROR(Impl::check_slots(dst, n, limit, "dst"));
   KVPOOL_RETURN_IF_ERROR(Impl::check_slots(src, n, limit, "src"));
   if (n == 0) return Status::ok();

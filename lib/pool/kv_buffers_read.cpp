@@ -9,20 +9,18 @@ namespace kvp::pool {
 
 using config::DType;
 
-Status KvBuffers::get_kv(int32_t layer, const int64_t* slots, size_t n, void* k, size_t k_bytes, void* v,
-                         size_t v_bytes, int32_t dst_dtype) const {
-  const Impl& I = *impl_;
-  const KvLayout& L = I.L;
-  const LayerKv* l = nullptr;
-  KVPOOL_RETURN_IF_ERROR(I.find_layer(layer, &l));
+Status KvBuffers::Impl::check_get_kv(int32_t layer, size_t n, size_t k_bytes, const void* v, size_t v_bytes,
+                                     int32_t dst_dtype, const LayerKv** l, ReadFormat* f) const {
+  KVPOOL_RETURN_IF_ERROR(find_layer(layer, l));
   // As stored: the pool's kv_dtype, or u8 where the stored form is bytes (fp4 nibbles, nsa packed rows).
   const bool byte_form = L.kv_dtype == DType::kFP4E2M1 || L.form == RowForm::kNsaPacked;
   const bool raw = dst_dtype == public_dtype(L.kv_dtype) || (dst_dtype == KVPOOL_DTYPE_U8 && byte_form);
-  Wide wide = Wide::kF32;
-  if (!raw && !wide_of(dst_dtype, &wide)) {
+  f->raw = raw;
+  if (!raw && !wide_of(dst_dtype, &f->wide)) {
     return Status::invalid("dst_dtype is " + dtype_text(dst_dtype) + ", expected f32, f16, bf16 or the stored " +
                            config::dtype_name(L.kv_dtype));
   }
+  const Wide wide = f->wide;
   size_t expected = 0;
   KVPOOL_RETURN_IF_ERROR(byte_count(n, raw ? L.value_bytes : L.elements * wide_bytes(wide), "k", &expected));
   const auto why = [&] {
@@ -36,6 +34,18 @@ Status KvBuffers::get_kv(int32_t layer, const int64_t* slots, size_t n, void* k,
     return Status::invalid("v must be NULL with v_bytes 0 for attention " +
                            std::string(config::attention_name(L.variant)) + " (k receives the whole row)");
   }
+  return Status::ok();
+}
+
+Status KvBuffers::get_kv(int32_t layer, const int64_t* slots, size_t n, void* k, size_t k_bytes, void* v,
+                         size_t v_bytes, int32_t dst_dtype) const {
+  const Impl& I = *impl_;
+  const KvLayout& L = I.L;
+  const LayerKv* l = nullptr;
+  ReadFormat f;
+  KVPOOL_RETURN_IF_ERROR(I.check_get_kv(layer, n, k_bytes, v, v_bytes, dst_dtype, &l, &f));
+  const bool raw = f.raw;
+  const Wide wide = f.wide;
   KVPOOL_RETURN_IF_ERROR(Impl::check_slots(slots, n, L.slot_limit(), "slots"));
   if (n == 0) return Status::ok();
 

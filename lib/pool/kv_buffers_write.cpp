@@ -16,13 +16,6 @@ using config::DType;
 
 namespace {
 
-// How caller data becomes stored rows.
-struct WriteFormat {
-  bool raw = false;        // same dtype as stored: bytes copied unchanged
-  Wide wide = Wide::kF32;  // otherwise: the caller's float format
-  size_t value_bytes = 0;  // bytes of one caller value
-};
-
 Status check_scale(float scale, const char* name) {
   if (!std::isfinite(scale) || !(scale > 0.0f)) {
     return Status::invalid(std::string(name) + " is " + std::to_string(scale) + ", expected a finite value > 0");
@@ -30,8 +23,8 @@ Status check_scale(float scale, const char* name) {
   return Status::ok();
 }
 
-// Formats a write accepts: f32/f16/bf16 (converted), or the pool's kv_dtype
-// itself when it is a whole-byte type (copied).
+}  // namespace
+
 Status write_format(int32_t src_dtype, DType kv, bool allow_raw, WriteFormat* out) {
   const int32_t stored = public_dtype(kv);
   if (src_dtype == stored && allow_raw) {
@@ -51,18 +44,14 @@ Status write_format(int32_t src_dtype, DType kv, bool allow_raw, WriteFormat* ou
   return Status::ok();
 }
 
-}  // namespace
-
-Status KvBuffers::set_kv(int32_t layer, const int64_t* slots, size_t n, const void* k, size_t k_bytes, const void* v,
-                         size_t v_bytes, int32_t src_dtype, float k_scale, float v_scale) {
-  Impl& I = *impl_;
-  const KvLayout& L = I.L;
-  const LayerKv* l = nullptr;
-  KVPOOL_RETURN_IF_ERROR(I.find_layer(layer, &l));
+Status KvBuffers::Impl::check_set_kv(int32_t layer, size_t n, size_t k_bytes, const void* v, size_t v_bytes,
+                                     int32_t src_dtype, float k_scale, float v_scale, const LayerKv** l,
+                                     WriteFormat* out) const {
+  KVPOOL_RETURN_IF_ERROR(find_layer(layer, l));
   if (L.form == RowForm::kNsaPacked) {
     return Status::unsupported("nsa with kv_dtype fp8_e4m3 stores packed rows; write them with kvpool_set_mla_kv");
   }
-  WriteFormat f;
+  WriteFormat& f = *out;
   KVPOOL_RETURN_IF_ERROR(write_format(src_dtype, L.kv_dtype, true, &f));
   KVPOOL_RETURN_IF_ERROR(check_scale(k_scale, "k_scale"));
   KVPOOL_RETURN_IF_ERROR(check_scale(v_scale, "v_scale"));
@@ -78,6 +67,16 @@ Status KvBuffers::set_kv(int32_t layer, const int64_t* slots, size_t n, const vo
     return Status::invalid("v must be NULL with v_bytes 0 for attention " +
                            std::string(config::attention_name(L.variant)) + " (k holds the whole row)");
   }
+  return Status::ok();
+}
+
+Status KvBuffers::set_kv(int32_t layer, const int64_t* slots, size_t n, const void* k, size_t k_bytes, const void* v,
+                         size_t v_bytes, int32_t src_dtype, float k_scale, float v_scale) {
+  Impl& I = *impl_;
+  const KvLayout& L = I.L;
+  const LayerKv* l = nullptr;
+  WriteFormat f;
+  KVPOOL_RETURN_IF_ERROR(I.check_set_kv(layer, n, k_bytes, v, v_bytes, src_dtype, k_scale, v_scale, &l, &f));
   KVPOOL_RETURN_IF_ERROR(Impl::check_slots(slots, n, L.slot_limit(), "slots"));
   if (n == 0) return Status::ok();
 
@@ -102,18 +101,15 @@ Status KvBuffers::set_kv(int32_t layer, const int64_t* slots, size_t n, const vo
   return Status::ok();
 }
 
-Status KvBuffers::set_mla_kv(int32_t layer, const int64_t* slots, size_t n, const void* nope, size_t nope_bytes,
-                             const void* rope, size_t rope_bytes, int32_t src_dtype) {
-  Impl& I = *impl_;
-  const KvLayout& L = I.L;
+Status KvBuffers::Impl::check_set_mla_kv(int32_t layer, size_t n, size_t nope_bytes, size_t rope_bytes,
+                                         int32_t src_dtype, const LayerKv** l, WriteFormat* out) const {
   if (L.variant != Attention::kMLA && L.variant != Attention::kNSA) {
     return Status::unsupported(std::string("the pool's attention is ") + config::attention_name(L.variant) +
                                ", set_mla_kv needs mla or nsa");
   }
-  const LayerKv* l = nullptr;
-  KVPOOL_RETURN_IF_ERROR(I.find_layer(layer, &l));
+  KVPOOL_RETURN_IF_ERROR(find_layer(layer, l));
   const bool packed = L.form == RowForm::kNsaPacked;
-  WriteFormat f;
+  WriteFormat& f = *out;
   KVPOOL_RETURN_IF_ERROR(write_format(src_dtype, L.kv_dtype, !packed, &f));
   size_t nope_expected = 0, rope_expected = 0;
   KVPOOL_RETURN_IF_ERROR(byte_count(n, uint64_t(L.lora) * f.value_bytes, "nope", &nope_expected));
@@ -126,8 +122,19 @@ Status KvBuffers::set_mla_kv(int32_t layer, const int64_t* slots, size_t n, cons
     return std::to_string(n) + " slots x qk_rope_head_dim " + std::to_string(L.rope) + " values of " +
            dtype_text(src_dtype);
   }));
+  return Status::ok();
+}
+
+Status KvBuffers::set_mla_kv(int32_t layer, const int64_t* slots, size_t n, const void* nope, size_t nope_bytes,
+                             const void* rope, size_t rope_bytes, int32_t src_dtype) {
+  Impl& I = *impl_;
+  const KvLayout& L = I.L;
+  const LayerKv* l = nullptr;
+  WriteFormat f;
+  KVPOOL_RETURN_IF_ERROR(I.check_set_mla_kv(layer, n, nope_bytes, rope_bytes, src_dtype, &l, &f));
   KVPOOL_RETURN_IF_ERROR(Impl::check_slots(slots, n, L.slot_limit(), "slots"));
   if (n == 0) return Status::ok();
+  const bool packed = L.form == RowForm::kNsaPacked;
 
   const RowBuffer& k = l->k;
   if (f.raw) {  // both parts as they are stored: two partial-row copies

@@ -1,0 +1,369 @@
+// GPU benchmarks of the device.h fast path, measured the way the SGLang
+// anchor was (tests/bench/anchors_h100.json; method in tests/bench/README.md):
+//   host call  - steady_clock around the call after a device sync, no sync after;
+//   GPU time   - CUDA events around the call while a spin kernel keeps the GPU
+//                busy, so the interval is the GPU work the call launched;
+//   bandwidth  - bytes / GPU time, next to a device-to-device copy of 2 GiB
+//                measured in the same run.
+// Inputs rotate over 8 pre-built sets. Each result is one JSON line with the
+// median, p10, p90 and the anchor ratio; `--quick` runs a few repetitions.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kvpool/kvpool.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+#define CHECK_CUDA(x)                                                                                 \
+  do {                                                                                                \
+    cudaError_t e_ = (x);                                                                             \
+    if (e_ != cudaSuccess) {                                                                          \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));        \
+      std::exit(1);                                                                                   \
+    }                                                                                                 \
+  } while (0)
+
+#define CHECK_KV(x)                                                                                   \
+  do {                                                                                                \
+    kvpool_status s_ = (x);                                                                           \
+    if (s_ != KVPOOL_OK) {                                                                            \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, kvpool_last_error());           \
+      std::exit(1);                                                                                   \
+    }                                                                                                 \
+  } while (0)
+
+// SGLang's figures on an H100 (../anchors, run2 medians), for the ratio column.
+struct Anchor {
+  const char* metric;
+  int page;
+  int batch;
+  double value;
+};
+const Anchor kAnchors[] = {
+    {"extend_host_us", 16, 1, 65.1},   {"extend_host_us", 16, 32, 80.6},  {"extend_host_us", 16, 256, 80.9},
+    {"extend_host_us", 64, 1, 74.2},   {"extend_host_us", 64, 32, 78.3},  {"extend_host_us", 64, 256, 78.3},
+    {"extend_gpu_us", 16, 1, 4.13},    {"extend_gpu_us", 16, 32, 4.58},   {"extend_gpu_us", 16, 256, 5.79},
+    {"extend_gpu_us", 64, 1, 4.26},    {"extend_gpu_us", 64, 32, 4.61},   {"extend_gpu_us", 64, 256, 5.79},
+    {"free_host_us", 16, 1, 63.8},     {"free_host_us", 16, 32, 191},     {"free_host_us", 16, 256, 185},
+    {"free_host_us", 64, 1, 89.3},     {"free_host_us", 64, 32, 184},     {"free_host_us", 64, 256, 179},
+    {"decode_host_us", 16, 1, 74.8},   {"decode_host_us", 16, 64, 124},   {"decode_host_us", 16, 256, 128},
+    {"decode_host_us", 16, 1024, 62.6}, {"decode_host_us", 64, 1, 45.3},  {"decode_host_us", 64, 64, 90.1},
+    {"decode_host_us", 64, 256, 58.0}, {"decode_host_us", 64, 1024, 64.6}, {"decode_gpu_us", 16, 1, 3.46},
+    {"decode_gpu_us", 16, 64, 3.78},   {"decode_gpu_us", 16, 256, 3.78},  {"decode_gpu_us", 16, 1024, 4.96},
+    {"decode_gpu_us", 64, 1, 3.46},    {"decode_gpu_us", 64, 64, 3.62},   {"decode_gpu_us", 64, 256, 3.78},
+    {"decode_gpu_us", 64, 1024, 4.96}, {"set_kv_gbps", 0, 8192, 779},     {"set_kv_gbps", 0, 65536, 853},
+    {"set_kv_gpu_us", 0, 8192, 86.3},  {"set_kv_gpu_us", 0, 65536, 631},  {"d2d_copy_gbps", 0, 0, 3008},
+};
+
+double anchor_of(const char* metric, int page, int batch) {
+  for (const Anchor& a : kAnchors) {
+    if (std::strcmp(a.metric, metric) == 0 && a.page == page && a.batch == batch) return a.value;
+  }
+  return 0.0;
+}
+
+struct Stats {
+  double median, p10, p90;
+};
+
+Stats stats_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  auto at = [&](double q) { return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5)]; };
+  return {at(0.5), at(0.1), at(0.9)};
+}
+
+// One JSON line; `lower_is_better` picks the ratio's direction (anchor / ours for times, ours / anchor for bandwidths).
+void report(const char* metric, int page, int batch, const std::vector<double>& samples, const char* unit,
+            bool lower_is_better, double goal) {
+  const Stats s = stats_of(samples);
+  const double anchor = anchor_of(metric, page, batch);
+  const double ratio = anchor > 0 ? (lower_is_better ? anchor / s.median : s.median / anchor) : 0.0;
+  const bool met = goal <= 0 || (lower_is_better ? s.median <= goal : s.median >= goal);
+  std::printf(
+      "{\"metric\": \"%s\", \"page_size\": %d, \"batch\": %d, \"median\": %.3f, \"p10\": %.3f, \"p90\": %.3f, "
+      "\"unit\": \"%s\", \"n\": %zu, \"sglang_anchor\": %.3f, \"x_better_than_sglang\": %.2f, \"goal\": %.3f, "
+      "\"goal_met\": %s}\n",
+      metric, page, batch, s.median, s.p10, s.p90, unit, samples.size(), anchor, ratio, goal, met ? "true" : "false");
+  std::fflush(stdout);
+}
+
+__global__ void spin_kernel(long long cycles) {
+  const long long start = clock64();
+  while (clock64() - start < cycles) {
+  }
+}
+
+template <class T>
+T* to_device(const std::vector<T>& h) {
+  T* d = nullptr;
+  CHECK_CUDA(cudaMalloc(&d, std::max<size_t>(1, h.size()) * sizeof(T)));
+  CHECK_CUDA(cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
+  return d;
+}
+
+// Times `call` (which enqueues on `stream`) both ways; `after` undoes its effect untimed.
+template <class Call, class After>
+void time_call(int reps, cudaStream_t stream, Call&& call, After&& after, std::vector<double>* host_us,
+               std::vector<double>* gpu_us) {
+  cudaEvent_t a, b;
+  CHECK_CUDA(cudaEventCreate(&a));
+  CHECK_CUDA(cudaEventCreate(&b));
+  for (int r = -50; r < reps; ++r) {  // 50 warm-up calls
+    CHECK_CUDA(cudaStreamSynchronize(stream));
+    const auto t0 = Clock::now();
+    call(r);
+    const auto t1 = Clock::now();
+    CHECK_CUDA(cudaStreamSynchronize(stream));
+    after(r);
+    CHECK_CUDA(cudaStreamSynchronize(stream));
+    if (gpu_us != nullptr) {
+      spin_kernel<<<1, 1, 0, stream>>>(2000000);
+      CHECK_CUDA(cudaEventRecord(a, stream));
+      call(r);
+      CHECK_CUDA(cudaEventRecord(b, stream));
+      CHECK_CUDA(cudaEventSynchronize(b));
+      after(r);
+      float ms = 0;
+      CHECK_CUDA(cudaEventElapsedTime(&ms, a, b));
+      if (r >= 0) gpu_us->push_back(ms * 1e3);
+    }
+    if (r >= 0 && host_us != nullptr) host_us->push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+  }
+  CHECK_CUDA(cudaEventDestroy(a));
+  CHECK_CUDA(cudaEventDestroy(b));
+}
+
+kvpool* make_pool(int page, bool device_free_list, int64_t tokens, int64_t rows) {
+  const std::string json = "{\"model\": {\"num_layers\": 1, \"kv_heads\": 8, \"head_dim\": 128}, \"pool\": "
+                           "{\"device\": \"cuda\", \"kv_dtype\": \"bf16\", \"page_size\": " +
+                           std::to_string(page) + ", \"max_total_tokens\": " + std::to_string(tokens) +
+                           ", \"max_context_len\": 8192, \"max_running_requests\": " + std::to_string(rows) +
+                           (device_free_list ? ", \"free_list\": \"device\"" : "") + "}, \"prefix_cache\": {\"kind\": \"none\"}}";
+  kvpool* pool = nullptr;
+  CHECK_KV(kvpool_create(json.data(), json.size(), &pool));
+  return pool;
+}
+
+// First slot of a freshly allocated page.
+int64_t own_page(kvpool* pool, int page) {
+  std::vector<int64_t> slots(static_cast<size_t>(page));
+  CHECK_KV(kvalloc_alloc(pool, slots.data(), slots.size()));
+  return slots[0];
+}
+
+// One input set of the anchor's extend workload: prefixes that own real pages.
+struct ExtendSet {
+  std::vector<int64_t> prefix, seq, last;
+  int64_t *d_prefix, *d_seq, *d_last;
+  size_t new_tokens;
+};
+
+void bench_extend(int page, int bs, int reps, cudaStream_t stream) {
+  kvpool* pool = make_pool(page, true, 1 << 20, 16);
+  std::mt19937_64 rng(1234 + page * 1000 + bs);
+  std::vector<ExtendSet> sets(8);
+  for (ExtendSet& s : sets) {
+    for (int i = 0; i < bs; ++i) {
+      int64_t p = static_cast<int64_t>(rng() % 4097);
+      const int kind = static_cast<int>(rng() % 100);
+      if (kind < 15) p = 0;
+      else if (kind < 35) p = p / page * page;
+      const int64_t e = 1 + static_cast<int64_t>(rng() % 2048);
+      // The prefix's last page is allocated for real, so last_loc is a valid slot.
+      int64_t last = -1;
+      if (p > 0) last = own_page(pool, page) + (p - 1) % page;
+      s.prefix.push_back(p);
+      s.seq.push_back(p + e);
+      s.last.push_back(last);
+    }
+    s.new_tokens = 0;
+    for (int i = 0; i < bs; ++i) s.new_tokens += static_cast<size_t>(s.seq[i] - s.prefix[i]);
+    s.d_prefix = to_device(s.prefix);
+    s.d_seq = to_device(s.seq);
+    s.d_last = to_device(s.last);
+  }
+  size_t most = 0, most_pages = 0;
+  for (ExtendSet& s : sets) {
+    size_t pages = 0;
+    CHECK_KV(kvalloc_extend_pages(pool, s.prefix.data(), s.seq.data(), s.prefix.size(), &pages));
+    most = std::max(most, s.new_tokens);
+    most_pages = std::max(most_pages, pages);
+  }
+  int64_t *d_out, *d_pages;
+  CHECK_CUDA(cudaMalloc(&d_out, most * 8));
+  CHECK_CUDA(cudaMalloc(&d_pages, std::max<size_t>(1, most_pages) * 8));
+  std::vector<size_t> taken(8);
+  auto extend = [&](int r) {
+    ExtendSet& s = sets[static_cast<size_t>(r + 800) % 8];
+    size_t pages = 0;
+    CHECK_KV(kvalloc_extend_pages(pool, s.prefix.data(), s.seq.data(), s.prefix.size(), &pages));
+    taken[static_cast<size_t>(r + 800) % 8] = pages;
+    CHECK_KV(kvalloc_extend_async(pool, s.prefix.data(), s.seq.data(), s.prefix.size(), s.d_prefix, s.d_seq, s.d_last,
+                                  d_out, s.new_tokens, d_pages, most_pages, stream));
+  };
+  auto free_new = [&](int r) {
+    CHECK_KV(kvalloc_free_pages_async(pool, d_pages, taken[static_cast<size_t>(r + 800) % 8], stream));
+  };
+  std::vector<double> host, gpu;
+  time_call(reps, stream, extend, free_new, &host, &gpu);
+  report("extend_host_us", page, bs, host, "us", true, 8.0);
+  report("extend_gpu_us", page, bs, gpu, "us", true, 4.0);
+  // The free itself, host call (the extend before it is untimed).
+  std::vector<double> free_host;
+  for (int r = -50; r < reps; ++r) {
+    extend(r);
+    CHECK_CUDA(cudaStreamSynchronize(stream));
+    const auto t0 = Clock::now();
+    free_new(r);
+    const auto t1 = Clock::now();
+    CHECK_CUDA(cudaStreamSynchronize(stream));
+    if (r >= 0) free_host.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+  }
+  report("free_host_us", page, bs, free_host, "us", true, 8.0);
+  CHECK_KV(kvpool_synchronize(pool, stream));
+  for (ExtendSet& s : sets) {
+    cudaFree(s.d_prefix);
+    cudaFree(s.d_seq);
+    cudaFree(s.d_last);
+  }
+  cudaFree(d_out);
+  cudaFree(d_pages);
+  kvpool_destroy(pool);
+}
+
+void bench_decode(int page, int bs, int reps, cudaStream_t stream) {
+  kvpool* pool = make_pool(page, true, 1 << 20, 16);
+  std::mt19937_64 rng(99 + page * 1000 + bs);
+  struct DecodeSet {
+    std::vector<int64_t> seq, last;
+    int64_t *d_seq, *d_last;
+  };
+  std::vector<DecodeSet> sets(8);
+  for (DecodeSet& s : sets) {
+    for (int i = 0; i < bs; ++i) {
+      const int64_t seq = 2 + static_cast<int64_t>(rng() % 8191);
+      const int64_t held = seq - 1;  // tokens already stored; their last page is real
+      s.seq.push_back(seq);
+      s.last.push_back(own_page(pool, page) + (held - 1) % page);
+    }
+    s.d_seq = to_device(s.seq);
+    s.d_last = to_device(s.last);
+  }
+  int64_t *d_out, *d_pages;
+  CHECK_CUDA(cudaMalloc(&d_out, static_cast<size_t>(bs) * 8));
+  CHECK_CUDA(cudaMalloc(&d_pages, static_cast<size_t>(bs) * 8));
+  std::vector<size_t> taken(8);
+  auto decode = [&](int r) {
+    DecodeSet& s = sets[static_cast<size_t>(r + 800) % 8];
+    size_t pages = 0;
+    for (int64_t seq : s.seq) pages += (seq % page == 1 % page) ? 1 : 0;
+    taken[static_cast<size_t>(r + 800) % 8] = pages;
+    CHECK_KV(kvalloc_decode_async(pool, s.seq.data(), s.seq.size(), s.d_seq, s.d_last, d_out, d_pages,
+                                  static_cast<size_t>(bs), stream));
+  };
+  auto free_new = [&](int r) {
+    const size_t n = taken[static_cast<size_t>(r + 800) % 8];
+    if (n > 0) CHECK_KV(kvalloc_free_pages_async(pool, d_pages, n, stream));
+  };
+  std::vector<double> host, gpu;
+  time_call(reps, stream, decode, free_new, &host, &gpu);
+  report("decode_host_us", page, bs, host, "us", true, 6.0);
+  report("decode_gpu_us", page, bs, gpu, "us", true, 0.0);
+  CHECK_KV(kvpool_synchronize(pool, stream));
+  for (DecodeSet& s : sets) {
+    cudaFree(s.d_seq);
+    cudaFree(s.d_last);
+  }
+  cudaFree(d_out);
+  cudaFree(d_pages);
+  kvpool_destroy(pool);
+}
+
+// Device-to-device copy bandwidth (read + write bytes), the ceiling set_kv is compared with.
+double bench_d2d(int reps, cudaStream_t stream) {
+  const size_t bytes = size_t(2) << 30;
+  void *a, *b;
+  CHECK_CUDA(cudaMalloc(&a, bytes));
+  CHECK_CUDA(cudaMalloc(&b, bytes));
+  CHECK_CUDA(cudaMemset(a, 1, bytes));
+  std::vector<double> gbps;
+  time_call(
+      reps, stream, [&](int) { CHECK_CUDA(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, stream)); },
+      [](int) {}, nullptr, &gbps);
+  for (double& v : gbps) v = 2.0 * static_cast<double>(bytes) / (v * 1e-6) / 1e9;
+  report("d2d_copy_gbps", 0, 0, gbps, "GB/s", false, 0.0);
+  cudaFree(a);
+  cudaFree(b);
+  return stats_of(gbps).median;
+}
+
+void bench_set_kv(int n, int reps, double ceiling, cudaStream_t stream) {
+  kvpool* pool = make_pool(1, false, 1 << 20, 16);
+  const size_t row = 8 * 128 * 2;
+  std::mt19937_64 rng(7 + n);
+  std::vector<int64_t> all(1 << 20);
+  std::iota(all.begin(), all.end(), 1);
+  std::vector<int64_t*> d_slots(4);
+  for (auto& d : d_slots) {
+    std::shuffle(all.begin(), all.end(), rng);
+    d = to_device(std::vector<int64_t>(all.begin(), all.begin() + n));
+  }
+  void *k, *v;
+  CHECK_CUDA(cudaMalloc(&k, n * row));
+  CHECK_CUDA(cudaMalloc(&v, n * row));
+  CHECK_CUDA(cudaMemset(k, 0x3c, n * row));
+  CHECK_CUDA(cudaMemset(v, 0x3d, n * row));
+  std::vector<double> gpu;
+  time_call(
+      reps, stream,
+      [&](int r) {
+        CHECK_KV(kvpool_set_kv_async(pool, 0, d_slots[static_cast<size_t>(r + 400) % 4], static_cast<size_t>(n), k,
+                                     n * row, v, n * row, KVPOOL_DTYPE_BF16, 1.0f, 1.0f, stream));
+      },
+      [](int) {}, nullptr, &gpu);
+  CHECK_KV(kvpool_synchronize(pool, stream));
+  report("set_kv_gpu_us", 0, n, gpu, "us", true, 0.0);
+  // Bytes as the anchor counts them: K and V read and written, the int64 slots read twice.
+  const double bytes = 4.0 * n * row + 16.0 * n;
+  std::vector<double> gbps(gpu);
+  for (double& g : gbps) g = bytes / (g * 1e-6) / 1e9;
+  report("set_kv_gbps", 0, n, gbps, "GB/s", false, 0.8 * ceiling);
+  std::printf("{\"metric\": \"set_kv_fraction_of_d2d\", \"batch\": %d, \"value\": %.3f}\n", n,
+              stats_of(gbps).median / ceiling);
+  for (auto* d : d_slots) cudaFree(d);
+  cudaFree(k);
+  cudaFree(v);
+  kvpool_destroy(pool);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  const int reps = quick ? 20 : 300;
+  cudaDeviceProp prop{};
+  CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
+  std::printf("{\"device\": \"%s\", \"sms\": %d, \"reps\": %d}\n", prop.name, prop.multiProcessorCount, reps);
+  cudaStream_t stream;
+  CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  for (int page : {16, 64}) {
+    for (int bs : {1, 32, 256}) bench_extend(page, bs, reps, stream);
+    for (int bs : {1, 64, 256, 1024}) bench_decode(page, bs, reps, stream);
+  }
+  const double ceiling = bench_d2d(quick ? 5 : 20, stream);
+  for (int n : {8192, 65536}) bench_set_kv(n, reps, ceiling, stream);
+  CHECK_CUDA(cudaStreamDestroy(stream));
+  return 0;
+}
