@@ -1,0 +1,531 @@
+// Kernels of the device free-list engine (lib/alloc/device_pages.hpp holds the
+// host half: counters, capacity checks, ring positions).
+//
+// State in device memory: the free ring and the release ring (page ids, the
+// host knows each list's head and length), an owned bitmap (bit per page id)
+// and a scratch bitmap that is all zero between calls. Every kernel starts by
+// checking the pool's fault record and does nothing once the pool faulted.
+// Slots are computed exactly as lib/alloc/paged_allocator.cpp does.
+#include <cuda_runtime.h>
+
+#include <cub/block/block_scan.cuh>
+#include <cub/device/device_radix_sort.cuh>
+
+#include "alloc/device_kernels.hpp"
+#include "device_common.cuh"
+
+namespace kvp::devk {
+namespace {
+
+using backend::FaultRecord;
+
+// --- extend ----------------------------------------------------------------
+
+// Per request: new slots, new pages, prefix length (summed to compare with the host's sums).
+struct Triple {
+  long long ext, pages, pre;
+};
+struct TripleSum {
+  __device__ __forceinline__ Triple operator()(const Triple& a, const Triple& b) const {
+    return Triple{a.ext + b.ext, a.pages + b.pages, a.pre + b.pre};
+  }
+};
+
+constexpr int kExtendThreads = 256;
+constexpr int64_t kExtendTokensPerBlock = 2048;
+
+struct ExtendParams {
+  ExtendArgs a;
+  const int64_t* ring;
+  int64_t head;
+  int64_t cap;
+  uint32_t* owned;
+  PageMath page;
+  int64_t slot_limit;
+  FaultRecord* fault;
+  int* flag;
+};
+
+// Grid over the output: block b writes slots [b * 2048, (b + 1) * 2048). Each
+// block scans the batch in tiles of 256 requests (exclusive sums of the
+// extends and new pages give each request's output offset and free-list
+// offset, as in SGLang's kernel) and writes the tokens of its range that fall
+// in the tile, finding each token's request by binary search over the tile's
+// offsets. Block 0 also validates every request and compares the device sums
+// with the host's; every block bounds its free-list reads by the host's page
+// count, so wrong device lengths fault instead of reading past the list.
+__global__ void __launch_bounds__(kExtendThreads) extend_kernel(ExtendParams p) {
+  using Scan = cub::BlockScan<Triple, kExtendThreads>;
+  __shared__ typename Scan::TempStorage scan_tmp;
+  __shared__ int64_t s_off[kExtendThreads], s_poff[kExtendThreads], s_pre[kExtendThreads],
+      s_last[kExtendThreads];
+  if (block_faulted(p.fault)) return;
+  const ExtendArgs& a = p.a;
+  const int tid = static_cast<int>(threadIdx.x);
+  const int64_t P = p.page.size;
+  const int64_t b0 = static_cast<int64_t>(blockIdx.x) * kExtendTokensPerBlock;
+  const int64_t b1 = min(b0 + kExtendTokensPerBlock, a.out_len);
+  const bool validator = blockIdx.x == 0;
+  Triple carry{0, 0, 0};
+  for (int64_t tile = 0; tile < a.batch; tile += kExtendThreads) {
+    const int64_t i = tile + tid;
+    int64_t pre = 0, last = -1;
+    Triple mine{0, 0, 0};
+    if (i < a.batch) {
+      pre = a.prefix_lens[i];
+      const int64_t seq = a.seq_lens[i];
+      last = a.last_locs[i];
+      if (pre < 0 || seq < pre) {
+        if (validator) kvp_raise(p.fault, p.flag, backend::kFaultBadLength, backend::kOpExtend, i, seq, pre);
+        pre = 0;
+      } else {
+        mine = Triple{seq - pre, p.page.pages(seq) - p.page.pages(pre), pre};
+        const bool bad_last = (pre == 0 && last != -1) || (pre > 0 && (last < 0 || last >= p.slot_limit)) ||
+                              (P > 1 && p.page.mod(last + 1) != p.page.mod(pre));
+        if (validator && bad_last) kvp_raise(p.fault, p.flag, backend::kFaultBadLastLoc, backend::kOpExtend, i, last, pre);
+      }
+    }
+    Triple excl, total;
+    Scan(scan_tmp).ExclusiveScan(mine, excl, Triple{0, 0, 0}, TripleSum(), total);
+    s_off[tid] = carry.ext + excl.ext;
+    s_poff[tid] = carry.pages + excl.pages;
+    s_pre[tid] = pre;
+    s_last[tid] = last;
+    __syncthreads();
+    const int n = static_cast<int>(min(static_cast<int64_t>(kExtendThreads), a.batch - tile));
+    const int64_t lo = max(b0, static_cast<int64_t>(carry.ext));
+    const int64_t hi = min(b1, static_cast<int64_t>(carry.ext + total.ext));
+    for (int64_t t = lo + tid; t < hi; t += kExtendThreads) {
+      int j = 0, k = n - 1;  // the last request of the tile whose offset is <= t
+      while (j < k) {
+        const int mid = (j + k + 1) / 2;
+        if (s_off[mid] <= t) {
+          j = mid;
+        } else {
+          k = mid - 1;
+        }
+      }
+      const int64_t within = t - s_off[j];
+      const int64_t token = s_pre[j] + within;  // position in the sequence
+      const int64_t pre_end = p.page.pages(s_pre[j]) * P;
+      if (token < pre_end) {  // part 1: continue the prefix's partial page
+        a.out[t] = s_last[j] + 1 + within;
+        continue;
+      }
+      const int64_t q = s_poff[j] + p.page.div(token - pre_end);  // parts 2 and 3: the request's q-th new page
+      if (q >= a.pages) {
+        kvp_raise(p.fault, p.flag, backend::kFaultLengthMismatch, backend::kOpExtend, -1, q + 1, a.pages);
+        continue;
+      }
+      a.out[t] = p.ring[ring_index(p.head, q, p.cap)] * P + p.page.mod(token);
+    }
+    carry = TripleSum()(carry, total);
+    __syncthreads();  // the tile's shared arrays are rewritten next
+  }
+  if (validator && tid == 0) {
+    if (carry.ext != a.out_len) {
+      kvp_raise(p.fault, p.flag, backend::kFaultLengthMismatch, backend::kOpExtend, -1, carry.ext, a.out_len);
+    } else if (carry.pre != a.sum_prefix) {
+      kvp_raise(p.fault, p.flag, backend::kFaultLengthMismatch, backend::kOpExtend, -1, carry.pre, a.sum_prefix);
+    } else if (carry.pages != a.pages) {
+      kvp_raise(p.fault, p.flag, backend::kFaultLengthMismatch, backend::kOpExtend, -1, carry.pages, a.pages);
+    }
+  }
+  // The pages taken become owned (and are reported in free-list order).
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * kExtendThreads;
+  for (int64_t k = static_cast<int64_t>(blockIdx.x) * kExtendThreads + tid; k < a.pages; k += stride) {
+    const int64_t page = p.ring[ring_index(p.head, k, p.cap)];
+    const uint32_t old = atomicOr(&p.owned[word_of(page)], bit_of(page));
+    if (old & bit_of(page)) kvp_raise(p.fault, p.flag, backend::kFaultCorrupt, backend::kOpExtend, k, page);
+    if (a.new_pages != nullptr) a.new_pages[k] = page;
+  }
+}
+
+// --- decode ----------------------------------------------------------------
+
+struct Pair {
+  long long need, seq;
+};
+struct PairSum {
+  __device__ __forceinline__ Pair operator()(const Pair& a, const Pair& b) const {
+    return Pair{a.need + b.need, a.seq + b.seq};
+  }
+};
+
+constexpr int kDecodeThreads = 1024;
+
+struct DecodeParams {
+  DecodeArgs a;
+  const int64_t* ring;
+  int64_t head;
+  int64_t cap;
+  uint32_t* owned;
+  PageMath page;
+  int64_t slot_limit;
+  FaultRecord* fault;
+  int* flag;
+};
+
+// One block (decode batches are at most a few thousand): tiles of 1024
+// requests, an exclusive sum of "needs a new page" gives each request its
+// free-list entry.
+__global__ void __launch_bounds__(kDecodeThreads) decode_kernel(DecodeParams p) {
+  using Scan = cub::BlockScan<Pair, kDecodeThreads>;
+  __shared__ typename Scan::TempStorage scan_tmp;
+  if (block_faulted(p.fault)) return;
+  const DecodeArgs& a = p.a;
+  const int64_t P = p.page.size;
+  Pair carry{0, 0};
+  for (int64_t tile = 0; tile < a.batch; tile += kDecodeThreads) {
+    const int64_t i = tile + threadIdx.x;
+    int64_t seq = 0, last = -1;
+    bool ok = false;
+    Pair mine{0, 0};
+    if (i < a.batch) {
+      seq = a.seq_lens[i];
+      last = a.last_locs[i];
+      if (seq < 1) {
+        kvp_raise(p.fault, p.flag, backend::kFaultBadLength, backend::kOpDecode, i, seq, seq - 1);
+      } else if ((seq == 1 && last != -1) || (seq > 1 && (last < 0 || last >= p.slot_limit)) ||
+                 (P > 1 && p.page.mod(last + 2) != p.page.mod(seq))) {
+        kvp_raise(p.fault, p.flag, backend::kFaultBadLastLoc, backend::kOpDecode, i, last, seq - 1);
+      } else {
+        ok = true;
+        mine = Pair{(P == 1 || p.page.mod(seq) == 1) ? 1 : 0, seq};
+      }
+    }
+    Pair excl, total;
+    Scan(scan_tmp).ExclusiveScan(mine, excl, Pair{0, 0}, PairSum(), total);
+    if (ok) {
+      if (mine.need == 0) {
+        a.out[i] = last + 1;
+      } else {
+        const int64_t q = carry.need + excl.need;
+        if (q >= a.pages) {
+          kvp_raise(p.fault, p.flag, backend::kFaultLengthMismatch, backend::kOpDecode, i, q + 1, a.pages);
+        } else {
+          const int64_t page = p.ring[ring_index(p.head, q, p.cap)];
+          const uint32_t old = atomicOr(&p.owned[word_of(page)], bit_of(page));
+          if (old & bit_of(page)) kvp_raise(p.fault, p.flag, backend::kFaultCorrupt, backend::kOpDecode, i, page);
+          a.out[i] = page * P;
+          if (a.new_pages != nullptr) a.new_pages[q] = page;
+        }
+      }
+    }
+    carry = PairSum()(carry, total);
+    __syncthreads();  // scan_tmp is reused by the next tile
+  }
+  if (threadIdx.x == 0) {
+    if (carry.seq != a.sum_seq) {
+      kvp_raise(p.fault, p.flag, backend::kFaultLengthMismatch, backend::kOpDecode, -1, carry.seq, a.sum_seq);
+    } else if (carry.need != a.pages) {
+      kvp_raise(p.fault, p.flag, backend::kFaultLengthMismatch, backend::kOpDecode, -1, carry.need, a.pages);
+    }
+  }
+}
+
+// --- alloc(n) ----------------------------------------------------------------
+
+__global__ void alloc_kernel(const int64_t* ring, int64_t head, int64_t cap, uint32_t* owned, PageMath page,
+                             int64_t* out, int64_t slots, FaultRecord* fault, int* flag) {
+  if (kvp_faulted(fault)) return;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; t < slots; t += stride) {
+    const int64_t k = page.div(t);
+    const int64_t id = ring[ring_index(head, k, cap)];
+    const int64_t j = t - k * page.size;
+    out[t] = id * page.size + j;
+    if (j == 0) {
+      const uint32_t old = atomicOr(&owned[word_of(id)], bit_of(id));
+      if (old & bit_of(id)) kvp_raise(fault, flag, backend::kFaultCorrupt, backend::kOpAlloc, k, id);
+    }
+  }
+}
+
+// --- free ------------------------------------------------------------------
+
+// Page size 1 (FIFO): each id to the back, in the given order. The owned bit
+// is cleared atomically, so an id listed twice (or not allocated) is caught
+// by whichever thread comes second.
+__global__ void free_append_kernel(const int64_t* pages, int64_t n, int64_t* ring, int64_t start, int64_t cap,
+                                   uint32_t* owned, FaultRecord* fault, int* flag) {
+  if (kvp_faulted(fault)) return;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    const int64_t id = pages[i];
+    if (id == 0) {
+      kvp_raise(fault, flag, backend::kFaultReservedId, backend::kOpFreePages, i, 0);
+      continue;
+    }
+    if (id < 0 || id > cap) {
+      kvp_raise(fault, flag, backend::kFaultOutOfRange, backend::kOpFreePages, i, id, cap + 1);
+      continue;
+    }
+    const uint32_t old = atomicAnd(&owned[word_of(id)], ~bit_of(id));
+    if (!(old & bit_of(id))) {
+      kvp_raise(fault, flag, backend::kFaultNotAllocated, backend::kOpFreePages, i, id);
+      continue;
+    }
+    ring[ring_index(start, i, cap)] = id;
+  }
+}
+
+// One id's checks: reserved, range, owned. True if it may be freed.
+__device__ __forceinline__ bool check_free_id(int64_t id, int64_t index, int64_t cap, const uint32_t* owned,
+                                              FaultRecord* fault, int* flag) {
+  if (id == 0) {
+    kvp_raise(fault, flag, backend::kFaultReservedId, backend::kOpFreePages, index, 0);
+    return false;
+  }
+  if (id < 0 || id > cap) {
+    kvp_raise(fault, flag, backend::kFaultOutOfRange, backend::kOpFreePages, index, id, cap + 1);
+    return false;
+  }
+  if (!(owned[word_of(id)] & bit_of(id))) {
+    kvp_raise(fault, flag, backend::kFaultNotAllocated, backend::kOpFreePages, index, id);
+    return false;
+  }
+  return true;
+}
+
+constexpr int kSmallSort = 1024;
+
+// Paged, up to 1024 pages: one block ranks every id against all others in
+// shared memory (rank = its place in ascending order; an equal id elsewhere is
+// a duplicate), checks everything, and only then clears the owned bits and
+// writes the ids at ring positions start + rank.
+__global__ void __launch_bounds__(kSmallSort) free_sorted_small_kernel(const int64_t* pages, int n, int64_t* ring,
+                                                                       int64_t start, int64_t cap, uint32_t* owned,
+                                                                       FaultRecord* fault, int* flag) {
+  __shared__ int64_t s[kSmallSort];
+  if (block_faulted(fault)) return;
+  const int i = static_cast<int>(threadIdx.x);
+  if (i < n) s[i] = pages[i];
+  __syncthreads();
+  int rank = 0;
+  if (i < n) {
+    const int64_t id = s[i];
+    bool duplicate = false;
+    for (int j = 0; j < n; ++j) {
+      const int64_t other = s[j];
+      rank += other < id ? 1 : 0;
+      duplicate |= other == id && j != i;
+    }
+    if (check_free_id(id, i, cap, owned, fault, flag) && duplicate) {
+      kvp_raise(fault, flag, backend::kFaultDuplicate, backend::kOpFreePages, i, id);
+    }
+  }
+  if (block_faulted(fault)) return;
+  if (i < n) {
+    const int64_t id = s[i];
+    atomicAnd(&owned[word_of(id)], ~bit_of(id));
+    ring[ring_index(start, rank, cap)] = id;
+  }
+}
+
+// Paged, more than 1024 pages: after a CUB radix sort into `sorted`, one
+// kernel checks (a duplicate is a neighbour) and a second commits if nothing faulted.
+__global__ void check_sorted_kernel(const int64_t* sorted, int64_t n, int64_t cap, const uint32_t* owned,
+                                    FaultRecord* fault, int* flag) {
+  if (kvp_faulted(fault)) return;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    const int64_t id = sorted[i];
+    if (check_free_id(id, -1, cap, owned, fault, flag) && i > 0 && sorted[i - 1] == id) {
+      kvp_raise(fault, flag, backend::kFaultDuplicate, backend::kOpFreePages, -1, id);
+    }
+  }
+}
+
+__global__ void commit_sorted_kernel(const int64_t* sorted, int64_t n, int64_t* ring, int64_t start, int64_t cap,
+                                     uint32_t* owned, FaultRecord* fault) {
+  if (kvp_faulted(fault)) return;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    const int64_t id = sorted[i];
+    atomicAnd(&owned[word_of(id)], ~bit_of(id));
+    ring[ring_index(start, i, cap)] = id;
+  }
+}
+
+// --- merge-and-sort ----------------------------------------------------------
+
+// Marks every id of the free and release lists in the scratch bitmap.
+__global__ void mark_lists_kernel(const int64_t* free_ring, RingPos free, const int64_t* release_ring,
+                                  RingPos release, int64_t cap, uint32_t* bits, FaultRecord* fault, int* flag) {
+  if (kvp_faulted(fault)) return;
+  const int64_t n = free.count + release.count;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < n; k += stride) {
+    const int64_t id = k < free.count ? free_ring[ring_index(free.head, k, cap)]
+                                      : release_ring[ring_index(release.head, k - free.count, cap)];
+    const uint32_t old = atomicOr(&bits[word_of(id)], bit_of(id));
+    if (old & bit_of(id)) kvp_raise(fault, flag, backend::kFaultCorrupt, backend::kOpMerge, k, id);
+  }
+}
+
+constexpr int kCompactThreads = 1024;
+constexpr int kCompactWords = 8;  // consecutive bitmap words per thread and tile
+
+// One block: the bitmap in tiles of 8192 words; an exclusive sum of the
+// words' popcounts gives each word its output position; set bits are written
+// in ascending order (ring positions 0..) and the words are zeroed again.
+__global__ void __launch_bounds__(kCompactThreads) compact_bits_kernel(uint32_t* bits, int64_t words, int64_t* ring,
+                                                                       FaultRecord* fault) {
+  using Scan = cub::BlockScan<long long, kCompactThreads>;
+  __shared__ typename Scan::TempStorage scan_tmp;
+  if (block_faulted(fault)) return;
+  long long carry = 0;
+  for (int64_t tile = 0; tile < words; tile += static_cast<int64_t>(kCompactThreads) * kCompactWords) {
+    const int64_t first = tile + static_cast<int64_t>(threadIdx.x) * kCompactWords;
+    uint32_t w[kCompactWords];
+    long long count = 0;
+    for (int k = 0; k < kCompactWords; ++k) {
+      w[k] = first + k < words ? bits[first + k] : 0u;
+      count += __popc(w[k]);
+    }
+    long long pos = 0, total = 0;
+    Scan(scan_tmp).ExclusiveSum(count, pos, total);
+    pos += carry;
+    for (int k = 0; k < kCompactWords; ++k) {
+      uint32_t word = w[k];
+      if (word == 0) continue;
+      bits[first + k] = 0u;
+      while (word != 0) {
+        const int b = __ffs(word) - 1;
+        word &= word - 1;
+        ring[pos++] = (first + k) * 32 + b;
+      }
+    }
+    carry += total;
+    __syncthreads();  // scan_tmp is reused by the next tile
+  }
+}
+
+// --- reset and host-path checks ------------------------------------------------
+
+__global__ void iota_kernel(int64_t* ring, int64_t n) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) ring[i] = i + 1;
+}
+
+__global__ void first_not_owned_kernel(const int64_t* pages, int64_t n, const uint32_t* owned,
+                                       unsigned long long* result) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    const int64_t id = pages[i];
+    if (!(owned[word_of(id)] & bit_of(id))) atomicMin(result, static_cast<unsigned long long>(i));
+  }
+}
+
+cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }
+
+PageMath page_math(const PagesView& v) { return PageMath{v.page_size, v.page_shift}; }
+
+int64_t bitmap_words(const PagesView& v) { return v.num_pages / 32 + 1; }
+
+}  // namespace
+
+Status use_device(int device) {
+  int current = -1;
+  cudaError_t e = cudaGetDevice(&current);
+  if (e == cudaSuccess && current == device) return Status::ok();
+  return cuda_status(cudaSetDevice(device), "cudaSetDevice");
+}
+
+Status sort_temp_bytes(int64_t n, int key_bits, size_t* bytes) {
+  *bytes = 0;
+  return cuda_status(cub::DeviceRadixSort::SortKeys(nullptr, *bytes, static_cast<const int64_t*>(nullptr),
+                                                    static_cast<int64_t*>(nullptr), n, 0, key_bits),
+                     "cub::DeviceRadixSort (temporary storage size)");
+}
+
+Status extend(const PagesView& v, RingPos free, const ExtendArgs& a, void* stream) {
+  KVPOOL_RETURN_IF_ERROR(use_device(v.device));
+  ExtendParams p{a, v.free_ring, free.head, v.num_pages, v.owned, page_math(v), v.slot_limit, v.fault, v.host_flag};
+  const unsigned blocks = blocks_for(a.out_len, static_cast<int>(kExtendTokensPerBlock), INT32_MAX);
+  extend_kernel<<<blocks, kExtendThreads, 0, as_stream(stream)>>>(p);
+  return launch_status("extend kernel launch");
+}
+
+Status decode(const PagesView& v, RingPos free, const DecodeArgs& a, void* stream) {
+  KVPOOL_RETURN_IF_ERROR(use_device(v.device));
+  DecodeParams p{a, v.free_ring, free.head, v.num_pages, v.owned, page_math(v), v.slot_limit, v.fault, v.host_flag};
+  decode_kernel<<<1, kDecodeThreads, 0, as_stream(stream)>>>(p);
+  return launch_status("decode kernel launch");
+}
+
+Status alloc(const PagesView& v, RingPos free, int64_t* out, int64_t pages, void* stream) {
+  if (pages == 0) return Status::ok();
+  KVPOOL_RETURN_IF_ERROR(use_device(v.device));
+  const int64_t slots = pages * v.page_size;
+  alloc_kernel<<<blocks_for(slots, 256), 256, 0, as_stream(stream)>>>(v.free_ring, free.head, v.num_pages, v.owned,
+                                                                      page_math(v), out, slots, v.fault, v.host_flag);
+  return launch_status("alloc kernel launch");
+}
+
+Status free_pages(const PagesView& v, const int64_t* pages, int64_t n, int64_t* ring, int64_t start, bool sorted,
+                  void* stream) {
+  if (n == 0) return Status::ok();
+  KVPOOL_RETURN_IF_ERROR(use_device(v.device));
+  cudaStream_t s = as_stream(stream);
+  if (!sorted) {
+    free_append_kernel<<<blocks_for(n, 256), 256, 0, s>>>(pages, n, ring, start, v.num_pages, v.owned, v.fault,
+                                                          v.host_flag);
+    return launch_status("free kernel launch");
+  }
+  if (n <= kSmallSort) {
+    const int threads = static_cast<int>((n + 31) / 32 * 32);
+    free_sorted_small_kernel<<<1, threads, 0, s>>>(pages, static_cast<int>(n), ring, start, v.num_pages, v.owned,
+                                                   v.fault, v.host_flag);
+    return launch_status("free kernel launch");
+  }
+  // n <= held pages <= num_pages (checked by the caller): the buffers were sized for that.
+  size_t temp = v.sort_temp_bytes;
+  KVPOOL_RETURN_IF_ERROR(cuda_status(
+      cub::DeviceRadixSort::SortKeys(v.sort_temp, temp, pages, v.sort_keys, n, 0, v.key_bits, s), "cub::DeviceRadixSort"));
+  check_sorted_kernel<<<blocks_for(n, 256), 256, 0, s>>>(v.sort_keys, n, v.num_pages, v.owned, v.fault, v.host_flag);
+  KVPOOL_RETURN_IF_ERROR(launch_status("free check kernel launch"));
+  commit_sorted_kernel<<<blocks_for(n, 256), 256, 0, s>>>(v.sort_keys, n, ring, start, v.num_pages, v.owned, v.fault);
+  return launch_status("free commit kernel launch");
+}
+
+Status merge(const PagesView& v, RingPos free, RingPos release, void* stream) {
+  KVPOOL_RETURN_IF_ERROR(use_device(v.device));
+  cudaStream_t s = as_stream(stream);
+  const int64_t n = free.count + release.count;
+  mark_lists_kernel<<<blocks_for(n, 256), 256, 0, s>>>(v.free_ring, free, v.release_ring, release, v.num_pages,
+                                                       v.scratch_bits, v.fault, v.host_flag);
+  KVPOOL_RETURN_IF_ERROR(launch_status("merge mark kernel launch"));
+  compact_bits_kernel<<<1, kCompactThreads, 0, s>>>(v.scratch_bits, bitmap_words(v), v.free_ring, v.fault);
+  return launch_status("merge compact kernel launch");
+}
+
+Status reset(const PagesView& v, void* stream) {
+  KVPOOL_RETURN_IF_ERROR(use_device(v.device));
+  cudaStream_t s = as_stream(stream);
+  const size_t bytes = static_cast<size_t>(bitmap_words(v)) * sizeof(uint32_t);
+  KVPOOL_RETURN_IF_ERROR(cuda_status(cudaMemsetAsync(v.owned, 0, bytes, s), "cudaMemsetAsync (owned bitmap)"));
+  KVPOOL_RETURN_IF_ERROR(cuda_status(cudaMemsetAsync(v.scratch_bits, 0, bytes, s), "cudaMemsetAsync (scratch)"));
+  iota_kernel<<<blocks_for(v.num_pages, 256), 256, 0, s>>>(v.free_ring, v.num_pages);
+  return launch_status("free-list reset kernel launch");
+}
+
+Status first_not_owned(const PagesView& v, const int64_t* pages, int64_t n, void* stream, int64_t* index) {
+  *index = -1;
+  if (n == 0) return Status::ok();
+  KVPOOL_RETURN_IF_ERROR(use_device(v.device));
+  cudaStream_t s = as_stream(stream);
+  KVPOOL_RETURN_IF_ERROR(cuda_status(cudaMemsetAsync(v.result, 0xFF, sizeof(uint64_t), s), "cudaMemsetAsync"));
+  first_not_owned_kernel<<<blocks_for(n, 256), 256, 0, s>>>(pages, n, v.owned,
+                                                           reinterpret_cast<unsigned long long*>(v.result));
+  KVPOOL_RETURN_IF_ERROR(launch_status("ownership check kernel launch"));
+  uint64_t r = 0;
+  KVPOOL_RETURN_IF_ERROR(
+      cuda_status(cudaMemcpyAsync(&r, v.result, sizeof(r), cudaMemcpyDeviceToHost, s), "cudaMemcpyAsync"));
+  KVPOOL_RETURN_IF_ERROR(cuda_status(cudaStreamSynchronize(s), "cudaStreamSynchronize"));
+  if (r != ~uint64_t{0}) *index = static_cast<int64_t>(r);
+  return Status::ok();
+}
+
+}  // namespace kvp::devk
