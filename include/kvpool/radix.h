@@ -2,11 +2,27 @@
  * @file radix.h
  * @brief The radix prefix cache (radix_*) and the KV-event page hash.
  *
- * When `prefix_cache.kind` is "radix" (the default) a pool of attention mha,
- * mla, nsa or double_sparse has a radix tree of cached prefixes. Tree nodes own
- * the KV slots of their tokens: radix_insert() transfers ownership of the new
- * part to the tree, radix_evict() returns whole unlocked leaves to the
- * allocator, and locked nodes (and their ancestors) are never evicted.
+ * When `prefix_cache.kind` is "radix" (the default) every pool has a radix tree
+ * of cached prefixes. Tree nodes own the KV slots of their tokens: radix_insert()
+ * transfers ownership of the new part to the tree, radix_evict() returns whole
+ * unlocked leaves to the allocator, and locked nodes (and their ancestors) are
+ * never evicted.
+ *
+ * Pools of attention hybrid_linear (without `pool.mamba_extra_buffer`) have
+ * SGLang's MambaRadixCache: a node may also own a mamba state slot, the state
+ * after its last token; a node without one is a tombstone whose KV is reusable
+ * only up to a deeper node with a state. Matches stop at the deepest node with
+ * a state (radix_match_mamba() also copies it into the caller's slot), sequences
+ * are cached with radix_insert_mamba(), and radix_evict_mamba() frees states.
+ *
+ * Pools of attention swa have SGLang's SWARadixCache: a node's tokens have
+ * full-pool slots and, unless it is a tombstone, window slots. A match is usable
+ * if no tombstone is on its path or at least `sliding_window` live tokens end it;
+ * locks protect window KV only within the window; radix_insert_swa() is SGLang's
+ * insert (the tree frees the caller's duplicates and revives tombstones), and
+ * radix_evict_swa() can drop window KV only (tombstoning). On these pools
+ * radix_sizes() reports full-pool tokens, radix_state_sizes() the second resource,
+ * and no KV events are emitted.
  *
  * Keys are token ids (int32) in a namespace (`extra_key`: a LoRA id or cache
  * salt; NULL or "" is the default namespace). With page_size P, only whole
@@ -90,6 +106,10 @@ KVPOOL_API kvpool_status radix_match(kvpool *pool, const int32_t *tokens, size_t
  * @param[in]  priority   Priority for the "priority" eviction policy (higher stays longer).
  * @param[out] prefix_len Receives the number of leading tokens already cached.
  * @param[out] node       Receives the node of the last token (NULL allowed).
+ * On swa pools the caller likewise keeps `slots[0, *prefix_len)` and tombstones
+ * are not revived (see radix_insert_swa()); on hybrid_linear pools it is
+ * #KVPOOL_ERR_UNSUPPORTED (every sequence needs a state: radix_insert_mamba()).
+ *
  * @return #KVPOOL_OK; #KVPOOL_ERR_UNSUPPORTED; #KVPOOL_ERR_INVALID_ARGUMENT (nothing changes).
  */
 KVPOOL_API kvpool_status radix_insert(kvpool *pool, const int32_t *tokens, size_t tokens_len, const int64_t *slots,
@@ -178,6 +198,127 @@ KVPOOL_API kvpool_status radix_take_events(kvpool *pool, radix_event *events, si
  */
 KVPOOL_API kvpool_status radix_page_hash(const int32_t *tokens, size_t tokens_len, const uint8_t *parent,
                                          size_t parent_len, uint8_t *digest, size_t digest_len, int64_t *event_id);
+
+/**
+ * @brief Match on a hybrid_linear pool: the longest prefix that ends at a node with a
+ *        cached mamba state, that state's slot, and optionally a copy of it (copy-on-write).
+ *
+ * Tokens matched past the deepest node with a state are not returned (a request could
+ * not continue from there). The state slot stays the tree's: a request continues
+ * from its own copy, which @p cow_slot receives.
+ *
+ * @param[in]  pool       A live hybrid_linear pool with a radix cache.
+ * @param[in]  tokens     Token ids.
+ * @param[in]  tokens_len Number of tokens.
+ * @param[in]  extra_key  Namespace, or NULL.
+ * @param[in]  cow_slot   A mamba slot the caller allocated (kvpool_mamba_alloc()) that receives
+ *                        the node's state if one matched, or -1 for no copy.
+ * @param[out] slots      Receives the cached slots of the usable prefix.
+ * @param[in]  slots_cap  Capacity of @p slots (tokens_len always suffices).
+ * @param[out] matched    Receives the number of usable tokens.
+ * @param[out] node       Receives the node where they end (the root if none).
+ * @param[out] mamba_slot Receives the node's state slot, owned by the tree (-1 at the root).
+ * @return #KVPOOL_OK; #KVPOOL_ERR_BUFFER_TOO_SMALL (*matched tells the need; nothing else
+ *         changes); #KVPOOL_ERR_UNSUPPORTED (not a hybrid_linear pool with a radix cache);
+ *         #KVPOOL_ERR_INVALID_ARGUMENT (e.g. @p cow_slot not allocated or the tree's).
+ */
+KVPOOL_API kvpool_status radix_match_mamba(kvpool *pool, const int32_t *tokens, size_t tokens_len,
+                                           const char *extra_key, int32_t cow_slot, int64_t *slots, size_t slots_cap,
+                                           size_t *matched, uint64_t *node, int32_t *mamba_slot);
+
+/**
+ * @brief Cache a sequence and the mamba state after its last token (hybrid_linear pools).
+ *
+ * As radix_insert(): the caller keeps `slots[0, *prefix_len)` (tokens cached already),
+ * the tree takes the rest. The tree takes @p mamba_slot too unless the sequence's end
+ * node already has a state (*mamba_exist = 1: the caller keeps and frees its slot);
+ * an end node that is a tombstone is revived with it.
+ *
+ * @param[in]  pool        A live hybrid_linear pool with a radix cache.
+ * @param[in]  tokens      Token ids (at least one).
+ * @param[in]  tokens_len  Number of tokens.
+ * @param[in]  slots       One allocated slot per token.
+ * @param[in]  slots_len   Must equal @p tokens_len.
+ * @param[in]  extra_key   Namespace, or NULL.
+ * @param[in]  mamba_slot  An allocated state slot that no request row and not the tree holds.
+ * @param[out] prefix_len  Receives the number of leading tokens already cached.
+ * @param[out] mamba_exist Receives 1 if the tree kept its own state (the caller keeps @p mamba_slot), else 0.
+ * @param[out] node        Receives the node of the last token (NULL allowed).
+ * @return #KVPOOL_OK; #KVPOOL_ERR_UNSUPPORTED; #KVPOOL_ERR_INVALID_ARGUMENT (nothing changes).
+ */
+KVPOOL_API kvpool_status radix_insert_mamba(kvpool *pool, const int32_t *tokens, size_t tokens_len,
+                                            const int64_t *slots, size_t slots_len, const char *extra_key,
+                                            int32_t mamba_slot, size_t *prefix_len, int32_t *mamba_exist,
+                                            uint64_t *node);
+
+/**
+ * @brief Free cached mamba states, least recently used first (hybrid_linear pools).
+ *
+ * An unlocked internal node loses its state and becomes a tombstone (its KV stays);
+ * an unlocked leaf is evicted entirely, with the childless tombstones above it.
+ *
+ * @param[in]  pool    A live hybrid_linear pool with a radix cache.
+ * @param[in]  states  States wanted back.
+ * @param[out] evicted Receives the states freed (fewer if no more are unlocked).
+ * @return #KVPOOL_OK; #KVPOOL_ERR_UNSUPPORTED; #KVPOOL_ERR_INVALID_ARGUMENT.
+ */
+KVPOOL_API kvpool_status radix_evict_mamba(kvpool *pool, size_t states, size_t *evicted);
+
+/**
+ * @brief SGLang's SWARadixCache insert (swa pools): the tree frees the caller's duplicates itself.
+ *
+ * `slots[0, prev_prefix_len)` are the tree's own slots the caller got from a match.
+ * Of the rest, slots of tokens the tree has already are freed (full and window slot),
+ * a tombstone not locked by anyone is revived with the caller's slots (its old full
+ * slots are freed), and the uncached tail is taken. After the call the caller owns none
+ * of `slots[prev_prefix_len, tokens_len)`. Tokens before @p swa_evicted_len have no
+ * window slot any more (freed with kvalloc_free_swa() when they left the window): they
+ * never revive a tombstone, and if new they are cached as a tombstone above the new
+ * leaf, or freed when no new token after them has a window slot.
+ *
+ * @param[in]  pool            A live swa pool with a radix cache.
+ * @param[in]  tokens          Token ids.
+ * @param[in]  tokens_len      Number of tokens.
+ * @param[in]  slots           One slot per token.
+ * @param[in]  slots_len       Must equal @p tokens_len.
+ * @param[in]  extra_key       Namespace, or NULL.
+ * @param[in]  prev_prefix_len Leading tokens whose slots came from the tree (at most what it holds).
+ * @param[in]  swa_evicted_len Leading tokens without window slots (at most @p tokens_len).
+ * @param[out] prefix_len      Receives the number of leading tokens already cached.
+ * @param[out] node            Receives the node of the last cached token (NULL allowed).
+ * @return #KVPOOL_OK; #KVPOOL_ERR_UNSUPPORTED; #KVPOOL_ERR_INVALID_ARGUMENT (nothing changes).
+ */
+KVPOOL_API kvpool_status radix_insert_swa(kvpool *pool, const int32_t *tokens, size_t tokens_len, const int64_t *slots,
+                                          size_t slots_len, const char *extra_key, size_t prev_prefix_len,
+                                          size_t swa_evicted_len, size_t *prefix_len, uint64_t *node);
+
+/**
+ * @brief Evict on a swa pool: full KV first, then window KV only.
+ *
+ * Phase 1 evicts least recently used unlocked leaves (full and window slots) until
+ * @p tokens full slots are freed. Phase 2 runs only while fewer than @p swa_tokens
+ * window slots were freed: least recently used window-unlocked nodes become
+ * tombstones (internal nodes: window slots freed, full slots kept) or are evicted (leaves).
+ *
+ * @param[in]  pool        A live swa pool with a radix cache.
+ * @param[in]  tokens      Full slots wanted back.
+ * @param[in]  swa_tokens  Window slots wanted back.
+ * @param[out] evicted     Receives the full slots freed.
+ * @param[out] swa_evicted Receives the window slots freed.
+ * @return #KVPOOL_OK; #KVPOOL_ERR_UNSUPPORTED; #KVPOOL_ERR_INVALID_ARGUMENT.
+ */
+KVPOOL_API kvpool_status radix_evict_swa(kvpool *pool, size_t tokens, size_t swa_tokens, size_t *evicted,
+                                         size_t *swa_evicted);
+
+/**
+ * @brief The tree's second resource: mamba state slots (hybrid_linear) or window tokens (swa),
+ *        unlocked (evictable) and locked (protected).
+ * @param[in]  pool          A live hybrid_linear or swa pool with a radix cache.
+ * @param[out] evictable     Receives the unlocked states / window tokens.
+ * @param[out] protected_len Receives the locked states / window tokens.
+ * @return #KVPOOL_OK; #KVPOOL_ERR_UNSUPPORTED (other pools); #KVPOOL_ERR_INVALID_ARGUMENT.
+ */
+KVPOOL_API kvpool_status radix_state_sizes(const kvpool *pool, size_t *evictable, size_t *protected_len);
 
 #ifdef __cplusplus
 }

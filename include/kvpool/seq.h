@@ -22,8 +22,21 @@
  * #KVPOOL_ERR_OUT_OF_MEMORY from extend or decode is recoverable: nothing changed
  * (no eviction happens unless it is sure to make the allocation succeed).
  * Requests work with every prefix-cache kind; without a radix tree nothing is shared.
- * Pools of attention swa or hybrid_linear are not supported yet (#KVPOOL_ERR_UNSUPPORTED).
- * Thread safety: one thread at a time per pool.
+ *
+ * hybrid_linear pools: each request also owns a mamba state slot
+ * (kvseq_mamba_slot()). begin copies the state of the matched prefix into it
+ * (copy-on-write; the match stops at the deepest cached node with a state) or
+ * zeroes it, and can return #KVPOOL_ERR_OUT_OF_MEMORY (no state slot free or
+ * evictable; nothing changed). finish with every computed token committed hands
+ * the slot to the tree with the tokens; otherwise it is freed.
+ * `pool.mamba_extra_buffer` is not supported (#KVPOOL_ERR_UNSUPPORTED).
+ *
+ * swa pools: window slots of a request's tokens that left its sliding window are
+ * freed (the full slots stay) at its next extend or decode; finish caches the
+ * tokens with SGLang's swa insert (tombstones for tokens without window slots).
+ *
+ * On hybrid_linear and swa pools tokens are cached at finish only (not after
+ * each prefill chunk). Thread safety: one thread at a time per pool.
  */
 #ifndef KVPOOL_SEQ_H
 #define KVPOOL_SEQ_H
@@ -66,7 +79,8 @@ typedef struct kvseq_info {
  * @param[in]  extra_key  Namespace of the prefix cache (LoRA id, cache salt), or NULL.
  * @param[out] seq        Receives the request's id (never 0).
  * @param[out] cached     Receives the number of prompt tokens found in the cache.
- * @return #KVPOOL_OK; #KVPOOL_ERR_UNSUPPORTED; #KVPOOL_ERR_INVALID_ARGUMENT.
+ * @return #KVPOOL_OK; #KVPOOL_ERR_OUT_OF_MEMORY (hybrid_linear: no state slot; nothing
+ *         changed); #KVPOOL_ERR_UNSUPPORTED; #KVPOOL_ERR_INVALID_ARGUMENT.
  */
 KVPOOL_API kvpool_status kvseq_begin(kvpool *pool, const int32_t *tokens, size_t tokens_len, const char *extra_key,
                                      uint64_t *seq, size_t *cached);
@@ -165,6 +179,20 @@ KVPOOL_API kvpool_status kvseq_get_slots(const kvpool *pool, uint64_t seq, int64
  */
 KVPOOL_API kvpool_status kvseq_accounting(const kvpool *pool, size_t *available, size_t *evictable,
                                           size_t *protected_len, size_t *uncached, size_t *capacity);
+
+/**
+ * @brief The mamba state slot a request owns (hybrid_linear pools).
+ *
+ * The slot holds the recurrent state after the request's last computed token; the
+ * engine reads and updates it while computing the request. It stays valid until the
+ * request finishes, aborts or is retracted (a retracted request gets a new one).
+ *
+ * @param[in]  pool A live hybrid_linear pool.
+ * @param[in]  seq  A request id.
+ * @param[out] slot Receives the state slot.
+ * @return #KVPOOL_OK; #KVPOOL_ERR_UNSUPPORTED (not hybrid_linear); #KVPOOL_ERR_INVALID_ARGUMENT.
+ */
+KVPOOL_API kvpool_status kvseq_mamba_slot(const kvpool *pool, uint64_t seq, int32_t *slot);
 
 #ifdef __cplusplus
 }

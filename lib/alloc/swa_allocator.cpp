@@ -60,6 +60,16 @@ Status SwaAllocator::free(const int64_t* slots, size_t n) {
   return release_window(slots, n, false);
 }
 
+Status SwaAllocator::free_full_only(const int64_t* slots, size_t n) {
+  if (n == 0) return Status::ok();
+  KVPOOL_RETURN_IF_ERROR(check_full_slots(slots, n));
+  KVPOOL_RETURN_IF_ERROR(full_.give_back(slots, n, false));
+  for (size_t i = 0; i < n; ++i) {
+    if (mapping_[static_cast<size_t>(slots[i])] != 0) set_mapping(slots[i], 0);
+  }
+  return Status::ok();
+}
+
 Status SwaAllocator::free_swa(const int64_t* slots, size_t n) {
   KVPOOL_RETURN_IF_ERROR(check_full_slots(slots, n));
   for (size_t i = 0; i < n; ++i) {

@@ -26,6 +26,10 @@ class SwaAllocator {
   Status alloc(size_t n, int64_t* out);
   Status free(const int64_t* slots, size_t n);
   Status free_swa(const int64_t* slots, size_t n);
+  // Frees full slots whose window slots are already gone (swa radix
+  // tombstones): the mapping entries are cleared, and a window slot a stale
+  // entry may still name is never freed.
+  Status free_full_only(const int64_t* slots, size_t n);
   Status translate(const int64_t* slots, size_t n, int64_t* out) const;
 
   Status group_begin();

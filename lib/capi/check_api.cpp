@@ -13,23 +13,6 @@ namespace {
 
 constexpr size_t kMaxReportLines = 64;
 
-// When only kvseq_* allocated, every held page belongs to a request or a tree node.
-size_t check_every_page_attributed(const kvpool* p, std::string* report, size_t max_lines) {
-  const auto& pages = p->paged->pages();
-  std::vector<uint8_t> attributed(static_cast<size_t>(pages.num_ids()) + 1, 0);
-  p->seqs->mark_request_pages(&attributed);
-  size_t problems = 0;
-  for (int64_t page = 1; page <= pages.num_ids(); ++page) {
-    const bool tree = p->cache && p->cache->tree_owns_page(page);
-    if (pages.owned(page) && !tree && attributed[static_cast<size_t>(page)] == 0) {
-      if (problems++ < max_lines) {
-        *report += pages.what() + " " + std::to_string(page) + " leaked: held, but owned by no request and no tree node\n";
-      }
-    }
-  }
-  return problems;
-}
-
 // Runs every component's check; returns the number of problems.
 size_t check_all(const kvpool* p, std::string* report) {
   size_t problems = 0;
@@ -42,8 +25,11 @@ size_t check_all(const kvpool* p, std::string* report) {
   problems += p->requests->row_ids().check(report, left());
   if (p->mamba) problems += p->mamba->check(report, left(), p->requests->row_ids());
   if (p->cache) problems += p->cache->check(report, left());
+  if (p->mamba_cache) problems += p->mamba_cache->check(report, left());
+  if (p->swa_cache) problems += p->swa_cache->check(report, left());
   if (p->seqs) problems += p->seqs->check(report, left());
-  if (p->seqs && !p->direct_allocations) problems += check_every_page_attributed(p, report, left());
+  // When only kvseq_* allocated, every held page (slot, window slot, state) belongs to a request or a tree node.
+  if (p->seqs && !p->direct_allocations) problems += p->seqs->check_attribution(report, left());
   return problems;
 }
 
@@ -59,6 +45,17 @@ std::string summary(const kvpool* p) {
   s += ", " + std::to_string(p->requests->row_ids().held()) + " rows held";
   if (p->mamba) s += ", " + std::to_string(p->mamba->ids().held()) + " mamba slots held";
   if (p->cache) s += ", " + std::to_string(p->cache->tree().total_size()) + " tokens cached";
+  if (p->mamba_cache) {
+    s += ", " + std::to_string(p->mamba_cache->tree().full_evictable_size() + p->mamba_cache->tree().full_protected_size()) +
+         " tokens and " +
+         std::to_string(p->mamba_cache->tree().mamba_evictable_size() + p->mamba_cache->tree().mamba_protected_size()) +
+         " states cached";
+  }
+  if (p->swa_cache) {
+    s += ", " + std::to_string(p->swa_cache->tree().full_evictable_size() + p->swa_cache->tree().full_protected_size()) +
+         " tokens (" + std::to_string(p->swa_cache->tree().swa_evictable_size() + p->swa_cache->tree().swa_protected_size()) +
+         " with window KV) cached";
+  }
   if (p->seqs) s += ", " + std::to_string(p->seqs->active()) + " requests";
   return s;
 }

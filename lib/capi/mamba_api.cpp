@@ -23,7 +23,9 @@ KVPOOL_API kvpool_status kvpool_mamba_alloc(kvpool* pool, int32_t* slots, size_t
   return with_pool("kvpool_mamba_alloc", pool, [&](kvpool* p) -> Status {
     KVPOOL_RETURN_IF_ERROR(need_mamba(p));
     KVPOOL_RETURN_IF_ERROR(check_array(slots, slots_len, "slots"));
-    return p->mamba->alloc(slots, slots_len);
+    KVPOOL_RETURN_IF_ERROR(p->mamba->alloc(slots, slots_len));
+    p->direct_allocations = true;  // kvpool_check can no longer attribute every state slot
+    return Status::ok();
   });
 }
 
@@ -31,6 +33,14 @@ KVPOOL_API kvpool_status kvpool_mamba_free(kvpool* pool, const int32_t* slots, s
   return with_pool("kvpool_mamba_free", pool, [&](kvpool* p) -> Status {
     KVPOOL_RETURN_IF_ERROR(need_mamba(p));
     KVPOOL_RETURN_IF_ERROR(check_array(slots, slots_len, "slots"));
+    for (size_t i = 0; i < slots_len; ++i) {
+      if (p->mamba_cache && p->mamba_cache->owns_state(slots[i])) {
+        return Status::invalid("mamba slot " + std::to_string(slots[i]) + " belongs to the prefix tree");
+      }
+      if (p->seqs && p->seqs->holds_state(slots[i])) {
+        return Status::invalid("mamba slot " + std::to_string(slots[i]) + " belongs to a kvseq request");
+      }
+    }
     return p->mamba->free_unattached(slots, slots_len);
   });
 }
@@ -46,7 +56,9 @@ KVPOOL_API kvpool_status kvpool_mamba_fork(kvpool* pool, int32_t src, int32_t* d
   return with_pool("kvpool_mamba_fork", pool, [&](kvpool* p) -> Status {
     KVPOOL_RETURN_IF_ERROR(need_mamba(p));
     KVPOOL_RETURN_IF_ERROR(check_out(dst, "dst"));
-    return p->mamba->fork(src, dst);
+    KVPOOL_RETURN_IF_ERROR(p->mamba->fork(src, dst));
+    p->direct_allocations = true;
+    return Status::ok();
   });
 }
 

@@ -1,6 +1,8 @@
 // Builds the components a configuration asks for, in dependency order.
 #include "capi/pool_handle.hpp"
 #include "backend/device.hpp"
+#include "seq/mamba_sequences.hpp"
+#include "seq/swa_sequences.hpp"
 
 namespace kvp::capi {
 namespace {
@@ -60,6 +62,18 @@ Status build_pool(::kvpool* pool) {
     pool->cache = std::make_unique<cache::PrefixCache>(pool->paged.get(), policy, c.prefix_cache.events);
   }
   if (plain) pool->seqs = std::make_unique<seq::Sequences>(pool->paged.get(), pool->requests.get(), pool->cache.get());
+  const bool radix = c.prefix_cache.kind == config::PrefixCacheKind::kRadix;
+  if (c.model.attention == config::Attention::kSWA) {
+    const size_t window = static_cast<size_t>(c.model.sliding_window);
+    if (radix) KVPOOL_RETURN_IF_ERROR(cache::SwaCache::make(pool->swa.get(), window, &pool->swa_cache));
+    pool->seqs = std::make_unique<seq::SwaSequences>(pool->swa.get(), pool->requests.get(), pool->swa_cache.get(), window);
+  }
+  // SGLang's extra_buffer mode (ping-pong state snapshots) is not implemented by the mamba tree or kvseq.
+  if (c.model.attention == config::Attention::kHybridLinear && !c.pool.mamba_extra_buffer) {
+    if (radix) KVPOOL_RETURN_IF_ERROR(cache::MambaCache::make(pool->paged.get(), pool->mamba.get(), &pool->mamba_cache));
+    pool->seqs = std::make_unique<seq::MambaSequences>(pool->paged.get(), pool->requests.get(), pool->mamba.get(),
+                                                       pool->mamba_cache.get());
+  }
   return Status::ok();
 }
 

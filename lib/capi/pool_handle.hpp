@@ -8,7 +8,9 @@
 #include "alloc/paged_allocator.hpp"
 #include "alloc/swa_allocator.hpp"
 #include "backend/backend.hpp"
+#include "cache/mamba_cache.hpp"
 #include "cache/prefix_cache.hpp"
+#include "cache/swa_cache.hpp"
 #include "config/config.hpp"
 #include "mamba/mamba_pool.hpp"
 #include "plan/plan.hpp"
@@ -39,7 +41,9 @@ struct kvpool {
   std::unique_ptr<kvp::mamba::MambaPool> mamba;  // hybrid_linear only
   std::unique_ptr<kvp::pool::KvBuffers> kv;
   std::unique_ptr<kvp::cache::PrefixCache> cache;  // radix prefix cache (mha, mla, nsa, double_sparse)
-  std::unique_ptr<kvp::seq::Sequences> seqs;       // kvseq_* (not for swa and hybrid_linear yet)
+  std::unique_ptr<kvp::cache::MambaCache> mamba_cache;  // hybrid_linear radix cache (page_size 1, no extra buffer)
+  std::unique_ptr<kvp::cache::SwaCache> swa_cache;      // swa radix cache
+  std::unique_ptr<kvp::seq::Sequences> seqs;       // kvseq_* (Mamba/SwaSequences for hybrid_linear/swa)
   kvp::Counters counters;
   uint64_t backup_token = 0;  // 0 = no active snapshot
   // Set once a caller allocates KV slots directly (kvalloc_*): from then on the

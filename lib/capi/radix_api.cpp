@@ -3,6 +3,7 @@
 
 #include "cache/page_hash.hpp"
 #include "capi/api_util.hpp"
+#include "capi/radix_util.hpp"
 #include "kvpool/radix.h"
 
 using kvp::Status;
@@ -14,9 +15,12 @@ using kvp::capi::with_pool;
 namespace {
 
 Status need_cache(const kvpool* pool) {
-  if (!pool->cache) {
-    return Status::unsupported("the pool has no radix prefix cache (prefix_cache.kind is not \"radix\", or the "
-                               "attention variant is swa or hybrid_linear)");
+  if (pool->config.pool.device_free_list) {
+    return Status::unsupported("the radix cache keeps slots on the host; use pool.free_list \"host\"");
+  }
+  if (!pool->cache && !pool->mamba_cache && !pool->swa_cache) {
+    return Status::unsupported("the pool has no radix prefix cache (prefix_cache.kind is not \"radix\", or a "
+                               "hybrid_linear pool uses pool.mamba_extra_buffer)");
   }
   return Status::ok();
 }
@@ -36,6 +40,7 @@ KVPOOL_API kvpool_status radix_match(kvpool* pool, const int32_t* tokens, size_t
     KVPOOL_RETURN_IF_ERROR(check_out(matched, "matched"));
     KVPOOL_RETURN_IF_ERROR(check_out(node, "node"));
     const std::string key = key_of(extra_key);
+    if (!p->cache) return kvp::capi::radix_match_two_level(p, tokens, tokens_len, key, -1, slots, slots_cap, matched, node, nullptr);
     // A match never exceeds the aligned key, so the pre-walk is needed only for small buffers.
     const size_t aligned = tokens_len - tokens_len % static_cast<size_t>(p->cache->page_size());
     const size_t would_match = slots_cap >= aligned ? 0 : p->cache->tree().cached_prefix(tokens, aligned, key);
@@ -62,7 +67,14 @@ KVPOOL_API kvpool_status radix_insert(kvpool* pool, const int32_t* tokens, size_
     KVPOOL_RETURN_IF_ERROR(check_same_length(slots_len, tokens_len, "slots", "tokens"));
     KVPOOL_RETURN_IF_ERROR(check_out(prefix_len, "prefix_len"));
     kvp::cache::NodeHandle last = 0;
-    KVPOOL_RETURN_IF_ERROR(p->cache->insert(tokens, tokens_len, slots, key_of(extra_key), priority, prefix_len, &last));
+    if (p->mamba_cache) {
+      return Status::unsupported("a hybrid_linear pool caches a mamba state with every sequence: use radix_insert_mamba");
+    }
+    if (p->swa_cache) {
+      KVPOOL_RETURN_IF_ERROR(p->swa_cache->insert_keep_prefix(tokens, tokens_len, slots, key_of(extra_key), prefix_len, &last));
+    } else {
+      KVPOOL_RETURN_IF_ERROR(p->cache->insert(tokens, tokens_len, slots, key_of(extra_key), priority, prefix_len, &last));
+    }
     if (node != nullptr) *node = last;
     return Status::ok();
   });
@@ -71,6 +83,8 @@ KVPOOL_API kvpool_status radix_insert(kvpool* pool, const int32_t* tokens, size_
 KVPOOL_API kvpool_status radix_lock(kvpool* pool, uint64_t node) {
   return with_pool("radix_lock", pool, [&](kvpool* p) -> Status {
     KVPOOL_RETURN_IF_ERROR(need_cache(p));
+    if (p->mamba_cache) return p->mamba_cache->tree().lock(node);
+    if (p->swa_cache) return p->swa_cache->lock(node);
     return p->cache->tree().lock(node);
   });
 }
@@ -78,6 +92,8 @@ KVPOOL_API kvpool_status radix_lock(kvpool* pool, uint64_t node) {
 KVPOOL_API kvpool_status radix_unlock(kvpool* pool, uint64_t node) {
   return with_pool("radix_unlock", pool, [&](kvpool* p) -> Status {
     KVPOOL_RETURN_IF_ERROR(need_cache(p));
+    if (p->mamba_cache) return p->mamba_cache->tree().unlock(node);
+    if (p->swa_cache) return p->swa_cache->unlock(node);
     return p->cache->tree().unlock(node);
   });
 }
@@ -86,6 +102,9 @@ KVPOOL_API kvpool_status radix_evict(kvpool* pool, size_t tokens, size_t* evicte
   return with_pool("radix_evict", pool, [&](kvpool* p) -> Status {
     KVPOOL_RETURN_IF_ERROR(need_cache(p));
     KVPOOL_RETURN_IF_ERROR(check_out(evicted, "evicted"));
+    if (p->mamba_cache) return p->mamba_cache->evict(tokens, evicted);
+    size_t window_evicted = 0;
+    if (p->swa_cache) return p->swa_cache->evict(tokens, 0, evicted, &window_evicted);
     return p->cache->evict(tokens, evicted);
   });
 }
@@ -96,9 +115,7 @@ KVPOOL_API kvpool_status radix_sizes(const kvpool* pool, size_t* evictable, size
     KVPOOL_RETURN_IF_ERROR(check_out(evictable, "evictable"));
     KVPOOL_RETURN_IF_ERROR(check_out(protected_len, "protected_len"));
     KVPOOL_RETURN_IF_ERROR(check_out(total, "total"));
-    *evictable = p->cache->tree().evictable_size();
-    *protected_len = p->cache->tree().protected_size();
-    *total = p->cache->tree().total_size();
+    kvp::capi::tree_sizes(p, evictable, protected_len, total);
     return Status::ok();
   });
 }
@@ -109,7 +126,11 @@ KVPOOL_API kvpool_status radix_reset(kvpool* pool) {
     if (p->seqs && p->seqs->active() > 0) {
       return Status::invalid(std::to_string(p->seqs->active()) + " requests are active; finish or abort them first");
     }
-    if (p->cache->tree().protected_size() > 0) return Status::invalid("locked nodes exist; unlock them first");
+    size_t evictable = 0, locked = 0, total = 0;
+    kvp::capi::tree_sizes(p, &evictable, &locked, &total);
+    if (locked > 0) return Status::invalid("locked nodes exist; unlock them first");
+    if (p->mamba_cache) return p->mamba_cache->reset();
+    if (p->swa_cache) return p->swa_cache->reset();
     return p->cache->reset();
   });
 }
@@ -122,6 +143,10 @@ KVPOOL_API kvpool_status radix_take_events(kvpool* pool, radix_event* events, si
     KVPOOL_RETURN_IF_ERROR(check_array(tokens, tokens_cap, "tokens"));
     KVPOOL_RETURN_IF_ERROR(check_out(events_len, "events_len"));
     KVPOOL_RETURN_IF_ERROR(check_out(tokens_len, "tokens_len"));
+    if (!p->cache) {  // the mamba and swa trees emit no KV events
+      *events_len = *tokens_len = 0;
+      return Status::ok();
+    }
     std::vector<kvp::cache::KvEvent> queued = p->cache->tree().take_events();
     size_t need_tokens = 0;
     for (const auto& e : queued) need_tokens += e.tokens.size();

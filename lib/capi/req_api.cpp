@@ -113,6 +113,7 @@ KVPOOL_API kvpool_status kvreq_alloc_hybrid(kvpool* pool, const int32_t* reuse, 
                                    std::to_string(p->requests->available()) + " available");
     }
     KVPOOL_RETURN_IF_ERROR(p->requests->alloc(rows, rows_len));
+    p->direct_allocations = true;  // state slots held outside kvseq: kvpool_check cannot attribute them
     return p->mamba->attach(rows, reuse, reuse_len, slots);
   });
 }

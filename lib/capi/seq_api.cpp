@@ -13,9 +13,13 @@ using kvp::capi::with_pool;
 namespace {
 
 Status need_seqs(const kvpool* pool) {
+  if (pool->config.pool.device_free_list) {
+    return Status::unsupported("kvseq keeps slots on the host; use pool.free_list \"host\"");
+  }
   if (!pool->seqs) {
     return Status::unsupported("kvseq does not support attention \"" +
-                               std::string(kvp::config::attention_name(pool->config.model.attention)) + "\" yet");
+                               std::string(kvp::config::attention_name(pool->config.model.attention)) +
+                               "\" with pool.mamba_extra_buffer");
   }
   return Status::ok();
 }
@@ -137,11 +141,19 @@ KVPOOL_API kvpool_status kvseq_accounting(const kvpool* pool, size_t* available,
                              {protected_len, "protected_len"}, {uncached, "uncached"}, {capacity, "capacity"}}) {
       KVPOOL_RETURN_IF_ERROR(check_out(ptr, name));
     }
-    *available = p->paged->available_tokens();
-    *evictable = p->cache ? p->cache->tree().evictable_size() : 0;
-    *protected_len = p->cache ? p->cache->tree().protected_size() : 0;
-    *uncached = p->seqs->uncached_tokens();
-    *capacity = static_cast<size_t>(p->paged->num_pages() * p->paged->page_size());
+    p->seqs->accounting(available, evictable, protected_len, uncached, capacity);
+    return Status::ok();
+  });
+}
+
+KVPOOL_API kvpool_status kvseq_mamba_slot(const kvpool* pool, uint64_t seq, int32_t* slot) {
+  return with_pool("kvseq_mamba_slot", pool, [&](kvpool* p) -> Status {
+    KVPOOL_RETURN_IF_ERROR(kvp::capi::need_mamba(p));
+    KVPOOL_RETURN_IF_ERROR(need_seqs(p));
+    KVPOOL_RETURN_IF_ERROR(check_out(slot, "slot"));
+    const kvp::seq::Request* r = p->seqs->find(seq);
+    if (r == nullptr) return Status::invalid("request " + std::to_string(seq) + " does not exist");
+    *slot = r->state;
     return Status::ok();
   });
 }

@@ -71,6 +71,14 @@ Status MambaPool::alloc(int32_t* out, size_t n) {
   return Status::ok();
 }
 
+bool MambaPool::attached(int32_t slot) const {
+  for (size_t row = 1; row < row_slot_.size(); ++row) {
+    const auto& pp = ping_pong_[row];
+    if (row_slot_[row] == slot || pp[0] == slot || pp[1] == slot) return true;
+  }
+  return false;
+}
+
 Status MambaPool::free_unattached(const int32_t* slots, size_t n) {
   for (size_t i = 0; i < n; ++i) {
     for (size_t row = 1; row < row_slot_.size(); ++row) {

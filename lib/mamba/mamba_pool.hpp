@@ -50,6 +50,8 @@ class MambaPool {
   Status check_detach(const int32_t* rows, size_t n, bool free_state, int32_t keep) const;
   Status detach(const int32_t* rows, size_t n, bool free_state, int32_t keep);
   int32_t slot_of_row(int32_t row) const { return row_slot_[static_cast<size_t>(row)]; }
+  // True if a request row maps to `slot` (as its state or a ping-pong slot).
+  bool attached(int32_t slot) const;
   std::array<int32_t, 2> ping_pong_of_row(int32_t row) const { return ping_pong_[static_cast<size_t>(row)]; }
 
   const backend::DeviceMemory& conv_memory() const { return conv_; }

@@ -13,7 +13,8 @@ std::string who(uint64_t id) { return "request " + std::to_string(id) + ": "; }
 }  // namespace
 
 Sequences::Sequences(alloc::PagedAllocator* allocator, req::RequestTable* table, cache::PrefixCache* cache)
-    : allocator_(allocator), table_(table), cache_(cache) {}
+    : page_(allocator != nullptr ? static_cast<size_t>(allocator->page_size()) : 1),
+      allocator_(allocator), table_(table), cache_(cache) {}
 
 const Request* Sequences::find(uint64_t id) const {
   auto it = requests_.find(id);
@@ -37,22 +38,35 @@ Status Sequences::check_batch(const uint64_t* ids, size_t n, std::vector<Request
   return Status::ok();
 }
 
-void Sequences::match_and_lock(Request* r) {
+Status Sequences::match_and_lock(Request* r) {
   r->cached = r->prefix_hit = 0;
   r->slots.clear();
-  if (cache_ == nullptr) return;
+  if (cache_ == nullptr) return Status::ok();
   // At least one token must be computed to produce logits.
   cache::MatchResult m = cache_->match(r->tokens.data(), r->tokens.size() - 1, r->extra_key);
-  cache_->tree().lock(m.last_node);  // a node just matched is live
+  KVPOOL_RETURN_IF_ERROR(cache_->tree().lock(m.last_node));  // a node just matched is live
   r->node = m.last_node;
   r->slots = std::move(m.slots);
   r->cached = r->prefix_hit = r->slots.size();
+  return Status::ok();
 }
 
 Status Sequences::unlock(Request* r) {
   if (cache_ == nullptr) return Status::ok();
   return cache_->tree().unlock(r->node);
 }
+
+Status Sequences::on_new_row(Request*) { return Status::ok(); }
+
+Status Sequences::after_chunk(Request* r) { return cache_ != nullptr ? cache_computed_pages(r) : Status::ok(); }
+
+bool Sequences::tree_owns(int64_t slot) const {
+  return cache_ != nullptr && cache_->tree_owns_page(slot / static_cast<int64_t>(page_));
+}
+
+bool Sequences::slot_held(int64_t slot) const { return allocator_->pages().owned(slot / static_cast<int64_t>(page_)); }
+
+bool Sequences::holds_state(int32_t) const { return false; }
 
 Status Sequences::free_slots(const std::vector<int64_t>& slots, size_t from, size_t to) {
   if (to <= from) return Status::ok();
@@ -80,18 +94,16 @@ Status Sequences::begin(const int32_t* tokens, size_t n, const std::string& extr
   Request r;
   r.tokens.assign(tokens, tokens + n);
   r.extra_key = extra_key;
-  match_and_lock(&r);
+  KVPOOL_RETURN_IF_ERROR(match_and_lock(&r));
   *id = next_id_++;
   *cached = r.cached;
   requests_.emplace(*id, std::move(r));
   return Status::ok();
 }
 
-Status Sequences::extend(const uint64_t* ids, const int64_t* chunks, size_t n, int64_t* out, size_t out_len) {
-  std::vector<Request*> reqs;
-  KVPOOL_RETURN_IF_ERROR(check_batch(ids, n, &reqs));
-  const size_t P = static_cast<size_t>(allocator_->page_size());
-  size_t total = 0, pages = 0, rows_needed = 0;
+Status Sequences::plan_extend(const std::vector<Request*>& reqs, const uint64_t* ids, const int64_t* chunks, size_t n,
+                              size_t out_len, size_t* total, size_t* pages, size_t* rows) const {
+  *total = *pages = *rows = 0;
   for (size_t i = 0; i < n; ++i) {
     const Request& r = *reqs[i];
     const size_t computed = r.slots.size(), left = r.tokens.size() - computed;
@@ -100,18 +112,37 @@ Status Sequences::extend(const uint64_t* ids, const int64_t* chunks, size_t n, i
                              std::to_string(left) + " (tokens not computed yet)");
     }
     const size_t chunk = static_cast<size_t>(chunks[i]);
-    total += chunk;
-    pages += pages_for(computed + chunk, P) - pages_for(computed, P);
-    rows_needed += r.row < 0 ? 1 : 0;
+    *total += chunk;
+    *pages += pages_for(computed + chunk, page_) - pages_for(computed, page_);
+    *rows += r.row < 0 ? 1 : 0;
   }
-  if (total != out_len) {
-    return Status::invalid("slots has length " + std::to_string(out_len) + ", the chunks add up to " + std::to_string(total));
+  if (*total != out_len) {
+    return Status::invalid("slots has length " + std::to_string(out_len) + ", the chunks add up to " + std::to_string(*total));
   }
-  if (rows_needed > table_->available()) {
-    return Status::out_of_memory("need " + std::to_string(rows_needed) + " request rows, " +
+  if (*rows > table_->available()) {
+    return Status::out_of_memory("need " + std::to_string(*rows) + " request rows, " +
                                  std::to_string(table_->available()) + " available");
   }
-  KVPOOL_RETURN_IF_ERROR(make_room(pages * P));
+  return Status::ok();
+}
+
+Status Sequences::assign_rows(const std::vector<Request*>& reqs, const int32_t* rows) {
+  size_t next_row = 0;
+  for (Request* r : reqs) {
+    if (r->row >= 0) continue;
+    r->row = rows[next_row++];
+    KVPOOL_RETURN_IF_ERROR(table_->write(r->row, 0, r->slots.data(), r->slots.size()));  // the cached prefix
+    KVPOOL_RETURN_IF_ERROR(on_new_row(r));
+  }
+  return Status::ok();
+}
+
+Status Sequences::extend(const uint64_t* ids, const int64_t* chunks, size_t n, int64_t* out, size_t out_len) {
+  std::vector<Request*> reqs;
+  KVPOOL_RETURN_IF_ERROR(check_batch(ids, n, &reqs));
+  size_t total = 0, pages = 0, rows_needed = 0;
+  KVPOOL_RETURN_IF_ERROR(plan_extend(reqs, ids, chunks, n, out_len, &total, &pages, &rows_needed));
+  KVPOOL_RETURN_IF_ERROR(make_room(pages * page_));
 
   std::vector<int64_t> pre(n), seq(n), last(n);
   for (size_t i = 0; i < n; ++i) {
@@ -123,25 +154,21 @@ Status Sequences::extend(const uint64_t* ids, const int64_t* chunks, size_t n, i
   KVPOOL_RETURN_IF_ERROR(allocator_->extend({pre.data(), seq.data(), last.data(), n}, out, out_len));
   std::vector<int32_t> rows(rows_needed);
   KVPOOL_RETURN_IF_ERROR(table_->alloc(rows.data(), rows_needed));
-  size_t next_row = 0, o = 0;
+  KVPOOL_RETURN_IF_ERROR(assign_rows(reqs, rows.data()));
+  size_t o = 0;
   for (size_t i = 0; i < n; ++i) {
     Request& r = *reqs[i];
-    if (r.row < 0) {
-      r.row = rows[next_row++];
-      KVPOOL_RETURN_IF_ERROR(table_->write(r.row, 0, r.slots.data(), r.slots.size()));  // the cached prefix
-    }
     const size_t chunk = static_cast<size_t>(chunks[i]);
     KVPOOL_RETURN_IF_ERROR(table_->write(r.row, r.slots.size(), out + o, chunk));
     r.slots.insert(r.slots.end(), out + o, out + o + chunk);
     o += chunk;
-    if (cache_ != nullptr) KVPOOL_RETURN_IF_ERROR(cache_computed_pages(&r));
+    KVPOOL_RETURN_IF_ERROR(after_chunk(&r));
   }
   return Status::ok();
 }
 
 Status Sequences::cache_computed_pages(Request* r) {
-  const size_t P = static_cast<size_t>(allocator_->page_size());
-  const size_t aligned = r->slots.size() - r->slots.size() % P;
+  const size_t aligned = r->slots.size() - r->slots.size() % page_;
   if (aligned <= r->cached) return Status::ok();
   size_t prefix = 0;
   KVPOOL_RETURN_IF_ERROR(cache_->insert(r->tokens.data(), aligned, r->slots.data(), r->extra_key, 0, &prefix, nullptr));
@@ -164,7 +191,6 @@ Status Sequences::cache_computed_pages(Request* r) {
 Status Sequences::decode(const uint64_t* ids, const int32_t* tokens, size_t n, int64_t* out) {
   std::vector<Request*> reqs;
   KVPOOL_RETURN_IF_ERROR(check_batch(ids, n, &reqs));
-  const size_t P = static_cast<size_t>(allocator_->page_size());
   size_t pages = 0;
   std::vector<int64_t> seq(n), last(n);
   for (size_t i = 0; i < n; ++i) {
@@ -178,9 +204,9 @@ Status Sequences::decode(const uint64_t* ids, const int32_t* tokens, size_t n, i
     }
     seq[i] = static_cast<int64_t>(r.tokens.size()) + 1;
     last[i] = r.slots.back();
-    pages += (r.tokens.size() % P == 0) ? 1 : 0;  // the new token starts a page
+    pages += (r.tokens.size() % page_ == 0) ? 1 : 0;  // the new token starts a page
   }
-  KVPOOL_RETURN_IF_ERROR(make_room(pages * P));
+  KVPOOL_RETURN_IF_ERROR(make_room(pages * page_));
   KVPOOL_RETURN_IF_ERROR(allocator_->decode(seq.data(), last.data(), n, out));
   for (size_t i = 0; i < n; ++i) {
     Request& r = *reqs[i];
@@ -192,10 +218,9 @@ Status Sequences::decode(const uint64_t* ids, const int32_t* tokens, size_t n, i
 }
 
 Status Sequences::release(Request* r, bool insert, size_t committed) {
-  const size_t P = static_cast<size_t>(allocator_->page_size());
   size_t own_from = r->cached;  // slots[cached, computed) are the request's
   if (insert && cache_ != nullptr) {
-    const size_t aligned = committed - committed % P;
+    const size_t aligned = committed - committed % page_;
     if (aligned > r->cached) {
       size_t prefix = 0;
       KVPOOL_RETURN_IF_ERROR(cache_->insert(r->tokens.data(), aligned, r->slots.data(), r->extra_key, 0, &prefix, nullptr));
@@ -233,44 +258,69 @@ Status Sequences::retract(uint64_t id, size_t* cached) {
   Request* r = nullptr;
   KVPOOL_RETURN_IF_ERROR(lookup(id, &r));
   KVPOOL_RETURN_IF_ERROR(release(r, false, 0));
-  match_and_lock(r);
+  KVPOOL_RETURN_IF_ERROR(match_and_lock(r));
   *cached = r->cached;
   return Status::ok();
 }
 
 size_t Sequences::uncached_tokens() const {
-  const size_t P = static_cast<size_t>(allocator_->page_size());
   size_t tokens = 0;
-  for (const auto& [id, r] : requests_) tokens += pages_for(r.slots.size(), P) * P - r.cached;
+  for (const auto& [id, r] : requests_) tokens += pages_for(r.slots.size(), page_) * page_ - r.cached;
   return tokens;
 }
 
+void Sequences::accounting(size_t* available, size_t* evictable, size_t* protected_len, size_t* uncached,
+                           size_t* capacity) const {
+  *available = allocator_->available_tokens();
+  *evictable = cache_ != nullptr ? cache_->tree().evictable_size() : 0;
+  *protected_len = cache_ != nullptr ? cache_->tree().protected_size() : 0;
+  *uncached = uncached_tokens();
+  *capacity = static_cast<size_t>(allocator_->num_pages()) * page_;
+}
+
 void Sequences::mark_request_pages(std::vector<uint8_t>* pages) const {
-  const int64_t P = allocator_->page_size();
   for (const auto& [id, r] : requests_) {
-    for (size_t i = r.cached; i < r.slots.size(); ++i) (*pages)[static_cast<size_t>(r.slots[i] / P)] = 1;
+    for (size_t i = r.cached; i < r.slots.size(); ++i) (*pages)[static_cast<size_t>(r.slots[i] / static_cast<int64_t>(page_))] = 1;
   }
 }
 
-size_t Sequences::check(std::string* report, size_t max_lines) const {
+size_t Sequences::check_attribution(std::string* report, size_t max_lines) const {
+  const auto& pages = allocator_->pages();
+  std::vector<uint8_t> attributed(static_cast<size_t>(pages.num_ids()) + 1, 0);
+  mark_request_pages(&attributed);
+  size_t problems = 0;
+  for (int64_t page = 1; page <= pages.num_ids(); ++page) {
+    const bool tree = tree_owns(page * static_cast<int64_t>(page_));
+    if (pages.owned(page) && !tree && attributed[static_cast<size_t>(page)] == 0) {
+      if (problems++ < max_lines) {
+        *report += pages.what() + " " + std::to_string(page) + " leaked: held, but owned by no request and no tree node\n";
+      }
+    }
+  }
+  return problems;
+}
+
+size_t Sequences::check(std::string* report, size_t max_lines) const { return check_requests(report, max_lines, cache_ != nullptr); }
+
+size_t Sequences::check_requests(std::string* report, size_t max_lines, bool has_tree) const {
   size_t problems = 0;
   auto complain = [&](const std::string& line) {
     if (problems++ < max_lines) *report += line + "\n";
   };
-  const int64_t P = allocator_->page_size();
+  const int64_t P = static_cast<int64_t>(page_);
   std::map<int64_t, uint64_t> page_owner;
   for (const auto& [id, r] : requests_) {
-    if (r.cached > r.slots.size() || r.slots.size() > r.tokens.size() || r.cached % static_cast<size_t>(P) != 0) {
+    if (r.cached > r.slots.size() || r.slots.size() > r.tokens.size() || r.cached % page_ != 0) {
       complain(who(id) + "inconsistent lengths");
       continue;
     }
     for (size_t i = 0; i < r.slots.size(); ++i) {
       const int64_t page = r.slots[i] / P;
       const bool tree_part = i < r.cached;
-      if (cache_ != nullptr && tree_part != cache_->tree_owns_page(page)) {
+      if (has_tree && tree_part != tree_owns(r.slots[i])) {
         complain(who(id) + "slot " + std::to_string(r.slots[i]) + (tree_part ? " should belong to the tree" : " is owned by the tree and the request"));
       }
-      if (!allocator_->pages().owned(page)) complain(who(id) + "slot " + std::to_string(r.slots[i]) + " is free in the allocator");
+      if (!slot_held(r.slots[i])) complain(who(id) + "slot " + std::to_string(r.slots[i]) + " is free in the allocator");
       if (tree_part) continue;
       auto [it, inserted] = page_owner.emplace(page, id);
       if (!inserted && it->second != id) {

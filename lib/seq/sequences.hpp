@@ -27,16 +27,25 @@ struct Request {
   size_t cached = 0;           // leading tokens owned by the tree (page-aligned)
   size_t prefix_hit = 0;
   cache::NodeHandle node = 0;  // locked node (meaningful with a tree)
+  int32_t state = -1;          // hybrid_linear: the request's own mamba state slot
+  int64_t swa_uuid = 0;        // swa: bound of the window lock on `node`
+  size_t window_from = 0;      // swa: slots[cached, window_from) have no window slot any more
 };
 
+// The requests of a pool whose KV is fully described by its token slots (mha,
+// mla, nsa, double_sparse), and the base of the variants with a second
+// resource (MambaSequences, SwaSequences), which override the hooks.
 class Sequences {
  public:
   // `cache` may be NULL (prefix cache kind "chunk" or "none").
   Sequences(alloc::PagedAllocator* allocator, req::RequestTable* table, cache::PrefixCache* cache);
+  virtual ~Sequences() = default;
+  Sequences(const Sequences&) = delete;
+  Sequences& operator=(const Sequences&) = delete;
 
   Status begin(const int32_t* tokens, size_t n, const std::string& extra_key, uint64_t* id, size_t* cached);
-  Status extend(const uint64_t* ids, const int64_t* chunks, size_t n, int64_t* out, size_t out_len);
-  Status decode(const uint64_t* ids, const int32_t* tokens, size_t n, int64_t* out);
+  virtual Status extend(const uint64_t* ids, const int64_t* chunks, size_t n, int64_t* out, size_t out_len);
+  virtual Status decode(const uint64_t* ids, const int32_t* tokens, size_t n, int64_t* out);
   Status finish(uint64_t id, size_t committed);
   Status abort(uint64_t id);
   Status retract(uint64_t id, size_t* cached);
@@ -45,21 +54,41 @@ class Sequences {
   size_t active() const { return requests_.size(); }
   // Tokens held by requests beyond what the tree owns, counted in whole pages.
   size_t uncached_tokens() const;
-  size_t check(std::string* report, size_t max_lines) const;
-  // Marks every page a request owns (slots[cached, computed)).
-  void mark_request_pages(std::vector<uint8_t>* pages) const;
+  // SGLang's identity available + evictable + protected + uncached == capacity (§1.19), full KV pool.
+  virtual void accounting(size_t* available, size_t* evictable, size_t* protected_len, size_t* uncached,
+                          size_t* capacity) const;
+  virtual size_t check(std::string* report, size_t max_lines) const;
+  // Every held slot (and state) belongs to exactly one request or tree node
+  // (valid while only kvseq_* allocate).
+  virtual size_t check_attribution(std::string* report, size_t max_lines) const;
+  // True if a request holds mamba state slot `slot`.
+  virtual bool holds_state(int32_t slot) const;
 
- private:
+ protected:
   Status lookup(uint64_t id, Request** out);
   Status check_batch(const uint64_t* ids, size_t n, std::vector<Request*>* reqs);
+  // Validates the chunks of an extend batch: *total tokens, *pages new pages, *rows new rows.
+  Status plan_extend(const std::vector<Request*>& reqs, const uint64_t* ids, const int64_t* chunks, size_t n,
+                     size_t out_len, size_t* total, size_t* pages, size_t* rows) const;
+  // Gives requests without a row one of `rows` and writes their cached prefix.
+  Status assign_rows(const std::vector<Request*>& reqs, const int32_t* rows);
   // Frees enough unlocked cached prefixes for `tokens` more slots, or fails without evicting.
-  Status make_room(size_t tokens);
-  void match_and_lock(Request* r);
-  Status unlock(Request* r);
-  Status free_slots(const std::vector<int64_t>& slots, size_t from, size_t to);
+  virtual Status make_room(size_t tokens);
+  virtual Status match_and_lock(Request* r);
+  virtual Status unlock(Request* r);
+  virtual Status on_new_row(Request* r);
+  // After a prefill chunk got its slots (the plain tree caches the computed pages).
+  virtual Status after_chunk(Request* r);
+  virtual bool tree_owns(int64_t slot) const;
+  virtual bool slot_held(int64_t slot) const;
+  virtual Status free_slots(const std::vector<int64_t>& slots, size_t from, size_t to);
   Status cache_computed_pages(Request* r);
-  Status release(Request* r, bool insert, size_t committed);
+  virtual Status release(Request* r, bool insert, size_t committed);
+  size_t check_requests(std::string* report, size_t max_lines, bool has_tree) const;
+  // Marks every slot id (page with page_size > 1) a request owns (slots[cached, computed)).
+  void mark_request_pages(std::vector<uint8_t>* pages) const;
 
+  size_t page_ = 1;
   alloc::PagedAllocator* allocator_;
   req::RequestTable* table_;
   cache::PrefixCache* cache_;

@@ -1,0 +1,141 @@
+#include "seq/mamba_sequences.hpp"
+
+#include <vector>
+
+namespace kvp::seq {
+
+MambaSequences::MambaSequences(alloc::PagedAllocator* allocator, req::RequestTable* table, mamba::MambaPool* states,
+                               cache::MambaCache* cache)
+    : Sequences(allocator, table, nullptr), states_(states), mcache_(cache) {}
+
+bool MambaSequences::tree_owns(int64_t slot) const { return mcache_ != nullptr && mcache_->owns_slot(slot); }
+
+bool MambaSequences::holds_state(int32_t slot) const {
+  for (const auto& [id, r] : requests_) {
+    if (r.state == slot) return true;
+  }
+  return false;
+}
+
+Status MambaSequences::make_room(size_t tokens) {
+  const size_t available = allocator_->available_tokens();
+  if (tokens <= available) return Status::ok();
+  const size_t shortfall = tokens - available;
+  const size_t evictable = mcache_ != nullptr ? mcache_->tree().full_evictable_size() : 0;
+  if (evictable < shortfall) {
+    return Status::out_of_memory("need " + std::to_string(tokens) + " slots, " + std::to_string(available) +
+                                 " free and " + std::to_string(evictable) + " evictable");
+  }
+  size_t evicted = 0;
+  return mcache_->evict(shortfall, &evicted);
+}
+
+Status MambaSequences::match_and_lock(Request* r) {
+  r->cached = r->prefix_hit = 0;
+  r->slots.clear();
+  r->node = 0;
+  int32_t source = -1;
+  if (mcache_ != nullptr) {
+    cache::MambaMatch m;
+    KVPOOL_RETURN_IF_ERROR(mcache_->match(r->tokens.data(), r->tokens.size() - 1, r->extra_key, -1, &m));
+    KVPOOL_RETURN_IF_ERROR(mcache_->tree().lock(m.node));  // also protects the state copied below
+    r->node = m.node;
+    r->slots = std::move(m.slots);
+    source = m.mamba_slot;
+  }
+  // The request's own state slot; evict an unlocked cached state when none is free.
+  if (states_->ids().available() == 0 && mcache_ != nullptr && mcache_->tree().mamba_evictable_size() > 0) {
+    size_t evicted = 0;
+    KVPOOL_RETURN_IF_ERROR(mcache_->evict_mamba(1, &evicted));
+  }
+  if (states_->ids().available() == 0) {
+    KVPOOL_RETURN_IF_ERROR(unlock(r));
+    r->slots.clear();
+    r->node = 0;
+    return Status::out_of_memory("no mamba state slot is free or evictable for the request");
+  }
+  KVPOOL_RETURN_IF_ERROR(states_->alloc(&r->state, 1));  // zeroed
+  if (source >= 0) KVPOOL_RETURN_IF_ERROR(states_->copy(source, r->state));
+  r->cached = r->prefix_hit = r->slots.size();
+  return Status::ok();
+}
+
+Status MambaSequences::unlock(Request* r) {
+  if (mcache_ == nullptr) return Status::ok();
+  return mcache_->tree().unlock(r->node);
+}
+
+Status MambaSequences::on_new_row(Request* r) {
+  int32_t slot = 0;
+  return states_->attach(&r->row, &r->state, 1, &slot);
+}
+
+Status MambaSequences::after_chunk(Request*) { return Status::ok(); }
+
+Status MambaSequences::release(Request* r, bool insert, size_t committed) {
+  if (r->row >= 0) KVPOOL_RETURN_IF_ERROR(states_->detach(&r->row, 1, false, -1));
+  size_t own_from = r->cached;  // slots[cached, computed) are the request's
+  bool state_taken = false;
+  // The state describes every computed token: only then can the tokens be cached with it.
+  if (insert && mcache_ != nullptr && committed == r->slots.size() && committed > r->cached) {
+    size_t prefix = 0;
+    bool exist = false;
+    KVPOOL_RETURN_IF_ERROR(
+        mcache_->insert(r->tokens.data(), committed, r->slots.data(), r->state, r->extra_key, &prefix, &exist, nullptr));
+    KVPOOL_RETURN_IF_ERROR(free_slots(r->slots, r->cached, prefix));  // duplicates of cached tokens
+    own_from = committed;
+    state_taken = !exist;
+  }
+  KVPOOL_RETURN_IF_ERROR(free_slots(r->slots, own_from, r->slots.size()));
+  if (!state_taken && r->state >= 0) KVPOOL_RETURN_IF_ERROR(states_->free_unattached(&r->state, 1));
+  r->state = -1;
+  if (r->row >= 0) KVPOOL_RETURN_IF_ERROR(table_->free(&r->row, 1));
+  r->row = -1;
+  return unlock(r);
+}
+
+void MambaSequences::accounting(size_t* available, size_t* evictable, size_t* protected_len, size_t* uncached,
+                                size_t* capacity) const {
+  Sequences::accounting(available, evictable, protected_len, uncached, capacity);
+  *evictable = mcache_ != nullptr ? mcache_->tree().full_evictable_size() : 0;
+  *protected_len = mcache_ != nullptr ? mcache_->tree().full_protected_size() : 0;
+}
+
+size_t MambaSequences::check(std::string* report, size_t max_lines) const {
+  size_t problems = check_requests(report, max_lines, mcache_ != nullptr);
+  auto complain = [&](const std::string& line) {
+    if (problems++ < max_lines) *report += line + "\n";
+  };
+  for (const auto& [id, r] : requests_) {
+    const std::string who = "request " + std::to_string(id) + ": ";
+    if (r.state < 1 || !states_->ids().owned(r.state)) {
+      complain(who + "mamba slot " + std::to_string(r.state) + " is not allocated");
+      continue;
+    }
+    if (mcache_ != nullptr && mcache_->owns_state(r.state)) complain(who + "mamba slot " + std::to_string(r.state) + " belongs to the tree too");
+    if (r.row >= 0 && states_->slot_of_row(r.row) != r.state) {
+      complain(who + "row " + std::to_string(r.row) + " maps to mamba slot " + std::to_string(states_->slot_of_row(r.row)) +
+               ", not " + std::to_string(r.state));
+    }
+  }
+  return problems;
+}
+
+size_t MambaSequences::check_attribution(std::string* report, size_t max_lines) const {
+  size_t problems = Sequences::check_attribution(report, max_lines);
+  const auto& ids = states_->ids();
+  std::vector<uint8_t> users(static_cast<size_t>(ids.num_ids()) + 1, 0);
+  for (const auto& [id, r] : requests_) {
+    if (r.state >= 1 && r.state <= ids.num_ids()) ++users[static_cast<size_t>(r.state)];
+  }
+  for (int64_t s = 1; s <= ids.num_ids(); ++s) {
+    const int owners = users[static_cast<size_t>(s)] + (mcache_ != nullptr && mcache_->owns_state(static_cast<int32_t>(s)) ? 1 : 0);
+    if (ids.owned(s) && owners != 1 && problems++ < max_lines) {
+      *report += "mamba slot " + std::to_string(s) + (owners == 0 ? " leaked: held, but owned by no request and no tree node\n"
+                                                                  : " is owned by " + std::to_string(owners) + " requests/tree nodes\n");
+    }
+  }
+  return problems;
+}
+
+}  // namespace kvp::seq

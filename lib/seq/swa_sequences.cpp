@@ -1,0 +1,203 @@
+#include "seq/swa_sequences.hpp"
+
+#include <algorithm>
+#include <vector>
+
+namespace kvp::seq {
+
+SwaSequences::SwaSequences(alloc::SwaAllocator* allocator, req::RequestTable* table, cache::SwaCache* cache, size_t window)
+    : Sequences(nullptr, table, nullptr), swa_(allocator), scache_(cache), window_(window) {}
+
+bool SwaSequences::tree_owns(int64_t slot) const { return scache_ != nullptr && scache_->owns_slot(slot); }
+
+bool SwaSequences::slot_held(int64_t slot) const { return swa_->full().owned(slot); }
+
+Status SwaSequences::free_slots(const std::vector<int64_t>& slots, size_t from, size_t to) {
+  if (to <= from) return Status::ok();
+  return swa_->free(slots.data() + from, to - from);  // windowless slots map to 0: only the full slot is freed
+}
+
+Status SwaSequences::match_and_lock(Request* r) {
+  r->cached = r->prefix_hit = 0;
+  r->slots.clear();
+  r->node = 0;
+  r->swa_uuid = 0;
+  r->window_from = 0;
+  if (scache_ == nullptr) return Status::ok();
+  cache::SwaMatch m = scache_->match(r->tokens.data(), r->tokens.size() - 1, r->extra_key);
+  // The usable prefix ends with at least `window` live tokens (or has no tombstone).
+  KVPOOL_RETURN_IF_ERROR(scache_->tree().lock(m.node, &r->swa_uuid));
+  r->node = m.node;
+  r->slots = std::move(m.slots);
+  r->cached = r->prefix_hit = r->slots.size();
+  return Status::ok();
+}
+
+Status SwaSequences::unlock(Request* r) {
+  if (scache_ == nullptr) return Status::ok();
+  return scache_->tree().unlock(r->node, r->swa_uuid);
+}
+
+void SwaSequences::out_of_window(const Request& r, size_t* from, size_t* to) const {
+  *from = std::max(r.cached, r.window_from);
+  const size_t computed = r.slots.size();
+  *to = computed > window_ ? computed - window_ : 0;
+  if (*to < *from) *to = *from;
+}
+
+Status SwaSequences::allocate(const std::vector<Request*>& reqs, size_t total, int64_t* out) {
+  size_t released = 0;
+  for (const Request* r : reqs) {
+    size_t from = 0, to = 0;
+    out_of_window(*r, &from, &to);
+    released += to - from;
+  }
+  const size_t full_free = swa_->full().available(), window_free = swa_->swa().available() + released;
+  const size_t full_evictable = scache_ != nullptr ? scache_->tree().full_evictable_size() : 0;
+  const size_t window_evictable = scache_ != nullptr ? scache_->tree().swa_evictable_size() : 0;
+  if (full_free + full_evictable < total || window_free + window_evictable < total) {
+    return Status::out_of_memory("need " + std::to_string(total) + " slots in both pools: " + std::to_string(full_free) +
+                                 " full slots free and " + std::to_string(full_evictable) + " evictable, " +
+                                 std::to_string(window_free) + " window slots free and " +
+                                 std::to_string(window_evictable) + " evictable");
+  }
+  for (Request* r : reqs) {
+    size_t from = 0, to = 0;
+    out_of_window(*r, &from, &to);
+    if (to > from) KVPOOL_RETURN_IF_ERROR(swa_->free_swa(r->slots.data() + from, to - from));
+    r->window_from = std::max(r->window_from, to);
+  }
+  const size_t full_short = total > swa_->full().available() ? total - swa_->full().available() : 0;
+  const size_t window_short = total > swa_->swa().available() ? total - swa_->swa().available() : 0;
+  if (full_short > 0 || window_short > 0) {
+    size_t full_evicted = 0, window_evicted = 0;
+    KVPOOL_RETURN_IF_ERROR(scache_->evict(full_short, window_short, &full_evicted, &window_evicted));
+  }
+  return swa_->alloc(total, out);
+}
+
+Status SwaSequences::extend(const uint64_t* ids, const int64_t* chunks, size_t n, int64_t* out, size_t out_len) {
+  std::vector<Request*> reqs;
+  KVPOOL_RETURN_IF_ERROR(check_batch(ids, n, &reqs));
+  size_t total = 0, pages = 0, rows_needed = 0;
+  KVPOOL_RETURN_IF_ERROR(plan_extend(reqs, ids, chunks, n, out_len, &total, &pages, &rows_needed));
+  KVPOOL_RETURN_IF_ERROR(allocate(reqs, total, out));
+  std::vector<int32_t> rows(rows_needed);
+  KVPOOL_RETURN_IF_ERROR(table_->alloc(rows.data(), rows_needed));
+  KVPOOL_RETURN_IF_ERROR(assign_rows(reqs, rows.data()));
+  size_t o = 0;
+  for (size_t i = 0; i < n; ++i) {
+    Request& r = *reqs[i];
+    const size_t chunk = static_cast<size_t>(chunks[i]);
+    KVPOOL_RETURN_IF_ERROR(table_->write(r.row, r.slots.size(), out + o, chunk));
+    r.slots.insert(r.slots.end(), out + o, out + o + chunk);
+    o += chunk;
+  }
+  return Status::ok();
+}
+
+Status SwaSequences::decode(const uint64_t* ids, const int32_t* tokens, size_t n, int64_t* out) {
+  std::vector<Request*> reqs;
+  KVPOOL_RETURN_IF_ERROR(check_batch(ids, n, &reqs));
+  for (size_t i = 0; i < n; ++i) {
+    const Request& r = *reqs[i];
+    if (r.row < 0 || r.slots.size() != r.tokens.size()) {
+      return Status::invalid("request " + std::to_string(ids[i]) + ": has " + std::to_string(r.tokens.size() - r.slots.size()) +
+                             " tokens not computed yet; extend it before decoding");
+    }
+    if (r.tokens.size() + 1 > static_cast<size_t>(table_->max_context_len())) {
+      return Status::invalid("request " + std::to_string(ids[i]) + ": would exceed max_context_len " +
+                             std::to_string(table_->max_context_len()));
+    }
+  }
+  KVPOOL_RETURN_IF_ERROR(allocate(reqs, n, out));
+  for (size_t i = 0; i < n; ++i) {
+    Request& r = *reqs[i];
+    KVPOOL_RETURN_IF_ERROR(table_->write(r.row, r.slots.size(), out + i, 1));
+    r.tokens.push_back(tokens[i]);
+    r.slots.push_back(out[i]);
+  }
+  return Status::ok();
+}
+
+Status SwaSequences::release(Request* r, bool insert, size_t committed) {
+  size_t own_from = r->cached;
+  if (insert && scache_ != nullptr && committed > r->cached) {
+    size_t prefix = 0;
+    // The tree frees the request's duplicates itself: afterwards the request owns none of [cached, committed).
+    KVPOOL_RETURN_IF_ERROR(scache_->insert(r->tokens.data(), committed, r->slots.data(), r->extra_key, r->cached,
+                                           std::min(committed, std::max(r->cached, r->window_from)), &prefix, nullptr));
+    own_from = committed;
+  }
+  KVPOOL_RETURN_IF_ERROR(free_slots(r->slots, own_from, r->slots.size()));
+  if (r->row >= 0) KVPOOL_RETURN_IF_ERROR(table_->free(&r->row, 1));
+  r->row = -1;
+  r->window_from = 0;
+  return unlock(r);
+}
+
+void SwaSequences::accounting(size_t* available, size_t* evictable, size_t* protected_len, size_t* uncached,
+                              size_t* capacity) const {
+  *available = swa_->full().available();
+  *evictable = scache_ != nullptr ? scache_->tree().full_evictable_size() : 0;
+  *protected_len = scache_ != nullptr ? scache_->tree().full_protected_size() : 0;
+  *uncached = uncached_tokens();
+  *capacity = static_cast<size_t>(swa_->full().num_ids());
+}
+
+size_t SwaSequences::check(std::string* report, size_t max_lines) const {
+  size_t problems = check_requests(report, max_lines, scache_ != nullptr);
+  auto complain = [&](const std::string& line) {
+    if (problems++ < max_lines) *report += line + "\n";
+  };
+  const auto& mapping = swa_->mapping();
+  for (const auto& [id, r] : requests_) {
+    const std::string who = "request " + std::to_string(id) + ": ";
+    if (r.window_from > r.slots.size()) {
+      complain(who + "window frontier " + std::to_string(r.window_from) + " is past its computed tokens");
+      continue;
+    }
+    for (size_t i = r.cached; i < r.slots.size(); ++i) {
+      const int64_t s = r.slots[i];
+      if (s < 1 || s > swa_->full().num_ids()) continue;  // reported above
+      const int64_t w = mapping[static_cast<size_t>(s)];
+      if (i < r.window_from && w != 0) complain(who + "slot " + std::to_string(s) + " slid out of the window but still maps to window slot " + std::to_string(w));
+      if (i >= r.window_from && (w <= 0 || !swa_->swa().owned(w))) complain(who + "slot " + std::to_string(s) + " in the window has no held window slot");
+    }
+  }
+  return problems;
+}
+
+size_t SwaSequences::check_attribution(std::string* report, size_t max_lines) const {
+  size_t problems = 0;
+  auto complain = [&](const std::string& line) {
+    if (problems++ < max_lines) *report += line + "\n";
+  };
+  const auto& full = swa_->full();
+  const auto& mapping = swa_->mapping();
+  std::vector<uint8_t> owner(static_cast<size_t>(full.num_ids()) + 1, 0);
+  for (const auto& [id, r] : requests_) {
+    for (size_t i = r.cached; i < r.slots.size(); ++i) {
+      if (r.slots[i] >= 1 && r.slots[i] <= full.num_ids()) owner[static_cast<size_t>(r.slots[i])] = 1;
+    }
+  }
+  std::vector<uint8_t> window_users(static_cast<size_t>(swa_->swa().num_ids()) + 1, 0);
+  for (int64_t s = 1; s <= full.num_ids(); ++s) {
+    const bool attributed = owner[static_cast<size_t>(s)] != 0 || tree_owns(s);
+    if (full.owned(s) && !attributed) complain("slot " + std::to_string(s) + " leaked: held, but owned by no request and no tree node");
+    const int64_t w = mapping[static_cast<size_t>(s)];
+    if (w <= 0) continue;
+    if (!full.owned(s)) complain("free slot " + std::to_string(s) + " still maps to window slot " + std::to_string(w));
+    if (w <= swa_->swa().num_ids() && window_users[static_cast<size_t>(w)]++ > 0) {
+      complain("window slot " + std::to_string(w) + " is mapped from two slots");
+    }
+  }
+  for (int64_t w = 1; w <= swa_->swa().num_ids(); ++w) {
+    if (swa_->swa().owned(w) && window_users[static_cast<size_t>(w)] == 0) {
+      complain("window slot " + std::to_string(w) + " leaked: held, but mapped from no slot");
+    }
+  }
+  return problems;
+}
+
+}  // namespace kvp::seq

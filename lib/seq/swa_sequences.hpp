@@ -1,0 +1,56 @@
+// Requests of swa pools (SGLANG_SEMANTICS §1.5, §4.2): every token has a
+// full-pool slot and, while it is inside the request's sliding window, a
+// window slot mapped from it.
+//
+// - begin matches the usable prefix (no tombstone, or at least `window` live
+//   tokens ending the match) and window-locks it.
+// - extend and decode first free the window slots of the request's own tokens
+//   that no later token can attend to (positions before `computed - window`)
+//   through the allocator's free_swa: the full slots stay. Then they evict
+//   (full and window KV) when short, and allocate in both pools.
+// - finish caches the committed tokens with SGLang's insert: duplicates are
+//   freed by the tree, tombstones revived with the request's windowed slots,
+//   and the request's windowless tokens become tombstones (or are freed when
+//   nothing after them has a window slot).
+// - Nothing is cached during prefill.
+#pragma once
+
+#include "alloc/swa_allocator.hpp"
+#include "cache/swa_cache.hpp"
+#include "seq/sequences.hpp"
+
+namespace kvp::seq {
+
+class SwaSequences : public Sequences {
+ public:
+  // `cache` may be NULL (prefix cache kind "chunk" or "none").
+  SwaSequences(alloc::SwaAllocator* allocator, req::RequestTable* table, cache::SwaCache* cache, size_t window);
+
+  Status extend(const uint64_t* ids, const int64_t* chunks, size_t n, int64_t* out, size_t out_len) override;
+  Status decode(const uint64_t* ids, const int32_t* tokens, size_t n, int64_t* out) override;
+  void accounting(size_t* available, size_t* evictable, size_t* protected_len, size_t* uncached,
+                  size_t* capacity) const override;
+  size_t check(std::string* report, size_t max_lines) const override;
+  size_t check_attribution(std::string* report, size_t max_lines) const override;
+
+ protected:
+  Status match_and_lock(Request* r) override;
+  Status unlock(Request* r) override;
+  bool tree_owns(int64_t slot) const override;
+  bool slot_held(int64_t slot) const override;
+  Status free_slots(const std::vector<int64_t>& slots, size_t from, size_t to) override;
+  Status release(Request* r, bool insert, size_t committed) override;
+
+ private:
+  // Window slots the next computation of `r` no longer needs: [*from, *to).
+  void out_of_window(const Request& r, size_t* from, size_t* to) const;
+  // Frees out-of-window slots of `reqs`, evicts when short and allocates `total` slots,
+  // or fails with OUT_OF_MEMORY having changed nothing.
+  Status allocate(const std::vector<Request*>& reqs, size_t total, int64_t* out);
+
+  alloc::SwaAllocator* swa_;
+  cache::SwaCache* scache_;
+  size_t window_;
+};
+
+}  // namespace kvp::seq

@@ -1,0 +1,389 @@
+// hybrid_linear pools: the mamba radix cache through radix_* (SGLANG_SEMANTICS §4.1, §8.3)
+// and kvseq_* with a mamba state per request (§1.11, §1.19).
+#include <map>
+#include <random>
+
+#include "seq_test_util.hpp"
+
+namespace {
+
+using kvtest::Pool;
+using kvtest::Slots;
+using kvtest::Tokens;
+
+constexpr int kMambaLayer = 0;
+
+std::vector<float> state_conv(float base) {
+  std::vector<float> v(12);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = base + static_cast<float>(i);
+  return v;
+}
+
+void write_state(kvpool* pool, int32_t slot, float base) {
+  std::vector<float> conv = state_conv(base), ssm(32, -base);
+  ASSERT_EQ(kvpool_mamba_write(pool, kMambaLayer, slot, conv.data(), 48, ssm.data(), 128), KVPOOL_OK) << kvpool_last_error();
+}
+
+std::vector<float> read_conv(kvpool* pool, int32_t slot) {
+  std::vector<float> conv(12), ssm(32);
+  EXPECT_EQ(kvpool_mamba_read(pool, kMambaLayer, slot, conv.data(), 48, ssm.data(), 128), KVPOOL_OK) << kvpool_last_error();
+  return conv;
+}
+
+int32_t alloc_state(kvpool* pool) {
+  int32_t s = -1;
+  EXPECT_EQ(kvpool_mamba_alloc(pool, &s, 1), KVPOOL_OK) << kvpool_last_error();
+  return s;
+}
+
+// Inserts `tokens` with fresh slots and a fresh state; frees the duplicates. Returns the state slot.
+int32_t insert_with_state(kvpool* pool, const Tokens& tokens, float base) {
+  Slots slots = kvtest::alloc(pool, tokens.size());
+  const int32_t state = alloc_state(pool);
+  write_state(pool, state, base);
+  size_t prefix = 99;
+  int32_t exist = -1;
+  uint64_t node = 0;
+  EXPECT_EQ(radix_insert_mamba(pool, tokens.data(), tokens.size(), slots.data(), slots.size(), nullptr, state, &prefix,
+                               &exist, &node),
+            KVPOOL_OK)
+      << kvpool_last_error();
+  EXPECT_EQ(exist, 0);
+  if (prefix > 0) kvtest::free_slots(pool, Slots(slots.begin(), slots.begin() + static_cast<long>(prefix)));
+  return state;
+}
+
+struct MambaHit {
+  size_t matched = 0;
+  uint64_t node = 0;
+  int32_t state = -2;
+};
+
+MambaHit match(kvpool* pool, const Tokens& tokens, int32_t cow = -1) {
+  MambaHit h;
+  Slots slots(tokens.size());
+  EXPECT_EQ(radix_match_mamba(pool, tokens.data(), tokens.size(), nullptr, cow, slots.data(), slots.size(), &h.matched,
+                              &h.node, &h.state),
+            KVPOOL_OK)
+      << kvpool_last_error();
+  return h;
+}
+
+// §8.3's MambaRadixCache scenario, page_size 1, through the public API.
+TEST(MambaRadixApi, SglangScenario) {
+  Pool pool(kvtest::hybrid_radix_config(128, 20));
+  const Tokens a{1, 2, 3}, b{1, 2, 3, 4, 5, 6, 7}, c{10, 11, 12}, d{1, 2, 3, 4, 5, 60, 70};
+  insert_with_state(pool, a, 100);
+  const int32_t sb = insert_with_state(pool, b, 200);
+  insert_with_state(pool, c, 300);
+  const int32_t sd = insert_with_state(pool, d, 400);
+  kvtest::TreeSizes s = kvtest::tree_sizes(pool);
+  EXPECT_EQ(s.total, 12u);  // [1,2,3] [4,5] [6,7] [60,70] [10,11,12]
+  EXPECT_EQ(s.state_evictable, 4u);
+
+  size_t evicted = 0;
+  ASSERT_EQ(radix_evict(pool, 1, &evicted), KVPOOL_OK);
+  EXPECT_EQ(evicted, 3u);  // the least recently used leaf [10,11,12], with its state
+  EXPECT_EQ(kvtest::tree_sizes(pool).state_evictable, 3u);
+  ASSERT_EQ(radix_evict_mamba(pool, 1, &evicted), KVPOOL_OK);
+  EXPECT_EQ(evicted, 1u);  // internal [1,2,3] becomes a tombstone; its KV stays
+  s = kvtest::tree_sizes(pool);
+  EXPECT_EQ(s.total, 9u);
+  EXPECT_EQ(s.state_evictable, 2u);
+
+  EXPECT_EQ(match(pool, {1, 2, 3, 4, 5}).matched, 0u);  // no state on the path
+  MambaHit h = match(pool, d);
+  EXPECT_EQ(h.matched, 7u);
+  EXPECT_EQ(h.state, sd);
+  h = match(pool, b);
+  EXPECT_EQ(h.matched, 7u);
+  EXPECT_EQ(h.state, sb);
+
+  ASSERT_EQ(radix_evict_mamba(pool, 1, &evicted), KVPOOL_OK);  // now the leaf [60,70] goes entirely
+  EXPECT_EQ(evicted, 1u);
+  s = kvtest::tree_sizes(pool);
+  EXPECT_EQ(s.total, 7u);
+  h = match(pool, d);
+  EXPECT_EQ(h.matched, 0u);
+  EXPECT_EQ(h.state, -1);
+  uint64_t root = h.node;
+
+  // Copy-on-write: the request's own slot receives the node's state; the tree's slot is untouched.
+  const int32_t mine = alloc_state(pool);
+  h = match(pool, b, mine);
+  EXPECT_EQ(h.matched, 7u);
+  EXPECT_NE(h.node, root);
+  EXPECT_EQ(h.state, sb);
+  EXPECT_EQ(read_conv(pool, mine), state_conv(200));
+  write_state(pool, mine, 7);
+  EXPECT_EQ(read_conv(pool, sb), state_conv(200));
+  kvtest::expect_consistent(pool);
+}
+
+TEST(MambaRadixApi, LocksReviveAndReset) {
+  Pool pool(kvtest::hybrid_radix_config(64, 8));
+  const Tokens a = kvtest::range(1, 6);
+  const int32_t s1 = insert_with_state(pool, a, 1);
+  // Inserting the same sequence again: the state exists, the caller keeps its slot.
+  Slots dup = kvtest::alloc(pool, 6);
+  const int32_t s2 = alloc_state(pool);
+  size_t prefix = 0;
+  int32_t exist = 0;
+  uint64_t node = 0;
+  ASSERT_EQ(radix_insert_mamba(pool, a.data(), 6, dup.data(), 6, nullptr, s2, &prefix, &exist, &node), KVPOOL_OK);
+  EXPECT_EQ(prefix, 6u);
+  EXPECT_EQ(exist, 1);
+  kvtest::free_slots(pool, dup);
+  ASSERT_EQ(kvpool_mamba_free(pool, &s1, 1), KVPOOL_ERR_INVALID_ARGUMENT);  // the tree's state
+  ASSERT_EQ(radix_lock(pool, node), KVPOOL_OK);
+  size_t evicted = 9;
+  ASSERT_EQ(radix_evict_mamba(pool, 1, &evicted), KVPOOL_OK);
+  EXPECT_EQ(evicted, 0u);  // locked
+  ASSERT_EQ(radix_evict(pool, 100, &evicted), KVPOOL_OK);
+  EXPECT_EQ(evicted, 0u);
+  EXPECT_EQ(radix_reset(pool), KVPOOL_ERR_INVALID_ARGUMENT);  // a node is locked
+  kvtest::TreeSizes s = kvtest::tree_sizes(pool);
+  EXPECT_EQ(s.protected_len, 6u);
+  EXPECT_EQ(s.state_protected, 1u);
+  ASSERT_EQ(radix_unlock(pool, node), KVPOOL_OK);
+  EXPECT_EQ(radix_unlock(pool, node), KVPOOL_ERR_INVALID_ARGUMENT);
+  ASSERT_EQ(radix_reset(pool), KVPOOL_OK);
+  EXPECT_EQ(kvtest::tree_sizes(pool).total, 0u);
+  EXPECT_EQ(kvtest::available(pool), 64u);
+  size_t states = 0;
+  ASSERT_EQ(kvpool_mamba_available(pool, &states), KVPOOL_OK);
+  EXPECT_EQ(states, 7u);  // s2 is still the caller's
+  ASSERT_EQ(kvpool_mamba_free(pool, &s2, 1), KVPOOL_OK);
+  EXPECT_EQ(radix_lock(pool, node), KVPOOL_ERR_INVALID_ARGUMENT);  // stale after reset
+  kvtest::expect_consistent(pool);
+}
+
+TEST(MambaRadixApi, BadInputsChangeNothing) {
+  Pool pool(kvtest::hybrid_radix_config(64, 8));
+  const Tokens a = kvtest::range(1, 4);
+  insert_with_state(pool, a, 1);
+  const kvtest::TreeSizes before = kvtest::tree_sizes(pool);
+  const size_t free_before = kvtest::available(pool);
+  Slots slots = kvtest::alloc(pool, 4);
+  const int32_t st = alloc_state(pool);
+  size_t prefix = 0, matched = 0;
+  int32_t exist = 0, state = 0;
+  uint64_t node = 0;
+  const Tokens b = kvtest::range(50, 4);
+  EXPECT_EQ(radix_insert_mamba(nullptr, b.data(), 4, slots.data(), 4, nullptr, st, &prefix, &exist, &node), KVPOOL_ERR_INVALID_ARGUMENT);
+  int foreign = 0;
+  EXPECT_EQ(radix_insert_mamba(reinterpret_cast<kvpool*>(&foreign), b.data(), 4, slots.data(), 4, nullptr, st, &prefix, &exist, &node),
+            KVPOOL_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(radix_insert_mamba(pool, b.data(), 4, slots.data(), 3, nullptr, st, &prefix, &exist, &node), KVPOOL_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(radix_insert_mamba(pool, b.data(), 0, slots.data(), 0, nullptr, st, &prefix, &exist, &node), KVPOOL_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(radix_insert_mamba(pool, b.data(), 4, slots.data(), 4, nullptr, 999, &prefix, &exist, &node), KVPOOL_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(radix_insert_mamba(pool, b.data(), 4, slots.data(), 4, nullptr, st, nullptr, &exist, &node), KVPOOL_ERR_INVALID_ARGUMENT);
+  Slots repeated{slots[0], slots[0], slots[1], slots[2]};
+  EXPECT_EQ(radix_insert_mamba(pool, b.data(), 4, repeated.data(), 4, nullptr, st, &prefix, &exist, &node), KVPOOL_ERR_INVALID_ARGUMENT);
+  Slots unallocated{slots[0], slots[1], slots[2], 63};
+  EXPECT_EQ(radix_insert_mamba(pool, b.data(), 4, unallocated.data(), 4, nullptr, st, &prefix, &exist, &node), KVPOOL_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(radix_insert(pool, b.data(), 4, slots.data(), 4, nullptr, 0, &prefix, &node), KVPOOL_ERR_UNSUPPORTED);
+  EXPECT_EQ(radix_match_mamba(pool, a.data(), 4, nullptr, 999, slots.data(), 4, &matched, &node, &state), KVPOOL_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(radix_match_mamba(pool, a.data(), 4, nullptr, -1, slots.data(), 4, &matched, &node, nullptr), KVPOOL_ERR_INVALID_ARGUMENT);
+  Slots small(1);
+  EXPECT_EQ(radix_match_mamba(pool, a.data(), 4, nullptr, -1, small.data(), 1, &matched, &node, &state), KVPOOL_ERR_BUFFER_TOO_SMALL);
+  EXPECT_EQ(matched, 4u);
+  EXPECT_EQ(radix_evict_mamba(pool, 1, nullptr), KVPOOL_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(radix_evict_swa(pool, 1, 1, &prefix, &matched), KVPOOL_ERR_UNSUPPORTED);
+  EXPECT_EQ(radix_insert_swa(pool, b.data(), 4, slots.data(), 4, nullptr, 0, 0, &prefix, &node), KVPOOL_ERR_UNSUPPORTED);
+  EXPECT_EQ(radix_lock(pool, 12345), KVPOOL_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(kvtest::tree_sizes(pool), before);
+  EXPECT_EQ(kvtest::available(pool), free_before - 4);
+  // A good insert after all that works, and a second insert of the same slots is refused.
+  ASSERT_EQ(radix_insert_mamba(pool, b.data(), 4, slots.data(), 4, nullptr, st, &prefix, &exist, &node), KVPOOL_OK);
+  const Tokens c = kvtest::range(80, 4);
+  const int32_t st2 = alloc_state(pool);
+  EXPECT_EQ(radix_insert_mamba(pool, c.data(), 4, slots.data(), 4, nullptr, st2, &prefix, &exist, &node), KVPOOL_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(radix_insert_mamba(pool, c.data(), 4, kvtest::alloc(pool, 4).data(), 4, nullptr, st, &prefix, &exist, &node),
+            KVPOOL_ERR_INVALID_ARGUMENT);  // st is the tree's now
+  kvtest::expect_consistent(pool);
+  // Other pools have no mamba tree.
+  Pool mha(kvtest::mha_config(1, 64));
+  EXPECT_EQ(radix_evict_mamba(mha, 1, &prefix), KVPOOL_ERR_UNSUPPORTED);
+  EXPECT_EQ(radix_state_sizes(mha, &prefix, &matched), KVPOOL_ERR_UNSUPPORTED);
+  EXPECT_EQ(kvseq_mamba_slot(mha, 1, &state), KVPOOL_ERR_UNSUPPORTED);
+}
+
+TEST(KvseqHybrid, BeginCopiesTheCachedStateAndFinishHandsItToTheTree) {
+  Pool pool(kvtest::hybrid_radix_config(128, 6));
+  const Tokens prompt = kvtest::range(100, 10);
+  size_t cached = 9;
+  const uint64_t a = kvtest::seq_begin(pool, prompt, &cached);
+  EXPECT_EQ(cached, 0u);
+  int32_t sa = -1;
+  ASSERT_EQ(kvseq_mamba_slot(pool, a, &sa), KVPOOL_OK);
+  EXPECT_GE(sa, 1);
+  EXPECT_EQ(read_conv(pool, sa), std::vector<float>(12, 0.0f));  // no hit: a zeroed state
+  ASSERT_EQ(kvtest::seq_extend(pool, {a}, {10}), KVPOOL_OK) << kvpool_last_error();
+  EXPECT_EQ(kvtest::seq_info(pool, a).cached, 0u);  // nothing is cached during prefill
+  int32_t row_slot = -1, pp[2];
+  ASSERT_EQ(kvreq_mamba_slots(pool, kvtest::seq_info(pool, a).row, &row_slot, pp, 2), KVPOOL_OK);
+  EXPECT_EQ(row_slot, sa);
+  EXPECT_EQ(kvpool_mamba_free(pool, &sa, 1), KVPOOL_ERR_INVALID_ARGUMENT);  // the request's
+  ASSERT_TRUE(kvtest::accounting_holds(pool, "after prefill"));
+  ASSERT_EQ(kvtest::seq_decode(pool, {a}, {555}), KVPOOL_OK);
+  write_state(pool, sa, 42);  // the engine's state after the 11 tokens
+  ASSERT_EQ(kvseq_finish(pool, a, 11), KVPOOL_OK) << kvpool_last_error();
+  kvtest::TreeSizes s = kvtest::tree_sizes(pool);
+  EXPECT_EQ(s.total, 11u);
+  EXPECT_EQ(s.state_evictable, 1u);
+  size_t states = 0;
+  ASSERT_EQ(kvpool_mamba_available(pool, &states), KVPOOL_OK);
+  EXPECT_EQ(states, 5u);  // a's slot now belongs to the tree
+  ASSERT_TRUE(kvtest::accounting_holds(pool, "after finish"));
+
+  Tokens longer = prompt;
+  longer.push_back(555);
+  longer.push_back(7);
+  const uint64_t b = kvtest::seq_begin(pool, longer, &cached);
+  EXPECT_EQ(cached, 11u);
+  int32_t sb = -1;
+  ASSERT_EQ(kvseq_mamba_slot(pool, b, &sb), KVPOOL_OK);
+  EXPECT_NE(sb, sa);
+  EXPECT_EQ(read_conv(pool, sb), state_conv(42));  // copy-on-write
+  EXPECT_EQ(kvtest::tree_sizes(pool).state_protected, 1u);
+  ASSERT_EQ(kvtest::seq_extend(pool, {b}, {1}), KVPOOL_OK);
+  ASSERT_TRUE(kvtest::accounting_holds(pool, "b prefilled"));
+  // Committing fewer tokens than computed: the state does not describe them, nothing is cached.
+  ASSERT_EQ(kvseq_finish(pool, b, 11), KVPOOL_OK);
+  s = kvtest::tree_sizes(pool);
+  EXPECT_EQ(s.total, 11u);
+  EXPECT_EQ(s.state_evictable, 1u);
+  ASSERT_EQ(kvpool_mamba_available(pool, &states), KVPOOL_OK);
+  EXPECT_EQ(states, 5u);
+  EXPECT_EQ(kvtest::available(pool), 128u - 11u);
+  ASSERT_TRUE(kvtest::accounting_holds(pool, "b finished"));
+}
+
+TEST(KvseqHybrid, AbortRetractAndStateShortage) {
+  Pool pool(kvtest::hybrid_radix_config(64, 5));
+  const uint64_t a = kvtest::seq_begin(pool, kvtest::range(1, 8));
+  ASSERT_EQ(kvtest::seq_extend(pool, {a}, {8}), KVPOOL_OK);
+  ASSERT_EQ(kvseq_finish(pool, a, 8), KVPOOL_OK);  // 1 state cached, 4 free
+  const uint64_t b = kvtest::seq_begin(pool, kvtest::range(100, 8));
+  std::vector<uint64_t> idle;
+  for (int i = 0; i < 3; ++i) idle.push_back(kvtest::seq_begin(pool, kvtest::range(1000 + 100 * i, 8)));
+  size_t states = 9;
+  ASSERT_EQ(kvpool_mamba_available(pool, &states), KVPOOL_OK);
+  EXPECT_EQ(states, 0u);
+  const uint64_t c = kvtest::seq_begin(pool, kvtest::range(200, 8));  // evicts a's cached state
+  EXPECT_EQ(kvtest::tree_sizes(pool).total, 0u);  // a leaf: evicted entirely
+  ASSERT_TRUE(kvtest::accounting_holds(pool, "c begun"));
+  uint64_t d = 0;
+  size_t cached = 0;
+  const Tokens t = kvtest::range(300, 8);
+  const size_t free_before = kvtest::available(pool);
+  EXPECT_EQ(kvseq_begin(pool, t.data(), t.size(), nullptr, &d, &cached), KVPOOL_ERR_OUT_OF_MEMORY);  // none left
+  EXPECT_EQ(kvtest::available(pool), free_before);
+  ASSERT_EQ(kvtest::seq_extend(pool, {c}, {4}), KVPOOL_OK);
+  EXPECT_EQ(kvtest::seq_extend(pool, {b}, {8}), KVPOOL_ERR_OUT_OF_MEMORY);  // one request row only
+  for (uint64_t s : idle) ASSERT_EQ(kvseq_abort(pool, s), KVPOOL_OK);
+  ASSERT_EQ(kvseq_retract(pool, c, &cached), KVPOOL_OK);
+  EXPECT_EQ(cached, 0u);
+  int32_t sc = -1;
+  ASSERT_EQ(kvseq_mamba_slot(pool, c, &sc), KVPOOL_OK);
+  EXPECT_GE(sc, 1);  // a retracted request gets a fresh state slot
+  EXPECT_EQ(kvtest::seq_info(pool, c).row, -1);
+  ASSERT_EQ(kvseq_abort(pool, b), KVPOOL_OK);
+  EXPECT_EQ(kvseq_abort(pool, b), KVPOOL_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(kvseq_mamba_slot(pool, b, &sc), KVPOOL_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(kvseq_mamba_slot(pool, c, nullptr), KVPOOL_ERR_INVALID_ARGUMENT);
+  ASSERT_TRUE(kvtest::accounting_holds(pool, "b aborted"));
+  ASSERT_EQ(kvseq_abort(pool, c), KVPOOL_OK);
+  EXPECT_EQ(kvtest::available(pool), 64u);
+  ASSERT_EQ(kvpool_mamba_available(pool, &states), KVPOOL_OK);
+  EXPECT_EQ(states, 5u);
+  ASSERT_TRUE(kvtest::accounting_holds(pool, "all done"));
+}
+
+TEST(KvseqHybrid, WorksWithoutATree) {
+  Pool pool(kvtest::hybrid_radix_config(64, 4, 4, 64, "none"));
+  const uint64_t a = kvtest::seq_begin(pool, kvtest::range(1, 8));
+  ASSERT_EQ(kvtest::seq_extend(pool, {a}, {8}), KVPOOL_OK);
+  ASSERT_EQ(kvseq_finish(pool, a, 8), KVPOOL_OK);
+  EXPECT_EQ(kvtest::available(pool), 64u);
+  size_t states = 0, e = 0, p = 0, total = 0;
+  ASSERT_EQ(kvpool_mamba_available(pool, &states), KVPOOL_OK);
+  EXPECT_EQ(states, 4u);
+  EXPECT_EQ(radix_sizes(pool, &e, &p, &total), KVPOOL_ERR_UNSUPPORTED);
+  ASSERT_TRUE(kvtest::accounting_holds(pool));
+}
+
+// Thousands of random steps with many requests under memory pressure (KV and states).
+TEST(KvseqHybrid, RandomWorkloadKeepsOwnershipAndAccounting) {
+  Pool pool(kvtest::hybrid_radix_config(96, 20, 4, 512));
+  std::mt19937 rng(7);
+  std::vector<uint64_t> live;
+  std::map<std::string, int> seen;
+  for (int step = 0; step < 3000; ++step) {
+    const int op = static_cast<int>(rng() % 10);
+    if (op < 3 && live.size() < 14) {
+      Tokens prompt;
+      const int family = static_cast<int>(rng() % 4), shared = static_cast<int>(rng() % 12);
+      for (int i = 0; i < shared; ++i) prompt.push_back(family * 1000 + i);
+      const int own = 1 + static_cast<int>(rng() % 6);
+      for (int i = 0; i < own; ++i) prompt.push_back(static_cast<int32_t>(rng() % 3) + 100000);
+      uint64_t seq = 0;
+      size_t cached = 0;
+      const kvpool_status st = kvseq_begin(pool, prompt.data(), prompt.size(), nullptr, &seq, &cached);
+      ASSERT_TRUE(st == KVPOOL_OK || st == KVPOOL_ERR_OUT_OF_MEMORY) << kvpool_last_error();
+      if (st == KVPOOL_OK) live.push_back(seq);
+      ++seen[st == KVPOOL_OK ? "begin" : "begin-oom"];
+    } else if (op < 6 && !live.empty()) {
+      std::vector<uint64_t> batch;
+      std::vector<int64_t> chunks;
+      for (uint64_t s : live) {
+        const kvseq_info i = kvtest::seq_info(pool, s);
+        if (i.computed < i.tokens && rng() % 2 == 0) {
+          batch.push_back(s);
+          chunks.push_back(1 + static_cast<int64_t>(rng() % (i.tokens - i.computed)));
+        }
+      }
+      if (batch.empty()) continue;
+      const kvpool_status st = kvtest::seq_extend(pool, batch, chunks);
+      ASSERT_TRUE(st == KVPOOL_OK || st == KVPOOL_ERR_OUT_OF_MEMORY) << kvpool_last_error();
+      ++seen[st == KVPOOL_OK ? "extend" : "extend-oom"];
+    } else if (op < 8 && !live.empty()) {
+      std::vector<uint64_t> batch;
+      for (uint64_t s : live) {
+        const kvseq_info i = kvtest::seq_info(pool, s);
+        if (i.computed == i.tokens && i.row >= 0 && i.tokens < 500) batch.push_back(s);
+      }
+      if (batch.empty()) continue;
+      Tokens toks(batch.size());
+      for (auto& t : toks) t = static_cast<int32_t>(rng() % 2);
+      const kvpool_status st = kvtest::seq_decode(pool, batch, toks);
+      ASSERT_TRUE(st == KVPOOL_OK || st == KVPOOL_ERR_OUT_OF_MEMORY) << kvpool_last_error();
+      ++seen[st == KVPOOL_OK ? "decode" : "decode-oom"];
+      if (st == KVPOOL_ERR_OUT_OF_MEMORY) {
+        size_t cached = 0;
+        ASSERT_EQ(kvseq_retract(pool, batch.back(), &cached), KVPOOL_OK) << kvpool_last_error();
+        ++seen["retract"];
+      }
+    } else if (!live.empty()) {
+      const size_t k = rng() % live.size();
+      const kvseq_info i = kvtest::seq_info(pool, live[k]);
+      if (rng() % 4 == 0) {
+        ASSERT_EQ(kvseq_abort(pool, live[k]), KVPOOL_OK);
+        ++seen["abort"];
+      } else {
+        ASSERT_EQ(kvseq_finish(pool, live[k], i.computed - (i.computed > 0 && rng() % 5 == 0 ? 1 : 0)), KVPOOL_OK)
+            << kvpool_last_error();
+        ++seen["finish"];
+      }
+      live.erase(live.begin() + static_cast<long>(k));
+    }
+    ASSERT_TRUE(kvtest::accounting_holds(pool, "step " + std::to_string(step)));
+  }
+  for (const char* op : {"begin", "extend", "extend-oom", "decode", "finish", "abort"}) EXPECT_GT(seen[op], 0) << op;
+  EXPECT_GT(kvtest::tree_sizes(pool).total, 0u);
+  for (uint64_t s : live) ASSERT_EQ(kvseq_abort(pool, s), KVPOOL_OK);
+  ASSERT_TRUE(kvtest::accounting_holds(pool, "end"));
+}
+
+}  // namespace

@@ -1,0 +1,290 @@
+// swa pools: the SWA radix cache through radix_* (SGLANG_SEMANTICS §4.2, §8.4) and kvseq_*
+// with sliding-window freeing (§1.5, §1.19).
+#include <map>
+#include <random>
+
+#include "seq_test_util.hpp"
+
+namespace {
+
+using kvtest::Pool;
+using kvtest::Slots;
+using kvtest::Tokens;
+
+struct Avail {
+  size_t full = 0, window = 0;
+};
+
+Avail avail(kvpool* pool) {
+  Avail a;
+  EXPECT_EQ(kvalloc_swa_available(pool, &a.full, &a.window), KVPOOL_OK) << kvpool_last_error();
+  return a;
+}
+
+// radix_insert semantics: the caller frees its duplicates [0, prefix).
+void insert(kvpool* pool, const Tokens& tokens) {
+  Slots slots = kvtest::alloc(pool, tokens.size());
+  size_t prefix = 99;
+  uint64_t node = 0;
+  ASSERT_EQ(radix_insert(pool, tokens.data(), tokens.size(), slots.data(), slots.size(), nullptr, 0, &prefix, &node), KVPOOL_OK)
+      << kvpool_last_error();
+  if (prefix > 0) kvtest::free_slots(pool, Slots(slots.begin(), slots.begin() + static_cast<long>(prefix)));
+}
+
+size_t match_len(kvpool* pool, const Tokens& tokens, uint64_t* node = nullptr) {
+  Slots slots(tokens.size());
+  size_t matched = 0;
+  uint64_t n = 0;
+  EXPECT_EQ(radix_match(pool, tokens.data(), tokens.size(), nullptr, slots.data(), slots.size(), &matched, &n), KVPOOL_OK);
+  if (node != nullptr) *node = n;
+  return matched;
+}
+
+void evict(kvpool* pool, size_t full, size_t window, size_t expect_full, size_t expect_window) {
+  size_t f = 0, w = 0;
+  ASSERT_EQ(radix_evict_swa(pool, full, window, &f, &w), KVPOOL_OK) << kvpool_last_error();
+  EXPECT_EQ(f, expect_full) << "evict(" << full << ", " << window << ")";
+  EXPECT_EQ(w, expect_window) << "evict(" << full << ", " << window << ")";
+}
+
+// §8.4's SWARadixCache scenario: window 4, full 128 / window 64.
+TEST(SwaRadixApi, SglangScenario) {
+  Pool pool(kvtest::swa_radix_config(128, 64));
+  EXPECT_EQ(avail(pool).full, 128u);
+  EXPECT_EQ(avail(pool).window, 64u);
+  insert(pool, {1, 2, 3});
+  insert(pool, {1, 2, 3, 4, 5, 6, 7});
+  insert(pool, {10, 11, 12});
+  insert(pool, {1, 2, 3, 4, 5, 60, 70});
+  kvtest::TreeSizes s = kvtest::tree_sizes(pool);
+  EXPECT_EQ(s.total, 12u);
+  EXPECT_EQ(s.state_evictable, 12u);  // every token has its window slot
+  evict(pool, 1, 0, 3, 3);            // leaf [10,11,12]
+  evict(pool, 0, 1, 0, 3);            // [1,2,3] becomes a tombstone: window slots only
+  EXPECT_EQ(avail(pool).window, 64u - 6u);
+  evict(pool, 1, 2, 2, 2);            // leaf [6,7] (least recent)
+  s = kvtest::tree_sizes(pool);
+  EXPECT_EQ(s.total, 7u);             // [1,2,3] (tombstone) [4,5] [60,70]
+  EXPECT_EQ(s.state_evictable, 4u);
+  EXPECT_EQ(match_len(pool, {1, 2, 3, 4, 5}), 0u);  // only 2 live tokens after the tombstone
+  uint64_t node = 0;
+  EXPECT_EQ(match_len(pool, {1, 2, 3, 4, 5, 60, 70}, &node), 7u);  // 4 live tokens: a whole window
+  EXPECT_EQ(match_len(pool, {1, 2, 3, 4, 5, 60, 70, 80}), 7u);
+  ASSERT_EQ(radix_lock(pool, node), KVPOOL_OK);
+  s = kvtest::tree_sizes(pool);
+  EXPECT_EQ(s.protected_len, 7u);    // full lock to the root
+  EXPECT_EQ(s.state_protected, 4u);  // window lock over the last 4 tokens only
+  ASSERT_EQ(radix_unlock(pool, node), KVPOOL_OK);
+  EXPECT_EQ(radix_unlock(pool, node), KVPOOL_ERR_INVALID_ARGUMENT);
+  kvtest::expect_consistent(pool);
+  ASSERT_EQ(radix_reset(pool), KVPOOL_OK);
+  EXPECT_EQ(avail(pool).full, 128u);
+  EXPECT_EQ(avail(pool).window, 64u);
+  kvtest::expect_consistent(pool);
+}
+
+TEST(SwaRadixApi, InsertSwaFreesDuplicatesAndRevivesTombstones) {
+  Pool pool(kvtest::swa_radix_config(64, 32));
+  insert(pool, {1, 2, 3, 4, 5, 6});
+  insert(pool, {1, 2, 3, 4, 5, 6, 7, 8});
+  evict(pool, 0, 1, 0, 6);  // [1..6] becomes a tombstone
+  const Avail before = avail(pool);
+  Slots mine = kvtest::alloc(pool, 8);
+  size_t prefix = 0;
+  uint64_t node = 0;
+  const Tokens t{1, 2, 3, 4, 5, 6, 7, 8};
+  // SGLang's insert: tombstone [1..6] is revived with our slots, our duplicates of [7,8] are freed.
+  ASSERT_EQ(radix_insert_swa(pool, t.data(), 8, mine.data(), 8, nullptr, 0, 0, &prefix, &node), KVPOOL_OK) << kvpool_last_error();
+  EXPECT_EQ(prefix, 8u);
+  EXPECT_EQ(avail(pool).full, before.full);          // 6 of ours went in; the node's 6 old ones and our 2 duplicates came back
+  EXPECT_EQ(avail(pool).window, before.window - 6);  // the revived node has window slots again
+  kvtest::TreeSizes s = kvtest::tree_sizes(pool);
+  EXPECT_EQ(s.total, 8u);
+  EXPECT_EQ(s.state_evictable, 8u);
+  EXPECT_EQ(match_len(pool, t), 8u);
+  // Windowless tokens: the first 6 of a new sequence lost their window slots.
+  const Tokens u{50, 51, 52, 53, 54, 55, 56, 57};
+  Slots ours = kvtest::alloc(pool, 8);
+  ASSERT_EQ(kvalloc_free_swa(pool, ours.data(), 6), KVPOOL_OK);
+  EXPECT_EQ(radix_insert_swa(pool, u.data(), 8, ours.data(), 8, nullptr, 0, 5, &prefix, &node), KVPOOL_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(radix_insert_swa(pool, u.data(), 8, ours.data(), 8, nullptr, 0, 7, &prefix, &node), KVPOOL_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(radix_insert_swa(pool, u.data(), 8, ours.data(), 8, nullptr, 1, 6, &prefix, &node), KVPOOL_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(radix_insert_swa(pool, u.data(), 8, ours.data(), 7, nullptr, 0, 6, &prefix, &node), KVPOOL_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(kvtest::tree_sizes(pool), s);
+  ASSERT_EQ(radix_insert_swa(pool, u.data(), 8, ours.data(), 8, nullptr, 0, 6, &prefix, &node), KVPOOL_OK) << kvpool_last_error();
+  EXPECT_EQ(prefix, 0u);
+  s = kvtest::tree_sizes(pool);
+  EXPECT_EQ(s.total, 16u);
+  EXPECT_EQ(s.state_evictable, 10u);  // the 6 windowless tokens are a tombstone
+  EXPECT_EQ(match_len(pool, u), 0u);  // 2 live tokens < window 4
+  kvtest::expect_consistent(pool);
+  // Evicting the new leaf cascades into the tombstone above it.
+  ASSERT_EQ(radix_reset(pool), KVPOOL_OK);
+  EXPECT_EQ(avail(pool).full, 64u);
+  EXPECT_EQ(avail(pool).window, 32u);
+  kvtest::expect_consistent(pool);
+}
+
+TEST(KvseqSwa, WindowSlotsOutsideTheWindowAreFreed) {
+  Pool pool(kvtest::swa_radix_config(128, 64, 4));
+  const Tokens prompt = kvtest::range(1, 12);
+  const uint64_t a = kvtest::seq_begin(pool, prompt);
+  ASSERT_EQ(kvtest::seq_extend(pool, {a}, {12}), KVPOOL_OK) << kvpool_last_error();
+  EXPECT_EQ(avail(pool).full, 116u);
+  EXPECT_EQ(avail(pool).window, 52u);
+  ASSERT_TRUE(kvtest::accounting_holds(pool, "prefilled"));
+  ASSERT_EQ(kvtest::seq_decode(pool, {a}, {99}), KVPOOL_OK) << kvpool_last_error();
+  // Positions 0..7 are out of the window of token 12: their window slots went back.
+  EXPECT_EQ(avail(pool).full, 115u);
+  EXPECT_EQ(avail(pool).window, 52u + 8u - 1u);
+  const Slots slots = kvtest::seq_slots(pool, a);
+  Slots window(slots.size());
+  ASSERT_EQ(kvalloc_translate_swa(pool, slots.data(), slots.size(), window.data(), window.size()), KVPOOL_OK);
+  for (size_t i = 0; i < 8; ++i) EXPECT_EQ(window[i], 0) << i;
+  for (size_t i = 8; i < 13; ++i) EXPECT_GT(window[i], 0) << i;
+  ASSERT_TRUE(kvtest::accounting_holds(pool, "decoded"));
+  ASSERT_EQ(kvseq_finish(pool, a, 13), KVPOOL_OK) << kvpool_last_error();
+  kvtest::TreeSizes s = kvtest::tree_sizes(pool);
+  EXPECT_EQ(s.total, 13u);
+  EXPECT_EQ(s.state_evictable, 5u);  // the 8 windowless tokens are a tombstone
+  EXPECT_EQ(avail(pool).full, 115u);
+  EXPECT_EQ(avail(pool).window, 59u);
+  ASSERT_TRUE(kvtest::accounting_holds(pool, "finished"));
+  // The 5 live tokens ending the cached sequence cover the window: all 13 are usable.
+  Tokens next = prompt;
+  next.push_back(99);
+  next.push_back(5);
+  size_t cached = 0;
+  const uint64_t b = kvtest::seq_begin(pool, next, &cached);
+  EXPECT_EQ(cached, 13u);
+  EXPECT_EQ(kvtest::tree_sizes(pool).state_protected, 5u);
+  ASSERT_EQ(kvtest::seq_extend(pool, {b}, {1}), KVPOOL_OK);
+  ASSERT_TRUE(kvtest::accounting_holds(pool, "b"));
+  ASSERT_EQ(kvseq_finish(pool, b, 14), KVPOOL_OK);
+  EXPECT_EQ(kvtest::tree_sizes(pool).total, 14u);
+  ASSERT_TRUE(kvtest::accounting_holds(pool, "b finished"));
+}
+
+TEST(KvseqSwa, OutOfMemoryEvictsOrChangesNothing) {
+  Pool pool(kvtest::swa_radix_config(32, 16, 4));
+  const uint64_t a = kvtest::seq_begin(pool, kvtest::range(1, 12));
+  ASSERT_EQ(kvtest::seq_extend(pool, {a}, {12}), KVPOOL_OK);
+  ASSERT_EQ(kvseq_finish(pool, a, 12), KVPOOL_OK);  // 12 cached, evictable
+  const uint64_t b = kvtest::seq_begin(pool, kvtest::range(100, 10));
+  ASSERT_EQ(kvtest::seq_extend(pool, {b}, {10}), KVPOOL_OK) << kvpool_last_error();  // evicts window KV of a
+  ASSERT_TRUE(kvtest::accounting_holds(pool, "b"));
+  const uint64_t c = kvtest::seq_begin(pool, kvtest::range(200, 20));
+  const Avail before = avail(pool);
+  const kvtest::TreeSizes tree_before = kvtest::tree_sizes(pool);
+  EXPECT_EQ(kvtest::seq_extend(pool, {c}, {20}), KVPOOL_ERR_OUT_OF_MEMORY);
+  EXPECT_EQ(avail(pool).full, before.full);
+  EXPECT_EQ(avail(pool).window, before.window);
+  EXPECT_EQ(kvtest::tree_sizes(pool), tree_before);
+  EXPECT_EQ(kvtest::seq_info(pool, c).row, -1);
+  ASSERT_TRUE(kvtest::accounting_holds(pool, "oom"));
+  size_t cached = 0;
+  ASSERT_EQ(kvseq_retract(pool, b, &cached), KVPOOL_OK);
+  EXPECT_EQ(cached, 0u);
+  ASSERT_EQ(kvtest::seq_extend(pool, {c}, {12}), KVPOOL_OK) << kvpool_last_error();
+  ASSERT_TRUE(kvtest::accounting_holds(pool, "c"));
+  ASSERT_EQ(kvseq_abort(pool, c), KVPOOL_OK);
+  ASSERT_EQ(kvseq_abort(pool, b), KVPOOL_OK);
+  ASSERT_TRUE(kvtest::accounting_holds(pool, "end"));
+}
+
+TEST(KvseqSwa, BadInputs) {
+  Pool pool(kvtest::swa_radix_config(32, 16, 4));
+  const uint64_t a = kvtest::seq_begin(pool, kvtest::range(1, 6));
+  EXPECT_EQ(kvtest::seq_extend(pool, {a}, {7}), KVPOOL_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(kvtest::seq_extend(pool, {a, a}, {1, 1}), KVPOOL_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(kvtest::seq_decode(pool, {a}, {1}), KVPOOL_ERR_INVALID_ARGUMENT);  // not prefilled
+  int64_t chunk = 6;
+  Slots out(5);
+  EXPECT_EQ(kvseq_extend(pool, &a, 1, &chunk, 1, out.data(), out.size()), KVPOOL_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(avail(pool).full, 32u);
+  ASSERT_EQ(kvtest::seq_extend(pool, {a}, {6}), KVPOOL_OK);
+  EXPECT_EQ(kvseq_finish(pool, a, 7), KVPOOL_ERR_INVALID_ARGUMENT);
+  int32_t slot = 0;
+  EXPECT_EQ(kvseq_mamba_slot(pool, a, &slot), KVPOOL_ERR_UNSUPPORTED);
+  size_t e = 0, p = 0;
+  EXPECT_EQ(radix_evict_mamba(pool, 1, &e), KVPOOL_ERR_UNSUPPORTED);
+  EXPECT_EQ(radix_evict_swa(pool, 1, 1, nullptr, &p), KVPOOL_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(radix_evict_swa(nullptr, 1, 1, &e, &p), KVPOOL_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(radix_reset(pool), KVPOOL_ERR_INVALID_ARGUMENT);  // a request is active
+  ASSERT_TRUE(kvtest::accounting_holds(pool));
+  ASSERT_EQ(kvseq_finish(pool, a, 6), KVPOOL_OK);
+  EXPECT_EQ(kvseq_finish(pool, a, 6), KVPOOL_ERR_INVALID_ARGUMENT);
+  ASSERT_TRUE(kvtest::accounting_holds(pool));
+}
+
+// Thousands of random steps with many requests under memory pressure in both pools.
+TEST(KvseqSwa, RandomWorkloadKeepsOwnershipAndAccounting) {
+  for (int window : {1, 4, 16}) {
+    Pool pool(kvtest::swa_radix_config(96, 48, window, 8, 512));
+    std::mt19937 rng(static_cast<unsigned>(window));
+    std::vector<uint64_t> live;
+    std::map<std::string, int> seen;
+    for (int step = 0; step < 2500; ++step) {
+      const int op = static_cast<int>(rng() % 10);
+      if (op < 3 && live.size() < 9) {
+        Tokens prompt;
+        const int family = static_cast<int>(rng() % 4), shared = static_cast<int>(rng() % 16);
+        for (int i = 0; i < shared; ++i) prompt.push_back(family * 1000 + i);
+        const int own = 1 + static_cast<int>(rng() % 8);
+        for (int i = 0; i < own; ++i) prompt.push_back(static_cast<int32_t>(rng() % 3) + 100000);
+        live.push_back(kvtest::seq_begin(pool, prompt));
+        ++seen["begin"];
+      } else if (op < 6 && !live.empty()) {
+        std::vector<uint64_t> batch;
+        std::vector<int64_t> chunks;
+        for (uint64_t s : live) {
+          const kvseq_info i = kvtest::seq_info(pool, s);
+          if (i.computed < i.tokens && rng() % 2 == 0) {
+            batch.push_back(s);
+            chunks.push_back(1 + static_cast<int64_t>(rng() % (i.tokens - i.computed)));
+          }
+        }
+        if (batch.empty()) continue;
+        const kvpool_status st = kvtest::seq_extend(pool, batch, chunks);
+        ASSERT_TRUE(st == KVPOOL_OK || st == KVPOOL_ERR_OUT_OF_MEMORY) << kvpool_last_error();
+        ++seen[st == KVPOOL_OK ? "extend" : "extend-oom"];
+      } else if (op < 8 && !live.empty()) {
+        std::vector<uint64_t> batch;
+        for (uint64_t s : live) {
+          const kvseq_info i = kvtest::seq_info(pool, s);
+          if (i.computed == i.tokens && i.row >= 0 && i.tokens < 500) batch.push_back(s);
+        }
+        if (batch.empty()) continue;
+        Tokens toks(batch.size());
+        for (auto& t : toks) t = static_cast<int32_t>(rng() % 2);
+        const kvpool_status st = kvtest::seq_decode(pool, batch, toks);
+        ASSERT_TRUE(st == KVPOOL_OK || st == KVPOOL_ERR_OUT_OF_MEMORY) << kvpool_last_error();
+        ++seen[st == KVPOOL_OK ? "decode" : "decode-oom"];
+        if (st == KVPOOL_ERR_OUT_OF_MEMORY) {
+          size_t cached = 0;
+          ASSERT_EQ(kvseq_retract(pool, batch.back(), &cached), KVPOOL_OK) << kvpool_last_error();
+          ++seen["retract"];
+        }
+      } else if (!live.empty()) {
+        const size_t k = rng() % live.size();
+        const kvseq_info i = kvtest::seq_info(pool, live[k]);
+        if (rng() % 4 == 0) {
+          ASSERT_EQ(kvseq_abort(pool, live[k]), KVPOOL_OK);
+          ++seen["abort"];
+        } else {
+          ASSERT_EQ(kvseq_finish(pool, live[k], i.computed - (i.computed > 0 ? rng() % 2 : 0)), KVPOOL_OK) << kvpool_last_error();
+          ++seen["finish"];
+        }
+        live.erase(live.begin() + static_cast<long>(k));
+      }
+      ASSERT_TRUE(kvtest::accounting_holds(pool, "window " + std::to_string(window) + " step " + std::to_string(step)));
+    }
+    for (const char* op : {"begin", "extend", "extend-oom", "decode", "finish", "abort"}) {
+      EXPECT_GT(seen[op], 0) << op << " window " << window;
+    }
+    for (uint64_t s : live) ASSERT_EQ(kvseq_abort(pool, s), KVPOOL_OK);
+    ASSERT_TRUE(kvtest::accounting_holds(pool, "end"));
+  }
+}
+
+}  // namespace

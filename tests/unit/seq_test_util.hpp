@@ -1,0 +1,110 @@
+// Helpers of the kvseq / radix tests of hybrid_linear and swa pools.
+#pragma once
+
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "test_util.hpp"
+
+namespace kvtest {
+
+using Tokens = std::vector<int32_t>;
+using Slots = std::vector<int64_t>;
+
+// 4 layers, full attention at 3, mamba at 0..2 (conv 4x3 f32, ssm 2x4x4 f32), page_size 1.
+// With the mamba radix cache the config allows at most states / 5 request rows (rows 0: that many).
+inline std::string hybrid_radix_config(int64_t tokens, int states, int rows = 0, int context = 256,
+                                       const char* kind = "radix") {
+  if (rows == 0) rows = states / 5 > 0 ? states / 5 : 1;
+  return R"({"model": {"num_layers": 4, "attention": "hybrid_linear", "kv_heads": 2, "head_dim": 8,
+      "full_attention_layers": [3], "mamba": {"conv_shape": [4, 3], "ssm_shape": [2, 4, 4],
+      "conv_dtype": "f32", "ssm_dtype": "f32"}},
+      "pool": {"kv_dtype": "f32", "max_total_tokens": )" +
+         std::to_string(tokens) + R"(, "max_running_requests": )" + std::to_string(rows) +
+         R"(, "mamba_cache_size": )" + std::to_string(states) + R"(, "max_context_len": )" + std::to_string(context) +
+         R"(}, "prefix_cache": {"kind": ")" + kind + R"("}})";
+}
+
+// 4 layers (pattern "SF": 2 window, 2 full), window `window`; `full` full slots and `swa` window
+// slots (the plan splits max_total_tokens * 4 layers: full = total * 4 / (2 * ratio + 2)).
+inline std::string swa_radix_config(int64_t full, int64_t swa, int window = 4, int rows = 8, int context = 256,
+                                    const char* kind = "radix") {
+  return R"({"model": {"num_layers": 4, "attention": "swa", "kv_heads": 2, "head_dim": 8, "sliding_window": )" +
+         std::to_string(window) + R"(, "swa_layer_pattern": "SF"}, "pool": {"kv_dtype": "f32", "max_total_tokens": )" +
+         std::to_string((full + swa) / 2) + R"(, "swa_full_tokens_ratio": )" + std::to_string(static_cast<double>(swa) / static_cast<double>(full)) +
+         R"(, "max_running_requests": )" + std::to_string(rows) + R"(, "max_context_len": )" + std::to_string(context) +
+         R"(}, "prefix_cache": {"kind": ")" + kind + R"("}})";
+}
+
+inline Tokens range(int32_t from, int32_t n) {
+  Tokens t(static_cast<size_t>(n));
+  std::iota(t.begin(), t.end(), from);
+  return t;
+}
+
+inline uint64_t seq_begin(kvpool* pool, const Tokens& tokens, size_t* cached = nullptr) {
+  uint64_t seq = 0;
+  size_t hit = 0;
+  EXPECT_EQ(kvseq_begin(pool, tokens.data(), tokens.size(), nullptr, &seq, &hit), KVPOOL_OK) << kvpool_last_error();
+  if (cached != nullptr) *cached = hit;
+  return seq;
+}
+
+inline kvpool_status seq_extend(kvpool* pool, std::vector<uint64_t> seqs, std::vector<int64_t> chunks, Slots* out = nullptr) {
+  Slots slots(static_cast<size_t>(std::accumulate(chunks.begin(), chunks.end(), int64_t{0})), -1);
+  const kvpool_status st = kvseq_extend(pool, seqs.data(), seqs.size(), chunks.data(), chunks.size(), slots.data(), slots.size());
+  if (out != nullptr) *out = slots;
+  return st;
+}
+
+inline kvpool_status seq_decode(kvpool* pool, std::vector<uint64_t> seqs, Tokens tokens, Slots* out = nullptr) {
+  Slots slots(seqs.size(), -1);
+  const kvpool_status st = kvseq_decode(pool, seqs.data(), seqs.size(), tokens.data(), tokens.size(), slots.data(), slots.size());
+  if (out != nullptr) *out = slots;
+  return st;
+}
+
+inline kvseq_info seq_info(kvpool* pool, uint64_t seq) {
+  kvseq_info i = KVSEQ_INFO_INIT;
+  EXPECT_EQ(kvseq_get_info(pool, seq, &i), KVPOOL_OK) << kvpool_last_error();
+  return i;
+}
+
+inline Slots seq_slots(kvpool* pool, uint64_t seq) {
+  Slots s(4096);
+  size_t n = 0;
+  EXPECT_EQ(kvseq_get_slots(pool, seq, s.data(), s.size(), &n), KVPOOL_OK);
+  s.resize(n);
+  return s;
+}
+
+struct TreeSizes {
+  size_t evictable = 0, protected_len = 0, total = 0, state_evictable = 0, state_protected = 0;
+  bool operator==(const TreeSizes& o) const {
+    return evictable == o.evictable && protected_len == o.protected_len && total == o.total &&
+           state_evictable == o.state_evictable && state_protected == o.state_protected;
+  }
+};
+
+inline TreeSizes tree_sizes(kvpool* pool) {
+  TreeSizes s;
+  EXPECT_EQ(radix_sizes(pool, &s.evictable, &s.protected_len, &s.total), KVPOOL_OK) << kvpool_last_error();
+  EXPECT_EQ(radix_state_sizes(pool, &s.state_evictable, &s.state_protected), KVPOOL_OK) << kvpool_last_error();
+  return s;
+}
+
+// The §1.19 invariant and the ownership self-check; returns false (with a failure) if either breaks.
+inline bool accounting_holds(kvpool* pool, const std::string& where = "") {
+  size_t available = 0, evictable = 0, protected_len = 0, uncached = 0, capacity = 0;
+  EXPECT_EQ(kvseq_accounting(pool, &available, &evictable, &protected_len, &uncached, &capacity), KVPOOL_OK);
+  const bool sums = available + evictable + protected_len + uncached == capacity;
+  EXPECT_TRUE(sums) << where << ": " << available << " + " << evictable << " + " << protected_len << " + " << uncached
+                    << " != " << capacity;
+  char report[4096];
+  const kvpool_status st = kvpool_check(pool, report, sizeof(report));
+  EXPECT_EQ(st, KVPOOL_OK) << where << "\n" << report;
+  return sums && st == KVPOOL_OK;
+}
+
+}  // namespace kvtest
