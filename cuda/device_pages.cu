@@ -9,7 +9,6 @@
 #include <cuda_runtime.h>
 
 #include <cub/block/block_scan.cuh>
-#include <cub/device/device_radix_sort.cuh>
 
 #include "alloc/device_kernels.hpp"
 #include "device_common.cuh"
@@ -32,7 +31,12 @@ struct TripleSum {
 };
 
 constexpr int kExtendThreads = 256;
-constexpr int64_t kExtendTokensPerBlock = 2048;
+// Output slots per block: few per thread, so that a large batch spreads over
+// many blocks (latency hiding); more per block for very wide batches, whose
+// per-block scan of the batch costs more.
+constexpr int64_t kExtendTokensPerBlock = 512;
+constexpr int64_t kExtendTokensPerBlockWide = 2048;
+constexpr int64_t kExtendWideBatch = 1024;
 
 struct ExtendParams {
   ExtendArgs a;
@@ -42,11 +46,12 @@ struct ExtendParams {
   uint32_t* owned;
   PageMath page;
   int64_t slot_limit;
+  int64_t tokens_per_block;
   FaultRecord* fault;
   int* flag;
 };
 
-// Grid over the output: block b writes slots [b * 2048, (b + 1) * 2048). Each
+// Grid over the output: block b writes slots [b * T, (b + 1) * T). Each
 // block scans the batch in tiles of 256 requests (exclusive sums of the
 // extends and new pages give each request's output offset and free-list
 // offset, as in SGLang's kernel) and writes the tokens of its range that fall
@@ -63,8 +68,8 @@ __global__ void __launch_bounds__(kExtendThreads) extend_kernel(ExtendParams p) 
   const ExtendArgs& a = p.a;
   const int tid = static_cast<int>(threadIdx.x);
   const int64_t P = p.page.size;
-  const int64_t b0 = static_cast<int64_t>(blockIdx.x) * kExtendTokensPerBlock;
-  const int64_t b1 = min(b0 + kExtendTokensPerBlock, a.out_len);
+  const int64_t b0 = static_cast<int64_t>(blockIdx.x) * p.tokens_per_block;
+  const int64_t b1 = min(b0 + p.tokens_per_block, a.out_len);
   const bool validator = blockIdx.x == 0;
   Triple carry{0, 0, 0};
   for (int64_t tile = 0; tile < a.batch; tile += kExtendThreads) {
@@ -121,6 +126,7 @@ __global__ void __launch_bounds__(kExtendThreads) extend_kernel(ExtendParams p) 
     }
     carry = TripleSum()(carry, total);
     __syncthreads();  // the tile's shared arrays are rewritten next
+    if (!validator && carry.ext >= b1) break;  // the rest of the batch writes elsewhere (uniform: carry is)
   }
   if (validator && tid == 0) {
     if (carry.ext != a.out_len) {
@@ -323,28 +329,33 @@ __global__ void __launch_bounds__(kSmallSort) free_sorted_small_kernel(const int
   }
 }
 
-// Paged, more than 1024 pages: after a CUB radix sort into `sorted`, one
-// kernel checks (a duplicate is a neighbour) and a second commits if nothing faulted.
-__global__ void check_sorted_kernel(const int64_t* sorted, int64_t n, int64_t cap, const uint32_t* owned,
-                                    FaultRecord* fault, int* flag) {
+// Paged, more than 1024 pages: the ids are distinct page numbers, so sorting
+// them is marking a bitmap and reading it back in order (compact_bits_kernel),
+// O(n + num_pages / 32) work in two launches. Marking checks each id: a bit
+// already set in the scratch bitmap is a duplicate, an owned bit already clear
+// a page not allocated. The owned bits are cleared here; after a fault the
+// pool does nothing until kvalloc_clear(), which resets both bitmaps.
+__global__ void mark_free_kernel(const int64_t* pages, int64_t n, int64_t cap, uint32_t* owned, uint32_t* bits,
+                                 FaultRecord* fault, int* flag) {
   if (kvp_faulted(fault)) return;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-    const int64_t id = sorted[i];
-    if (check_free_id(id, -1, cap, owned, fault, flag) && i > 0 && sorted[i - 1] == id) {
-      kvp_raise(fault, flag, backend::kFaultDuplicate, backend::kOpFreePages, -1, id);
+    const int64_t id = pages[i];
+    if (id == 0) {
+      kvp_raise(fault, flag, backend::kFaultReservedId, backend::kOpFreePages, i, 0);
+      continue;
     }
-  }
-}
-
-__global__ void commit_sorted_kernel(const int64_t* sorted, int64_t n, int64_t* ring, int64_t start, int64_t cap,
-                                     uint32_t* owned, FaultRecord* fault) {
-  if (kvp_faulted(fault)) return;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-    const int64_t id = sorted[i];
-    atomicAnd(&owned[word_of(id)], ~bit_of(id));
-    ring[ring_index(start, i, cap)] = id;
+    if (id < 0 || id > cap) {
+      kvp_raise(fault, flag, backend::kFaultOutOfRange, backend::kOpFreePages, i, id, cap + 1);
+      continue;
+    }
+    if (atomicOr(&bits[word_of(id)], bit_of(id)) & bit_of(id)) {
+      kvp_raise(fault, flag, backend::kFaultDuplicate, backend::kOpFreePages, i, id);
+      continue;
+    }
+    if (!(atomicAnd(&owned[word_of(id)], ~bit_of(id)) & bit_of(id))) {
+      kvp_raise(fault, flag, backend::kFaultNotAllocated, backend::kOpFreePages, i, id);
+    }
   }
 }
 
@@ -369,8 +380,10 @@ constexpr int kCompactWords = 8;  // consecutive bitmap words per thread and til
 
 // One block: the bitmap in tiles of 8192 words; an exclusive sum of the
 // words' popcounts gives each word its output position; set bits are written
-// in ascending order (ring positions 0..) and the words are zeroed again.
+// in ascending order at ring positions start, start + 1, ... and the words
+// are zeroed again (the scratch bitmap is all zero between calls).
 __global__ void __launch_bounds__(kCompactThreads) compact_bits_kernel(uint32_t* bits, int64_t words, int64_t* ring,
+                                                                       int64_t start, int64_t cap,
                                                                        FaultRecord* fault) {
   using Scan = cub::BlockScan<long long, kCompactThreads>;
   __shared__ typename Scan::TempStorage scan_tmp;
@@ -394,7 +407,7 @@ __global__ void __launch_bounds__(kCompactThreads) compact_bits_kernel(uint32_t*
       while (word != 0) {
         const int b = __ffs(word) - 1;
         word &= word - 1;
-        ring[pos++] = (first + k) * 32 + b;
+        ring[ring_index(start, pos++, cap)] = (first + k) * 32 + b;
       }
     }
     carry += total;
@@ -433,17 +446,12 @@ Status use_device(int device) {
   return cuda_status(cudaSetDevice(device), "cudaSetDevice");
 }
 
-Status sort_temp_bytes(int64_t n, int key_bits, size_t* bytes) {
-  *bytes = 0;
-  return cuda_status(cub::DeviceRadixSort::SortKeys(nullptr, *bytes, static_cast<const int64_t*>(nullptr),
-                                                    static_cast<int64_t*>(nullptr), n, 0, key_bits),
-                     "cub::DeviceRadixSort (temporary storage size)");
-}
-
 Status extend(const PagesView& v, RingPos free, const ExtendArgs& a, void* stream) {
   KVPOOL_RETURN_IF_ERROR(use_device(v.device));
-  ExtendParams p{a, v.free_ring, free.head, v.num_pages, v.owned, page_math(v), v.slot_limit, v.fault, v.host_flag};
-  const unsigned blocks = blocks_for(a.out_len, static_cast<int>(kExtendTokensPerBlock), INT32_MAX);
+  const int64_t per_block = a.batch > kExtendWideBatch ? kExtendTokensPerBlockWide : kExtendTokensPerBlock;
+  ExtendParams p{a,           v.free_ring, free.head, v.num_pages, v.owned, page_math(v), v.slot_limit,
+                 per_block, v.fault,     v.host_flag};
+  const unsigned blocks = blocks_for(a.out_len, static_cast<int>(per_block), INT32_MAX);
   extend_kernel<<<blocks, kExtendThreads, 0, as_stream(stream)>>>(p);
   return launch_status("extend kernel launch");
 }
@@ -480,14 +488,11 @@ Status free_pages(const PagesView& v, const int64_t* pages, int64_t n, int64_t* 
                                                    v.fault, v.host_flag);
     return launch_status("free kernel launch");
   }
-  // n <= held pages <= num_pages (checked by the caller): the buffers were sized for that.
-  size_t temp = v.sort_temp_bytes;
-  KVPOOL_RETURN_IF_ERROR(cuda_status(
-      cub::DeviceRadixSort::SortKeys(v.sort_temp, temp, pages, v.sort_keys, n, 0, v.key_bits, s), "cub::DeviceRadixSort"));
-  check_sorted_kernel<<<blocks_for(n, 256), 256, 0, s>>>(v.sort_keys, n, v.num_pages, v.owned, v.fault, v.host_flag);
-  KVPOOL_RETURN_IF_ERROR(launch_status("free check kernel launch"));
-  commit_sorted_kernel<<<blocks_for(n, 256), 256, 0, s>>>(v.sort_keys, n, ring, start, v.num_pages, v.owned, v.fault);
-  return launch_status("free commit kernel launch");
+  mark_free_kernel<<<blocks_for(n, 256), 256, 0, s>>>(pages, n, v.num_pages, v.owned, v.scratch_bits, v.fault,
+                                                      v.host_flag);
+  KVPOOL_RETURN_IF_ERROR(launch_status("free mark kernel launch"));
+  compact_bits_kernel<<<1, kCompactThreads, 0, s>>>(v.scratch_bits, bitmap_words(v), ring, start, v.num_pages, v.fault);
+  return launch_status("free compact kernel launch");
 }
 
 Status merge(const PagesView& v, RingPos free, RingPos release, void* stream) {
@@ -497,7 +502,8 @@ Status merge(const PagesView& v, RingPos free, RingPos release, void* stream) {
   mark_lists_kernel<<<blocks_for(n, 256), 256, 0, s>>>(v.free_ring, free, v.release_ring, release, v.num_pages,
                                                        v.scratch_bits, v.fault, v.host_flag);
   KVPOOL_RETURN_IF_ERROR(launch_status("merge mark kernel launch"));
-  compact_bits_kernel<<<1, kCompactThreads, 0, s>>>(v.scratch_bits, bitmap_words(v), v.free_ring, v.fault);
+  compact_bits_kernel<<<1, kCompactThreads, 0, s>>>(v.scratch_bits, bitmap_words(v), v.free_ring, 0, v.num_pages,
+                                                    v.fault);
   return launch_status("merge compact kernel launch");
 }
 

@@ -19,15 +19,11 @@ struct PagesView {
   int64_t* free_ring = nullptr;     // num_pages entries
   int64_t* release_ring = nullptr;  // num_pages entries (need_sort)
   uint32_t* owned = nullptr;        // bit per page id 0..num_pages
-  uint32_t* scratch_bits = nullptr; // same size; all zero between calls (merge)
-  int64_t* sort_keys = nullptr;     // num_pages entries: sorted copy of a large free
-  void* sort_temp = nullptr;        // CUB radix-sort temporary storage
-  size_t sort_temp_bytes = 0;
+  uint32_t* scratch_bits = nullptr; // same size; all zero between calls (sorting frees, merge)
   uint64_t* result = nullptr;       // one word: host-path validation result
   int64_t num_pages = 0;            // ids 1..num_pages; ring capacity
   int64_t page_size = 1;
   int page_shift = 0;               // log2(page_size) when a power of two, else -1
-  int key_bits = 1;                 // bits needed by ids 0..num_pages
   int64_t slot_limit = 0;           // (num_pages + 1) * page_size
   backend::FaultRecord* fault = nullptr;
   int* host_flag = nullptr;
@@ -64,8 +60,6 @@ struct DecodeArgs {
 
 // Makes the pool's device current (cheap when it already is).
 Status use_device(int device);
-// Bytes of CUB temporary storage to radix-sort up to `n` int64 keys.
-Status sort_temp_bytes(int64_t n, int key_bits, size_t* bytes);
 
 // Page allocator. Each consumes the front of `free` (the caller then advances its counters).
 Status extend(const PagesView& v, RingPos free, const ExtendArgs& a, void* stream);

@@ -11,10 +11,6 @@ Status no_cuda() { return Status::unsupported("this build of kvpool has no CUDA 
 }  // namespace
 
 Status use_device(int) { return no_cuda(); }
-Status sort_temp_bytes(int64_t, int, size_t* bytes) {
-  *bytes = 0;
-  return no_cuda();
-}
 Status extend(const PagesView&, RingPos, const ExtendArgs&, void*) { return no_cuda(); }
 Status decode(const PagesView&, RingPos, const DecodeArgs&, void*) { return no_cuda(); }
 Status alloc(const PagesView&, RingPos, int64_t*, int64_t, void*) { return no_cuda(); }

@@ -91,8 +91,6 @@ Status DevicePages::make(backend::Backend* backend, int device, int64_t num_page
   v.page_size = page_size;
   v.page_shift = page_shift_of(page_size);
   v.slot_limit = (num_pages + 1) * page_size;
-  v.key_bits = 1;
-  while (v.key_bits < 63 && (int64_t{1} << v.key_bits) <= num_pages) ++v.key_bits;
   v.fault = fault->record();
   v.host_flag = fault->host_flag();
   v.device = device;
@@ -103,15 +101,6 @@ Status DevicePages::make(backend::Backend* backend, int device, int64_t num_page
   KVPOOL_RETURN_IF_ERROR(backend::DeviceMemory::make(backend, bitmap_bytes, &d->scratch_bits_));
   KVPOOL_RETURN_IF_ERROR(backend::DeviceMemory::make(backend, sizeof(uint64_t), &d->result_));
   if (need_sort) KVPOOL_RETURN_IF_ERROR(backend::DeviceMemory::make(backend, ring_bytes, &d->release_ring_));
-  if (page_size > 1) {  // large paged frees are radix-sorted (up to every page at once)
-    size_t temp = 0;
-    KVPOOL_RETURN_IF_ERROR(devk::sort_temp_bytes(num_pages, v.key_bits, &temp));
-    KVPOOL_RETURN_IF_ERROR(backend::DeviceMemory::make(backend, ring_bytes, &d->sort_keys_));
-    KVPOOL_RETURN_IF_ERROR(backend::DeviceMemory::make(backend, temp, &d->sort_temp_));
-    v.sort_keys = d->sort_keys_.as<int64_t>();
-    v.sort_temp = d->sort_temp_.data();
-    v.sort_temp_bytes = temp;
-  }
   v.free_ring = d->free_ring_.as<int64_t>();
   v.release_ring = need_sort ? d->release_ring_.as<int64_t>() : nullptr;
   v.owned = d->owned_.as<uint32_t>();

@@ -99,7 +99,7 @@ class DevicePages {
   bool need_sort_ = false;
   devk::PagesView view_;
   devk::RingPos free_, release_;
-  backend::DeviceMemory free_ring_, release_ring_, owned_, scratch_bits_, sort_keys_, sort_temp_, result_;
+  backend::DeviceMemory free_ring_, release_ring_, owned_, scratch_bits_, result_;
   backend::DeviceMemory host_scratch_;  // host-array calls: inputs and outputs on the device
 };
 
