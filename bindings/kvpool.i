@@ -880,8 +880,8 @@ KVPOOL_IN_ARRAY(int64_t, chunk_lens, chunk_lens_len)
                           size_t *matched, size_t *prefix_len, size_t *evicted, size_t *evictable,
                           size_t *protected_len, size_t *total, size_t *events_len, size_t *tokens_len,
                           size_t *cached, size_t *slots_len, size_t *available, size_t *uncached,
-                          size_t *capacity };
-%apply int32_t *OUT_I32 { int32_t *kind, int32_t *dst, int32_t *slot };
+                          size_t *capacity, size_t *swa_evicted };
+%apply int32_t *OUT_I32 { int32_t *kind, int32_t *dst, int32_t *slot, int32_t *mamba_slot, int32_t *mamba_exist };
 %apply uint64_t *OUT_U64 { uint64_t *token, uint64_t *node, uint64_t *seq };
 %apply int64_t *OUT_I64 { int64_t *event_id };
 
@@ -945,6 +945,12 @@ KVPOOL_RAW(radix_evict)
 KVPOOL_RAW(radix_sizes)
 KVPOOL_RAW(radix_reset)
 KVPOOL_RAW(radix_page_hash)
+KVPOOL_RAW(radix_match_mamba)
+KVPOOL_RAW(radix_insert_mamba)
+KVPOOL_RAW(radix_evict_mamba)
+KVPOOL_RAW(radix_insert_swa)
+KVPOOL_RAW(radix_evict_swa)
+KVPOOL_RAW(radix_state_sizes)
 KVPOOL_RAW(kvpool_take_events_flat)
 KVPOOL_RAW(kvseq_begin)
 KVPOOL_RAW(kvseq_extend)
@@ -955,6 +961,7 @@ KVPOOL_RAW(kvseq_retract)
 KVPOOL_RAW(kvseq_get_info)
 KVPOOL_RAW(kvseq_get_slots)
 KVPOOL_RAW(kvseq_accounting)
+KVPOOL_RAW(kvseq_mamba_slot)
 
 /* ------------------------------------------------------------------------ */
 /* Declarations that must precede the headers                                */

@@ -571,6 +571,79 @@
   }
 
   /**
+   * {@link #match(int[], String)} on a hybrid_linear pool: the longest prefix that ends at a node
+   * with a cached mamba state, and that state's slot ({@link MatchResult#getMambaSlot()}, owned by
+   * the tree). With cowSlot &gt;= 0 (a slot from {@link #mambaAlloc(int)}) the node's state is also
+   * copied into cowSlot (copy-on-write); -1 copies nothing.
+   * @throws KvPoolException UNSUPPORTED if the pool has no mamba radix cache
+   */
+  public MatchResult matchMamba(int[] tokens, String extraKey, int cowSlot) {
+    long[] slots = new long[Objects.requireNonNull(tokens, "tokens").length];
+    long[] matched = new long[1];
+    long[] node = new long[1];
+    int[] state = new int[1];
+    Kvpool.radix_match_mamba(this, tokens, extraKey, cowSlot, slots, matched, node, state);
+    return new MatchResult(matched[0] == slots.length ? slots : Arrays.copyOf(slots, (int) matched[0]), node[0], state[0]);
+  }
+
+  /**
+   * Caches a sequence and the mamba state after its last token (hybrid_linear pools). As
+   * {@link #insert(int[], long[], String, int)} the caller keeps the first prefixLength slots; the
+   * tree takes mambaSlot too unless {@link InsertResult#isStateExisted()}.
+   */
+  public InsertResult insertMamba(int[] tokens, long[] slots, String extraKey, int mambaSlot) {
+    long[] prefix = new long[1];
+    int[] exist = new int[1];
+    long[] node = new long[1];
+    Kvpool.radix_insert_mamba(this, tokens, slots, extraKey, mambaSlot, prefix, exist, node);
+    return new InsertResult(prefix[0], node[0], exist[0] != 0);
+  }
+
+  /**
+   * Frees up to states cached mamba states, least recently used first (internal nodes become
+   * tombstones, leaves are evicted entirely); returns the states freed.
+   */
+  public long evictMamba(long states) {
+    long[] evicted = new long[1];
+    Kvpool.radix_evict_mamba(this, states, evicted);
+    return evicted[0];
+  }
+
+  /**
+   * SGLang's swa insert (swa pools): the first prevPrefixLen slots are the tree's own from a match;
+   * of the rest the tree frees duplicates, revives unlocked tombstones and takes the new tail, so the
+   * caller owns none of them afterwards. Tokens before swaEvictedLen have no window slot any more.
+   */
+  public InsertResult insertSwa(int[] tokens, long[] slots, String extraKey, long prevPrefixLen, long swaEvictedLen) {
+    long[] prefix = new long[1];
+    long[] node = new long[1];
+    Kvpool.radix_insert_swa(this, tokens, slots, extraKey, prevPrefixLen, swaEvictedLen, prefix, node);
+    return new InsertResult(prefix[0], node[0]);
+  }
+
+  /**
+   * Evicts on a swa pool: unlocked leaves until tokens full slots are freed, then, while fewer than
+   * swaTokens window slots were freed, window KV only (tombstones). Returns {full, window} freed.
+   */
+  public long[] evictSwa(long tokens, long swaTokens) {
+    long[] full = new long[1];
+    long[] window = new long[1];
+    Kvpool.radix_evict_swa(this, tokens, swaTokens, full, window);
+    return new long[] {full[0], window[0]};
+  }
+
+  /**
+   * The tree's second resource: mamba states (hybrid_linear) or window tokens (swa), as evictable,
+   * protected and total.
+   */
+  public RadixSizes stateSizes() {
+    long[] evictable = new long[1];
+    long[] protectedCount = new long[1];
+    Kvpool.radix_state_sizes(this, evictable, protectedCount);
+    return new RadixSizes(evictable[0], protectedCount[0], evictable[0] + protectedCount[0]);
+  }
+
+  /**
    * Empties the tree, returning its slots to the allocator (emits ALL_BLOCKS_CLEARED).
    * @throws KvPoolException INVALID_ARGUMENT while a request is active or a node is locked
    */
@@ -723,6 +796,16 @@
     long[] capacity = new long[1];
     Kvpool.kvseq_accounting(this, available, evictable, protectedTokens, uncached, capacity);
     return new Accounting(available[0], evictable[0], protectedTokens[0], uncached[0], capacity[0]);
+  }
+
+  /**
+   * The mamba state slot a request owns (hybrid_linear pools): begin filled it with the cached
+   * prefix's state (copy-on-write) or zeroes.
+   */
+  public int seqMambaSlot(long seq) {
+    int[] slot = new int[1];
+    Kvpool.kvseq_mamba_slot(this, seq, slot);
+    return slot[0];
   }
 
   // ---------------------------------------------------------------------

@@ -473,6 +473,61 @@ namespace KvPool {
       return new RadixSizes(evictable, protectedTokens, total);
     }
 
+    /// <summary>Match on a hybrid_linear pool: the longest prefix that ends at a node with a cached mamba
+    /// state, and that state's slot (MatchResult.MambaSlot, owned by the tree). With cowSlot &gt;= 0 (a slot
+    /// from MambaAlloc) the node's state is also copied into cowSlot (copy-on-write); -1 copies nothing.</summary>
+    /// <exception cref="KvPoolException">Status.Unsupported if the pool has no mamba radix cache.</exception>
+    public MatchResult MatchMamba(int[] tokens, string extraKey = null, int cowSlot = -1) {
+      long[] slots = new long[NotNull(tokens, "tokens").Length];
+      ulong matched, node;
+      int state;
+      Kvpool.radix_match_mamba(this, tokens, Len(tokens), extraKey, cowSlot, slots, Len(slots), out matched, out node, out state);
+      if ((ulong)slots.Length != matched) global::System.Array.Resize(ref slots, (int)matched);
+      return new MatchResult(slots, node, state);
+    }
+
+    /// <summary>Caches a sequence and the mamba state after its last token (hybrid_linear pools). As
+    /// Insert the caller keeps the first PrefixLength slots; the tree takes mambaSlot too unless
+    /// InsertResult.StateExisted.</summary>
+    public InsertResult InsertMamba(int[] tokens, long[] slots, int mambaSlot, string extraKey = null) {
+      ulong prefix, node;
+      int exist;
+      Kvpool.radix_insert_mamba(this, tokens, Len(tokens), slots, Len(slots), extraKey, mambaSlot, out prefix, out exist, out node);
+      return new InsertResult(prefix, node, exist != 0);
+    }
+
+    /// <summary>Frees up to states cached mamba states, least recently used first (internal nodes become
+    /// tombstones, leaves are evicted entirely); returns the states freed.</summary>
+    public ulong EvictMamba(ulong states) {
+      ulong evicted;
+      Kvpool.radix_evict_mamba(this, states, out evicted);
+      return evicted;
+    }
+
+    /// <summary>SGLang's swa insert (swa pools): the first prevPrefixLen slots are the tree's own from a
+    /// match; of the rest the tree frees duplicates, revives unlocked tombstones and takes the new tail,
+    /// so the caller owns none of them afterwards. Tokens before swaEvictedLen have no window slot.</summary>
+    public InsertResult InsertSwa(int[] tokens, long[] slots, ulong prevPrefixLen, ulong swaEvictedLen, string extraKey = null) {
+      ulong prefix, node;
+      Kvpool.radix_insert_swa(this, tokens, Len(tokens), slots, Len(slots), extraKey, prevPrefixLen, swaEvictedLen, out prefix, out node);
+      return new InsertResult(prefix, node);
+    }
+
+    /// <summary>Evicts on a swa pool: unlocked leaves until tokens full slots are freed, then, while fewer
+    /// than swaTokens window slots were freed, window KV only (tombstones). Returns {full, window} freed.</summary>
+    public ulong[] EvictSwa(ulong tokens, ulong swaTokens) {
+      ulong full, window;
+      Kvpool.radix_evict_swa(this, tokens, swaTokens, out full, out window);
+      return new ulong[] { full, window };
+    }
+
+    /// <summary>The tree's second resource: mamba states (hybrid_linear) or window tokens (swa).</summary>
+    public RadixSizes StateSizes() {
+      ulong evictable, protectedCount;
+      Kvpool.radix_state_sizes(this, out evictable, out protectedCount);
+      return new RadixSizes(evictable, protectedCount, evictable + protectedCount);
+    }
+
     /// <summary>Empties the tree, returning its slots to the allocator (emits AllBlocksCleared).</summary>
     /// <exception cref="KvPoolException">Status.InvalidArgument while a request is active or a node is locked.</exception>
     public void ResetCache() {
@@ -606,6 +661,14 @@ namespace KvPool {
       ulong available, evictable, protectedTokens, uncached, capacity;
       Kvpool.kvseq_accounting(this, out available, out evictable, out protectedTokens, out uncached, out capacity);
       return new Accounting(available, evictable, protectedTokens, uncached, capacity);
+    }
+
+    /// <summary>The mamba state slot a request owns (hybrid_linear pools): Begin filled it with the cached
+    /// prefix's state (copy-on-write) or zeroes.</summary>
+    public int SeqMambaSlot(ulong seq) {
+      int slot;
+      Kvpool.kvseq_mamba_slot(this, seq, out slot);
+      return slot;
     }
 
     // ------------------------------------------------------------------

@@ -114,10 +114,18 @@ namespace KvPool {
   public sealed class MatchResult {
     private readonly long[] slots;
 
-    internal MatchResult(long[] slots, ulong node) {
+    internal MatchResult(long[] slots, ulong node) : this(slots, node, -1) {
+    }
+
+    internal MatchResult(long[] slots, ulong node, int mambaSlot) {
       this.slots = slots;
       Node = node;
+      MambaSlot = mambaSlot;
     }
+
+    /// <summary>Pool.MatchMamba: the node's mamba state slot, owned by the tree (-1 if nothing
+    /// matched, and for Pool.Match).</summary>
+    public int MambaSlot { get; private set; }
 
     /// <summary>The cached slots of the matched tokens (whole pages); a copy.</summary>
     public long[] Slots {
@@ -135,10 +143,18 @@ namespace KvPool {
 
   /// <summary>What Pool.Insert did.</summary>
   public sealed class InsertResult {
-    internal InsertResult(ulong prefixLength, ulong node) {
+    internal InsertResult(ulong prefixLength, ulong node) : this(prefixLength, node, false) {
+    }
+
+    internal InsertResult(ulong prefixLength, ulong node, bool stateExisted) {
       PrefixLength = prefixLength;
       Node = node;
+      StateExisted = stateExisted;
     }
+
+    /// <summary>Pool.InsertMamba: true if the end node already had a mamba state, so the caller keeps
+    /// (and frees) its state slot; false if the tree took it.</summary>
+    public bool StateExisted { get; private set; }
 
     /// <summary>Leading tokens that were cached already: the caller still owns those slots
     /// (duplicates to free, unless they are the tree's own); the tree took the rest.</summary>

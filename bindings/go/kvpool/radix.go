@@ -195,3 +195,96 @@ func PageHash(tokens []int32, parent []byte) (digest [32]byte, id int64, err err
 	err = Radix_page_hash(tokens, parent, digest[:], &id)
 	return digest, id, err
 }
+
+// MatchMamba is Match on a hybrid_linear pool (the mamba radix cache): the
+// longest prefix that ends at a node with a cached mamba state, the node, and
+// that state's slot (owned by the tree; -1 if nothing matched). With
+// cowSlot >= 0 (a slot from MambaAlloc) the node's state is also copied
+// into cowSlot (copy-on-write); -1 copies nothing.
+func (p *Pool) MatchMamba(tokens []int32, extraKey string, cowSlot int32) (slots []int64, node uint64, mambaSlot int32, err error) {
+	if err := extraKeyOK("radix_match_mamba", extraKey); err != nil {
+		return nil, 0, -1, err
+	}
+	slots = make([]int64, len(tokens))
+	var matched uint
+	err = p.call(func(h SwigcptrKvpool) error {
+		return Radix_match_mamba(h, tokens, extraKey, int(cowSlot), slots, &matched, &node, &mambaSlot)
+	})
+	if err != nil {
+		return nil, 0, -1, err
+	}
+	return slots[:matched:matched], node, mambaSlot, nil
+}
+
+// InsertMamba caches a sequence and the mamba state after its last token on
+// a hybrid_linear pool. As Insert, the caller keeps slots[:prefixLen]; the
+// tree takes mambaSlot too unless the end node already had a state
+// (stateExisted: the caller keeps and frees mambaSlot).
+func (p *Pool) InsertMamba(tokens []int32, slots []int64, extraKey string, mambaSlot int32) (prefixLen int, stateExisted bool, node uint64, err error) {
+	if err := extraKeyOK("radix_insert_mamba", extraKey); err != nil {
+		return 0, false, 0, err
+	}
+	var prefix uint
+	var exist int32
+	err = p.call(func(h SwigcptrKvpool) error {
+		return Radix_insert_mamba(h, tokens, slots, extraKey, int(mambaSlot), &prefix, &exist, &node)
+	})
+	return int(prefix), exist != 0, node, err
+}
+
+// EvictMamba frees up to states cached mamba states, least recently used
+// first: internal nodes become tombstones (their KV stays), leaves are
+// evicted entirely. It returns the states freed.
+func (p *Pool) EvictMamba(states int) (int, error) {
+	if err := outputLen("radix_evict_mamba", states); err != nil {
+		return 0, err
+	}
+	var n uint
+	err := p.call(func(h SwigcptrKvpool) error { return Radix_evict_mamba(h, int64(states), &n) })
+	return int(n), err
+}
+
+// InsertSwa is SGLang's swa insert on a swa pool: slots[:prevPrefixLen] are
+// the tree's own slots from a Match; of the rest the tree frees duplicates,
+// revives unlocked tombstones and takes the new tail, so the caller owns none
+// of slots[prevPrefixLen:] afterwards. Tokens before swaEvictedLen have no
+// window slot any more (FreeSwa): they never revive a tombstone.
+func (p *Pool) InsertSwa(tokens []int32, slots []int64, extraKey string, prevPrefixLen, swaEvictedLen int) (prefixLen int, node uint64, err error) {
+	if err := extraKeyOK("radix_insert_swa", extraKey); err != nil {
+		return 0, 0, err
+	}
+	if err := outputLen("radix_insert_swa", prevPrefixLen); err != nil {
+		return 0, 0, err
+	}
+	if err := outputLen("radix_insert_swa", swaEvictedLen); err != nil {
+		return 0, 0, err
+	}
+	var prefix uint
+	err = p.call(func(h SwigcptrKvpool) error {
+		return Radix_insert_swa(h, tokens, slots, extraKey, int64(prevPrefixLen), int64(swaEvictedLen), &prefix, &node)
+	})
+	return int(prefix), node, err
+}
+
+// EvictSwa evicts on a swa pool: unlocked leaves until tokens full slots are
+// free, then, while fewer than swaTokens window slots were freed, drops the
+// window KV of unlocked nodes (tombstones). It returns both counts.
+func (p *Pool) EvictSwa(tokens, swaTokens int) (evicted, swaEvicted int, err error) {
+	if err := outputLen("radix_evict_swa", tokens); err != nil {
+		return 0, 0, err
+	}
+	if err := outputLen("radix_evict_swa", swaTokens); err != nil {
+		return 0, 0, err
+	}
+	var full, window uint
+	err = p.call(func(h SwigcptrKvpool) error { return Radix_evict_swa(h, int64(tokens), int64(swaTokens), &full, &window) })
+	return int(full), int(window), err
+}
+
+// StateSizes reports the tree's second resource on hybrid_linear pools
+// (mamba states) and swa pools (window tokens): unlocked and locked.
+func (p *Pool) StateSizes() (evictable, protected int, err error) {
+	var e, pr uint
+	err = p.call(func(h SwigcptrKvpool) error { return Radix_state_sizes(h, &e, &pr) })
+	return int(e), int(pr), err
+}

@@ -157,3 +157,12 @@ func (p *Pool) Accounting() (Accounting, error) {
 	return Accounting{Available: int(available), Evictable: int(evictable), Protected: int(protected),
 		Uncached: int(uncached), Capacity: int(capacity)}, nil
 }
+
+// SeqMambaSlot is the mamba state slot a request owns on a hybrid_linear
+// pool: Begin filled it with the cached prefix's state (copy-on-write) or
+// zeroes; the engine keeps the request's recurrent state there.
+func (p *Pool) SeqMambaSlot(seq uint64) (int32, error) {
+	var slot int32
+	err := p.call(func(h SwigcptrKvpool) error { return Kvseq_mamba_slot(h, seq, &slot) })
+	return slot, err
+}

@@ -4,10 +4,24 @@ package ai.kvpool;
 public final class InsertResult {
   private final long prefixLength;
   private final long node;
+  private final boolean stateExisted;
 
   InsertResult(long prefixLength, long node) {
+    this(prefixLength, node, false);
+  }
+
+  InsertResult(long prefixLength, long node, boolean stateExisted) {
     this.prefixLength = prefixLength;
     this.node = node;
+    this.stateExisted = stateExisted;
+  }
+
+  /**
+   * {@link Pool#insertMamba(int[], long[], String, int)}: true if the end node already had a mamba
+   * state, so the caller keeps (and frees) its state slot; false if the tree took it.
+   */
+  public boolean isStateExisted() {
+    return stateExisted;
   }
 
   /**

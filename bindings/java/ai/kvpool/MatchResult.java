@@ -4,10 +4,24 @@ package ai.kvpool;
 public final class MatchResult {
   private final long[] slots;
   private final long node;
+  private final int mambaSlot;
 
   MatchResult(long[] slots, long node) {
+    this(slots, node, -1);
+  }
+
+  MatchResult(long[] slots, long node, int mambaSlot) {
     this.slots = slots;
     this.node = node;
+    this.mambaSlot = mambaSlot;
+  }
+
+  /**
+   * {@link Pool#matchMamba(int[], String, int)}: the node's mamba state slot, owned by the tree
+   * (-1 if nothing matched, and for {@link Pool#match(int[], String)}).
+   */
+  public int getMambaSlot() {
+    return mambaSlot;
   }
 
   /** The cached slots of the matched tokens (a whole number of pages; a copy). */
