@@ -221,69 +221,11 @@ TEST(KvseqSwa, BadInputs) {
 TEST(KvseqSwa, RandomWorkloadKeepsOwnershipAndAccounting) {
   for (int window : {1, 4, 16}) {
     Pool pool(kvtest::swa_radix_config(96, 48, window, 8, 512));
-    std::mt19937 rng(static_cast<unsigned>(window));
-    std::vector<uint64_t> live;
-    std::map<std::string, int> seen;
-    for (int step = 0; step < 2500; ++step) {
-      const int op = static_cast<int>(rng() % 10);
-      if (op < 3 && live.size() < 9) {
-        Tokens prompt;
-        const int family = static_cast<int>(rng() % 4), shared = static_cast<int>(rng() % 16);
-        for (int i = 0; i < shared; ++i) prompt.push_back(family * 1000 + i);
-        const int own = 1 + static_cast<int>(rng() % 8);
-        for (int i = 0; i < own; ++i) prompt.push_back(static_cast<int32_t>(rng() % 3) + 100000);
-        live.push_back(kvtest::seq_begin(pool, prompt));
-        ++seen["begin"];
-      } else if (op < 6 && !live.empty()) {
-        std::vector<uint64_t> batch;
-        std::vector<int64_t> chunks;
-        for (uint64_t s : live) {
-          const kvseq_info i = kvtest::seq_info(pool, s);
-          if (i.computed < i.tokens && rng() % 2 == 0) {
-            batch.push_back(s);
-            chunks.push_back(1 + static_cast<int64_t>(rng() % (i.tokens - i.computed)));
-          }
-        }
-        if (batch.empty()) continue;
-        const kvpool_status st = kvtest::seq_extend(pool, batch, chunks);
-        ASSERT_TRUE(st == KVPOOL_OK || st == KVPOOL_ERR_OUT_OF_MEMORY) << kvpool_last_error();
-        ++seen[st == KVPOOL_OK ? "extend" : "extend-oom"];
-      } else if (op < 8 && !live.empty()) {
-        std::vector<uint64_t> batch;
-        for (uint64_t s : live) {
-          const kvseq_info i = kvtest::seq_info(pool, s);
-          if (i.computed == i.tokens && i.row >= 0 && i.tokens < 500) batch.push_back(s);
-        }
-        if (batch.empty()) continue;
-        Tokens toks(batch.size());
-        for (auto& t : toks) t = static_cast<int32_t>(rng() % 2);
-        const kvpool_status st = kvtest::seq_decode(pool, batch, toks);
-        ASSERT_TRUE(st == KVPOOL_OK || st == KVPOOL_ERR_OUT_OF_MEMORY) << kvpool_last_error();
-        ++seen[st == KVPOOL_OK ? "decode" : "decode-oom"];
-        if (st == KVPOOL_ERR_OUT_OF_MEMORY) {
-          size_t cached = 0;
-          ASSERT_EQ(kvseq_retract(pool, batch.back(), &cached), KVPOOL_OK) << kvpool_last_error();
-          ++seen["retract"];
-        }
-      } else if (!live.empty()) {
-        const size_t k = rng() % live.size();
-        const kvseq_info i = kvtest::seq_info(pool, live[k]);
-        if (rng() % 4 == 0) {
-          ASSERT_EQ(kvseq_abort(pool, live[k]), KVPOOL_OK);
-          ++seen["abort"];
-        } else {
-          ASSERT_EQ(kvseq_finish(pool, live[k], i.computed - (i.computed > 0 ? rng() % 2 : 0)), KVPOOL_OK) << kvpool_last_error();
-          ++seen["finish"];
-        }
-        live.erase(live.begin() + static_cast<long>(k));
-      }
-      ASSERT_TRUE(kvtest::accounting_holds(pool, "window " + std::to_string(window) + " step " + std::to_string(step)));
-    }
-    for (const char* op : {"begin", "extend", "extend-oom", "decode", "finish", "abort"}) {
+    std::map<std::string, int> seen =
+        kvtest::random_workload(pool, static_cast<unsigned>(window), 2500, 9, 16, 8, "window " + std::to_string(window));
+    for (const char* op : {"begin", "extend", "extend-oom", "decode", "finish", "abort", "end"}) {
       EXPECT_GT(seen[op], 0) << op << " window " << window;
     }
-    for (uint64_t s : live) ASSERT_EQ(kvseq_abort(pool, s), KVPOOL_OK);
-    ASSERT_TRUE(kvtest::accounting_holds(pool, "end"));
   }
 }
 

@@ -1,7 +1,9 @@
 // Helpers of the kvseq / radix tests of hybrid_linear and swa pools.
 #pragma once
 
+#include <map>
 #include <numeric>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -105,6 +107,80 @@ inline bool accounting_holds(kvpool* pool, const std::string& where = "") {
   const kvpool_status st = kvpool_check(pool, report, sizeof(report));
   EXPECT_EQ(st, KVPOOL_OK) << where << "\n" << report;
   return sums && st == KVPOOL_OK;
+}
+
+// Thousands of random begin / extend / decode (retract on OOM) / finish / abort steps with
+// many requests; after every step the accounting identity and kvpool_check must hold.
+// `shared` and `own` bound the prompt parts shared by a few families and the request's own.
+// Returns how often each operation happened (and "end" = 1 if all steps ran).
+inline std::map<std::string, int> random_workload(kvpool* pool, unsigned seed, int steps, size_t max_live, int shared,
+                                                  int own, const std::string& label) {
+  std::mt19937 rng(seed);
+  std::vector<uint64_t> live;
+  std::map<std::string, int> seen;
+  for (int step = 0; step < steps; ++step) {
+    const int op = static_cast<int>(rng() % 10);
+    if (op < 3 && live.size() < max_live) {
+      Tokens prompt;
+      const int family = static_cast<int>(rng() % 4), n_shared = static_cast<int>(rng() % static_cast<unsigned>(shared));
+      for (int i = 0; i < n_shared; ++i) prompt.push_back(family * 1000 + i);
+      const int n_own = 1 + static_cast<int>(rng() % static_cast<unsigned>(own));
+      for (int i = 0; i < n_own; ++i) prompt.push_back(static_cast<int32_t>(rng() % 3) + 100000);
+      uint64_t seq = 0;
+      size_t cached = 0;
+      const kvpool_status st = kvseq_begin(pool, prompt.data(), prompt.size(), nullptr, &seq, &cached);
+      EXPECT_TRUE(st == KVPOOL_OK || st == KVPOOL_ERR_OUT_OF_MEMORY) << kvpool_last_error();
+      if (st == KVPOOL_OK) live.push_back(seq);
+      ++seen[st == KVPOOL_OK ? "begin" : "begin-oom"];
+    } else if (op < 6 && !live.empty()) {
+      std::vector<uint64_t> batch;
+      std::vector<int64_t> chunks;
+      for (uint64_t s : live) {
+        const kvseq_info i = seq_info(pool, s);
+        if (i.computed < i.tokens && rng() % 2 == 0) {
+          batch.push_back(s);
+          chunks.push_back(1 + static_cast<int64_t>(rng() % (i.tokens - i.computed)));
+        }
+      }
+      if (batch.empty()) continue;
+      const kvpool_status st = seq_extend(pool, batch, chunks);
+      EXPECT_TRUE(st == KVPOOL_OK || st == KVPOOL_ERR_OUT_OF_MEMORY) << kvpool_last_error();
+      ++seen[st == KVPOOL_OK ? "extend" : "extend-oom"];
+    } else if (op < 8 && !live.empty()) {
+      std::vector<uint64_t> batch;
+      for (uint64_t s : live) {
+        const kvseq_info i = seq_info(pool, s);
+        if (i.computed == i.tokens && i.row >= 0 && i.tokens < 500) batch.push_back(s);
+      }
+      if (batch.empty()) continue;
+      Tokens toks(batch.size());
+      for (auto& t : toks) t = static_cast<int32_t>(rng() % 2);
+      const kvpool_status st = seq_decode(pool, batch, toks);
+      EXPECT_TRUE(st == KVPOOL_OK || st == KVPOOL_ERR_OUT_OF_MEMORY) << kvpool_last_error();
+      ++seen[st == KVPOOL_OK ? "decode" : "decode-oom"];
+      if (st == KVPOOL_ERR_OUT_OF_MEMORY) {  // retract the newest, as a scheduler would
+        size_t cached = 0;
+        EXPECT_EQ(kvseq_retract(pool, batch.back(), &cached), KVPOOL_OK) << kvpool_last_error();
+        ++seen["retract"];
+      }
+    } else if (!live.empty()) {
+      const size_t k = rng() % live.size();
+      const kvseq_info i = seq_info(pool, live[k]);
+      if (rng() % 4 == 0) {
+        EXPECT_EQ(kvseq_abort(pool, live[k]), KVPOOL_OK);
+        ++seen["abort"];
+      } else {
+        EXPECT_EQ(kvseq_finish(pool, live[k], i.computed - (i.computed > 0 && rng() % 3 == 0 ? 1 : 0)), KVPOOL_OK)
+            << kvpool_last_error();
+        ++seen["finish"];
+      }
+      live.erase(live.begin() + static_cast<long>(k));
+    }
+    if (!accounting_holds(pool, label + " step " + std::to_string(step)) || ::testing::Test::HasFailure()) return seen;
+  }
+  for (uint64_t s : live) EXPECT_EQ(kvseq_abort(pool, s), KVPOOL_OK);
+  if (accounting_holds(pool, label + " end")) seen["end"] = 1;
+  return seen;
 }
 
 }  // namespace kvtest
