@@ -10,6 +10,7 @@ using kvp::Status;
 using kvp::capi::check_array;
 using kvp::capi::check_out;
 using kvp::capi::check_same_length;
+using kvp::capi::key_of;
 using kvp::capi::with_pool;
 
 namespace {
@@ -24,8 +25,6 @@ Status need_cache(const kvpool* pool) {
   }
   return Status::ok();
 }
-
-std::string key_of(const char* extra_key) { return extra_key == nullptr ? std::string() : std::string(extra_key); }
 
 }  // namespace
 

@@ -9,6 +9,9 @@
 
 namespace kvp::capi {
 
+// The namespace of a radix key: NULL is the default ("").
+inline std::string key_of(const char* extra_key) { return extra_key == nullptr ? std::string() : std::string(extra_key); }
+
 // Full-KV tokens of the pool's tree: unlocked, locked, and their sum.
 inline void tree_sizes(const ::kvpool* p, size_t* evictable, size_t* protected_len, size_t* total) {
   if (p->mamba_cache) {

@@ -152,11 +152,16 @@ Status Sequences::extend(const uint64_t* ids, const int64_t* chunks, size_t n, i
     last[i] = r.slots.empty() ? -1 : r.slots.back();
   }
   KVPOOL_RETURN_IF_ERROR(allocator_->extend({pre.data(), seq.data(), last.data(), n}, out, out_len));
+  return place_chunks(reqs, chunks, rows_needed, out);
+}
+
+Status Sequences::place_chunks(const std::vector<Request*>& reqs, const int64_t* chunks, size_t rows_needed,
+                               const int64_t* out) {
   std::vector<int32_t> rows(rows_needed);
   KVPOOL_RETURN_IF_ERROR(table_->alloc(rows.data(), rows_needed));
   KVPOOL_RETURN_IF_ERROR(assign_rows(reqs, rows.data()));
   size_t o = 0;
-  for (size_t i = 0; i < n; ++i) {
+  for (size_t i = 0; i < reqs.size(); ++i) {
     Request& r = *reqs[i];
     const size_t chunk = static_cast<size_t>(chunks[i]);
     KVPOOL_RETURN_IF_ERROR(table_->write(r.row, r.slots.size(), out + o, chunk));

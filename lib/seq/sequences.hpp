@@ -70,6 +70,9 @@ class Sequences {
   // Validates the chunks of an extend batch: *total tokens, *pages new pages, *rows new rows.
   Status plan_extend(const std::vector<Request*>& reqs, const uint64_t* ids, const int64_t* chunks, size_t n,
                      size_t out_len, size_t* total, size_t* pages, size_t* rows) const;
+  // Allocates the rows the batch needs, then writes each request's new slots (out, request-major)
+  // to its row and appends them; after_chunk runs per request.
+  Status place_chunks(const std::vector<Request*>& reqs, const int64_t* chunks, size_t rows_needed, const int64_t* out);
   // Gives requests without a row one of `rows` and writes their cached prefix.
   Status assign_rows(const std::vector<Request*>& reqs, const int32_t* rows);
   // Frees enough unlocked cached prefixes for `tokens` more slots, or fails without evicting.

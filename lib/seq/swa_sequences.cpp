@@ -82,18 +82,7 @@ Status SwaSequences::extend(const uint64_t* ids, const int64_t* chunks, size_t n
   size_t total = 0, pages = 0, rows_needed = 0;
   KVPOOL_RETURN_IF_ERROR(plan_extend(reqs, ids, chunks, n, out_len, &total, &pages, &rows_needed));
   KVPOOL_RETURN_IF_ERROR(allocate(reqs, total, out));
-  std::vector<int32_t> rows(rows_needed);
-  KVPOOL_RETURN_IF_ERROR(table_->alloc(rows.data(), rows_needed));
-  KVPOOL_RETURN_IF_ERROR(assign_rows(reqs, rows.data()));
-  size_t o = 0;
-  for (size_t i = 0; i < n; ++i) {
-    Request& r = *reqs[i];
-    const size_t chunk = static_cast<size_t>(chunks[i]);
-    KVPOOL_RETURN_IF_ERROR(table_->write(r.row, r.slots.size(), out + o, chunk));
-    r.slots.insert(r.slots.end(), out + o, out + o + chunk);
-    o += chunk;
-  }
-  return Status::ok();
+  return place_chunks(reqs, chunks, rows_needed, out);
 }
 
 Status SwaSequences::decode(const uint64_t* ids, const int32_t* tokens, size_t n, int64_t* out) {
