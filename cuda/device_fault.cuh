@@ -15,7 +15,7 @@ __device__ __forceinline__ bool kvp_faulted(const kvp::backend::FaultRecord* rec
 // Records the first fault (later ones are dropped) and sets the host flag.
 // `code` is claimed first so that concurrent raisers never mix their fields;
 // the system fence orders the record before the flag the host polls.
-__device__ __noinline__ inline void kvp_raise(kvp::backend::FaultRecord* rec, int* host_flag, int32_t code,
+__device__ __forceinline__ void kvp_raise(kvp::backend::FaultRecord* rec, int* host_flag, int32_t code,
                                               int32_t op, int64_t index, int64_t value, int64_t detail) {
   if (atomicCAS(reinterpret_cast<int*>(&rec->code), 0, static_cast<int>(code)) != 0) return;
   rec->op = op;

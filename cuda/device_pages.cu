@@ -141,9 +141,10 @@ __global__ void __launch_bounds__(kExtendThreads) extend_kernel(ExtendParams p) 
   const int64_t stride = static_cast<int64_t>(gridDim.x) * kExtendThreads;
   for (int64_t k = static_cast<int64_t>(blockIdx.x) * kExtendThreads + tid; k < a.pages; k += stride) {
     const int64_t page = p.ring[ring_index(p.head, k, p.cap)];
-    const uint32_t old = atomicOr(&p.owned[word_of(page)], bit_of(page));
-    if (old & bit_of(page)) kvp_raise(p.fault, p.flag, backend::kFaultCorrupt, backend::kOpExtend, k, page);
     if (a.new_pages != nullptr) a.new_pages[k] = page;
+    if (page < 1 || page > p.cap || (atomicOr(&p.owned[word_of(page)], bit_of(page)) & bit_of(page))) {
+      kvp_raise(p.fault, p.flag, backend::kFaultCorrupt, backend::kOpExtend, k, page);
+    }
   }
 }
 
@@ -158,7 +159,7 @@ struct PairSum {
   }
 };
 
-constexpr int kDecodeThreads = 1024;
+constexpr int kDecodeThreads = 512;  // 1024 would cap registers at 64 and spill
 
 struct DecodeParams {
   DecodeArgs a;
@@ -172,11 +173,11 @@ struct DecodeParams {
   int* flag;
 };
 
-// One block (decode batches are at most a few thousand): tiles of 1024
+// One block (decode batches are at most a few thousand): tiles of 512
 // requests, an exclusive sum of "needs a new page" gives each request its
 // free-list entry.
 __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(DecodeParams p) {
-  using Scan = cub::BlockScan<Pair, kDecodeThreads>;
+  using Scan = cub::BlockScan<Pair, kDecodeThreads, cub::BLOCK_SCAN_RAKING>;
   __shared__ typename Scan::TempStorage scan_tmp;
   if (block_faulted(p.fault)) return;
   const DecodeArgs& a = p.a;
@@ -211,8 +212,9 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(DecodeParams p) 
           kvp_raise(p.fault, p.flag, backend::kFaultLengthMismatch, backend::kOpDecode, i, q + 1, a.pages);
         } else {
           const int64_t page = p.ring[ring_index(p.head, q, p.cap)];
-          const uint32_t old = atomicOr(&p.owned[word_of(page)], bit_of(page));
-          if (old & bit_of(page)) kvp_raise(p.fault, p.flag, backend::kFaultCorrupt, backend::kOpDecode, i, page);
+          if (page < 1 || page > p.cap || (atomicOr(&p.owned[word_of(page)], bit_of(page)) & bit_of(page))) {
+            kvp_raise(p.fault, p.flag, backend::kFaultCorrupt, backend::kOpDecode, i, page);
+          }
           a.out[i] = page * P;
           if (a.new_pages != nullptr) a.new_pages[q] = page;
         }
@@ -241,9 +243,8 @@ __global__ void alloc_kernel(const int64_t* ring, int64_t head, int64_t cap, uin
     const int64_t id = ring[ring_index(head, k, cap)];
     const int64_t j = t - k * page.size;
     out[t] = id * page.size + j;
-    if (j == 0) {
-      const uint32_t old = atomicOr(&owned[word_of(id)], bit_of(id));
-      if (old & bit_of(id)) kvp_raise(fault, flag, backend::kFaultCorrupt, backend::kOpAlloc, k, id);
+    if (j == 0 && (id < 1 || id > cap || (atomicOr(&owned[word_of(id)], bit_of(id)) & bit_of(id)))) {
+      kvp_raise(fault, flag, backend::kFaultCorrupt, backend::kOpAlloc, k, id);
     }
   }
 }
@@ -370,22 +371,23 @@ __global__ void mark_lists_kernel(const int64_t* free_ring, RingPos free, const 
   for (int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < n; k += stride) {
     const int64_t id = k < free.count ? free_ring[ring_index(free.head, k, cap)]
                                       : release_ring[ring_index(release.head, k - free.count, cap)];
-    const uint32_t old = atomicOr(&bits[word_of(id)], bit_of(id));
-    if (old & bit_of(id)) kvp_raise(fault, flag, backend::kFaultCorrupt, backend::kOpMerge, k, id);
+    if (id < 1 || id > cap || (atomicOr(&bits[word_of(id)], bit_of(id)) & bit_of(id))) {
+      kvp_raise(fault, flag, backend::kFaultCorrupt, backend::kOpMerge, k, id);
+    }
   }
 }
 
-constexpr int kCompactThreads = 1024;
+constexpr int kCompactThreads = 512;  // 1024 would cap registers at 64 and spill
 constexpr int kCompactWords = 8;  // consecutive bitmap words per thread and tile
 
-// One block: the bitmap in tiles of 8192 words; an exclusive sum of the
+// One block: the bitmap in tiles of 4096 words; an exclusive sum of the
 // words' popcounts gives each word its output position; set bits are written
 // in ascending order at ring positions start, start + 1, ... and the words
 // are zeroed again (the scratch bitmap is all zero between calls).
 __global__ void __launch_bounds__(kCompactThreads) compact_bits_kernel(uint32_t* bits, int64_t words, int64_t* ring,
                                                                        int64_t start, int64_t cap,
                                                                        FaultRecord* fault) {
-  using Scan = cub::BlockScan<long long, kCompactThreads>;
+  using Scan = cub::BlockScan<long long, kCompactThreads, cub::BLOCK_SCAN_RAKING>;
   __shared__ typename Scan::TempStorage scan_tmp;
   if (block_faulted(fault)) return;
   long long carry = 0;

@@ -145,8 +145,9 @@ Status DevicePages::extend_async(const ExtendNeed& need, size_t batch, const int
                                  std::to_string(need.pages) + " pages), " + std::to_string(available_tokens()) +
                                  " available");
   }
-  if (batch == 0) return Status::ok();
+  // Before the empty-batch return: SGLang's hint merges even for an empty batch when the free list is empty.
   KVPOOL_RETURN_IF_ERROR(prepare(need.pages, need.tokens / P + batch + 1 > static_cast<uint64_t>(free_.count), stream));
+  if (batch == 0) return Status::ok();
   devk::ExtendArgs a{prefix_lens,
                      seq_lens,
                      last_locs,

@@ -560,6 +560,10 @@ TEST(DeviceAlloc, GpuCasesOfSection8_2) {
     ASSERT_EQ(dev.free_pages({4, 2}), KVPOOL_OK);
     EXPECT_EQ(list_of(dev.get()), Slots{});
     EXPECT_EQ(list_of(dev.get(), KVALLOC_LIST_RELEASE), (Slots{2, 4}));
+    // SGLang's merge hint (extend_num_tokens / page + bs + 1 > free pages) holds even for an empty batch.
+    ASSERT_EQ(dev.extend({}, {}, {}).status, KVPOOL_OK);
+    EXPECT_EQ(list_of(dev.get()), (Slots{2, 4}));
+    EXPECT_EQ(list_of(dev.get(), KVALLOC_LIST_RELEASE), Slots{});
     const Result again = dev.extend({0}, {8}, {-1});
     ASSERT_EQ(again.status, KVPOOL_OK);
     EXPECT_EQ(again.slots, (Slots{8, 9, 10, 11, 16, 17, 18, 19}));
