@@ -602,9 +602,14 @@ TEST(DeviceAlloc, FaultsStopThePoolUntilClear) {
     return;
   }
 #ifdef KVPOOL_TEST_HAVE_CUDA
-  Gate gate;
-  ASSERT_EQ(cudaLaunchHostFunc(static_cast<cudaStream_t>(dev.stream()), &Gate::wait, &gate), cudaSuccess);
+  // Arrays first: their synchronous copies on the legacy stream would wait for the gated stream.
   Arr<int64_t> twice(Slots{1}), later(4);
+  static Gate gate;  // static: the host function may still read it while a failed test unwinds
+  gate.open.store(0);
+  struct Opener {
+    ~Opener() { gate.open.store(1); }
+  } opener;  // never leave the stream blocked, whatever fails below
+  ASSERT_EQ(cudaLaunchHostFunc(static_cast<cudaStream_t>(dev.stream()), &Gate::wait, &gate), cudaSuccess);
   // Enqueued behind the gate: a double free, then an allocation that must do nothing.
   ASSERT_EQ(kvalloc_free_pages_async(dev.get(), twice.get(), 1, dev.stream()), KVPOOL_OK) << kvpool_last_error();
   ASSERT_EQ(kvalloc_alloc_async(dev.get(), later.get(), 4, dev.stream()), KVPOOL_OK) << kvpool_last_error();
