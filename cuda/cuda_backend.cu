@@ -3,6 +3,7 @@
 // synchronous: they return when the device work is done.
 #include <cuda_runtime.h>
 
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -47,10 +48,14 @@ class CudaBackend final : public Backend {
  public:
   explicit CudaBackend(int device) : device_(device) {}
   ~CudaBackend() override {
-    if (index_scratch_ != nullptr || staging_ != nullptr) {
+    if (index_scratch_ != nullptr || staging_ != nullptr || pinned_[0] != nullptr) {
       cudaSetDevice(device_);
       if (index_scratch_ != nullptr) cudaFree(index_scratch_);
       if (staging_ != nullptr) cudaFree(staging_);
+      for (int i = 0; i < 2; ++i) {
+        if (pinned_[i] != nullptr) cudaFreeHost(pinned_[i]);
+        if (pinned_done_[i] != nullptr) cudaEventDestroy(pinned_done_[i]);
+      }
     }
   }
 
@@ -211,18 +216,83 @@ class CudaBackend final : public Backend {
     staging_capacity_ = bytes;
     return Status::ok();
   }
-  // Rows of `width` bytes between two pitches; one flat copy when both are dense.
-  static Status pitched_copy(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
-                             cudaMemcpyKind kind) {
+  // Rows of `width` bytes between two pitches. Dense host transfers go through
+  // pinned staging in chunks (below); pitched ones are one 2D copy.
+  Status pitched_copy(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
+                      cudaMemcpyKind kind) {
     if (dpitch == width && spitch == width) {
-      KVPOOL_CUDA_TRY(cudaMemcpy(dst, src, width * height, kind), "cudaMemcpy (rows)");
+      const size_t bytes = width * height;
+      if (bytes >= kPinnedMin) return kind == cudaMemcpyDeviceToHost ? staged_to_host(dst, src, bytes)
+                                                                     : staged_from_host(dst, src, bytes);
+      KVPOOL_CUDA_TRY(cudaMemcpy(dst, src, bytes, kind), "cudaMemcpy (rows)");
     } else {
       KVPOOL_CUDA_TRY(cudaMemcpy2D(dst, dpitch, src, spitch, width, height, kind), "cudaMemcpy2D (rows)");
     }
     return Status::ok();
   }
 
+  // ---- pinned staging: two host buffers, so the DMA of one chunk overlaps the
+  // host memcpy of the other (pageable memory cannot be a DMA target) ----
+  static constexpr size_t kPinnedChunk = size_t(8) << 20;
+  static constexpr size_t kPinnedMin = size_t(1) << 20;  // smaller copies: plain cudaMemcpy
+
+  Status reserve_pinned() {
+    if (pinned_done_[1] != nullptr) return Status::ok();  // set last: everything before it exists
+    for (int i = 0; i < 2; ++i) {
+      if (pinned_[i] == nullptr) {
+        KVPOOL_CUDA_TRY(cudaHostAlloc(reinterpret_cast<void**>(&pinned_[i]), kPinnedChunk, cudaHostAllocDefault),
+                        "cudaHostAlloc (pinned staging)");
+      }
+      if (pinned_done_[i] == nullptr) {
+        KVPOOL_CUDA_TRY(cudaEventCreateWithFlags(&pinned_done_[i], cudaEventDisableTiming), "cudaEventCreate");
+      }
+    }
+    return Status::ok();
+  }
+
+  Status staged_to_host(void* dst, const void* src, size_t bytes) {
+    KVPOOL_RETURN_IF_ERROR(reserve_pinned());
+    auto* out = static_cast<char*>(dst);
+    const auto* in = static_cast<const char*>(src);
+    size_t prev_off = 0, prev_len = 0;
+    int k = 0;
+    for (size_t off = 0; off < bytes; off += kPinnedChunk, ++k) {
+      const size_t len = bytes - off < kPinnedChunk ? bytes - off : kPinnedChunk;
+      KVPOOL_CUDA_TRY(cudaMemcpyAsync(pinned_[k % 2], in + off, len, cudaMemcpyDeviceToHost, 0), "cudaMemcpyAsync");
+      KVPOOL_CUDA_TRY(cudaEventRecord(pinned_done_[k % 2], 0), "cudaEventRecord");
+      if (prev_len > 0) {  // drain the previous chunk while this one is in flight
+        KVPOOL_CUDA_TRY(cudaEventSynchronize(pinned_done_[(k + 1) % 2]), "cudaEventSynchronize");
+        std::memcpy(out + prev_off, pinned_[(k + 1) % 2], prev_len);
+      }
+      prev_off = off;
+      prev_len = len;
+    }
+    KVPOOL_CUDA_TRY(cudaEventSynchronize(pinned_done_[(k + 1) % 2]), "cudaEventSynchronize");
+    std::memcpy(out + prev_off, pinned_[(k + 1) % 2], prev_len);
+    return Status::ok();
+  }
+
+  Status staged_from_host(void* dst, const void* src, size_t bytes) {
+    KVPOOL_RETURN_IF_ERROR(reserve_pinned());
+    auto* out = static_cast<char*>(dst);
+    const auto* in = static_cast<const char*>(src);
+    int k = 0;
+    for (size_t off = 0; off < bytes; off += kPinnedChunk, ++k) {
+      const size_t len = bytes - off < kPinnedChunk ? bytes - off : kPinnedChunk;
+      if (k >= 2) {  // this buffer's previous DMA must be done before it is refilled
+        KVPOOL_CUDA_TRY(cudaEventSynchronize(pinned_done_[k % 2]), "cudaEventSynchronize");
+      }
+      std::memcpy(pinned_[k % 2], in + off, len);
+      KVPOOL_CUDA_TRY(cudaMemcpyAsync(out + off, pinned_[k % 2], len, cudaMemcpyHostToDevice, 0), "cudaMemcpyAsync");
+      KVPOOL_CUDA_TRY(cudaEventRecord(pinned_done_[k % 2], 0), "cudaEventRecord");
+    }
+    KVPOOL_CUDA_TRY(cudaStreamSynchronize(0), "cudaStreamSynchronize");
+    return Status::ok();
+  }
+
   int device_;
+  char* pinned_[2] = {nullptr, nullptr};
+  cudaEvent_t pinned_done_[2] = {nullptr, nullptr};
   int64_t* index_scratch_ = nullptr;
   size_t index_capacity_ = 0;
   char* staging_ = nullptr;

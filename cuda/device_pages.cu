@@ -34,7 +34,7 @@ constexpr int kExtendThreads = 256;
 // Output slots per block: few per thread, so that a large batch spreads over
 // many blocks (latency hiding); more per block for very wide batches, whose
 // per-block scan of the batch costs more.
-constexpr int64_t kExtendTokensPerBlock = 512;
+constexpr int64_t kExtendTokensPerBlock = 256;
 constexpr int64_t kExtendTokensPerBlockWide = 2048;
 constexpr int64_t kExtendWideBatch = 1024;
 
@@ -64,7 +64,10 @@ __global__ void __launch_bounds__(kExtendThreads) extend_kernel(ExtendParams p) 
   __shared__ typename Scan::TempStorage scan_tmp;
   __shared__ int64_t s_off[kExtendThreads], s_poff[kExtendThreads], s_pre[kExtendThreads],
       s_last[kExtendThreads];
-  if (block_faulted(p.fault)) return;
+  // The fault check rides on the first tile's barrier instead of costing a
+  // barrier of its own: thread 0's load overlaps the loads of the lengths.
+  __shared__ int s_stop;
+  if (threadIdx.x == 0) s_stop = kvp_faulted(p.fault) ? 1 : 0;
   const ExtendArgs& a = p.a;
   const int tid = static_cast<int>(threadIdx.x);
   const int64_t P = p.page.size;
@@ -97,6 +100,7 @@ __global__ void __launch_bounds__(kExtendThreads) extend_kernel(ExtendParams p) 
     s_pre[tid] = pre;
     s_last[tid] = last;
     __syncthreads();
+    if (s_stop) return;  // uniform: every thread reads the same flag after the barrier
     const int n = static_cast<int>(min(static_cast<int64_t>(kExtendThreads), a.batch - tile));
     const int64_t lo = max(b0, static_cast<int64_t>(carry.ext));
     const int64_t hi = min(b1, static_cast<int64_t>(carry.ext + total.ext));
@@ -122,7 +126,14 @@ __global__ void __launch_bounds__(kExtendThreads) extend_kernel(ExtendParams p) 
         kvp_raise(p.fault, p.flag, backend::kFaultLengthMismatch, backend::kOpExtend, -1, q + 1, a.pages);
         continue;
       }
-      a.out[t] = p.ring[ring_index(p.head, q, p.cap)] * P + p.page.mod(token);
+      const int64_t page = p.ring[ring_index(p.head, q, p.cap)];
+      const int64_t offset = p.page.mod(token);
+      a.out[t] = page * P + offset;
+      if (offset == 0) {  // the page's first slot: this thread records the page (every new page has one)
+        if (a.new_pages != nullptr) a.new_pages[q] = page;
+        // Fire-and-forget: the old value is not waited for (kvpool_check verifies ownership).
+        atomicOr(&p.owned[word_of(page)], bit_of(page));
+      }
     }
     carry = TripleSum()(carry, total);
     __syncthreads();  // the tile's shared arrays are rewritten next
@@ -135,15 +146,6 @@ __global__ void __launch_bounds__(kExtendThreads) extend_kernel(ExtendParams p) 
       kvp_raise(p.fault, p.flag, backend::kFaultLengthMismatch, backend::kOpExtend, -1, carry.pre, a.sum_prefix);
     } else if (carry.pages != a.pages) {
       kvp_raise(p.fault, p.flag, backend::kFaultLengthMismatch, backend::kOpExtend, -1, carry.pages, a.pages);
-    }
-  }
-  // The pages taken become owned (and are reported in free-list order).
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * kExtendThreads;
-  for (int64_t k = static_cast<int64_t>(blockIdx.x) * kExtendThreads + tid; k < a.pages; k += stride) {
-    const int64_t page = p.ring[ring_index(p.head, k, p.cap)];
-    if (a.new_pages != nullptr) a.new_pages[k] = page;
-    if (page < 1 || page > p.cap || (atomicOr(&p.owned[word_of(page)], bit_of(page)) & bit_of(page))) {
-      kvp_raise(p.fault, p.flag, backend::kFaultCorrupt, backend::kOpExtend, k, page);
     }
   }
 }
@@ -331,32 +333,29 @@ __global__ void __launch_bounds__(kSmallSort) free_sorted_small_kernel(const int
 }
 
 // Paged, more than 1024 pages: the ids are distinct page numbers, so sorting
-// them is marking a bitmap and reading it back in order (compact_bits_kernel),
-// O(n + num_pages / 32) work in two launches. Marking checks each id: a bit
+// them is marking a bitmap and reading it back in order (compact_bits below,
+// free_sorted_large_kernel). Marking checks each id: a bit
 // already set in the scratch bitmap is a duplicate, an owned bit already clear
 // a page not allocated. The owned bits are cleared here; after a fault the
 // pool does nothing until kvalloc_clear(), which resets both bitmaps.
-__global__ void mark_free_kernel(const int64_t* pages, int64_t n, int64_t cap, uint32_t* owned, uint32_t* bits,
-                                 FaultRecord* fault, int* flag) {
-  if (kvp_faulted(fault)) return;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-    const int64_t id = pages[i];
-    if (id == 0) {
-      kvp_raise(fault, flag, backend::kFaultReservedId, backend::kOpFreePages, i, 0);
-      continue;
-    }
-    if (id < 0 || id > cap) {
-      kvp_raise(fault, flag, backend::kFaultOutOfRange, backend::kOpFreePages, i, id, cap + 1);
-      continue;
-    }
-    if (atomicOr(&bits[word_of(id)], bit_of(id)) & bit_of(id)) {
-      kvp_raise(fault, flag, backend::kFaultDuplicate, backend::kOpFreePages, i, id);
-      continue;
-    }
-    if (!(atomicAnd(&owned[word_of(id)], ~bit_of(id)) & bit_of(id))) {
-      kvp_raise(fault, flag, backend::kFaultNotAllocated, backend::kOpFreePages, i, id);
-    }
+// Marks one freed id in the scratch bitmap and clears its owned bit; false (after raising) on a bad id.
+__device__ __forceinline__ void mark_freed(const int64_t* pages, int64_t i, int64_t cap, uint32_t* owned,
+                                           uint32_t* bits, FaultRecord* fault, int* flag) {
+  const int64_t id = pages[i];
+  if (id == 0) {
+    kvp_raise(fault, flag, backend::kFaultReservedId, backend::kOpFreePages, i, 0);
+    return;
+  }
+  if (id < 0 || id > cap) {
+    kvp_raise(fault, flag, backend::kFaultOutOfRange, backend::kOpFreePages, i, id, cap + 1);
+    return;
+  }
+  if (atomicOr(&bits[word_of(id)], bit_of(id)) & bit_of(id)) {
+    kvp_raise(fault, flag, backend::kFaultDuplicate, backend::kOpFreePages, i, id);
+    return;
+  }
+  if (!(atomicAnd(&owned[word_of(id)], ~bit_of(id)) & bit_of(id))) {
+    kvp_raise(fault, flag, backend::kFaultNotAllocated, backend::kOpFreePages, i, id);
   }
 }
 
@@ -384,12 +383,11 @@ constexpr int kCompactWords = 8;  // consecutive bitmap words per thread and til
 // words' popcounts gives each word its output position; set bits are written
 // in ascending order at ring positions start, start + 1, ... and the words
 // are zeroed again (the scratch bitmap is all zero between calls).
-__global__ void __launch_bounds__(kCompactThreads) compact_bits_kernel(uint32_t* bits, int64_t words, int64_t* ring,
-                                                                       int64_t start, int64_t cap,
-                                                                       FaultRecord* fault) {
+__device__ __forceinline__ void compact_bits(uint32_t* bits, int64_t words, int64_t* ring, int64_t start, int64_t cap,
+                                             FaultRecord* fault) {
   using Scan = cub::BlockScan<long long, kCompactThreads, cub::BLOCK_SCAN_RAKING>;
   __shared__ typename Scan::TempStorage scan_tmp;
-  if (block_faulted(fault)) return;
+  if (block_faulted(fault)) return;  // also orders the marking before the reads
   long long carry = 0;
   for (int64_t tile = 0; tile < words; tile += static_cast<int64_t>(kCompactThreads) * kCompactWords) {
     const int64_t first = tile + static_cast<int64_t>(threadIdx.x) * kCompactWords;
@@ -415,6 +413,27 @@ __global__ void __launch_bounds__(kCompactThreads) compact_bits_kernel(uint32_t*
     carry += total;
     __syncthreads();  // scan_tmp is reused by the next tile
   }
+}
+
+
+__global__ void __launch_bounds__(kCompactThreads) compact_bits_kernel(uint32_t* bits, int64_t words, int64_t* ring,
+                                                                       int64_t start, int64_t cap,
+                                                                       FaultRecord* fault) {
+  compact_bits(bits, words, ring, start, cap, fault);
+}
+
+// Paged, more than 1024 pages, in ONE launch (the host call stays one launch
+// long): the block marks every id, then compacts the bitmap into the ring.
+// One block is enough: the work is O(n + num_pages / 32) and nothing waits on
+// the host; a fault raised while marking stops the compaction.
+__global__ void __launch_bounds__(kCompactThreads) free_sorted_large_kernel(const int64_t* pages, int64_t n,
+                                                                            int64_t* ring, int64_t start,
+                                                                            int64_t cap, uint32_t* owned,
+                                                                            uint32_t* bits, int64_t words,
+                                                                            FaultRecord* fault, int* flag) {
+  if (block_faulted(fault)) return;
+  for (int64_t i = threadIdx.x; i < n; i += kCompactThreads) mark_freed(pages, i, cap, owned, bits, fault, flag);
+  compact_bits(bits, words, ring, start, cap, fault);
 }
 
 // --- reset and host-path checks ------------------------------------------------
@@ -490,11 +509,9 @@ Status free_pages(const PagesView& v, const int64_t* pages, int64_t n, int64_t* 
                                                    v.fault, v.host_flag);
     return launch_status("free kernel launch");
   }
-  mark_free_kernel<<<blocks_for(n, 256), 256, 0, s>>>(pages, n, v.num_pages, v.owned, v.scratch_bits, v.fault,
-                                                      v.host_flag);
-  KVPOOL_RETURN_IF_ERROR(launch_status("free mark kernel launch"));
-  compact_bits_kernel<<<1, kCompactThreads, 0, s>>>(v.scratch_bits, bitmap_words(v), ring, start, v.num_pages, v.fault);
-  return launch_status("free compact kernel launch");
+  free_sorted_large_kernel<<<1, kCompactThreads, 0, s>>>(pages, n, ring, start, v.num_pages, v.owned, v.scratch_bits,
+                                                         bitmap_words(v), v.fault, v.host_flag);
+  return launch_status("free kernel launch");
 }
 
 Status merge(const PagesView& v, RingPos free, RingPos release, void* stream) {

@@ -92,24 +92,54 @@ struct Units {
 
 // ---- byte copies ---------------------------------------------------------------
 
+// One warp per row: lane l moves words l, l + 32, ... of part 0 and then part 1,
+// all loads of a row issued before its stores (up to kCopyUnroll words in
+// flight per lane). Row and word indices are 32-bit and never divided, so the
+// kernel stays bound by memory, not by index arithmetic.
+constexpr int kCopyUnroll = 8;
+constexpr int kWarpsPerBlock = kThreads / 32;
+
 template <class Word, bool kEncode>
-__global__ void copy_kernel(RowJob job, Units units, FaultSink fault) {
-  if (faulted(fault)) return;
-  const uint64_t per_row = units.total();
-  const uint64_t total = job.n * per_row;
-  for (uint64_t t = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; t < total; t += uint64_t(gridDim.x) * blockDim.x) {
-    const uint64_t i = t / per_row;
-    uint64_t w = t - i * per_row;
-    const int64_t slot = checked_slot(job.slots, i, job.slot_limit, fault);
-    if (slot < 0) return;
-    const RowPart& p = w < units.first ? job.part[0] : job.part[1];
-    if (w >= units.first) w -= units.first;
-    Word* stored = reinterpret_cast<Word*>(p.values + uint64_t(slot) * p.value_stride + p.value_offset);
-    Word* user = reinterpret_cast<Word*>(static_cast<uint8_t*>(p.user) + i * p.row_bytes);
-    if (kEncode) {
-      stored[w] = user[w];
-    } else {
-      user[w] = stored[w];
+__global__ void __launch_bounds__(kThreads) copy_kernel(RowJob job, uint32_t words0, uint32_t words1,
+                                                        FaultSink fault) {
+  if (faulted(fault)) return;  // no barriers below: lanes may leave independently
+  const uint32_t lane = threadIdx.x & 31u;
+  const uint64_t warps = uint64_t(gridDim.x) * kWarpsPerBlock;
+  const uint32_t words = words0 + words1;
+  for (uint64_t i = uint64_t(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5); i < job.n; i += warps) {
+    const int64_t slot = job.slots[i];
+    if (slot < 0 || static_cast<uint64_t>(slot) >= job.slot_limit) {
+      if (lane == 0) {
+        kvp_raise(static_cast<FaultRecord*>(fault.record), fault.host_flag, backend::kFaultSlotOutOfRange, fault.op,
+                  static_cast<int64_t>(i), slot, static_cast<int64_t>(job.slot_limit));
+      }
+      continue;
+    }
+    const RowPart& p0 = job.part[0];
+    const RowPart& p1 = job.part[1];
+    Word* s0 = reinterpret_cast<Word*>(p0.values + uint64_t(slot) * p0.value_stride + p0.value_offset);
+    Word* u0 = reinterpret_cast<Word*>(static_cast<uint8_t*>(p0.user) + i * p0.row_bytes);
+    Word* s1 = reinterpret_cast<Word*>(p1.values + uint64_t(slot) * p1.value_stride + p1.value_offset);
+    Word* u1 = reinterpret_cast<Word*>(static_cast<uint8_t*>(p1.user) + i * p1.row_bytes);
+    for (uint32_t base = lane; base < words; base += 32u * kCopyUnroll) {
+      Word tmp[kCopyUnroll];
+#pragma unroll
+      for (int u = 0; u < kCopyUnroll; ++u) {
+        const uint32_t w = base + 32u * u;
+        if (w < words) {
+          const Word* from = kEncode ? (w < words0 ? u0 + w : u1 + (w - words0))
+                                     : (w < words0 ? s0 + w : s1 + (w - words0));
+          tmp[u] = *from;
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kCopyUnroll; ++u) {
+        const uint32_t w = base + 32u * u;
+        if (w < words) {
+          Word* to = kEncode ? (w < words0 ? s0 + w : s1 + (w - words0)) : (w < words0 ? u0 + w : u1 + (w - words0));
+          *to = tmp[u];
+        }
+      }
     }
   }
 }
@@ -304,14 +334,16 @@ int copy_word(const RowJob& job) {
 template <bool kEncode>
 Status launch_copy(const RowJob& job, cudaStream_t stream, const FaultSink& fault) {
   const int word = copy_word(job);
-  Units u{job.part[0].row_bytes / word, job.parts > 1 ? job.part[1].row_bytes / word : 0};
-  const unsigned grid = blocks_for(job.n * u.total());
+  const uint32_t w0 = static_cast<uint32_t>(job.part[0].row_bytes / word);
+  const uint32_t w1 = job.parts > 1 ? static_cast<uint32_t>(job.part[1].row_bytes / word) : 0;
+  const uint64_t blocks = (job.n + kWarpsPerBlock - 1) / kWarpsPerBlock;
+  const unsigned grid = static_cast<unsigned>(blocks < 65535ull * 16 ? blocks : 65535ull * 16);
   switch (word) {
-    case 16: copy_kernel<int4, kEncode><<<grid, kThreads, 0, stream>>>(job, u, fault); break;
-    case 8: copy_kernel<int2, kEncode><<<grid, kThreads, 0, stream>>>(job, u, fault); break;
-    case 4: copy_kernel<int, kEncode><<<grid, kThreads, 0, stream>>>(job, u, fault); break;
-    case 2: copy_kernel<short, kEncode><<<grid, kThreads, 0, stream>>>(job, u, fault); break;
-    default: copy_kernel<char, kEncode><<<grid, kThreads, 0, stream>>>(job, u, fault); break;
+    case 16: copy_kernel<int4, kEncode><<<grid, kThreads, 0, stream>>>(job, w0, w1, fault); break;
+    case 8: copy_kernel<int2, kEncode><<<grid, kThreads, 0, stream>>>(job, w0, w1, fault); break;
+    case 4: copy_kernel<int, kEncode><<<grid, kThreads, 0, stream>>>(job, w0, w1, fault); break;
+    case 2: copy_kernel<short, kEncode><<<grid, kThreads, 0, stream>>>(job, w0, w1, fault); break;
+    default: copy_kernel<char, kEncode><<<grid, kThreads, 0, stream>>>(job, w0, w1, fault); break;
   }
   return launch_status(kEncode ? "kv write kernel" : "kv read kernel");
 }

@@ -10,6 +10,7 @@
 #define KVPOOL_POOL_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "kvpool/export.h"
 #include "kvpool/status.h"
@@ -37,6 +38,45 @@ typedef struct kvpool kvpool;
  * Thread safety: safe from any thread; the new pool is then used by one thread at a time.
  */
 KVPOOL_API kvpool_status kvpool_create(const char *json, size_t json_len, kvpool **out);
+
+/**
+ * @brief Memory callbacks for engines that own the device (or host) memory.
+ *
+ * With kvpool_create_with_allocator(), every buffer of the pool (KV buffers,
+ * request table, mamba states, the device free list) comes from `alloc` and goes
+ * back through `free`, instead of cudaMalloc/cudaFree (CUDA pools) or the
+ * system allocator (CPU pools). Small internal staging buffers still use the
+ * runtime directly.
+ */
+typedef struct kvpool_allocator {
+  /** Set to sizeof(kvpool_allocator): lets later versions add fields. */
+  size_t struct_size;
+  /** Passed back to both callbacks unchanged. */
+  void *ctx;
+  /**
+   * Returns @p bytes of memory of the device (`device_type` is a kvpool_device_type
+   * value, `device_id` the CUDA ordinal or 0), aligned to at least 256 bytes, or
+   * NULL on failure. kvpool zero-fills it.
+   */
+  void *(*alloc)(void *ctx, size_t bytes, int32_t device_type, int32_t device_id);
+  /** Releases a pointer `alloc` returned, with the same size and device. */
+  void (*free)(void *ctx, void *ptr, size_t bytes, int32_t device_type, int32_t device_id);
+} kvpool_allocator;
+
+/**
+ * @brief Create a pool whose memory comes from the caller's allocator.
+ * @param[in]  json      The configuration text; it need not be NUL-terminated.
+ * @param[in]  json_len  Length of @p json in bytes.
+ * @param[in]  allocator Callbacks (copied; must stay callable until kvpool_destroy()),
+ *                       or NULL for the default allocator (then this is kvpool_create()).
+ * @param[out] out       Receives the new handle; set to NULL on failure.
+ * @return As kvpool_create(); #KVPOOL_ERR_INVALID_ARGUMENT for a struct_size
+ *         that is too small or a NULL callback; #KVPOOL_ERR_CUDA (CUDA pool) or
+ *         #KVPOOL_ERR_HOST_MEMORY (CPU pool) when `alloc` returns NULL or memory
+ *         that is not 256-byte aligned.
+ */
+KVPOOL_API kvpool_status kvpool_create_with_allocator(const char *json, size_t json_len,
+                                                      const kvpool_allocator *allocator, kvpool **out);
 
 /**
  * @brief Create a pool from a JSON configuration file.

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "kvpool/pool.h"
 #include "util/status.hpp"
 
 namespace kvp::backend {
@@ -99,6 +100,9 @@ class DeviceMemory {
 };
 
 std::unique_ptr<Backend> make_cpu_backend();
+// `inner`, except that allocate/deallocate go through the caller's callbacks
+// (kvpool_create_with_allocator); memory is zero-filled by `inner`.
+std::unique_ptr<Backend> with_allocator(std::unique_ptr<Backend> inner, const kvpool_allocator& callbacks);
 // CUDA device `device` (cuda/cuda_backend.cu); KVPOOL_ERR_UNSUPPORTED in builds without CUDA.
 Status make_cuda_backend(int device, std::unique_ptr<Backend>* out);
 

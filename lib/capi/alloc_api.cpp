@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "capi/api_util.hpp"
+#include "capi/device_alloc_api.hpp"
 #include "kvpool/alloc.h"
 
 using kvp::Status;
@@ -53,6 +54,7 @@ KVPOOL_API kvpool_status kvalloc_available(const kvpool* pool, size_t* tokens) {
   return with_pool("kvalloc_available", pool, [&](kvpool* p) -> Status {
     KVPOOL_RETURN_IF_ERROR(check_out(tokens, "tokens"));
     KVPOOL_RETURN_IF_ERROR(need_paged(p, "use kvalloc_swa_available"));
+    if (p->device_pages) return kvp::capi::device_available(p, tokens);
     *tokens = p->paged->available_tokens();
     return Status::ok();
   });
@@ -73,6 +75,7 @@ KVPOOL_API kvpool_status kvalloc_alloc(kvpool* pool, int64_t* slots, size_t slot
   return with_pool("kvalloc_alloc", pool, [&](kvpool* p) -> Status {
     KVPOOL_RETURN_IF_ERROR(check_array(slots, slots_len, "slots"));
     if (p->swa) return counted(p, true, p->swa->alloc(slots_len, slots));
+    if (p->device_pages) return counted(p, true, kvp::capi::device_alloc(p, slots, slots_len));
     return counted(p, true, p->paged->alloc(slots_len, slots));
   });
 }
@@ -81,6 +84,7 @@ KVPOOL_API kvpool_status kvalloc_free(kvpool* pool, const int64_t* slots, size_t
   return with_pool("kvalloc_free", pool, [&](kvpool* p) -> Status {
     KVPOOL_RETURN_IF_ERROR(check_array(slots, slots_len, "slots"));
     if (p->swa) return counted(p, false, p->swa->free(slots, slots_len));
+    if (p->device_pages) return counted(p, false, kvp::capi::device_free(p, slots, slots_len));
     return counted(p, false, p->paged->free(slots, slots_len));
   });
 }
@@ -97,6 +101,7 @@ KVPOOL_API kvpool_status kvalloc_extend(kvpool* pool, const int64_t* prefix_lens
     KVPOOL_RETURN_IF_ERROR(check_same_length(last_locs_len, prefix_lens_len, "last_locs", "prefix_lens"));
     KVPOOL_RETURN_IF_ERROR(need_paged(p, "allocate with kvalloc_alloc"));
     kvp::alloc::ExtendRequest r{prefix_lens, seq_lens, last_locs, prefix_lens_len};
+    if (p->device_pages) return counted(p, true, kvp::capi::device_extend(p, r, slots, slots_len));
     return counted(p, true, p->paged->extend(r, slots, slots_len));
   });
 }
@@ -111,6 +116,7 @@ KVPOOL_API kvpool_status kvalloc_decode(kvpool* pool, const int64_t* seq_lens, s
     KVPOOL_RETURN_IF_ERROR(check_same_length(last_locs_len, seq_lens_len, "last_locs", "seq_lens"));
     KVPOOL_RETURN_IF_ERROR(check_same_length(slots_len, seq_lens_len, "slots", "seq_lens"));
     KVPOOL_RETURN_IF_ERROR(need_paged(p, "allocate with kvalloc_alloc"));
+    if (p->device_pages) return counted(p, true, kvp::capi::device_decode(p, seq_lens, last_locs, seq_lens_len, slots));
     return counted(p, true, p->paged->decode(seq_lens, last_locs, seq_lens_len, slots));
   });
 }
@@ -136,12 +142,14 @@ KVPOOL_API kvpool_status kvalloc_translate_swa(const kvpool* pool, const int64_t
 
 KVPOOL_API kvpool_status kvalloc_free_group_begin(kvpool* pool) {
   return with_pool("kvalloc_free_group_begin", pool, [&](kvpool* p) -> Status {
+    if (p->device_pages) return kvp::capi::device_list_unsupported("a free group");
     return p->swa ? p->swa->group_begin() : p->paged->pages().group_begin();
   });
 }
 
 KVPOOL_API kvpool_status kvalloc_free_group_end(kvpool* pool) {
   return with_pool("kvalloc_free_group_end", pool, [&](kvpool* p) -> Status {
+    if (p->device_pages) return kvp::capi::device_list_unsupported("a free group");
     return p->swa ? p->swa->group_end() : p->paged->pages().group_end();
   });
 }
@@ -149,6 +157,7 @@ KVPOOL_API kvpool_status kvalloc_free_group_end(kvpool* pool) {
 KVPOOL_API kvpool_status kvalloc_backup(kvpool* pool, uint64_t* token) {
   return with_pool("kvalloc_backup", pool, [&](kvpool* p) -> Status {
     KVPOOL_RETURN_IF_ERROR(check_out(token, "token"));
+    if (p->device_pages) return kvp::capi::device_list_unsupported("kvalloc_backup");
     const bool in_group = p->swa ? p->swa->full().in_group() : p->paged->pages().in_group();
     if (in_group) return Status::invalid("cannot take a snapshot inside a free group");
     if (p->swa) {
@@ -164,6 +173,7 @@ KVPOOL_API kvpool_status kvalloc_backup(kvpool* pool, uint64_t* token) {
 
 KVPOOL_API kvpool_status kvalloc_restore(kvpool* pool, uint64_t token) {
   return with_pool("kvalloc_restore", pool, [&](kvpool* p) -> Status {
+    if (p->device_pages) return kvp::capi::device_list_unsupported("kvalloc_restore");
     if (p->backup_token == 0 || token != p->backup_token) {
       return Status::invalid("token " + std::to_string(token) +
                              " is not the active snapshot (it was replaced, cleared, or never taken)");
@@ -181,6 +191,7 @@ KVPOOL_API kvpool_status kvalloc_restore(kvpool* pool, uint64_t token) {
 
 KVPOOL_API kvpool_status kvalloc_merge_and_sort(kvpool* pool) {
   return with_pool("kvalloc_merge_and_sort", pool, [&](kvpool* p) -> Status {
+    if (p->device_pages) return kvp::capi::device_merge_and_sort(p);
     if (p->swa) {
       p->swa->merge_and_sort();
     } else {
@@ -192,6 +203,8 @@ KVPOOL_API kvpool_status kvalloc_merge_and_sort(kvpool* pool) {
 
 KVPOOL_API kvpool_status kvalloc_clear(kvpool* pool) {
   return with_pool("kvalloc_clear", pool, [&](kvpool* p) -> Status {
+    if (p->device_pages) return kvp::capi::device_clear(p);
+    if (p->device_fault) KVPOOL_RETURN_IF_ERROR(p->device_fault->clear());  // a fault of the KV kernels
     if (p->swa) {
       p->swa->clear();
     } else {
@@ -208,7 +221,10 @@ KVPOOL_API kvpool_status kvalloc_free_list(const kvpool* pool, int32_t list, int
     KVPOOL_RETURN_IF_ERROR(check_array(ids, ids_cap, "ids"));
     KVPOOL_RETURN_IF_ERROR(check_out(ids_len, "ids_len"));
     std::vector<int64_t> v;
-    switch (list) {
+    const bool device_list = p->device_pages && (list == KVALLOC_LIST_FREE || list == KVALLOC_LIST_RELEASE);
+    if (device_list) KVPOOL_RETURN_IF_ERROR(kvp::capi::device_free_list(p, list, &v));
+    switch (device_list ? -1 : list) {
+      case -1: break;  // read from the device above
       case KVALLOC_LIST_FREE: v = p->swa ? p->swa->full().free_list() : p->paged->pages().free_list(); break;
       case KVALLOC_LIST_RELEASE: v = p->swa ? p->swa->full().release_list() : p->paged->pages().release_list(); break;
       case KVALLOC_LIST_SWA_FREE:

@@ -2,6 +2,7 @@
 #include <cstring>
 
 #include "capi/api_util.hpp"
+#include "capi/device_alloc_api.hpp"
 #include "kvpool/alloc.h"
 #include "kvpool/check.h"
 
@@ -38,6 +39,9 @@ std::string summary(const kvpool* p) {
   if (p->swa) {
     s += std::to_string(p->swa->full().held()) + " slots and " + std::to_string(p->swa->swa().held()) +
          " window slots held";
+  } else if (p->device_pages) {
+    s += std::to_string(p->device_pages->held_pages()) + " " + p->device_pages->what() + "s held, " +
+         std::to_string(p->device_pages->available_pages()) + " free (device free list)";
   } else {
     s += std::to_string(p->paged->pages().held()) + " " + p->paged->pages().what() + "s held, " +
          std::to_string(p->paged->pages().available()) + " free";
@@ -75,7 +79,9 @@ KVPOOL_API kvpool_status kvpool_check(const kvpool* pool, char* report, size_t r
   return with_pool("kvpool_check", pool, [&](kvpool* p) -> Status {
     if (report == nullptr && report_cap > 0) return Status::invalid("report is NULL but report_cap is not 0");
     std::string text;
-    const size_t problems = check_all(p, &text);
+    size_t device_problems = 0;  // a device free list: downloaded and checked first
+    if (p->device_pages) KVPOOL_RETURN_IF_ERROR(kvp::capi::device_check(p, &text, kMaxReportLines, &device_problems));
+    const size_t problems = device_problems + check_all(p, &text);
     if (problems == 0) {
       copy_report(summary(p), report, report_cap);
       return Status::ok();
@@ -113,6 +119,10 @@ KVPOOL_API kvpool_status kvpool_get_stats(const kvpool* pool, kvpool_stats* out)
       s.token_available = pages.available() * page;
       s.token_held = pages.held() * page;
       s.token_pending = pages.pending() * page;
+      if (p->device_pages) {  // the host lists of `paged` are unused
+        s.token_available = p->device_pages->available_pages() * page;
+        s.token_held = p->device_pages->held_pages() * page;
+      }
     }
     s.req_capacity = static_cast<uint64_t>(p->requests->row_ids().num_ids());
     s.req_available = p->requests->available();

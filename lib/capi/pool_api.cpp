@@ -74,11 +74,25 @@ void write_plan(const plan::Plan& p, kvpool_plan_info* out) {
   out->struct_size = caller_size;
 }
 
-Status create_pool(const char* json, size_t json_len, kvpool** out) {
+Status check_allocator(const kvpool_allocator* a) {
+  if (a->struct_size < sizeof(kvpool_allocator)) {
+    return Status::invalid("allocator->struct_size is " + std::to_string(a->struct_size) + ", expected at least " +
+                           std::to_string(sizeof(kvpool_allocator)) + " (sizeof(kvpool_allocator))");
+  }
+  if (a->alloc == nullptr || a->free == nullptr) return Status::invalid("allocator->alloc and ->free must not be NULL");
+  return Status::ok();
+}
+
+Status create_pool(const char* json, size_t json_len, kvpool** out, const kvpool_allocator* allocator = nullptr) {
   if (out == nullptr) return Status::invalid("kvpool_create: out is NULL");
   *out = nullptr;
   if (json == nullptr) return Status::invalid("kvpool_create: json is NULL");
   auto pool = std::make_unique<::kvpool>();
+  if (allocator != nullptr) {
+    KVPOOL_RETURN_IF_ERROR(check_allocator(allocator));
+    pool->allocator = *allocator;
+    pool->has_allocator = true;
+  }
   KVPOOL_RETURN_IF_ERROR(plan_from_json(json, json_len, &pool->config, &pool->plan));
   KVPOOL_RETURN_IF_ERROR(build_pool(pool.get()));
   register_handle(pool.get(), HandleKind::kPool);
@@ -108,6 +122,12 @@ extern "C" {
 
 KVPOOL_API kvpool_status kvpool_create(const char* json, size_t json_len, kvpool** out) {
   return guarded("kvpool_create", [&] { return kvp::capi::create_pool(json, json_len, out); });
+}
+
+KVPOOL_API kvpool_status kvpool_create_with_allocator(const char* json, size_t json_len,
+                                                      const kvpool_allocator* allocator, kvpool** out) {
+  return guarded("kvpool_create_with_allocator",
+                 [&] { return kvp::capi::create_pool(json, json_len, out, allocator); });
 }
 
 KVPOOL_API kvpool_status kvpool_create_from_file(const char* path, kvpool** out) {

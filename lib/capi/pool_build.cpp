@@ -36,6 +36,10 @@ Status build_pool(::kvpool* pool) {
   const config::Config& c = pool->config;
   const plan::Plan& p = pool->plan;
   KVPOOL_RETURN_IF_ERROR(make_backend(c, &pool->backend));
+  if (pool->has_allocator) pool->backend = backend::with_allocator(std::move(pool->backend), pool->allocator);
+  if (c.pool.device == config::DeviceKind::kCuda) {
+    KVPOOL_RETURN_IF_ERROR(backend::DeviceFault::make(c.pool.device_index, &pool->device_fault));
+  }
   const bool need_sort = c.pool.disaggregation_mode != config::DisaggregationMode::kNone;
   int64_t slot_limit = 0;
   if (c.model.attention == config::Attention::kSWA) {
@@ -45,6 +49,11 @@ Status build_pool(::kvpool* pool) {
   } else {
     pool->paged = std::make_unique<alloc::PagedAllocator>(static_cast<int64_t>(p.num_pages), p.page_size, need_sort);
     slot_limit = pool->paged->slot_limit();
+    if (c.pool.device_free_list) {
+      KVPOOL_RETURN_IF_ERROR(alloc::DevicePages::make(pool->backend.get(), c.pool.device_index,
+                                                      static_cast<int64_t>(p.num_pages), p.page_size, need_sort,
+                                                      pool->device_fault.get(), &pool->device_pages));
+    }
   }
   KVPOOL_RETURN_IF_ERROR(
       req::RequestTable::make(pool->backend.get(), p.req_rows, p.max_context_len, slot_limit, &pool->requests));

@@ -5,9 +5,11 @@
 #include <cstdint>
 #include <memory>
 
+#include "alloc/device_pages.hpp"
 #include "alloc/paged_allocator.hpp"
 #include "alloc/swa_allocator.hpp"
 #include "backend/backend.hpp"
+#include "backend/device_fault.hpp"
 #include "cache/mamba_cache.hpp"
 #include "cache/prefix_cache.hpp"
 #include "cache/swa_cache.hpp"
@@ -33,7 +35,15 @@ struct Counters {
 struct kvpool {
   kvp::config::Config config;
   kvp::plan::Plan plan;
+  // kvpool_create_with_allocator(): the caller's memory callbacks (used by `backend`).
+  kvpool_allocator allocator{};
+  bool has_allocator = false;
   std::unique_ptr<kvp::backend::Backend> backend;
+  // CUDA pools: the sticky device-side fault of device.h calls (null on CPU pools).
+  std::unique_ptr<kvp::backend::DeviceFault> device_fault;
+  // pool.free_list "device": the KV free list in device memory (alloc/device_pages.hpp).
+  // `paged` then only supplies the geometry and the host-side argument checks.
+  std::unique_ptr<kvp::alloc::DevicePages> device_pages;
   // Exactly one of the two KV allocators exists.
   std::unique_ptr<kvp::alloc::PagedAllocator> paged;
   std::unique_ptr<kvp::alloc::SwaAllocator> swa;

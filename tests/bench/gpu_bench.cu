@@ -44,32 +44,43 @@ using Clock = std::chrono::steady_clock;
     }                                                                                                 \
   } while (0)
 
-// SGLang's figures on an H100 (../anchors, run2 medians), for the ratio column.
+// SGLang's own figures (the anchor files measured with SGLang's code on the same
+// kinds of GPU; primary-run medians), for the ratio column. The table of the
+// GPU the benchmark runs on is used.
 struct Anchor {
   const char* metric;
   int page;
   int batch;
-  double value;
+  double h100, h200;
 };
 const Anchor kAnchors[] = {
-    {"extend_host_us", 16, 1, 65.1},   {"extend_host_us", 16, 32, 80.6},  {"extend_host_us", 16, 256, 80.9},
-    {"extend_host_us", 64, 1, 74.2},   {"extend_host_us", 64, 32, 78.3},  {"extend_host_us", 64, 256, 78.3},
-    {"extend_gpu_us", 16, 1, 4.13},    {"extend_gpu_us", 16, 32, 4.58},   {"extend_gpu_us", 16, 256, 5.79},
-    {"extend_gpu_us", 64, 1, 4.26},    {"extend_gpu_us", 64, 32, 4.61},   {"extend_gpu_us", 64, 256, 5.79},
-    {"free_host_us", 16, 1, 63.8},     {"free_host_us", 16, 32, 191},     {"free_host_us", 16, 256, 185},
-    {"free_host_us", 64, 1, 89.3},     {"free_host_us", 64, 32, 184},     {"free_host_us", 64, 256, 179},
-    {"decode_host_us", 16, 1, 74.8},   {"decode_host_us", 16, 64, 124},   {"decode_host_us", 16, 256, 128},
-    {"decode_host_us", 16, 1024, 62.6}, {"decode_host_us", 64, 1, 45.3},  {"decode_host_us", 64, 64, 90.1},
-    {"decode_host_us", 64, 256, 58.0}, {"decode_host_us", 64, 1024, 64.6}, {"decode_gpu_us", 16, 1, 3.46},
-    {"decode_gpu_us", 16, 64, 3.78},   {"decode_gpu_us", 16, 256, 3.78},  {"decode_gpu_us", 16, 1024, 4.96},
-    {"decode_gpu_us", 64, 1, 3.46},    {"decode_gpu_us", 64, 64, 3.62},   {"decode_gpu_us", 64, 256, 3.78},
-    {"decode_gpu_us", 64, 1024, 4.96}, {"set_kv_gbps", 0, 8192, 779},     {"set_kv_gbps", 0, 65536, 853},
-    {"set_kv_gpu_us", 0, 8192, 86.3},  {"set_kv_gpu_us", 0, 65536, 631},  {"d2d_copy_gbps", 0, 0, 3008},
+    {"extend_host_us", 16, 1, 65.1, 73.8},    {"extend_host_us", 16, 32, 80.6, 83.1},
+    {"extend_host_us", 16, 256, 80.9, 194},   {"extend_host_us", 64, 1, 74.2, 186},
+    {"extend_host_us", 64, 32, 78.3, 200},    {"extend_host_us", 64, 256, 78.3, 210},
+    {"extend_gpu_us", 16, 1, 4.13, 3.94},     {"extend_gpu_us", 16, 32, 4.58, 4.54},
+    {"extend_gpu_us", 16, 256, 5.79, 5.63},   {"extend_gpu_us", 64, 1, 4.26, 4.10},
+    {"extend_gpu_us", 64, 32, 4.61, 4.35},    {"extend_gpu_us", 64, 256, 5.79, 5.63},
+    {"free_host_us", 16, 1, 63.8, 68.0},      {"free_host_us", 16, 32, 191, 193},
+    {"free_host_us", 16, 256, 185, 317},      {"free_host_us", 64, 1, 89.3, 175},
+    {"free_host_us", 64, 32, 184, 323},       {"free_host_us", 64, 256, 179, 336},
+    {"decode_host_us", 16, 1, 74.8, 53.8},    {"decode_host_us", 16, 64, 124, 115},
+    {"decode_host_us", 16, 256, 128, 146},    {"decode_host_us", 16, 1024, 62.6, 70.2},
+    {"decode_host_us", 64, 1, 45.3, 50.6},    {"decode_host_us", 64, 64, 90.1, 59.2},
+    {"decode_host_us", 64, 256, 58.0, 61.6},  {"decode_host_us", 64, 1024, 64.6, 101},
+    {"decode_gpu_us", 16, 1, 3.46, 3.26},     {"decode_gpu_us", 16, 64, 3.78, 3.68},
+    {"decode_gpu_us", 16, 256, 3.78, 3.71},   {"decode_gpu_us", 16, 1024, 4.96, 4.99},
+    {"decode_gpu_us", 64, 1, 3.46, 3.26},     {"decode_gpu_us", 64, 64, 3.62, 3.49},
+    {"decode_gpu_us", 64, 256, 3.78, 3.71},   {"decode_gpu_us", 64, 1024, 4.96, 4.99},
+    {"set_kv_gbps", 0, 8192, 779, 793},       {"set_kv_gbps", 0, 65536, 853, 869},
+    {"set_kv_gpu_us", 0, 8192, 86.3, 84.8},   {"set_kv_gpu_us", 0, 65536, 631, 619},
+    {"d2d_copy_gbps", 0, 0, 3008, 4215},
 };
+
+bool g_h200 = false;  // set from the device name in main()
 
 double anchor_of(const char* metric, int page, int batch) {
   for (const Anchor& a : kAnchors) {
-    if (std::strcmp(a.metric, metric) == 0 && a.page == page && a.batch == batch) return a.value;
+    if (std::strcmp(a.metric, metric) == 0 && a.page == page && a.batch == batch) return g_h200 ? a.h200 : a.h100;
   }
   return 0.0;
 }
@@ -204,12 +215,13 @@ void bench_extend(int page, int bs, int reps, cudaStream_t stream) {
   int64_t *d_out, *d_pages;
   CHECK_CUDA(cudaMalloc(&d_out, most * 8));
   CHECK_CUDA(cudaMalloc(&d_pages, std::max<size_t>(1, most_pages) * 8));
+  // Pages each set takes (for the free): computed once, outside the timed calls.
   std::vector<size_t> taken(8);
+  for (size_t k = 0; k < 8; ++k) {
+    CHECK_KV(kvalloc_extend_pages(pool, sets[k].prefix.data(), sets[k].seq.data(), sets[k].prefix.size(), &taken[k]));
+  }
   auto extend = [&](int r) {
     ExtendSet& s = sets[static_cast<size_t>(r + 800) % 8];
-    size_t pages = 0;
-    CHECK_KV(kvalloc_extend_pages(pool, s.prefix.data(), s.seq.data(), s.prefix.size(), &pages));
-    taken[static_cast<size_t>(r + 800) % 8] = pages;
     CHECK_KV(kvalloc_extend_async(pool, s.prefix.data(), s.seq.data(), s.prefix.size(), s.d_prefix, s.d_seq, s.d_last,
                                   d_out, s.new_tokens, d_pages, most_pages, stream));
   };
@@ -264,12 +276,12 @@ void bench_decode(int page, int bs, int reps, cudaStream_t stream) {
   int64_t *d_out, *d_pages;
   CHECK_CUDA(cudaMalloc(&d_out, static_cast<size_t>(bs) * 8));
   CHECK_CUDA(cudaMalloc(&d_pages, static_cast<size_t>(bs) * 8));
-  std::vector<size_t> taken(8);
+  std::vector<size_t> taken(8);  // pages each set takes: computed once, outside the timed calls
+  for (size_t k = 0; k < 8; ++k) {
+    for (int64_t seq : sets[k].seq) taken[k] += (seq % page == 1 % page) ? 1 : 0;
+  }
   auto decode = [&](int r) {
     DecodeSet& s = sets[static_cast<size_t>(r + 800) % 8];
-    size_t pages = 0;
-    for (int64_t seq : s.seq) pages += (seq % page == 1 % page) ? 1 : 0;
-    taken[static_cast<size_t>(r + 800) % 8] = pages;
     CHECK_KV(kvalloc_decode_async(pool, s.seq.data(), s.seq.size(), s.d_seq, s.d_last, d_out, d_pages,
                                   static_cast<size_t>(bs), stream));
   };
@@ -355,7 +367,9 @@ int main(int argc, char** argv) {
   const int reps = quick ? 20 : 300;
   cudaDeviceProp prop{};
   CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
-  std::printf("{\"device\": \"%s\", \"sms\": %d, \"reps\": %d}\n", prop.name, prop.multiProcessorCount, reps);
+  g_h200 = std::strstr(prop.name, "H200") != nullptr;
+  std::printf("{\"device\": \"%s\", \"sms\": %d, \"reps\": %d, \"anchor\": \"%s\"}\n", prop.name,
+              prop.multiProcessorCount, reps, g_h200 ? "SGLANG_H200" : "SGLANG_H100");
   cudaStream_t stream;
   CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   for (int page : {16, 64}) {
