@@ -346,6 +346,19 @@ KVPOOL_JAVA_SCALAR_OUT(int32_t, OUT_I32, jintArray, int[], jint, SetIntArrayRegi
 KVPOOL_JAVA_SCALAR_OUT(uint64_t, OUT_U64, jlongArray, long[], jlong, SetLongArrayRegion)
 KVPOOL_JAVA_SCALAR_OUT(int64_t, OUT_I64, jlongArray, long[], jlong, SetLongArrayRegion)
 
+/* --- Addresses (device.h): a native address as a long -------------------- */
+/* kvpool_addr (uintptr_t) parameters and results are plain Java longs: the
+ * address of device memory (or host memory on a CPU pool), or a stream. */
+%typemap(jni) kvpool_addr "jlong"
+%typemap(jtype) kvpool_addr "long"
+%typemap(jstype) kvpool_addr "long"
+%typemap(javain) kvpool_addr "$javainput"
+%typemap(javaout) kvpool_addr {
+    return $jnicall;
+  }
+%typemap(in) kvpool_addr %{ $1 = (kvpool_addr)$input; %}
+%typemap(out) kvpool_addr %{ $result = (jlong)$1; %}
+
 /* --- Proxies own native memory; a Cleaner frees what was not closed ------ */
 /* SWIG's default finalize() is deprecated (and fails -Xlint:all -Werror).
  * The Cleaner action captures only the address, never the proxy. */
@@ -441,6 +454,7 @@ KVPOOL_JAVA_OWNED_PROXY(struct kvseq_info, delete_SeqInfo)
 %rename(Io) KVPOOL_ERR_IO;
 %rename(HostMemory) KVPOOL_ERR_HOST_MEMORY;
 %rename(CheckFailed) KVPOOL_ERR_CHECK_FAILED;
+%rename(DeviceFault) KVPOOL_ERR_DEVICE_FAULT;
 /* A code appended to status.h needs its PascalCase name here (the C# test
  * StatusCodesAndStrings fails until it has one). */
 
@@ -635,6 +649,20 @@ KVPOOL_CS_SCALAR_OUT(int32_t, int, OUT_I32)
 KVPOOL_CS_SCALAR_OUT(uint64_t, ulong, OUT_U64)
 KVPOOL_CS_SCALAR_OUT(int64_t, long, OUT_I64)
 
+/* --- Addresses (device.h): IntPtr ---------------------------------------- */
+/* kvpool_addr (uintptr_t) parameters and results are IntPtr: the address of
+ * device memory (or host memory on a CPU pool), or a stream. */
+%typemap(ctype) kvpool_addr "void *"
+%typemap(imtype) kvpool_addr "global::System.IntPtr"
+%typemap(cstype) kvpool_addr "global::System.IntPtr"
+%typemap(csin) kvpool_addr "$csinput"
+%typemap(csout, excode=SWIGEXCODE) kvpool_addr {
+    global::System.IntPtr ret = $imcall;$excode
+    return ret;
+  }
+%typemap(in) kvpool_addr %{ $1 = (kvpool_addr)$input; %}
+%typemap(out) kvpool_addr %{ $result = (void *)$1; %}
+
 /* --- Pool ------------------------------------------------------------------ */
 /* IDisposable through SWIG's defaults: Dispose() destroys once and resets
  * the handle to null, which every C function rejects with
@@ -779,6 +807,14 @@ static _gostring_ kvpool_go_pack_status(kvpool_status status) {
 %typemap(imtype) int64_t *OUT_I64 "*int64"
 %typemap(in) size_t *OUT_SIZE, int32_t *OUT_I32, uint64_t *OUT_U64, int64_t *OUT_I64 %{ $1 = ($1_ltype)$input; %}
 
+/* --- Addresses (device.h): uintptr ---------------------------------------- */
+/* kvpool_addr (uintptr_t) parameters are Go uintptr values: the address of
+ * device memory (or C-heap host memory on a CPU pool), or a stream. They are
+ * numbers to Go: never the address of Go memory (cgo pointer rules). */
+%typemap(gotype) kvpool_addr "uintptr"
+%typemap(imtype) kvpool_addr "uintptr"
+%typemap(in) kvpool_addr %{ $1 = (kvpool_addr)$input; %}
+
 #endif /* language sections */
 
 /* ------------------------------------------------------------------------ */
@@ -873,6 +909,10 @@ KVPOOL_OUT_ARRAY(int32_t, event_tokens, event_tokens_len)
 /* seq.h */
 KVPOOL_IN_ARRAY(uint64_t, seqs, seqs_len)        /* kvseq_extend, kvseq_decode */
 KVPOOL_IN_ARRAY(int64_t, chunk_lens, chunk_lens_len)
+/* device.h (through the kvpool_addr_* wrappers below): only the host copies
+ * of the lengths are arrays; every other pointer is a kvpool_addr. */
+KVPOOL_IN_ARRAY(int64_t, prefix_lens_host, prefix_lens_host_len)
+KVPOOL_IN_ARRAY(int64_t, seq_lens_host, seq_lens_host_len)
 
 /* Scalar out-parameters (the idiomatic layers return them). */
 %apply size_t *OUT_SIZE { size_t *rows, size_t *tokens, size_t *full, size_t *swa, size_t *slots,
@@ -880,7 +920,7 @@ KVPOOL_IN_ARRAY(int64_t, chunk_lens, chunk_lens_len)
                           size_t *matched, size_t *prefix_len, size_t *evicted, size_t *evictable,
                           size_t *protected_len, size_t *total, size_t *events_len, size_t *tokens_len,
                           size_t *cached, size_t *slots_len, size_t *available, size_t *uncached,
-                          size_t *capacity, size_t *swa_evicted };
+                          size_t *capacity, size_t *swa_evicted, size_t *pages };
 %apply int32_t *OUT_I32 { int32_t *kind, int32_t *dst, int32_t *slot, int32_t *mamba_slot, int32_t *mamba_exist };
 %apply uint64_t *OUT_U64 { uint64_t *token, uint64_t *node, uint64_t *seq };
 %apply int64_t *OUT_I64 { int64_t *event_id };
@@ -962,6 +1002,19 @@ KVPOOL_RAW(kvseq_get_info)
 KVPOOL_RAW(kvseq_get_slots)
 KVPOOL_RAW(kvseq_accounting)
 KVPOOL_RAW(kvseq_mamba_slot)
+KVPOOL_RAW(kvpool_addr_create_with_allocator)
+KVPOOL_RAW(kvpool_addr_synchronize)
+KVPOOL_RAW(kvpool_addr_extend_async)
+KVPOOL_RAW(kvpool_addr_extend_pages)
+KVPOOL_RAW(kvpool_addr_decode_async)
+KVPOOL_RAW(kvpool_addr_alloc_async)
+KVPOOL_RAW(kvpool_addr_free_pages_async)
+KVPOOL_RAW(kvpool_addr_write_batch_async)
+KVPOOL_RAW(kvpool_addr_last_loc_async)
+KVPOOL_RAW(kvpool_addr_set_kv_async)
+KVPOOL_RAW(kvpool_addr_set_mla_kv_async)
+KVPOOL_RAW(kvpool_addr_get_kv_async)
+KVPOOL_RAW(kvpool_addr_move_kv_async)
 
 /* ------------------------------------------------------------------------ */
 /* Declarations that must precede the headers                                */
@@ -1052,6 +1105,12 @@ struct kvpool {};
 %ignore KVPOOL_STATS_INIT;
 %ignore KVPOOL_BUFFER_INIT;
 %ignore KVSEQ_INFO_INIT;
+/* kvpool_create_with_allocator: the callbacks of a kvpool_allocator are C
+ * function pointers, which the bindings do not make from Go/Java/C# code. The
+ * bindings call it with the struct's ADDRESS (kvpool_addr_create_with_allocator
+ * below): 0 for the default allocator, or a kvpool_allocator made in C. */
+%ignore kvpool_allocator;
+%ignore kvpool_create_with_allocator;
 /* radix_take_events fills an array of structs: the bindings call
  * kvpool_take_events_flat (below) instead, and build their own event values. */
 %ignore radix_event;
@@ -1075,6 +1134,174 @@ struct kvpool {};
 %include "kvpool/radix.h"
 %include "kvpool/seq.h"
 %mutable;
+
+/* ------------------------------------------------------------------------ */
+/* device.h: stream-ordered calls on device memory, by ADDRESS               */
+/* ------------------------------------------------------------------------ */
+/* The array arguments of device.h are device pointers (host pointers on a
+ * CPU pool) and the stream is a cudaStream_t: memory that Go, Java and C#
+ * cannot hold as arrays. device.h is therefore NOT %included (its parameter
+ * names would pick the host-array typemaps above); each function is wrapped
+ * by a kvpool_addr_* function below taking every such pointer, and the
+ * stream, as a kvpool_addr (uintptr_t): Go uintptr, Java long, C# IntPtr.
+ * The target languages see them under the C names (kvpool_set_kv_async,
+ * Go Kvpool_set_kv_async, ...). The exceptions are the `*_host` length
+ * arrays of kvalloc_extend_async/kvalloc_decode_async and the arguments of
+ * kvalloc_extend_pages, which are host arrays: language arrays as usual.
+ * C takes one `batch` for both host arrays of an extend; if their lengths
+ * differ, the shorter one is passed as NULL (with the longer length), which
+ * the library rejects with KVPOOL_ERR_INVALID_ARGUMENT ("... is NULL but its
+ * length is ..."); the idiomatic layers check this first with a clearer
+ * message. */
+%{
+typedef uintptr_t kvpool_addr;
+#define KVPOOL_ADDR_PTR(T, addr) ((T)(void *)(addr))
+
+static kvpool_status kvpool_addr_create_with_allocator(const char *json, size_t json_len, kvpool_addr allocator,
+                                                      kvpool **out) {
+  return kvpool_create_with_allocator(json, json_len, KVPOOL_ADDR_PTR(const kvpool_allocator *, allocator), out);
+}
+
+static kvpool_status kvpool_addr_synchronize(kvpool *pool, kvpool_addr stream) {
+  return kvpool_synchronize(pool, KVPOOL_ADDR_PTR(void *, stream));
+}
+
+/* The shared `batch` of two host arrays (see above). */
+static size_t kvpool_addr_batch(const int64_t **a, size_t a_len, const int64_t **b, size_t b_len) {
+  if (a_len < b_len) *a = NULL;
+  if (b_len < a_len) *b = NULL;
+  return a_len > b_len ? a_len : b_len;
+}
+
+static kvpool_status kvpool_addr_extend_async(kvpool *pool, const int64_t *prefix_lens_host,
+                                             size_t prefix_lens_host_len, const int64_t *seq_lens_host,
+                                             size_t seq_lens_host_len, kvpool_addr prefix_lens, kvpool_addr seq_lens,
+                                             kvpool_addr last_locs, kvpool_addr slots, size_t slots_len,
+                                             kvpool_addr new_pages, size_t new_pages_len, kvpool_addr stream) {
+  size_t batch = kvpool_addr_batch(&prefix_lens_host, prefix_lens_host_len, &seq_lens_host, seq_lens_host_len);
+  return kvalloc_extend_async(pool, prefix_lens_host, seq_lens_host, batch, KVPOOL_ADDR_PTR(const int64_t *, prefix_lens),
+                              KVPOOL_ADDR_PTR(const int64_t *, seq_lens), KVPOOL_ADDR_PTR(const int64_t *, last_locs),
+                              KVPOOL_ADDR_PTR(int64_t *, slots), slots_len, KVPOOL_ADDR_PTR(int64_t *, new_pages),
+                              new_pages_len, KVPOOL_ADDR_PTR(void *, stream));
+}
+
+static kvpool_status kvpool_addr_extend_pages(const kvpool *pool, const int64_t *prefix_lens_host,
+                                             size_t prefix_lens_host_len, const int64_t *seq_lens_host,
+                                             size_t seq_lens_host_len, size_t *pages) {
+  size_t batch = kvpool_addr_batch(&prefix_lens_host, prefix_lens_host_len, &seq_lens_host, seq_lens_host_len);
+  return kvalloc_extend_pages(pool, prefix_lens_host, seq_lens_host, batch, pages);
+}
+
+static kvpool_status kvpool_addr_decode_async(kvpool *pool, const int64_t *seq_lens_host, size_t seq_lens_host_len,
+                                             kvpool_addr seq_lens, kvpool_addr last_locs, kvpool_addr slots,
+                                             kvpool_addr new_pages, size_t new_pages_len, kvpool_addr stream) {
+  return kvalloc_decode_async(pool, seq_lens_host, seq_lens_host_len, KVPOOL_ADDR_PTR(const int64_t *, seq_lens),
+                              KVPOOL_ADDR_PTR(const int64_t *, last_locs), KVPOOL_ADDR_PTR(int64_t *, slots),
+                              KVPOOL_ADDR_PTR(int64_t *, new_pages), new_pages_len, KVPOOL_ADDR_PTR(void *, stream));
+}
+
+static kvpool_status kvpool_addr_alloc_async(kvpool *pool, kvpool_addr slots, size_t slots_len, kvpool_addr stream) {
+  return kvalloc_alloc_async(pool, KVPOOL_ADDR_PTR(int64_t *, slots), slots_len, KVPOOL_ADDR_PTR(void *, stream));
+}
+
+static kvpool_status kvpool_addr_free_pages_async(kvpool *pool, kvpool_addr pages, size_t pages_len,
+                                                 kvpool_addr stream) {
+  return kvalloc_free_pages_async(pool, KVPOOL_ADDR_PTR(const int64_t *, pages), pages_len,
+                                  KVPOOL_ADDR_PTR(void *, stream));
+}
+
+static kvpool_status kvpool_addr_write_batch_async(kvpool *pool, kvpool_addr rows, kvpool_addr prefix_lens,
+                                                  kvpool_addr seq_lens, size_t batch, kvpool_addr prefix_slots,
+                                                  size_t prefix_slots_len, kvpool_addr extend_slots,
+                                                  size_t extend_slots_len, kvpool_addr stream) {
+  return kvreq_write_batch_async(pool, KVPOOL_ADDR_PTR(const int32_t *, rows), KVPOOL_ADDR_PTR(const int64_t *, prefix_lens),
+                                 KVPOOL_ADDR_PTR(const int64_t *, seq_lens), batch,
+                                 KVPOOL_ADDR_PTR(const int64_t *, prefix_slots), prefix_slots_len,
+                                 KVPOOL_ADDR_PTR(const int64_t *, extend_slots), extend_slots_len,
+                                 KVPOOL_ADDR_PTR(void *, stream));
+}
+
+static kvpool_status kvpool_addr_last_loc_async(const kvpool *pool, kvpool_addr rows, kvpool_addr prefix_lens,
+                                               size_t batch, kvpool_addr last_locs, kvpool_addr stream) {
+  return kvreq_last_loc_async(pool, KVPOOL_ADDR_PTR(const int32_t *, rows), KVPOOL_ADDR_PTR(const int64_t *, prefix_lens),
+                              batch, KVPOOL_ADDR_PTR(int64_t *, last_locs), KVPOOL_ADDR_PTR(void *, stream));
+}
+
+static kvpool_status kvpool_addr_set_kv_async(kvpool *pool, int32_t layer, kvpool_addr slots, size_t slots_len,
+                                             kvpool_addr k, size_t k_bytes, kvpool_addr v, size_t v_bytes,
+                                             int32_t src_dtype, float k_scale, float v_scale, kvpool_addr stream) {
+  return kvpool_set_kv_async(pool, layer, KVPOOL_ADDR_PTR(const int64_t *, slots), slots_len,
+                             KVPOOL_ADDR_PTR(const void *, k), k_bytes, KVPOOL_ADDR_PTR(const void *, v), v_bytes,
+                             src_dtype, k_scale, v_scale, KVPOOL_ADDR_PTR(void *, stream));
+}
+
+static kvpool_status kvpool_addr_set_mla_kv_async(kvpool *pool, int32_t layer, kvpool_addr slots, size_t slots_len,
+                                                 kvpool_addr nope, size_t nope_bytes, kvpool_addr rope,
+                                                 size_t rope_bytes, int32_t src_dtype, kvpool_addr stream) {
+  return kvpool_set_mla_kv_async(pool, layer, KVPOOL_ADDR_PTR(const int64_t *, slots), slots_len,
+                                 KVPOOL_ADDR_PTR(const void *, nope), nope_bytes, KVPOOL_ADDR_PTR(const void *, rope),
+                                 rope_bytes, src_dtype, KVPOOL_ADDR_PTR(void *, stream));
+}
+
+static kvpool_status kvpool_addr_get_kv_async(const kvpool *pool, int32_t layer, kvpool_addr slots, size_t slots_len,
+                                             kvpool_addr k, size_t k_bytes, kvpool_addr v, size_t v_bytes,
+                                             int32_t dst_dtype, kvpool_addr stream) {
+  return kvpool_get_kv_async(pool, layer, KVPOOL_ADDR_PTR(const int64_t *, slots), slots_len,
+                             KVPOOL_ADDR_PTR(void *, k), k_bytes, KVPOOL_ADDR_PTR(void *, v), v_bytes, dst_dtype,
+                             KVPOOL_ADDR_PTR(void *, stream));
+}
+
+static kvpool_status kvpool_addr_move_kv_async(kvpool *pool, kvpool_addr dst, size_t dst_len, kvpool_addr src,
+                                              size_t src_len, kvpool_addr stream) {
+  return kvpool_move_kv_async(pool, KVPOOL_ADDR_PTR(const int64_t *, dst), dst_len,
+                              KVPOOL_ADDR_PTR(const int64_t *, src), src_len, KVPOOL_ADDR_PTR(void *, stream));
+}
+%}
+typedef uintptr_t kvpool_addr;
+%rename(kvpool_create_with_allocator) kvpool_addr_create_with_allocator;
+%rename(kvpool_synchronize) kvpool_addr_synchronize;
+%rename(kvalloc_extend_async) kvpool_addr_extend_async;
+%rename(kvalloc_extend_pages) kvpool_addr_extend_pages;
+%rename(kvalloc_decode_async) kvpool_addr_decode_async;
+%rename(kvalloc_alloc_async) kvpool_addr_alloc_async;
+%rename(kvalloc_free_pages_async) kvpool_addr_free_pages_async;
+%rename(kvreq_write_batch_async) kvpool_addr_write_batch_async;
+%rename(kvreq_last_loc_async) kvpool_addr_last_loc_async;
+%rename(kvpool_set_kv_async) kvpool_addr_set_kv_async;
+%rename(kvpool_set_mla_kv_async) kvpool_addr_set_mla_kv_async;
+%rename(kvpool_get_kv_async) kvpool_addr_get_kv_async;
+%rename(kvpool_move_kv_async) kvpool_addr_move_kv_async;
+kvpool_status kvpool_addr_create_with_allocator(const char *json, size_t json_len, kvpool_addr allocator, kvpool **out);
+kvpool_status kvpool_addr_synchronize(kvpool *pool, kvpool_addr stream);
+kvpool_status kvpool_addr_extend_async(kvpool *pool, const int64_t *prefix_lens_host, size_t prefix_lens_host_len,
+                                      const int64_t *seq_lens_host, size_t seq_lens_host_len, kvpool_addr prefix_lens,
+                                      kvpool_addr seq_lens, kvpool_addr last_locs, kvpool_addr slots, size_t slots_len,
+                                      kvpool_addr new_pages, size_t new_pages_len, kvpool_addr stream);
+kvpool_status kvpool_addr_extend_pages(const kvpool *pool, const int64_t *prefix_lens_host,
+                                      size_t prefix_lens_host_len, const int64_t *seq_lens_host,
+                                      size_t seq_lens_host_len, size_t *pages);
+kvpool_status kvpool_addr_decode_async(kvpool *pool, const int64_t *seq_lens_host, size_t seq_lens_host_len,
+                                      kvpool_addr seq_lens, kvpool_addr last_locs, kvpool_addr slots,
+                                      kvpool_addr new_pages, size_t new_pages_len, kvpool_addr stream);
+kvpool_status kvpool_addr_alloc_async(kvpool *pool, kvpool_addr slots, size_t slots_len, kvpool_addr stream);
+kvpool_status kvpool_addr_free_pages_async(kvpool *pool, kvpool_addr pages, size_t pages_len, kvpool_addr stream);
+kvpool_status kvpool_addr_write_batch_async(kvpool *pool, kvpool_addr rows, kvpool_addr prefix_lens,
+                                           kvpool_addr seq_lens, size_t batch, kvpool_addr prefix_slots,
+                                           size_t prefix_slots_len, kvpool_addr extend_slots,
+                                           size_t extend_slots_len, kvpool_addr stream);
+kvpool_status kvpool_addr_last_loc_async(const kvpool *pool, kvpool_addr rows, kvpool_addr prefix_lens, size_t batch,
+                                        kvpool_addr last_locs, kvpool_addr stream);
+kvpool_status kvpool_addr_set_kv_async(kvpool *pool, int32_t layer, kvpool_addr slots, size_t slots_len, kvpool_addr k,
+                                      size_t k_bytes, kvpool_addr v, size_t v_bytes, int32_t src_dtype, float k_scale,
+                                      float v_scale, kvpool_addr stream);
+kvpool_status kvpool_addr_set_mla_kv_async(kvpool *pool, int32_t layer, kvpool_addr slots, size_t slots_len,
+                                          kvpool_addr nope, size_t nope_bytes, kvpool_addr rope, size_t rope_bytes,
+                                          int32_t src_dtype, kvpool_addr stream);
+kvpool_status kvpool_addr_get_kv_async(const kvpool *pool, int32_t layer, kvpool_addr slots, size_t slots_len,
+                                      kvpool_addr k, size_t k_bytes, kvpool_addr v, size_t v_bytes, int32_t dst_dtype,
+                                      kvpool_addr stream);
+kvpool_status kvpool_addr_move_kv_async(kvpool *pool, kvpool_addr dst, size_t dst_len, kvpool_addr src, size_t src_len,
+                                       kvpool_addr stream);
 
 /* KV events for the bindings: radix_take_events with each event as six int64
  * fields (type, has_parent, block_hash, parent_hash, token_offset,
@@ -1156,4 +1383,15 @@ kvpool_status kvpool_java_copy_to_host_nio(const kvpool *pool, const int64_t *sl
                                            void *host_nio, size_t host_nio_bytes);
 kvpool_status kvpool_java_load_from_host_nio(kvpool *pool, const int64_t *slots, size_t slots_len,
                                              const void *host_nio, size_t host_nio_bytes);
+/* The address of a direct ByteBuffer (its position..limit window, as Pool
+ * passes buffer.slice()): host memory for the device.h calls on a CPU pool.
+ * A null buffer gives 0; a heap buffer throws IllegalArgumentException. */
+%{
+static kvpool_addr kvpool_java_address(void *host_nio, size_t host_nio_bytes) {
+  (void)host_nio_bytes;
+  return (kvpool_addr)host_nio;
+}
+%}
+%javamethodmodifiers kvpool_java_address "";
+kvpool_addr kvpool_java_address(void *host_nio, size_t host_nio_bytes);
 #endif

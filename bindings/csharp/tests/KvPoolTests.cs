@@ -48,6 +48,7 @@ namespace KvPool.Tests {
       Assert.AreEqual(8, (int)Status.Io);
       Assert.AreEqual(9, (int)Status.HostMemory);
       Assert.AreEqual(10, (int)Status.CheckFailed);
+      Assert.AreEqual(11, (int)Status.DeviceFault);
       // Every code the library knows has a PascalCase name (kvpool.i renames them).
       for (int i = 0; i < 256; i++) {
         if (Kvpool.StatusString((Status)i) == "unknown status") continue;

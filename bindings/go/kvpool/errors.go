@@ -26,6 +26,7 @@ const (
 	ErrIO              Code = 8  // a file could not be opened, read or written
 	ErrHostMemory      Code = 9  // host memory could not be allocated
 	ErrCheckFailed     Code = 10 // kvpool_check found a leaked or double-owned slot, page, row or state
+	ErrDeviceFault     Code = 11 // a stream-ordered call found bad input on the device; cleared by ClearAllocator
 )
 
 // String is the library's short description of the code ("configuration error").

@@ -73,6 +73,7 @@ func TestCodesMatchHeader(t *testing.T) {
 		{kvpool.ErrIO, kvpool.KVPOOL_ERR_IO},
 		{kvpool.ErrHostMemory, kvpool.KVPOOL_ERR_HOST_MEMORY},
 		{kvpool.ErrCheckFailed, kvpool.KVPOOL_ERR_CHECK_FAILED},
+		{kvpool.ErrDeviceFault, kvpool.KVPOOL_ERR_DEVICE_FAULT},
 	}
 	known := map[int]bool{}
 	for _, p := range pairs {

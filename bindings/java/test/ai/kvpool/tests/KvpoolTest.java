@@ -60,6 +60,7 @@ public class KvpoolTest {
     assertEquals(8, Status.IO.swigValue());
     assertEquals(9, Status.HOST_MEMORY.swigValue());
     assertEquals(10, Status.CHECK_FAILED.swigValue());
+    assertEquals(11, Status.DEVICE_FAULT.swigValue());
     assertEquals("configuration error", Kvpool.statusString(Status.CONFIG));
     assertNotEquals(Kvpool.statusString(Status.IO), Kvpool.statusString(Status.CONFIG));
     // A code newer than the binding keeps its number and gets a readable message.
