@@ -809,6 +809,160 @@
   }
 
   // ---------------------------------------------------------------------
+  // Stream-ordered operations on device memory (device.h).
+  //
+  // Every `long` named as an address below is the ADDRESS of device memory of
+  // the pool's device (host memory for a CPU pool, e.g. Pool.address() of a
+  // direct ByteBuffer in native byte order) holding the int64 slots/lengths,
+  // int32 rows or bytes the C documentation describes; `stream` is a
+  // cudaStream_t as a long (0 = the legacy default stream; ignored on CPU
+  // pools). On a CUDA pool the calls enqueue their work on the stream and
+  // return at once: inputs must stay valid (and a ByteBuffer reachable) until
+  // the stream reaches the call. Device-side problems fault the pool: the
+  // next call or synchronize() throws DEVICE_FAULT; clearAllocator() clears
+  // it. On a CPU pool the calls run at once with the results of their host
+  // counterparts and report bad input directly (INVALID_ARGUMENT). The
+  // allocator calls need "pool": {"free_list": "device"} on a CUDA pool.
+  // Lengths are element counts (byte counts for k/v/nope/rope); a negative
+  // one throws IllegalArgumentException.
+  // ---------------------------------------------------------------------
+
+  /**
+   * Creates a pool whose buffers come from a kvpool_allocator (pool.h).
+   * @param allocator the address of a kvpool_allocator struct made in C (its callbacks are C
+   *     functions: custom allocators cannot be written in Java), or 0 for the default allocator,
+   *     which makes this {@link #Pool(String)}
+   * @throws KvPoolException INVALID_ARGUMENT for a bad allocator struct, else as {@link #Pool(String)}
+   */
+  public static Pool withAllocator(String json, long allocator) {
+    long[] handle = new long[1];
+    Kvpool.kvpool_create_with_allocator(json, allocator, handle);
+    return new Pool(handle[0], true);
+  }
+
+  /**
+   * The address of a direct buffer's position (0 for null): host memory to pass to the
+   * device.h methods of a CPU pool. Keep the buffer reachable while the address is in use.
+   * @throws IllegalArgumentException for a heap (non-direct) buffer
+   */
+  public static long address(ByteBuffer buffer) {
+    return Kvpool.kvpool_java_address(window(buffer, "buffer"));
+  }
+
+  /**
+   * Waits until everything enqueued on stream has finished (CPU pools: returns at once).
+   * @throws KvPoolException DEVICE_FAULT if a device-side check failed, CUDA for a CUDA error
+   */
+  public void synchronize(long stream) {
+    Kvpool.kvpool_synchronize(this, stream);
+  }
+
+  /**
+   * Free-list pages an extend batch takes (tokens for page size 1): the capacity
+   * {@link #extendAsync}'s newPages needs. Host arithmetic only.
+   */
+  public long extendPages(long[] prefixLensHost, long[] seqLensHost) {
+    sameBatch(prefixLensHost, seqLensHost, "kvalloc_extend_pages");
+    long[] pages = new long[1];
+    Kvpool.kvalloc_extend_pages(this, prefixLensHost, seqLensHost, pages);
+    return pages[0];
+  }
+
+  /**
+   * Allocates the new slots of a prefill batch on the device, with {@link #extend}'s result.
+   * @param prefixLensHost host copy of the prefix lengths (capacity check)
+   * @param seqLensHost    host copy of the new lengths
+   * @param prefixLens     address: prefix lengths (int64, one per request)
+   * @param seqLens        address: new lengths
+   * @param lastLocs       address: slot of each request's last prefix token, or -1
+   * @param slots          address: receives slotsLen = sum(seqLens - prefixLens) slots, request-major
+   * @param newPages       address (0 for none): receives the ids of the pages taken, in order
+   * @param newPagesLen    capacity of newPages (at least {@link #extendPages})
+   * @param stream         cudaStream_t (0: default stream)
+   * @throws KvPoolException OUT_OF_MEMORY (nothing changes), INVALID_ARGUMENT, UNSUPPORTED
+   */
+  public void extendAsync(long[] prefixLensHost, long[] seqLensHost, long prefixLens, long seqLens, long lastLocs,
+                          long slots, long slotsLen, long newPages, long newPagesLen, long stream) {
+    sameBatch(prefixLensHost, seqLensHost, "kvalloc_extend_async");
+    Kvpool.kvalloc_extend_async(this, prefixLensHost, seqLensHost, prefixLens, seqLens, lastLocs, slots,
+        length(slotsLen, "slotsLen"), newPages, length(newPagesLen, "newPagesLen"), stream);
+  }
+
+  /**
+   * Allocates one decode slot per request on the device, with {@link #decode}'s result: seqLens
+   * (addresses of lengths including the new token), lastLocs and slots hold seqLensHost.length
+   * values; newPages (0 for none) receives the ids of the pages taken.
+   */
+  public void decodeAsync(long[] seqLensHost, long seqLens, long lastLocs, long slots, long newPages, long newPagesLen,
+                          long stream) {
+    Objects.requireNonNull(seqLensHost, "seqLensHost");
+    Kvpool.kvalloc_decode_async(this, seqLensHost, seqLens, lastLocs, slots, newPages,
+        length(newPagesLen, "newPagesLen"), stream);
+  }
+
+  /** Allocates n slots on the device into the address slots, with {@link #alloc}'s result. */
+  public void allocAsync(long slots, long n, long stream) {
+    Kvpool.kvalloc_alloc_async(this, slots, length(n, "n"), stream);
+  }
+
+  /**
+   * Gives n pages (page ids: slot / page_size, e.g. an extend's newPages) at the address pages
+   * back on the device, in the allocator's order.
+   */
+  public void freePagesAsync(long pages, long n, long stream) {
+    Kvpool.kvalloc_free_pages_async(this, pages, length(n, "n"), stream);
+  }
+
+  /**
+   * Writes a batch's new slots into the request table on the device, like {@link #reqWriteBatch}:
+   * rows (int32), prefixLens and seqLens hold batch values; prefixSlots (0 for none) and
+   * extendSlots hold prefixSlotsLen and extendSlotsLen slots, request-major.
+   */
+  public void reqWriteBatchAsync(long rows, long prefixLens, long seqLens, long batch, long prefixSlots,
+                                 long prefixSlotsLen, long extendSlots, long extendSlotsLen, long stream) {
+    Kvpool.kvreq_write_batch_async(this, rows, prefixLens, seqLens, length(batch, "batch"), prefixSlots,
+        length(prefixSlotsLen, "prefixSlotsLen"), extendSlots, length(extendSlotsLen, "extendSlotsLen"), stream);
+  }
+
+  /**
+   * Writes into lastLocs the slot of each request's last prefix token (-1 for an empty prefix),
+   * like {@link #lastLoc}: rows (int32), prefixLens and lastLocs hold batch values.
+   */
+  public void lastLocAsync(long rows, long prefixLens, long batch, long lastLocs, long stream) {
+    Kvpool.kvreq_last_loc_async(this, rows, prefixLens, length(batch, "batch"), lastLocs, stream);
+  }
+
+  /**
+   * Writes K and V rows of one layer at n slots, like
+   * {@link #setKv(int, long[], byte[], byte[], DType, float, float)}: k and v hold kBytes and
+   * vBytes bytes of srcDtype data (mla/double_sparse: whole rows in k, v 0).
+   */
+  public void setKvAsync(int layer, long slots, long n, long k, long kBytes, long v, long vBytes, DType srcDtype,
+                         float kScale, float vScale, long stream) {
+    Kvpool.kvpool_set_kv_async(this, layer, slots, length(n, "n"), k, length(kBytes, "kBytes"), v,
+        length(vBytes, "vBytes"), code(srcDtype), kScale, vScale, stream);
+  }
+
+  /** mla/nsa: writes the nope and rope parts of n rows, like {@link #setMlaKv}. */
+  public void setMlaKvAsync(int layer, long slots, long n, long nope, long nopeBytes, long rope, long ropeBytes,
+                            DType srcDtype, long stream) {
+    Kvpool.kvpool_set_mla_kv_async(this, layer, slots, length(n, "n"), nope, length(nopeBytes, "nopeBytes"), rope,
+        length(ropeBytes, "ropeBytes"), code(srcDtype), stream);
+  }
+
+  /** Gathers K and V rows of one layer at n slots into k and v (mla: v 0), like getKv. */
+  public void getKvAsync(int layer, long slots, long n, long k, long kBytes, long v, long vBytes, DType dstDtype,
+                         long stream) {
+    Kvpool.kvpool_get_kv_async(this, layer, slots, length(n, "n"), k, length(kBytes, "kBytes"), v,
+        length(vBytes, "vBytes"), code(dstDtype), stream);
+  }
+
+  /** For every layer: row[dst[i]] = old row[src[i]] (overlaps are safe), like {@link #moveKv}. */
+  public void moveKvAsync(long dst, long dstLen, long src, long srcLen, long stream) {
+    Kvpool.kvpool_move_kv_async(this, dst, length(dstLen, "dstLen"), src, length(srcLen, "srcLen"), stream);
+  }
+
+  // ---------------------------------------------------------------------
 
   /** A non-negative array size. */
   private static int count(long n, String what) {
@@ -832,6 +986,24 @@
       }
     }
     return (int) total;
+  }
+
+  /** A non-negative length passed to C as a size_t. */
+  private static long length(long n, String what) {
+    if (n < 0) {
+      throw new IllegalArgumentException(what + " is " + n + ", a length cannot be negative");
+    }
+    return n;
+  }
+
+  /** The host length arrays of one batch must have one length each per request. */
+  private static void sameBatch(long[] prefixLensHost, long[] seqLensHost, String function) {
+    Objects.requireNonNull(prefixLensHost, "prefixLensHost");
+    Objects.requireNonNull(seqLensHost, "seqLensHost");
+    if (prefixLensHost.length != seqLensHost.length) {
+      throw new KvPoolException(Status.INVALID_ARGUMENT.swigValue(), function + ": prefixLensHost has "
+          + prefixLensHost.length + " lengths, seqLensHost " + seqLensHost.length);
+    }
   }
 
   private static int code(DType dtype) {
