@@ -1,0 +1,246 @@
+// NUnit 2.6 tests of Pool's device.h methods on CPU pools: their "device
+// memory" is host memory (Marshal.AllocHGlobal, passed by address), they run
+// at once, and their results must equal those of the host-array calls on a
+// second, identical pool. Also Pool.WithAllocator.
+using System;
+using System.Collections.Generic;
+using System.Runtime.InteropServices;
+using KvPool;
+using NUnit.Framework;
+
+namespace KvPool.Tests {
+
+  [TestFixture]
+  public class DeviceTests {
+    private readonly List<IntPtr> allocated = new List<IntPtr>();
+
+    [TearDown]
+    public void FreeNative() {
+      foreach (IntPtr p in allocated) Marshal.FreeHGlobal(p);
+      allocated.Clear();
+    }
+
+    private IntPtr Native(int bytes) {
+      IntPtr p = Marshal.AllocHGlobal(Math.Max(bytes, 8));
+      allocated.Add(p);
+      Marshal.Copy(new byte[Math.Max(bytes, 8)], 0, p, Math.Max(bytes, 8));  // zero-filled
+      return p;
+    }
+
+    private IntPtr Longs(params long[] values) {
+      IntPtr p = Native(8 * values.Length);
+      Marshal.Copy(values, 0, p, values.Length);
+      return p;
+    }
+
+    private IntPtr Ints(params int[] values) {
+      IntPtr p = Native(4 * values.Length);
+      Marshal.Copy(values, 0, p, values.Length);
+      return p;
+    }
+
+    private IntPtr Floats(float[] values) {
+      IntPtr p = Native(4 * values.Length);
+      Marshal.Copy(values, 0, p, values.Length);
+      return p;
+    }
+
+    private static long[] ReadLongs(IntPtr p, int n) {
+      long[] v = new long[n];
+      Marshal.Copy(p, v, 0, n);
+      return v;
+    }
+
+    private static float[] ReadFloats(IntPtr p, int n) {
+      float[] v = new float[n];
+      Marshal.Copy(p, v, 0, n);
+      return v;
+    }
+
+    [Test]
+    public void AllocatorMatchesHostCalls() {
+      using (Pool host = new Pool(Configs.Paged))
+      using (Pool dev = new Pool(Configs.Paged)) {
+        dev.Synchronize(IntPtr.Zero);
+        long[] prefix = { 0, 0 };
+        long[] seq = { 5, 3 };
+        long[] want = host.Extend(prefix, seq, new long[] { -1, -1 });
+        CollectionAssert.AreEqual(new long[] { 4, 5, 6, 7, 8, 12, 13, 14 }, want);
+
+        ulong pages = dev.ExtendPages(prefix, seq);
+        Assert.AreEqual(3UL, pages);
+        IntPtr slots = Longs(new long[want.Length]);
+        IntPtr newPages = Longs(new long[pages]);
+        dev.ExtendAsync(prefix, seq, Longs(prefix), Longs(seq), Longs(-1, -1), slots, (ulong)want.Length, newPages,
+                        pages, IntPtr.Zero);
+        dev.Synchronize(IntPtr.Zero);
+        CollectionAssert.AreEqual(want, ReadLongs(slots, want.Length));
+        CollectionAssert.AreEqual(new long[] { 1, 2, 3 }, ReadLongs(newPages, 3));
+
+        long[] wantDecode = host.Decode(new long[] { 6, 4 }, new long[] { 8, 14 });
+        IntPtr decSlots = Longs(0, 0);
+        dev.DecodeAsync(new long[] { 6, 4 }, Longs(6, 4), Longs(8, 14), decSlots, IntPtr.Zero, 0, IntPtr.Zero);
+        CollectionAssert.AreEqual(wantDecode, ReadLongs(decSlots, 2));
+        CollectionAssert.AreEqual(new long[] { 9, 15 }, ReadLongs(decSlots, 2));
+
+        long[] wantAlloc = host.Alloc(4);
+        IntPtr allocSlots = Longs(0, 0, 0, 0);
+        dev.AllocAsync(allocSlots, 4, IntPtr.Zero);
+        CollectionAssert.AreEqual(wantAlloc, ReadLongs(allocSlots, 4));
+        CollectionAssert.AreEqual(new long[] { 16, 17, 18, 19 }, ReadLongs(allocSlots, 4));
+        Assert.AreEqual(host.Available(), dev.Available());
+        Assert.AreEqual(64UL - 16, dev.Available());
+
+        // The extend's pages go back, sorted, to the front of the free list.
+        dev.FreePagesAsync(newPages, pages, IntPtr.Zero);
+        dev.Synchronize(IntPtr.Zero);
+        Assert.AreEqual(64UL - 4, dev.Available());
+        CollectionAssert.AreEqual(new long[] { 1, 2, 3, 5 }, Configs.Slice(dev.FreeList(AllocList.Free), 0, 4));
+      }
+    }
+
+    [Test]
+    public void RequestTable() {
+      using (Pool pool = new Pool(Configs.Paged)) {
+        int[] rows = pool.ReqAlloc(2);
+        long[] slots = pool.Extend(new long[] { 0, 0 }, new long[] { 5, 3 }, new long[] { -1, -1 });
+        IntPtr rowsDev = Ints(rows);
+        IntPtr prefixDev = Longs(0, 0);
+        IntPtr seqDev = Longs(5, 3);
+        IntPtr extendDev = Longs(slots);
+        pool.ReqWriteBatchAsync(rowsDev, prefixDev, seqDev, 2, IntPtr.Zero, 0, extendDev, (ulong)slots.Length,
+                                IntPtr.Zero);
+        CollectionAssert.AreEqual(Configs.Slice(slots, 0, 5), pool.ReqRead(rows[0], 0, 5));
+        CollectionAssert.AreEqual(Configs.Slice(slots, 5, 3), pool.ReqRead(rows[1], 0, 3));
+
+        long[] want = pool.LastLoc(rows, new long[] { 5, 2 });
+        IntPtr lastLocs = Longs(0, 0);
+        pool.LastLocAsync(rowsDev, Longs(5, 2), 2, lastLocs, IntPtr.Zero);
+        CollectionAssert.AreEqual(want, ReadLongs(lastLocs, 2));
+        CollectionAssert.AreEqual(new long[] { 8, 13 }, ReadLongs(lastLocs, 2));
+        pool.LastLocAsync(rowsDev, Longs(0, 0), 2, lastLocs, IntPtr.Zero);
+        CollectionAssert.AreEqual(new long[] { -1, -1 }, ReadLongs(lastLocs, 2));
+
+        // A slot count that does not match the batch.
+        Configs.Expect(Status.InvalidArgument, () => pool.ReqWriteBatchAsync(
+            rowsDev, prefixDev, seqDev, 2, IntPtr.Zero, 0, extendDev, (ulong)slots.Length - 1, IntPtr.Zero));
+      }
+    }
+
+    [Test]
+    public void KvWriteReadMove() {
+      using (Pool pool = new Pool(Configs.Paged)) {
+        long[] slots = pool.Alloc(8);
+        const int n = 3, rowFloats = 2 * 8;
+        float[] k = Configs.Ramp(n * rowFloats, 1);
+        float[] v = Configs.Ramp(n * rowFloats, -50);
+        long[] three = Configs.Slice(slots, 0, n);
+        IntPtr slotsDev = Longs(three);
+        IntPtr kDev = Floats(k);
+        IntPtr vDev = Floats(v);
+        ulong bytes = (ulong)(4 * k.Length);
+        pool.SetKvAsync(1, slotsDev, n, kDev, bytes, vDev, bytes, DType.F32, 1.0f, 1.0f, IntPtr.Zero);
+        pool.Synchronize(IntPtr.Zero);
+
+        byte[] gotK = new byte[bytes];
+        byte[] gotV = new byte[bytes];
+        pool.GetKv(1, three, gotK, gotV, DType.F32);
+        CollectionAssert.AreEqual(k, Configs.Floats(gotK));
+        CollectionAssert.AreEqual(v, Configs.Floats(gotV));
+        pool.GetKv(0, three, gotK, gotV, DType.F32);
+        CollectionAssert.AreEqual(new float[k.Length], Configs.Floats(gotK), "another layer was written");
+
+        IntPtr outK = Native((int)bytes);
+        IntPtr outV = Native((int)bytes);
+        pool.GetKvAsync(1, slotsDev, n, outK, bytes, outV, bytes, DType.F32, IntPtr.Zero);
+        CollectionAssert.AreEqual(k, ReadFloats(outK, k.Length));
+        CollectionAssert.AreEqual(v, ReadFloats(outV, v.Length));
+
+        long[] dst = Configs.Slice(slots, 4, n);
+        IntPtr dstDev = Longs(dst);
+        pool.MoveKvAsync(dstDev, n, slotsDev, n, IntPtr.Zero);
+        pool.GetKv(1, dst, gotK, gotV, DType.F32);
+        CollectionAssert.AreEqual(k, Configs.Floats(gotK));
+        CollectionAssert.AreEqual(v, Configs.Floats(gotV));
+
+        Configs.Expect(Status.InvalidArgument, () => pool.SetKvAsync(1, slotsDev, n, kDev, bytes - 4, vDev, bytes,
+                                                                     DType.F32, 1.0f, 1.0f, IntPtr.Zero));
+        Configs.Expect(Status.InvalidArgument, () => pool.MoveKvAsync(dstDev, n, slotsDev, n - 1, IntPtr.Zero));
+      }
+    }
+
+    [Test]
+    public void MlaKv() {
+      using (Pool pool = new Pool(Configs.Mla)) {
+        long[] slots = pool.Alloc(4);
+        const int n = 2, rank = 16, rope = 8;
+        float[] nope = Configs.Ramp(n * rank, 1);
+        float[] ropeV = Configs.Ramp(n * rope, 100);
+        pool.SetMlaKvAsync(0, Longs(slots[0], slots[1]), n, Floats(nope), (ulong)(4 * nope.Length), Floats(ropeV),
+                           (ulong)(4 * ropeV.Length), DType.F32, IntPtr.Zero);
+        float[] want = new float[n * (rank + rope)];
+        for (int i = 0; i < n; i++) {
+          Array.Copy(nope, i * rank, want, i * (rank + rope), rank);
+          Array.Copy(ropeV, i * rope, want, i * (rank + rope) + rank, rope);
+        }
+        byte[] got = new byte[4 * want.Length];
+        pool.GetKv(0, Configs.Slice(slots, 0, n), got, null, DType.F32);
+        CollectionAssert.AreEqual(want, Configs.Floats(got));
+      }
+    }
+
+    [Test]
+    public void Errors() {
+      using (Pool pool = new Pool(Configs.Paged))
+      using (Pool swa = new Pool(Configs.Swa)) {
+        IntPtr slots = Longs(0, 0, 0, 0);
+        IntPtr lens = Longs(0);
+        IntPtr seq = Longs(4);
+        IntPtr last = Longs(-1);
+        // A NULL address with a length, a wrong slot count.
+        Configs.Expect(Status.InvalidArgument, () => pool.AllocAsync(IntPtr.Zero, 4, IntPtr.Zero));
+        Configs.Expect(Status.InvalidArgument, () => pool.ExtendAsync(
+            new long[] { 0 }, new long[] { 4 }, lens, seq, last, slots, 3, IntPtr.Zero, 0, IntPtr.Zero));
+        // Host lengths that disagree with each other, or with the "device" ones.
+        Configs.Expect(Status.InvalidArgument, () => pool.ExtendAsync(
+            new long[] { 0 }, new long[] { 4, 4 }, lens, seq, last, slots, 4, IntPtr.Zero, 0, IntPtr.Zero));
+        Configs.Expect(Status.InvalidArgument, () => pool.ExtendPages(new long[] { 0, 0 }, new long[] { 4 }));
+        IntPtr otherSeq = Longs(8);
+        KvPoolException e = Configs.Expect(Status.InvalidArgument, () => pool.ExtendAsync(
+            new long[] { 0 }, new long[] { 4 }, lens, otherSeq, last, slots, 4, IntPtr.Zero, 0, IntPtr.Zero));
+        StringAssert.Contains("seq_lens", e.Message);
+        Assert.AreEqual(64UL, pool.Available());
+        // A page that is not allocated.
+        Configs.Expect(Status.InvalidArgument, () => pool.FreePagesAsync(Longs(2), 1, IntPtr.Zero));
+        // swa has no stream-ordered allocation.
+        Configs.Expect(Status.Unsupported, () => swa.AllocAsync(slots, 4, IntPtr.Zero));
+      }
+      // A disposed pool (its handle is NULL).
+      Pool closed = new Pool(Configs.Paged);
+      closed.Dispose();
+      Configs.Expect(Status.InvalidArgument, () => closed.Synchronize(IntPtr.Zero));
+      Configs.Expect(Status.InvalidArgument, () => closed.AllocAsync(Longs(0), 1, IntPtr.Zero));
+      Assert.AreEqual(11, (int)Status.DeviceFault);
+    }
+
+    [Test]
+    public void CreateWithAllocator() {
+      using (Pool pool = Pool.WithAllocator(Configs.Paged, IntPtr.Zero)) {
+        Assert.AreEqual("cpu", pool.Backend());
+        long[] slots = pool.Alloc(8);
+        CollectionAssert.AreEqual(Configs.Range(4, 11), slots);
+        byte[] k = Configs.Bytes(Configs.Ramp(16, 3));
+        pool.SetKv(0, new long[] { slots[0] }, k, k, DType.F32);
+        byte[] gotK = new byte[k.Length];
+        byte[] gotV = new byte[k.Length];
+        pool.GetKv(0, new long[] { slots[0] }, gotK, gotV, DType.F32);
+        CollectionAssert.AreEqual(k, gotK);
+        CollectionAssert.AreEqual(k, gotV);
+      }
+      // A kvpool_allocator whose struct_size is 0 (zeroed memory) is rejected.
+      IntPtr zeroed = Native(64);
+      Configs.Expect(Status.InvalidArgument, () => Pool.WithAllocator(Configs.Paged, zeroed).Dispose());
+      Configs.Expect(Status.Config, () => Pool.WithAllocator("{", IntPtr.Zero).Dispose());
+    }
+  }
+}
