@@ -1,20 +1,25 @@
 #!/usr/bin/env bash
 # abi.exports: the dynamic interface of libkvpool is exactly the public C API.
 #
-#   check_exports.sh LIBRARY EXPECTED_SONAME INTERNAL_CANARY INCLUDE_DIR
+#   check_exports.sh LIBRARY EXPECTED_SONAME INTERNAL_CANARY INCLUDE_DIR [BASELINE]
 #
 # Fails when
 #  - a defined dynamic symbol lacks a public prefix (the version script leaks),
 #  - an export lacks the KVPOOL_0 version node,
 #  - a KVPOOL_API function declared in include/kvpool/*.h is not exported
 #    (users would get link errors) or an export is declared in no header,
+#  - a KVPOOL_API declaration line does not name its function before '('
+#    (this script would silently skip it),
+#  - BASELINE (tests/abi/exports.txt) lists a function the library does not
+#    export (an ABI break), or the library exports one it does not list (a new
+#    function: append it to the baseline),
 #  - the SONAME is not EXPECTED_SONAME,
 #  - the library needs libcudart/libcuda (static cudart and a lazily loaded
 #    driver keep it loadable on machines without CUDA),
 #  - INTERNAL_CANARY is no longer in the static symbol table (c.dlopen relies on it).
 set -euo pipefail
 
-lib=$1 want_soname=$2 canary=$3 include_dir=$4
+lib=$1 want_soname=$2 canary=$3 include_dir=$4 baseline=${5:-}
 prefixes='kvpool_|kvalloc_|kvreq_|kvseq_|radix_|kvhost_|kvstore_'
 version_node=KVPOOL_0
 errors=0
@@ -43,12 +48,26 @@ exported_names=$(cut -d@ -f1 <<<"$exports" | sort -u)
 declared=$(cat "$include_dir"/kvpool/*.h | grep -E '^[[:space:]]*KVPOOL_API[[:space:]]' |
   sed -E 's/\(.*//; s/.*[^A-Za-z0-9_]([A-Za-z_][A-Za-z0-9_]*)[[:space:]]*$/\1/' | sort -u)
 [[ -n $declared ]] || fail "found no KVPOOL_API declarations in $include_dir/kvpool"
+while read -r line; do
+  [[ -n $line ]] && fail "KVPOOL_API declaration without '(' on its first line (name not found): $line"
+done < <(cat "$include_dir"/kvpool/*.h | grep -E '^[[:space:]]*KVPOOL_API[[:space:]]' | grep -v '(' || true)
 while read -r name; do
   [[ -n $name ]] && fail "declared in a header but not exported: $name"
 done < <(comm -23 <(echo "$declared") <(echo "$exported_names"))
 while read -r name; do
   [[ -n $name ]] && fail "exported but declared in no public header: $name"
 done < <(comm -13 <(echo "$declared") <(echo "$exported_names"))
+
+if [[ -n $baseline ]]; then
+  [[ -f $baseline ]] || { echo "abi.exports: no such baseline: $baseline" >&2; exit 1; }
+  expected=$(grep -Ev '^[[:space:]]*(#|$)' "$baseline" | sort -u)
+  while read -r name; do
+    [[ -n $name ]] && fail "in $baseline but not exported (an ABI break): $name"
+  done < <(comm -23 <(echo "$expected") <(echo "$exported_names"))
+  while read -r name; do
+    [[ -n $name ]] && fail "exported but not in $baseline (a new function? append it there): $name"
+  done < <(comm -13 <(echo "$expected") <(echo "$exported_names"))
+fi
 
 dynamic=$(readelf -d "$lib")
 soname=$(sed -nE 's/.*\(SONAME\).*\[(.*)\].*/\1/p' <<<"$dynamic")

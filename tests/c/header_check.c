@@ -22,3 +22,49 @@ const kvpool_plan_info *header_check_plan(void) {
   static const kvpool_plan_info plan = KVPOOL_PLAN_INFO_INIT;
   return &plan;
 }
+
+/* device.h (stream-ordered calls) and kvpool_create_with_allocator: their
+ * prototypes as function pointer types, so a changed signature (or a header
+ * that is not valid C89 around them) is a compile error here. */
+#include <kvpool/device.h> /* also included by kvpool.h; a direct include must work too */
+
+HEADER_CHECK_ASSERT(device_fault_code, KVPOOL_ERR_DEVICE_FAULT == 11);
+
+struct header_check_device_api {
+  kvpool_status (*create_with_allocator)(const char *, size_t, const kvpool_allocator *, kvpool **);
+  kvpool_status (*synchronize)(kvpool *, void *);
+  kvpool_status (*extend_async)(kvpool *, const int64_t *, const int64_t *, size_t, const int64_t *, const int64_t *,
+                                const int64_t *, int64_t *, size_t, int64_t *, size_t, void *);
+  kvpool_status (*extend_pages)(const kvpool *, const int64_t *, const int64_t *, size_t, size_t *);
+  kvpool_status (*decode_async)(kvpool *, const int64_t *, size_t, const int64_t *, const int64_t *, int64_t *,
+                                int64_t *, size_t, void *);
+  kvpool_status (*alloc_async)(kvpool *, int64_t *, size_t, void *);
+  kvpool_status (*free_pages_async)(kvpool *, const int64_t *, size_t, void *);
+  kvpool_status (*write_batch_async)(kvpool *, const int32_t *, const int64_t *, const int64_t *, size_t,
+                                     const int64_t *, size_t, const int64_t *, size_t, void *);
+  kvpool_status (*last_loc_async)(const kvpool *, const int32_t *, const int64_t *, size_t, int64_t *, void *);
+  kvpool_status (*set_kv_async)(kvpool *, int32_t, const int64_t *, size_t, const void *, size_t, const void *,
+                                size_t, int32_t, float, float, void *);
+  kvpool_status (*set_mla_kv_async)(kvpool *, int32_t, const int64_t *, size_t, const void *, size_t, const void *,
+                                    size_t, int32_t, void *);
+  kvpool_status (*get_kv_async)(const kvpool *, int32_t, const int64_t *, size_t, void *, size_t, void *, size_t,
+                                int32_t, void *);
+  kvpool_status (*move_kv_async)(kvpool *, const int64_t *, size_t, const int64_t *, size_t, void *);
+};
+
+const struct header_check_device_api *header_check_device(void);
+const struct header_check_device_api *header_check_device(void) {
+  static const struct header_check_device_api api = {
+      kvpool_create_with_allocator, kvpool_synchronize,    kvalloc_extend_async,    kvalloc_extend_pages,
+      kvalloc_decode_async,         kvalloc_alloc_async,   kvalloc_free_pages_async, kvreq_write_batch_async,
+      kvreq_last_loc_async,         kvpool_set_kv_async,   kvpool_set_mla_kv_async, kvpool_get_kv_async,
+      kvpool_move_kv_async};
+  return &api;
+}
+
+/* The allocator struct is plain C with the documented fields in order. */
+const kvpool_allocator *header_check_allocator(void);
+const kvpool_allocator *header_check_allocator(void) {
+  static const kvpool_allocator allocator = {sizeof(kvpool_allocator), NULL, NULL, NULL};
+  return &allocator;
+}

@@ -18,3 +18,13 @@ const kvpool_plan_info *header_check_plan_cxx() {
   static const kvpool_plan_info plan = KVPOOL_PLAN_INFO_INIT;
   return &plan;
 }
+
+// device.h and kvpool_create_with_allocator: C linkage and plain C types too.
+extern "C" kvpool_status kvpool_synchronize(kvpool *pool, void *stream);
+extern "C" kvpool_status kvpool_move_kv_async(kvpool *pool, const int64_t *dst, size_t dst_len, const int64_t *src,
+                                              size_t src_len, void *stream);
+extern "C" kvpool_status kvpool_create_with_allocator(const char *json, size_t json_len,
+                                                      const kvpool_allocator *allocator, kvpool **out);
+static_assert(std::is_standard_layout<kvpool_allocator>::value, "kvpool_allocator must be a C struct");
+static_assert(std::is_trivially_copyable<kvpool_allocator>::value, "kvpool_allocator must be a C struct");
+static_assert(KVPOOL_ERR_DEVICE_FAULT == 11, "status codes never change");
