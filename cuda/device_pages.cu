@@ -31,12 +31,15 @@ struct TripleSum {
 };
 
 constexpr int kExtendThreads = 256;
-// Output slots per block: few per thread, so that a large batch spreads over
-// many blocks (latency hiding); more per block for very wide batches, whose
-// per-block scan of the batch costs more.
-constexpr int64_t kExtendTokensPerBlock = 256;
-constexpr int64_t kExtendTokensPerBlockWide = 2048;
-constexpr int64_t kExtendWideBatch = 1024;
+
+struct MaxOp {
+  __device__ __forceinline__ int operator()(int a, int b) const { return a > b ? a : b; }
+};
+// Output slots per thread: 1, 2, 4 or 8, the fewest that still fit the whole
+// output in one wave of blocks (a large batch then keeps every SM busy and a
+// small one is not serialised on a few threads). Each thread's free-list reads
+// overlap (the two passes in extend_kernel).
+constexpr int kExtendWaveBlocks = 132 * 3;
 
 struct ExtendParams {
   ExtendArgs a;
@@ -59,15 +62,18 @@ struct ExtendParams {
 // offsets. Block 0 also validates every request and compares the device sums
 // with the host's; every block bounds its free-list reads by the host's page
 // count, so wrong device lengths fault instead of reading past the list.
+template <int kTokensPerThread>
 __global__ void __launch_bounds__(kExtendThreads) extend_kernel(ExtendParams p) {
   using Scan = cub::BlockScan<Triple, kExtendThreads>;
+  using OwnerScan = cub::BlockScan<int, kExtendThreads>;
   __shared__ typename Scan::TempStorage scan_tmp;
+  __shared__ typename OwnerScan::TempStorage owner_tmp;
+  __shared__ int s_req[kExtendThreads * kTokensPerThread];  // owner request (tile index) of each token of the block
   __shared__ int64_t s_off[kExtendThreads], s_poff[kExtendThreads], s_pre[kExtendThreads],
       s_last[kExtendThreads];
   // The fault check rides on the first tile's barrier instead of costing a
-  // barrier of its own: thread 0's load overlaps the loads of the lengths.
+  // barrier of its own, and its load is issued together with the lengths'.
   __shared__ int s_stop;
-  if (threadIdx.x == 0) s_stop = kvp_faulted(p.fault) ? 1 : 0;
   const ExtendArgs& a = p.a;
   const int tid = static_cast<int>(threadIdx.x);
   const int64_t P = p.page.size;
@@ -79,10 +85,13 @@ __global__ void __launch_bounds__(kExtendThreads) extend_kernel(ExtendParams p) 
     const int64_t i = tile + tid;
     int64_t pre = 0, last = -1;
     Triple mine{0, 0, 0};
+    const int64_t seq = i < a.batch ? a.seq_lens[i] : 0;
     if (i < a.batch) {
       pre = a.prefix_lens[i];
-      const int64_t seq = a.seq_lens[i];
       last = a.last_locs[i];
+    }
+    if (tile == 0 && tid == 0) s_stop = kvp_faulted(p.fault) ? 1 : 0;
+    if (i < a.batch) {
       if (pre < 0 || seq < pre) {
         if (validator) kvp_raise(p.fault, p.flag, backend::kFaultBadLength, backend::kOpExtend, i, seq, pre);
         pre = 0;
@@ -104,21 +113,57 @@ __global__ void __launch_bounds__(kExtendThreads) extend_kernel(ExtendParams p) 
     const int n = static_cast<int>(min(static_cast<int64_t>(kExtendThreads), a.batch - tile));
     const int64_t lo = max(b0, static_cast<int64_t>(carry.ext));
     const int64_t hi = min(b1, static_cast<int64_t>(carry.ext + total.ext));
-    for (int64_t t = lo + tid; t < hi; t += kExtendThreads) {
-      int j = 0, k = n - 1;  // the last request of the tile whose offset is <= t
-      while (j < k) {
-        const int mid = (j + k + 1) / 2;
-        if (s_off[mid] <= t) {
+    // Which request owns each token of [lo, hi): every request of the tile that
+    // starts inside the range marks its first token, thread 0 marks the request
+    // that covers `lo`, and a running max over the block's tokens fills the
+    // rest -- one block scan instead of a binary search per token.
+    int owner[kTokensPerThread];
+#pragma unroll
+    for (int k = 0; k < kTokensPerThread; ++k) s_req[tid * kTokensPerThread + k] = -1;
+    __syncthreads();
+    if (tid < n && s_pre[tid] >= 0) {
+      const int64_t start = s_off[tid];
+      const int64_t next = tid + 1 < n ? s_off[tid + 1] : carry.ext + total.ext;
+      if (next > start && start >= lo && start < hi) s_req[start - b0] = tid;
+    }
+    if (tid == 0 && lo < hi) {
+      int j = 0, m = n - 1;  // the last request of the tile whose offset is <= lo
+      while (j < m) {
+        const int mid = (j + m + 1) / 2;
+        if (s_off[mid] <= lo) {
           j = mid;
         } else {
-          k = mid - 1;
+          m = mid - 1;
         }
       }
+      s_req[lo - b0] = j;  // equal to a starter's mark when one starts at lo
+    }
+    __syncthreads();
+#pragma unroll
+    for (int k = 0; k < kTokensPerThread; ++k) owner[k] = s_req[tid * kTokensPerThread + k];
+    OwnerScan(owner_tmp).InclusiveScan(owner, owner, MaxOp());
+#pragma unroll
+    for (int k = 0; k < kTokensPerThread; ++k) s_req[tid * kTokensPerThread + k] = owner[k];
+    __syncthreads();
+    // Two passes over this thread's tokens: first locate each one and start its
+    // free-list read, then store, so the reads of all its tokens are in flight
+    // together. (In-order issue: a use of a loaded value stalls the warp, so
+    // pass 1 only starts the reads and pass 2 uses them.)
+    int64_t value[kTokensPerThread], q_of[kTokensPerThread];
+    int64_t offset[kTokensPerThread];
+#pragma unroll
+    for (int k = 0; k < kTokensPerThread; ++k) {
+      const int64_t t = lo + tid + static_cast<int64_t>(k) * kExtendThreads;
+      q_of[k] = -1;
+      value[k] = 0;
+      offset[k] = 0;
+      if (t >= hi) continue;
+      const int j = s_req[t - b0];
       const int64_t within = t - s_off[j];
       const int64_t token = s_pre[j] + within;  // position in the sequence
       const int64_t pre_end = p.page.pages(s_pre[j]) * P;
       if (token < pre_end) {  // part 1: continue the prefix's partial page
-        a.out[t] = s_last[j] + 1 + within;
+        value[k] = s_last[j] + 1 + within;
         continue;
       }
       const int64_t q = s_poff[j] + p.page.div(token - pre_end);  // parts 2 and 3: the request's q-th new page
@@ -126,11 +171,22 @@ __global__ void __launch_bounds__(kExtendThreads) extend_kernel(ExtendParams p) 
         kvp_raise(p.fault, p.flag, backend::kFaultLengthMismatch, backend::kOpExtend, -1, q + 1, a.pages);
         continue;
       }
-      const int64_t page = p.ring[ring_index(p.head, q, p.cap)];
-      const int64_t offset = p.page.mod(token);
-      a.out[t] = page * P + offset;
-      if (offset == 0) {  // the page's first slot: this thread records the page (every new page has one)
-        if (a.new_pages != nullptr) a.new_pages[q] = page;
+      q_of[k] = q;
+      offset[k] = p.page.mod(token);
+      value[k] = p.ring[ring_index(p.head, q, p.cap)];  // the page (read started, used in pass 2)
+    }
+#pragma unroll
+    for (int k = 0; k < kTokensPerThread; ++k) {
+      const int64_t t = lo + tid + static_cast<int64_t>(k) * kExtendThreads;
+      if (t >= hi) continue;
+      if (q_of[k] < 0) {
+        a.out[t] = value[k];
+        continue;
+      }
+      const int64_t page = value[k];
+      a.out[t] = page * P + offset[k];
+      if (offset[k] == 0) {  // a new page's first slot records the page (every new page has one)
+        if (a.new_pages != nullptr) a.new_pages[q_of[k]] = page;
         // Fire-and-forget: the old value is not waited for (kvpool_check verifies ownership).
         atomicOr(&p.owned[word_of(page)], bit_of(page));
       }
@@ -469,11 +525,21 @@ Status use_device(int device) {
 
 Status extend(const PagesView& v, RingPos free, const ExtendArgs& a, void* stream) {
   KVPOOL_RETURN_IF_ERROR(use_device(v.device));
-  const int64_t per_block = a.batch > kExtendWideBatch ? kExtendTokensPerBlockWide : kExtendTokensPerBlock;
+  int per_thread = 1;
+  while (per_thread < 8 && a.out_len > static_cast<int64_t>(kExtendWaveBlocks) * kExtendThreads * per_thread) {
+    per_thread *= 2;
+  }
+  const int64_t per_block = static_cast<int64_t>(kExtendThreads) * per_thread;
   ExtendParams p{a,           v.free_ring, free.head, v.num_pages, v.owned, page_math(v), v.slot_limit,
                  per_block, v.fault,     v.host_flag};
   const unsigned blocks = blocks_for(a.out_len, static_cast<int>(per_block), INT32_MAX);
-  extend_kernel<<<blocks, kExtendThreads, 0, as_stream(stream)>>>(p);
+  cudaStream_t s = as_stream(stream);
+  switch (per_thread) {
+    case 1: extend_kernel<1><<<blocks, kExtendThreads, 0, s>>>(p); break;
+    case 2: extend_kernel<2><<<blocks, kExtendThreads, 0, s>>>(p); break;
+    case 4: extend_kernel<4><<<blocks, kExtendThreads, 0, s>>>(p); break;
+    default: extend_kernel<8><<<blocks, kExtendThreads, 0, s>>>(p); break;
+  }
   return launch_status("extend kernel launch");
 }
 

@@ -129,7 +129,7 @@ __global__ void __launch_bounds__(kThreads) copy_kernel(RowJob job, uint32_t wor
         if (w < words) {
           const Word* from = kEncode ? (w < words0 ? u0 + w : u1 + (w - words0))
                                      : (w < words0 ? s0 + w : s1 + (w - words0));
-          tmp[u] = *from;
+          tmp[u] = __ldcs(from);  // streamed: each caller word is read once
         }
       }
 #pragma unroll
@@ -137,7 +137,7 @@ __global__ void __launch_bounds__(kThreads) copy_kernel(RowJob job, uint32_t wor
         const uint32_t w = base + 32u * u;
         if (w < words) {
           Word* to = kEncode ? (w < words0 ? s0 + w : s1 + (w - words0)) : (w < words0 ? u0 + w : u1 + (w - words0));
-          *to = tmp[u];
+          __stcs(to, tmp[u]);  // streamed: keeps L2 for the rows still being read
         }
       }
     }

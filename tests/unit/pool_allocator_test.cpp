@@ -61,7 +61,7 @@ TEST(PoolAllocator, EveryBufferComesFromTheCallbacksAndGoesBack) {
   // The pool works on that memory, which kvpool zero-filled.
   int64_t slots[4];
   ASSERT_EQ(kvalloc_alloc(pool, slots, 4), KVPOOL_OK);
-  kvpool_buffer k;
+  kvpool_buffer k = KVPOOL_BUFFER_INIT;
   ASSERT_EQ(kvpool_get_buffer(pool, KVPOOL_BUFFER_K, 0, &k), KVPOOL_OK);
   EXPECT_EQ(l.live.count(k.data), 1u) << "the K buffer is not callback memory";
   kvpool_destroy(pool);
