@@ -8,6 +8,7 @@
 // Slots are computed exactly as lib/alloc/paged_allocator.cpp does.
 #include <cuda_runtime.h>
 
+#include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
 
 #include "alloc/device_kernels.hpp"
@@ -20,26 +21,9 @@ using backend::FaultRecord;
 
 // --- extend ----------------------------------------------------------------
 
-// Per request: new slots, new pages, prefix length (summed to compare with the host's sums).
-struct Triple {
-  long long ext, pages, pre;
-};
-struct TripleSum {
-  __device__ __forceinline__ Triple operator()(const Triple& a, const Triple& b) const {
-    return Triple{a.ext + b.ext, a.pages + b.pages, a.pre + b.pre};
-  }
-};
-
 constexpr int kExtendThreads = 256;
-
-struct MaxOp {
-  __device__ __forceinline__ int operator()(int a, int b) const { return a > b ? a : b; }
-};
-// Output slots per thread: 1, 2, 4 or 8, the fewest that still fit the whole
-// output in one wave of blocks (a large batch then keeps every SM busy and a
-// small one is not serialised on a few threads). Each thread's free-list reads
-// overlap (the two passes in extend_kernel).
-constexpr int kExtendWaveBlocks = 132 * 3;
+constexpr int kExtendChunk = 512;  // tokens of one request per block (2 per thread)
+constexpr int kExtendTokensPerThread = kExtendChunk / kExtendThreads;
 
 struct ExtendParams {
   ExtendArgs a;
@@ -49,159 +33,111 @@ struct ExtendParams {
   uint32_t* owned;
   PageMath page;
   int64_t slot_limit;
-  int64_t tokens_per_block;
   FaultRecord* fault;
   int* flag;
 };
 
-// Grid over the output: block b writes slots [b * T, (b + 1) * T). Each
-// block scans the batch in tiles of 256 requests (exclusive sums of the
-// extends and new pages give each request's output offset and free-list
-// offset, as in SGLang's kernel) and writes the tokens of its range that fall
-// in the tile, finding each token's request by binary search over the tile's
-// offsets. Block 0 also validates every request and compares the device sums
-// with the host's; every block bounds its free-list reads by the host's page
-// count, so wrong device lengths fault instead of reading past the list.
-template <int kTokensPerThread>
+// Grid (request r, chunk c): the block writes tokens [c * 512, (c + 1) * 512)
+// of request r's extend. As in SGLang's kernel, every block sums the extends
+// and new pages of the requests before it (one block reduction; both sums
+// packed into one 64-bit word), which gives its output offset and its
+// free-list offset: no scan across blocks and no search per token. The
+// critical path is one read of the lengths, one reduction, one read of the
+// free list and the stores. The last request's block compares the device
+// totals with the host's; every write is bounded by the host's counts, so
+// device lengths that differ fault instead of writing past the arrays.
 __global__ void __launch_bounds__(kExtendThreads) extend_kernel(ExtendParams p) {
-  using Scan = cub::BlockScan<Triple, kExtendThreads>;
-  using OwnerScan = cub::BlockScan<int, kExtendThreads>;
-  __shared__ typename Scan::TempStorage scan_tmp;
-  __shared__ typename OwnerScan::TempStorage owner_tmp;
-  __shared__ int s_req[kExtendThreads * kTokensPerThread];  // owner request (tile index) of each token of the block
-  __shared__ int64_t s_off[kExtendThreads], s_poff[kExtendThreads], s_pre[kExtendThreads],
-      s_last[kExtendThreads];
-  // The fault check rides on the first tile's barrier instead of costing a
-  // barrier of its own, and its load is issued together with the lengths'.
+  using Reduce = cub::BlockReduce<unsigned long long, kExtendThreads>;
+  __shared__ typename Reduce::TempStorage reduce_tmp;
+  __shared__ unsigned long long s_before;
   __shared__ int s_stop;
   const ExtendArgs& a = p.a;
+  const int64_t r = blockIdx.x;
   const int tid = static_cast<int>(threadIdx.x);
   const int64_t P = p.page.size;
-  const int64_t b0 = static_cast<int64_t>(blockIdx.x) * p.tokens_per_block;
-  const int64_t b1 = min(b0 + p.tokens_per_block, a.out_len);
-  const bool validator = blockIdx.x == 0;
-  Triple carry{0, 0, 0};
-  for (int64_t tile = 0; tile < a.batch; tile += kExtendThreads) {
-    const int64_t i = tile + tid;
-    int64_t pre = 0, last = -1;
-    Triple mine{0, 0, 0};
-    const int64_t seq = i < a.batch ? a.seq_lens[i] : 0;
-    if (i < a.batch) {
-      pre = a.prefix_lens[i];
-      last = a.last_locs[i];
+  const int64_t pre = a.prefix_lens[r], seq = a.seq_lens[r], last = a.last_locs[r];
+  unsigned long long part = 0;  // (extends << 32) | new pages, of the requests before r
+  for (int64_t i = tid; i < r; i += kExtendThreads) {
+    const int64_t pi = a.prefix_lens[i], si = a.seq_lens[i];
+    if (pi >= 0 && si >= pi) {
+      part += (static_cast<unsigned long long>(si - pi) << 32) |
+              static_cast<unsigned long long>(p.page.pages(si) - p.page.pages(pi));
     }
-    if (tile == 0 && tid == 0) s_stop = kvp_faulted(p.fault) ? 1 : 0;
-    if (i < a.batch) {
-      if (pre < 0 || seq < pre) {
-        if (validator) kvp_raise(p.fault, p.flag, backend::kFaultBadLength, backend::kOpExtend, i, seq, pre);
-        pre = 0;
-      } else {
-        mine = Triple{seq - pre, p.page.pages(seq) - p.page.pages(pre), pre};
-        const bool bad_last = (pre == 0 && last != -1) || (pre > 0 && (last < 0 || last >= p.slot_limit)) ||
-                              (P > 1 && p.page.mod(last + 1) != p.page.mod(pre));
-        if (validator && bad_last) kvp_raise(p.fault, p.flag, backend::kFaultBadLastLoc, backend::kOpExtend, i, last, pre);
-      }
-    }
-    Triple excl, total;
-    Scan(scan_tmp).ExclusiveScan(mine, excl, Triple{0, 0, 0}, TripleSum(), total);
-    s_off[tid] = carry.ext + excl.ext;
-    s_poff[tid] = carry.pages + excl.pages;
-    s_pre[tid] = pre;
-    s_last[tid] = last;
-    __syncthreads();
-    if (s_stop) return;  // uniform: every thread reads the same flag after the barrier
-    const int n = static_cast<int>(min(static_cast<int64_t>(kExtendThreads), a.batch - tile));
-    const int64_t lo = max(b0, static_cast<int64_t>(carry.ext));
-    const int64_t hi = min(b1, static_cast<int64_t>(carry.ext + total.ext));
-    // Which request owns each token of [lo, hi): every request of the tile that
-    // starts inside the range marks its first token, thread 0 marks the request
-    // that covers `lo`, and a running max over the block's tokens fills the
-    // rest -- one block scan instead of a binary search per token.
-    int owner[kTokensPerThread];
-#pragma unroll
-    for (int k = 0; k < kTokensPerThread; ++k) s_req[tid * kTokensPerThread + k] = -1;
-    __syncthreads();
-    if (tid < n && s_pre[tid] >= 0) {
-      const int64_t start = s_off[tid];
-      const int64_t next = tid + 1 < n ? s_off[tid + 1] : carry.ext + total.ext;
-      if (next > start && start >= lo && start < hi) s_req[start - b0] = tid;
-    }
-    if (tid == 0 && lo < hi) {
-      int j = 0, m = n - 1;  // the last request of the tile whose offset is <= lo
-      while (j < m) {
-        const int mid = (j + m + 1) / 2;
-        if (s_off[mid] <= lo) {
-          j = mid;
-        } else {
-          m = mid - 1;
-        }
-      }
-      s_req[lo - b0] = j;  // equal to a starter's mark when one starts at lo
-    }
-    __syncthreads();
-#pragma unroll
-    for (int k = 0; k < kTokensPerThread; ++k) owner[k] = s_req[tid * kTokensPerThread + k];
-    OwnerScan(owner_tmp).InclusiveScan(owner, owner, MaxOp());
-#pragma unroll
-    for (int k = 0; k < kTokensPerThread; ++k) s_req[tid * kTokensPerThread + k] = owner[k];
-    __syncthreads();
-    // Two passes over this thread's tokens: first locate each one and start its
-    // free-list read, then store, so the reads of all its tokens are in flight
-    // together. (In-order issue: a use of a loaded value stalls the warp, so
-    // pass 1 only starts the reads and pass 2 uses them.)
-    int64_t value[kTokensPerThread], q_of[kTokensPerThread];
-    int64_t offset[kTokensPerThread];
-#pragma unroll
-    for (int k = 0; k < kTokensPerThread; ++k) {
-      const int64_t t = lo + tid + static_cast<int64_t>(k) * kExtendThreads;
-      q_of[k] = -1;
-      value[k] = 0;
-      offset[k] = 0;
-      if (t >= hi) continue;
-      const int j = s_req[t - b0];
-      const int64_t within = t - s_off[j];
-      const int64_t token = s_pre[j] + within;  // position in the sequence
-      const int64_t pre_end = p.page.pages(s_pre[j]) * P;
-      if (token < pre_end) {  // part 1: continue the prefix's partial page
-        value[k] = s_last[j] + 1 + within;
-        continue;
-      }
-      const int64_t q = s_poff[j] + p.page.div(token - pre_end);  // parts 2 and 3: the request's q-th new page
-      if (q >= a.pages) {
-        kvp_raise(p.fault, p.flag, backend::kFaultLengthMismatch, backend::kOpExtend, -1, q + 1, a.pages);
-        continue;
-      }
-      q_of[k] = q;
-      offset[k] = p.page.mod(token);
-      value[k] = p.ring[ring_index(p.head, q, p.cap)];  // the page (read started, used in pass 2)
-    }
-#pragma unroll
-    for (int k = 0; k < kTokensPerThread; ++k) {
-      const int64_t t = lo + tid + static_cast<int64_t>(k) * kExtendThreads;
-      if (t >= hi) continue;
-      if (q_of[k] < 0) {
-        a.out[t] = value[k];
-        continue;
-      }
-      const int64_t page = value[k];
-      a.out[t] = page * P + offset[k];
-      if (offset[k] == 0) {  // a new page's first slot records the page (every new page has one)
-        if (a.new_pages != nullptr) a.new_pages[q_of[k]] = page;
-        // Fire-and-forget: the old value is not waited for (kvpool_check verifies ownership).
-        atomicOr(&p.owned[word_of(page)], bit_of(page));
-      }
-    }
-    carry = TripleSum()(carry, total);
-    __syncthreads();  // the tile's shared arrays are rewritten next
-    if (!validator && carry.ext >= b1) break;  // the rest of the batch writes elsewhere (uniform: carry is)
   }
-  if (validator && tid == 0) {
-    if (carry.ext != a.out_len) {
-      kvp_raise(p.fault, p.flag, backend::kFaultLengthMismatch, backend::kOpExtend, -1, carry.ext, a.out_len);
-    } else if (carry.pre != a.sum_prefix) {
-      kvp_raise(p.fault, p.flag, backend::kFaultLengthMismatch, backend::kOpExtend, -1, carry.pre, a.sum_prefix);
-    } else if (carry.pages != a.pages) {
-      kvp_raise(p.fault, p.flag, backend::kFaultLengthMismatch, backend::kOpExtend, -1, carry.pages, a.pages);
+  if (tid == 0) s_stop = kvp_faulted(p.fault) ? 1 : 0;  // issued with the loads above
+  const unsigned long long before = Reduce(reduce_tmp).Sum(part);
+  if (tid == 0) s_before = before;
+  __syncthreads();
+  if (s_stop) return;  // uniform: read after the barrier
+  const bool bad_length = pre < 0 || seq < pre;
+  const bool bad_last = !bad_length && ((pre == 0 && last != -1) || (pre > 0 && (last < 0 || last >= p.slot_limit)) ||
+                                        (P > 1 && p.page.mod(last + 1) != p.page.mod(pre)));
+  if (bad_length || bad_last) {  // uniform: the request is the block's
+    if (blockIdx.y == 0 && tid == 0) {
+      if (bad_length) {
+        kvp_raise(p.fault, p.flag, backend::kFaultBadLength, backend::kOpExtend, r, seq, pre);
+      } else {
+        kvp_raise(p.fault, p.flag, backend::kFaultBadLastLoc, backend::kOpExtend, r, last, pre);
+      }
+    }
+    return;
+  }
+  const int64_t ext = seq - pre;
+  const int64_t out_off = static_cast<int64_t>(s_before >> 32);
+  const int64_t page_off = static_cast<int64_t>(s_before & 0xffffffffull);
+  if (r == a.batch - 1 && blockIdx.y == 0 && tid == 0) {
+    const int64_t total = out_off + ext, pages = page_off + p.page.pages(seq) - p.page.pages(pre);
+    if (total != a.out_len) {
+      kvp_raise(p.fault, p.flag, backend::kFaultLengthMismatch, backend::kOpExtend, -1, total, a.out_len);
+    } else if (pages != a.pages) {
+      kvp_raise(p.fault, p.flag, backend::kFaultLengthMismatch, backend::kOpExtend, -1, pages, a.pages);
+    }
+  }
+  const int64_t pre_end = p.page.pages(pre) * P;
+  const int64_t first = static_cast<int64_t>(blockIdx.y) * kExtendChunk + tid;
+  // Two passes: pass 1 starts every free-list read of the thread, pass 2 uses
+  // them (in-order issue: a use of a loaded value stalls the warp).
+  int64_t value[kExtendTokensPerThread], q_of[kExtendTokensPerThread], offset[kExtendTokensPerThread];
+#pragma unroll
+  for (int k = 0; k < kExtendTokensPerThread; ++k) {
+    const int64_t within = first + static_cast<int64_t>(k) * kExtendThreads;
+    q_of[k] = -1;
+    value[k] = 0;
+    offset[k] = 0;
+    if (within >= ext) continue;
+    const int64_t token = pre + within;  // position in the sequence
+    if (token < pre_end) {  // part 1: continue the prefix's partial page
+      value[k] = last + 1 + within;
+      continue;
+    }
+    const int64_t q = page_off + p.page.div(token - pre_end);  // parts 2 and 3: the batch's q-th new page
+    if (q >= a.pages) {
+      kvp_raise(p.fault, p.flag, backend::kFaultLengthMismatch, backend::kOpExtend, r, q + 1, a.pages);
+      continue;
+    }
+    q_of[k] = q;
+    offset[k] = p.page.mod(token);
+    value[k] = p.ring[ring_index(p.head, q, p.cap)];
+  }
+#pragma unroll
+  for (int k = 0; k < kExtendTokensPerThread; ++k) {
+    const int64_t within = first + static_cast<int64_t>(k) * kExtendThreads;
+    if (within >= ext) continue;
+    const int64_t o = out_off + within;
+    if (o >= a.out_len) {
+      kvp_raise(p.fault, p.flag, backend::kFaultLengthMismatch, backend::kOpExtend, r, o + 1, a.out_len);
+      continue;
+    }
+    if (q_of[k] < 0) {
+      a.out[o] = value[k];
+      continue;
+    }
+    const int64_t page = value[k];
+    a.out[o] = page * P + offset[k];
+    if (offset[k] == 0) {  // a new page's first slot records the page (every new page has one)
+      if (a.new_pages != nullptr) a.new_pages[q_of[k]] = page;
+      // Fire-and-forget: the old value is not waited for (kvpool_check verifies ownership).
+      atomicOr(&p.owned[word_of(page)], bit_of(page));
     }
   }
 }
@@ -525,21 +461,14 @@ Status use_device(int device) {
 
 Status extend(const PagesView& v, RingPos free, const ExtendArgs& a, void* stream) {
   KVPOOL_RETURN_IF_ERROR(use_device(v.device));
-  int per_thread = 1;
-  while (per_thread < 8 && a.out_len > static_cast<int64_t>(kExtendWaveBlocks) * kExtendThreads * per_thread) {
-    per_thread *= 2;
+  ExtendParams p{a, v.free_ring, free.head, v.num_pages, v.owned, page_math(v), v.slot_limit, v.fault, v.host_flag};
+  const int64_t chunks = a.max_extend <= 0 ? 1 : (a.max_extend + kExtendChunk - 1) / kExtendChunk;
+  if (a.batch > INT32_MAX || chunks > 65535) {
+    return Status::invalid("extend batch too large for one launch (" + std::to_string(a.batch) + " requests, " +
+                           std::to_string(a.max_extend) + " tokens in the longest extend)");
   }
-  const int64_t per_block = static_cast<int64_t>(kExtendThreads) * per_thread;
-  ExtendParams p{a,           v.free_ring, free.head, v.num_pages, v.owned, page_math(v), v.slot_limit,
-                 per_block, v.fault,     v.host_flag};
-  const unsigned blocks = blocks_for(a.out_len, static_cast<int>(per_block), INT32_MAX);
-  cudaStream_t s = as_stream(stream);
-  switch (per_thread) {
-    case 1: extend_kernel<1><<<blocks, kExtendThreads, 0, s>>>(p); break;
-    case 2: extend_kernel<2><<<blocks, kExtendThreads, 0, s>>>(p); break;
-    case 4: extend_kernel<4><<<blocks, kExtendThreads, 0, s>>>(p); break;
-    default: extend_kernel<8><<<blocks, kExtendThreads, 0, s>>>(p); break;
-  }
+  const dim3 grid(static_cast<unsigned>(a.batch), static_cast<unsigned>(chunks));
+  extend_kernel<<<grid, kExtendThreads, 0, as_stream(stream)>>>(p);
   return launch_status("extend kernel launch");
 }
 

@@ -44,8 +44,9 @@ struct ExtendArgs {
   int64_t* out;
   int64_t out_len;  // host: sum of extends
   int64_t pages;    // host: pages taken
-  int64_t sum_prefix;  // host: sum of prefix lengths (compared on the device)
+  int64_t sum_prefix;  // host: sum of prefix lengths
   int64_t* new_pages;  // optional
+  int64_t max_extend;  // host: the longest extend (sizes the grid)
 };
 
 struct DecodeArgs {

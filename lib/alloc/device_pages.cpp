@@ -38,10 +38,14 @@ Status check_decode(const int64_t* seq_lens, const int64_t* last_locs, size_t ba
 
 }  // namespace
 
+namespace {
+constexpr uint64_t kMaxExtend = 65535ull * 512;
+}  // namespace
+
 Status extend_need(const int64_t* prefix_lens, const int64_t* seq_lens, size_t batch, int64_t page_size,
                    ExtendNeed* out) {
   const int shift = page_shift_of(page_size);
-  uint64_t tokens = 0, pages = 0, sum_prefix = 0;
+  uint64_t tokens = 0, pages = 0, sum_prefix = 0, max_extend = 0;
   for (size_t i = 0; i < batch; ++i) {
     const int64_t pre = prefix_lens[i], seq = seq_lens[i];
     if (pre < 0) return Status::invalid(at(i) + "prefix length " + std::to_string(pre) + " is negative");
@@ -50,6 +54,7 @@ Status extend_need(const int64_t* prefix_lens, const int64_t* seq_lens, size_t b
                              std::to_string(pre));
     }
     tokens += static_cast<uint64_t>(seq - pre);
+    if (static_cast<uint64_t>(seq - pre) > max_extend) max_extend = static_cast<uint64_t>(seq - pre);
     sum_prefix += static_cast<uint64_t>(pre);
     if (shift >= 0) {
       pages += static_cast<uint64_t>(((seq + page_size - 1) >> shift) - ((pre + page_size - 1) >> shift));
@@ -57,7 +62,7 @@ Status extend_need(const int64_t* prefix_lens, const int64_t* seq_lens, size_t b
       pages += static_cast<uint64_t>((seq + page_size - 1) / page_size - (pre + page_size - 1) / page_size);
     }
   }
-  *out = ExtendNeed{tokens, pages, sum_prefix};
+  *out = ExtendNeed{tokens, pages, sum_prefix, max_extend};
   return Status::ok();
 }
 
@@ -145,6 +150,10 @@ Status DevicePages::extend_async(const ExtendNeed& need, size_t batch, const int
                                  std::to_string(need.pages) + " pages), " + std::to_string(available_tokens()) +
                                  " available");
   }
+  if (need.max_extend > kMaxExtend) {  // the kernel's grid has 65535 chunks of 512 tokens per request
+    return Status::invalid("an extend of " + std::to_string(need.max_extend) + " tokens exceeds the " +
+                           std::to_string(kMaxExtend) + " one call can allocate for one request");
+  }
   // Before the empty-batch return: SGLang's hint merges even for an empty batch when the free list is empty.
   KVPOOL_RETURN_IF_ERROR(prepare(need.pages, need.tokens / P + batch + 1 > static_cast<uint64_t>(free_.count), stream));
   if (batch == 0) return Status::ok();
@@ -156,7 +165,8 @@ Status DevicePages::extend_async(const ExtendNeed& need, size_t batch, const int
                      static_cast<int64_t>(need.tokens),
                      static_cast<int64_t>(need.pages),
                      static_cast<int64_t>(need.sum_prefix),
-                     new_pages};
+                     new_pages,
+                     static_cast<int64_t>(need.max_extend)};
   KVPOOL_RETURN_IF_ERROR(devk::extend(view_, free_, a, stream));
   consume(need.pages);
   return Status::ok();

@@ -32,7 +32,8 @@ namespace kvp::alloc {
 struct ExtendNeed {
   uint64_t tokens = 0;      // sum of seq - prefix
   uint64_t pages = 0;       // free-list entries taken (tokens for page size 1)
-  uint64_t sum_prefix = 0;  // compared with the device lengths' sum
+  uint64_t sum_prefix = 0;  // sum of the prefix lengths
+  uint64_t max_extend = 0;  // the longest extend: the kernel's grid covers it
 };
 
 // Checks prefix >= 0 and seq >= prefix and sums the need (O(batch), no division

@@ -116,6 +116,12 @@ __global__ void spin_kernel(long long cycles) {
   }
 }
 
+__global__ void empty_kernel() {}
+
+// The floor of the "GPU time" method on this machine: an empty kernel measured
+// exactly like the calls (events around one launch on a pre-loaded GPU).
+void bench_floor(int reps, cudaStream_t stream);
+
 template <class T>
 T* to_device(const std::vector<T>& h) {
   T* d = nullptr;
@@ -303,6 +309,13 @@ void bench_decode(int page, int bs, int reps, cudaStream_t stream) {
   kvpool_destroy(pool);
 }
 
+void bench_floor(int reps, cudaStream_t stream) {
+  std::vector<double> gpu;
+  time_call(
+      reps, stream, [&](int) { empty_kernel<<<1, 32, 0, stream>>>(); }, [](int) {}, nullptr, &gpu);
+  report("empty_kernel_gpu_us", 0, 0, gpu, "us", true, 0.0);
+}
+
 // Device-to-device copy bandwidth (read + write bytes), the ceiling set_kv is compared with.
 double bench_d2d(int reps, cudaStream_t stream) {
   const size_t bytes = size_t(2) << 30;
@@ -372,6 +385,7 @@ int main(int argc, char** argv) {
               prop.multiProcessorCount, reps, g_h200 ? "SGLANG_H200" : "SGLANG_H100");
   cudaStream_t stream;
   CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  bench_floor(reps, stream);
   for (int page : {16, 64}) {
     for (int bs : {1, 32, 256}) bench_extend(page, bs, reps, stream);
     for (int bs : {1, 64, 256, 1024}) bench_decode(page, bs, reps, stream);
