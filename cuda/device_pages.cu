@@ -22,7 +22,7 @@ using backend::FaultRecord;
 // --- extend ----------------------------------------------------------------
 
 constexpr int kExtendThreads = 256;
-constexpr int kExtendChunk = 512;  // tokens of one request per block (2 per thread)
+constexpr int kExtendChunk = 1024;  // tokens of one request per block (4 per thread)
 constexpr int kExtendTokensPerThread = kExtendChunk / kExtendThreads;
 
 struct ExtendParams {
@@ -37,7 +37,7 @@ struct ExtendParams {
   int* flag;
 };
 
-// Grid (request r, chunk c): the block writes tokens [c * 512, (c + 1) * 512)
+// Grid (request r, chunk c): the block writes tokens [c * 1024, (c + 1) * 1024)
 // of request r's extend. As in SGLang's kernel, every block sums the extends
 // and new pages of the requests before it (one block reduction; both sums
 // packed into one 64-bit word), which gives its output offset and its
@@ -56,6 +56,9 @@ __global__ void __launch_bounds__(kExtendThreads) extend_kernel(ExtendParams p) 
   const int tid = static_cast<int>(threadIdx.x);
   const int64_t P = p.page.size;
   const int64_t pre = a.prefix_lens[r], seq = a.seq_lens[r], last = a.last_locs[r];
+  // Chunks past the end of this request's extend have nothing to write (the grid
+  // covers the longest extend): they leave before any barrier, as a whole block.
+  if (blockIdx.y > 0 && static_cast<int64_t>(blockIdx.y) * kExtendChunk >= seq - pre) return;
   unsigned long long part = 0;  // (extends << 32) | new pages, of the requests before r
   for (int64_t i = tid; i < r; i += kExtendThreads) {
     const int64_t pi = a.prefix_lens[i], si = a.seq_lens[i];

@@ -39,7 +39,7 @@ Status check_decode(const int64_t* seq_lens, const int64_t* last_locs, size_t ba
 }  // namespace
 
 namespace {
-constexpr uint64_t kMaxExtend = 65535ull * 512;
+constexpr uint64_t kMaxExtend = 65535ull * 1024;
 }  // namespace
 
 Status extend_need(const int64_t* prefix_lens, const int64_t* seq_lens, size_t batch, int64_t page_size,
@@ -150,7 +150,7 @@ Status DevicePages::extend_async(const ExtendNeed& need, size_t batch, const int
                                  std::to_string(need.pages) + " pages), " + std::to_string(available_tokens()) +
                                  " available");
   }
-  if (need.max_extend > kMaxExtend) {  // the kernel's grid has 65535 chunks of 512 tokens per request
+  if (need.max_extend > kMaxExtend) {  // the kernel's grid has 65535 chunks of 1024 tokens per request
     return Status::invalid("an extend of " + std::to_string(need.max_extend) + " tokens exceeds the " +
                            std::to_string(kMaxExtend) + " one call can allocate for one request");
   }

@@ -310,9 +310,10 @@ void bench_decode(int page, int bs, int reps, cudaStream_t stream) {
 }
 
 void bench_floor(int reps, cudaStream_t stream) {
-  std::vector<double> gpu;
+  std::vector<double> host, gpu;
   time_call(
-      reps, stream, [&](int) { empty_kernel<<<1, 32, 0, stream>>>(); }, [](int) {}, nullptr, &gpu);
+      reps, stream, [&](int) { empty_kernel<<<1, 32, 0, stream>>>(); }, [](int) {}, &host, &gpu);
+  report("empty_launch_host_us", 0, 0, host, "us", true, 0.0);  // the host floor of any one-launch call
   report("empty_kernel_gpu_us", 0, 0, gpu, "us", true, 0.0);
 }
 
