@@ -108,7 +108,7 @@ KVPOOL_API kvpool_status kvalloc_extend_async(kvpool *pool, const int64_t *prefi
  * @param[in]  seq_lens_host    New lengths.
  * @param[in]  batch            Number of requests.
  * @param[out] pages            Receives the page count (tokens for page size 1).
- * @return #KVPOOL_OK or #KVPOOL_ERR_INVALID_ARGUMENT.
+ * @return #KVPOOL_OK, #KVPOOL_ERR_INVALID_ARGUMENT, or #KVPOOL_ERR_UNSUPPORTED for swa pools.
  */
 KVPOOL_API kvpool_status kvalloc_extend_pages(const kvpool *pool, const int64_t *prefix_lens_host,
                                               const int64_t *seq_lens_host, size_t batch, size_t *pages);
