@@ -298,6 +298,52 @@ KVPOOL_API kvpool_status kvpool_get_kv_async(const kvpool *pool, int32_t layer, 
 KVPOOL_API kvpool_status kvpool_move_kv_async(kvpool *pool, const int64_t *dst, size_t dst_len,
                                               const int64_t *src, size_t src_len, void *stream);
 
+/**
+ * @brief Allocate mamba state slots; their zeroing is enqueued on `stream`.
+ *
+ * The slot ids come from the host-side list of state slots (as kvpool_mamba_alloc(),
+ * same ids), so `slots` is **host** memory; zeroing every layer's conv and ssm state
+ * of the new slots is one kernel per 128 slots on `stream`, with no device sync.
+ *
+ * @param[in]  pool      A live hybrid_linear pool.
+ * @param[out] slots     Host: receives the slot ids.
+ * @param[in]  slots_len Number of slots.
+ * @param[in]  stream    `cudaStream_t` as `void *`.
+ * @return #KVPOOL_OK (ids returned, zeroing enqueued); #KVPOOL_ERR_OUT_OF_MEMORY (nothing
+ *         changed); #KVPOOL_ERR_UNSUPPORTED (no mamba states); #KVPOOL_ERR_DEVICE_FAULT.
+ */
+KVPOOL_API kvpool_status kvpool_mamba_alloc_async(kvpool *pool, int32_t *slots, size_t slots_len, void *stream);
+
+/**
+ * @brief Fork a mamba state: a new slot (host id) whose states become a copy of `src`'s, copied on `stream`.
+ * @param[in]  pool   A live hybrid_linear pool.
+ * @param[in]  src    An allocated state slot (checked on the host).
+ * @param[out] dst    Host: receives the new slot.
+ * @param[in]  stream `cudaStream_t` as `void *`.
+ * @return As kvpool_mamba_alloc_async(); #KVPOOL_ERR_INVALID_ARGUMENT for a bad `src`.
+ */
+KVPOOL_API kvpool_status kvpool_mamba_fork_async(kvpool *pool, int32_t src, int32_t *dst, void *stream);
+
+/**
+ * @brief Copy mamba states slot to slot (every layer, conv and ssm) for a batch, on `stream`.
+ *
+ * `dst[i]` receives `src[i]`'s states (SGLang's copy_from with index tensors).
+ * Both arrays are device memory on a CUDA pool, where slot ranges are checked
+ * on the device (fault); a CPU pool also checks that every slot is allocated.
+ * Destinations must be distinct and must not be sources of the same call.
+ *
+ * @param[in] pool    A live hybrid_linear pool.
+ * @param[in] src     Device: source slots.
+ * @param[in] src_len Number of copies.
+ * @param[in] dst     Device: destination slots.
+ * @param[in] dst_len Must equal `src_len`.
+ * @param[in] stream  `cudaStream_t` as `void *`.
+ * @return #KVPOOL_OK (enqueued), #KVPOOL_ERR_INVALID_ARGUMENT, #KVPOOL_ERR_UNSUPPORTED,
+ *         #KVPOOL_ERR_DEVICE_FAULT.
+ */
+KVPOOL_API kvpool_status kvpool_mamba_copy_async(kvpool *pool, const int32_t *src, size_t src_len,
+                                                 const int32_t *dst, size_t dst_len, void *stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -17,6 +17,7 @@ const char* fault_op_name(int32_t op) {
     case kOpGetKv: return "kvpool_get_kv_async";
     case kOpMoveKv: return "kvpool_move_kv_async";
     case kOpHostCall: return "a host-array allocator call";
+    case kOpMambaCopy: return "kvpool_mamba_copy_async";
     default: return "an unknown device operation";
   }
 }

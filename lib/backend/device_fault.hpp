@@ -51,6 +51,7 @@ enum FaultOp : int32_t {
   kOpGetKv = 10,      // kvpool_get_kv_async
   kOpMoveKv = 11,     // kvpool_move_kv_async
   kOpHostCall = 12,   // a synchronous host-array call routed through the device engine
+  kOpMambaCopy = 13,  // kvpool_mamba_copy_async
 };
 
 // The record in device memory. `code` is written first (atomicCAS from 0): the

@@ -62,13 +62,27 @@ Status MambaPool::check_slot(int32_t slot, const char* what) const {
 }
 
 Status MambaPool::alloc(int32_t* out, size_t n) {
+  KVPOOL_RETURN_IF_ERROR(take(out, n));
+  for (size_t i = 0; i < n; ++i) KVPOOL_RETURN_IF_ERROR(zero_slot(out[i]));
+  return Status::ok();
+}
+
+Status MambaPool::take(int32_t* out, size_t n) {
   scratch_.resize(n);
   KVPOOL_RETURN_IF_ERROR(slots_.take(n, scratch_.data()));
-  for (size_t i = 0; i < n; ++i) {
-    out[i] = static_cast<int32_t>(scratch_[i]);
-    KVPOOL_RETURN_IF_ERROR(zero_slot(scratch_[i]));
-  }
+  for (size_t i = 0; i < n; ++i) out[i] = static_cast<int32_t>(scratch_[i]);
   return Status::ok();
+}
+
+dev::States MambaPool::device_states() const {
+  dev::States s;
+  s.conv = conv_.as<uint8_t>();
+  s.ssm = ssm_.as<uint8_t>();
+  s.conv_bytes = shape_.conv_bytes;
+  s.ssm_bytes = shape_.ssm_bytes;
+  s.rows = static_cast<uint64_t>(shape_.slots) + 1;
+  s.layers = static_cast<uint32_t>(shape_.layers.size());
+  return s;
 }
 
 bool MambaPool::attached(int32_t slot) const {

@@ -11,6 +11,7 @@
 
 #include "alloc/id_allocator.hpp"
 #include "backend/backend.hpp"
+#include "mamba/mamba_device.hpp"
 #include "util/status.hpp"
 
 namespace kvp::mamba {
@@ -37,6 +38,12 @@ class MambaPool {
   int layer_index(int layer) const;
 
   Status alloc(int32_t* out, size_t n);
+  // Slot ids only, not zeroed (the stream-ordered alloc zeroes them on the device).
+  Status take(int32_t* out, size_t n);
+  // INVALID_ARGUMENT unless `slot` is allocated.
+  Status check_owned(int32_t slot, const char* what) const { return check_slot(slot, what); }
+  // The state buffers as the device kernels see them (mamba/mamba_device.hpp).
+  dev::States device_states() const;
   // Public free: refuses slots that a request row still holds.
   Status free_unattached(const int32_t* slots, size_t n);
   Status copy(int32_t src, int32_t dst);

@@ -298,4 +298,73 @@ TEST(GpuDeviceKv, HostVisibleErrorsAreReturnedAndEnqueueNothing) {
   EXPECT_EQ(kvpool_synchronize(p.gpu, p.stream), KVPOOL_OK) << kvpool_last_error();
 }
 
+// Mamba states: alloc (zeroing enqueued), fork and batched copies on the device
+// must leave exactly the CPU pool's states (conv f32, ssm bf16: 2-byte words).
+TEST(GpuDeviceMamba, AllocForkAndCopyMatchTheCpuPool) {
+  KVPOOL_REQUIRE_CUDA_DEVICE();
+  const std::string json = R"({"model": {"num_layers": 4, "attention": "hybrid_linear", "kv_heads": 2, "head_dim": 8,
+      "full_attention_layers": [3], "mamba": {"conv_shape": [6, 3], "ssm_shape": [1, 5, 3], "conv_dtype": "f32",
+      "ssm_dtype": "bf16"}}, "pool": {"kv_dtype": "f32", "max_total_tokens": 64, "max_running_requests": 8,
+      "mamba_cache_size": 300, "max_context_len": 32}, "prefix_cache": {"kind": "none"}})";
+  const uint64_t seed = fresh_seed();
+  std::mt19937_64 rng(seed);
+  Pools p(json);
+  ASSERT_NE(p.gpu, nullptr);
+  const size_t conv = 18 * 4, ssm = 15 * 2;  // 30-byte ssm states: the copies move 2-byte words
+  auto write_random = [&](int32_t slot) {
+    for (int layer = 0; layer < 3; ++layer) {
+      Bytes c(conv), m(ssm);
+      for (auto& x : c) x = static_cast<uint8_t>(rng());
+      for (auto& x : m) x = static_cast<uint8_t>(rng());
+      ASSERT_EQ(kvpool_mamba_write(p.cpu, layer, slot, c.data(), conv, m.data(), ssm), KVPOOL_OK);
+      ASSERT_EQ(kvpool_mamba_write(p.gpu, layer, slot, c.data(), conv, m.data(), ssm), KVPOOL_OK);
+    }
+  };
+  auto states = [&](kvpool* pool, int32_t slot) {
+    Bytes all;
+    for (int layer = 0; layer < 3; ++layer) {
+      Bytes c(conv), m(ssm);
+      EXPECT_EQ(kvpool_mamba_read(pool, layer, slot, c.data(), conv, m.data(), ssm), KVPOOL_OK);
+      all.insert(all.end(), c.begin(), c.end());
+      all.insert(all.end(), m.begin(), m.end());
+    }
+    return all;
+  };
+  // 200 slots: more than one launch of inline ids (128 per launch). Dirty them first, free, reallocate.
+  std::vector<int32_t> first(200), cpu(200), gpu(200);
+  ASSERT_EQ(kvpool_mamba_alloc(p.gpu, first.data(), 200), KVPOOL_OK);
+  for (int32_t s : first) write_random(s);
+  ASSERT_EQ(kvpool_mamba_free(p.gpu, first.data(), 200), KVPOOL_OK);
+  ASSERT_EQ(kvpool_mamba_alloc(p.cpu, first.data(), 200), KVPOOL_OK);  // keep the CPU pool's list in step
+  ASSERT_EQ(kvpool_mamba_free(p.cpu, first.data(), 200), KVPOOL_OK);
+  ASSERT_EQ(kvpool_mamba_alloc_async(p.cpu, cpu.data(), 200, nullptr), KVPOOL_OK);
+  ASSERT_EQ(kvpool_mamba_alloc_async(p.gpu, gpu.data(), 200, p.stream), KVPOOL_OK) << kvpool_last_error();
+  p.sync();
+  ASSERT_EQ(gpu, cpu);
+  for (int32_t s : {gpu[0], gpu[127], gpu[128], gpu[199]}) EXPECT_EQ(states(p.gpu, s), states(p.cpu, s)) << s;
+  for (int i = 0; i < 40; ++i) write_random(gpu[static_cast<size_t>(i)]);
+  int32_t fc = -1, fg = -1;
+  ASSERT_EQ(kvpool_mamba_fork_async(p.cpu, gpu[3], &fc, nullptr), KVPOOL_OK);
+  ASSERT_EQ(kvpool_mamba_fork_async(p.gpu, gpu[3], &fg, p.stream), KVPOOL_OK) << kvpool_last_error();
+  p.sync();
+  ASSERT_EQ(fg, fc);
+  EXPECT_EQ(states(p.gpu, fg), states(p.cpu, fc));
+  // Batched copy: slots 0..19 -> 20..39 (distinct destinations, no destination is a source).
+  std::vector<int32_t> src(gpu.begin(), gpu.begin() + 20), dst(gpu.begin() + 20, gpu.begin() + 40);
+  DeviceArray d_src(src.data(), src.size() * 4), d_dst(dst.data(), dst.size() * 4);
+  ASSERT_EQ(kvpool_mamba_copy_async(p.cpu, src.data(), 20, dst.data(), 20, nullptr), KVPOOL_OK);
+  ASSERT_EQ(kvpool_mamba_copy_async(p.gpu, d_src.as<int32_t>(), 20, d_dst.as<int32_t>(), 20, p.stream), KVPOOL_OK)
+      << kvpool_last_error();
+  p.sync();
+  for (int32_t s : dst) EXPECT_EQ(states(p.gpu, s), states(p.cpu, s)) << s;
+  // A slot out of range is found on the device: the pool faults until cleared.
+  const std::vector<int32_t> bad = {gpu[0], 301};
+  DeviceArray d_bad(bad.data(), 8);
+  ASSERT_EQ(kvpool_mamba_copy_async(p.gpu, d_src.as<int32_t>(), 2, d_bad.as<int32_t>(), 2, p.stream), KVPOOL_OK);
+  EXPECT_EQ(kvpool_synchronize(p.gpu, p.stream), KVPOOL_ERR_DEVICE_FAULT);
+  EXPECT_NE(std::string(kvpool_last_error()).find("kvpool_mamba_copy_async"), std::string::npos) << kvpool_last_error();
+  ASSERT_EQ(kvalloc_clear(p.gpu), KVPOOL_OK);
+  EXPECT_EQ(kvpool_synchronize(p.gpu, p.stream), KVPOOL_OK) << kvpool_last_error();
+}
+
 }  // namespace
