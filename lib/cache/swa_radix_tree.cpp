@@ -72,6 +72,33 @@ size_t SwaRadixTree::cached_prefix(const int32_t* tokens, size_t n, const std::s
   return pos;
 }
 
+SwaRadixTree::InsertPreview SwaRadixTree::preview_insert(const int32_t* tokens, size_t n, const std::string& extra_key,
+                                                         size_t prev_prefix_len, size_t swa_evicted_len) const {
+  InsertPreview r;
+  const int32_t ns = nodes_.find_namespace(extra_key);
+  if (ns < 0) return r;
+  const size_t windowed_from = std::max(prev_prefix_len, swa_evicted_len);
+  int32_t cur = kRoot;
+  size_t pos = 0;
+  while (pos < n) {
+    size_t len = 0;
+    const int32_t c = find_edge(cur, ns, tokens + pos, n - pos, &len);
+    if (c < 0) break;
+    const Node& x = node(c);
+    // Only [pos, pos + len) matters: a split there keeps the flag and the locks in the upper part.
+    const size_t end = pos + len;
+    if (x.tombstone && x.full_lock > 0 && end > windowed_from) r.frees_windowed = true;
+    if (!x.tombstone && x.aux_lock == 0) {
+      const size_t lo = std::max(pos, prev_prefix_len), hi = std::min(end, swa_evicted_len);
+      if (hi > lo) r.window_locked += hi - lo;
+    }
+    pos = end;
+    cur = c;
+    if (len < x.key.size()) break;
+  }
+  return r;
+}
+
 SwaMatch SwaRadixTree::match(const int32_t* tokens, size_t n, const std::string& extra_key) {
   SwaMatch r;
   r.node = root();

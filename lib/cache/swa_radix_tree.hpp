@@ -88,6 +88,21 @@ class SwaRadixTree : public DualLruTree<SwaRadixTree, SwaNode> {
   // cached (a tombstone leaf could never be used).
   Status insert(const int32_t* tokens, size_t n, const int64_t* slots, const std::string& extra_key,
                 size_t prev_prefix_len, size_t* prefix_len, NodeHandle* node = nullptr, size_t swa_evicted_len = 0);
+  // What caching tokens[0, n) for a running request would do to window KV,
+  // without changing anything: insert(prev_prefix_len, swa_evicted_len), then
+  // a lock on the end node replacing the request's lock on its prefix.
+  struct InsertPreview {
+    // A full-locked tombstone lies within the caller's windowed tokens: insert
+    // keeps its old slots (its lock holders use them) and frees the caller's,
+    // window slots included, which a running request still attends to.
+    bool frees_windowed = false;
+    // Upper bound on window tokens that the new lock turns from evictable to
+    // protected without a window slot of the caller coming back: live,
+    // SWA-unlocked nodes over the caller's windowless tokens.
+    size_t window_locked = 0;
+  };
+  InsertPreview preview_insert(const int32_t* tokens, size_t n, const std::string& extra_key, size_t prev_prefix_len,
+                               size_t swa_evicted_len) const;
 
   // Full-locks the node and its ancestors, SWA-locks them until `window`
   // tokens are covered. *uuid receives the id unlock needs (0: the SWA lock

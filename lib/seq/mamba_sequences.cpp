@@ -1,5 +1,6 @@
 #include "seq/mamba_sequences.hpp"
 
+#include <algorithm>
 #include <vector>
 
 namespace kvp::seq {
@@ -17,7 +18,7 @@ bool MambaSequences::holds_state(int32_t slot) const {
   return false;
 }
 
-Status MambaSequences::make_room(size_t tokens) {
+Status MambaSequences::make_room(size_t tokens, bool evict) {
   const size_t available = allocator_->available_tokens();
   if (tokens <= available) return Status::ok();
   const size_t shortfall = tokens - available;
@@ -26,6 +27,7 @@ Status MambaSequences::make_room(size_t tokens) {
     return Status::out_of_memory("need " + std::to_string(tokens) + " slots, " + std::to_string(available) +
                                  " free and " + std::to_string(evictable) + " evictable");
   }
+  if (!evict) return Status::ok();
   size_t evicted = 0;
   return mcache_->evict(shortfall, &evicted);
 }
@@ -71,6 +73,51 @@ Status MambaSequences::on_new_row(Request* r) {
 }
 
 Status MambaSequences::after_chunk(Request*) { return Status::ok(); }
+
+Status MambaSequences::before_chunks(const std::vector<Request*>& reqs) {
+  if (mcache_ == nullptr) return Status::ok();
+  for (Request* r : reqs) {
+    if (r->slots.size() > r->cached) KVPOOL_RETURN_IF_ERROR(cache_unfinished(r));
+  }
+  return Status::ok();
+}
+
+// Never lowers free + evictable KV slots: the request's duplicates of tokens it
+// now locks in the tree are freed, its other tokens go from uncached to
+// protected, and evict_mamba only moves evictable KV to free.
+Status MambaSequences::cache_unfinished(Request* r) {
+  const size_t n = r->slots.size();
+  if (states_->ids().available() == 0 && mcache_->tree().mamba_evictable_size() > 0) {
+    size_t evicted = 0;
+    KVPOOL_RETURN_IF_ERROR(mcache_->evict_mamba(1, &evicted));
+  }
+  // No slot for the tree's copy: cache at a later extend or at finish instead.
+  if (states_->ids().available() == 0) return Status::ok();
+  int32_t fork = -1;
+  KVPOOL_RETURN_IF_ERROR(states_->fork(r->state, &fork));
+  size_t prefix = 0;
+  bool exist = false;
+  const Status inserted = mcache_->insert(r->tokens.data(), n, r->slots.data(), fork, r->extra_key, &prefix, &exist, nullptr);
+  if (!inserted.is_ok() || exist) {
+    // Not taken (the node had a state already, or the insert was refused): the fork is ours to free.
+    KVPOOL_RETURN_IF_ERROR(states_->free_unattached(&fork, 1));
+    KVPOOL_RETURN_IF_ERROR(inserted);
+  }
+  KVPOOL_RETURN_IF_ERROR(free_slots(r->slots, r->cached, prefix));  // another request cached these first
+  cache::MambaMatch m;
+  KVPOOL_RETURN_IF_ERROR(mcache_->match(r->tokens.data(), n, r->extra_key, -1, &m));
+  if (m.slots.size() != n) {
+    return Status::internal("the mamba radix tree lost tokens just inserted (" + std::to_string(m.slots.size()) + " of " +
+                            std::to_string(n) + " match)");
+  }
+  std::copy(m.slots.begin() + static_cast<long>(r->cached), m.slots.end(), r->slots.begin() + static_cast<long>(r->cached));
+  KVPOOL_RETURN_IF_ERROR(table_->write(r->row, r->cached, m.slots.data() + r->cached, n - r->cached));
+  KVPOOL_RETURN_IF_ERROR(mcache_->tree().lock(m.node));  // before the unlock, so the path never becomes evictable
+  KVPOOL_RETURN_IF_ERROR(unlock(r));
+  r->node = m.node;
+  r->cached = n;
+  return Status::ok();
+}
 
 Status MambaSequences::release(Request* r, bool insert, size_t committed) {
   if (r->row >= 0) KVPOOL_RETURN_IF_ERROR(states_->detach(&r->row, 1, false, -1));

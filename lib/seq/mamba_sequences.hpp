@@ -6,11 +6,18 @@
 //   copies that state into a fresh slot of the request (copy-on-write: the tree's
 //   state is never written by a request); without a hit the slot is zeroed.
 // - The row allocated by the first extend maps to that slot (kvreq_mamba_slots).
+// - The next extend of a request with computed tokens not in the tree yet
+//   (chunked prefill) caches them first (SGLang's cache_unfinished_req): the
+//   engine computed the earlier chunks by then, so the request's state is the
+//   state after exactly those tokens. The tree gets a fork of it in a new slot
+//   (the request keeps computing in its own), evicting one unlocked cached
+//   state if no slot is free, and skipping this step's caching if none is
+//   evictable either. Duplicates are freed, the row switches to the tree's
+//   slots and the lock moves to the new node. The chunk being allocated is not
+//   cached: its state exists only after the engine computed it.
 // - finish with every computed token committed caches the tokens and hands the
 //   request's slot to the tree (SGLang's no_buffer mode); the slot is freed if
 //   the tree already had a state there, and whenever nothing is cached.
-// - Nothing is cached during prefill: the state after a chunk exists only once
-//   the engine computed it, after kvseq_extend returned.
 #pragma once
 
 #include "cache/mamba_cache.hpp"
@@ -32,15 +39,19 @@ class MambaSequences : public Sequences {
   bool holds_state(int32_t slot) const override;
 
  protected:
-  Status make_room(size_t tokens) override;
+  Status make_room(size_t tokens, bool evict) override;
   Status match_and_lock(Request* r) override;
   Status unlock(Request* r) override;
   Status on_new_row(Request* r) override;
+  Status before_chunks(const std::vector<Request*>& reqs) override;
   Status after_chunk(Request* r) override;
   bool tree_owns(int64_t slot) const override;
   Status release(Request* r, bool insert, size_t committed) override;
 
  private:
+  // Caches slots[0, computed) with a fork of the request's state (see above).
+  Status cache_unfinished(Request* r);
+
   mamba::MambaPool* states_;
   cache::MambaCache* mcache_;
 };

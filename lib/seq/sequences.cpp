@@ -58,6 +58,8 @@ Status Sequences::unlock(Request* r) {
 
 Status Sequences::on_new_row(Request*) { return Status::ok(); }
 
+Status Sequences::before_chunks(const std::vector<Request*>&) { return Status::ok(); }
+
 Status Sequences::after_chunk(Request* r) { return cache_ != nullptr ? cache_computed_pages(r) : Status::ok(); }
 
 bool Sequences::tree_owns(int64_t slot) const {
@@ -73,7 +75,7 @@ Status Sequences::free_slots(const std::vector<int64_t>& slots, size_t from, siz
   return allocator_->free(slots.data() + from, to - from);
 }
 
-Status Sequences::make_room(size_t tokens) {
+Status Sequences::make_room(size_t tokens, bool evict) {
   const size_t available = allocator_->available_tokens();
   if (tokens <= available) return Status::ok();
   const size_t shortfall = tokens - available;
@@ -82,6 +84,7 @@ Status Sequences::make_room(size_t tokens) {
     return Status::out_of_memory("need " + std::to_string(tokens) + " slots, " + std::to_string(available) +
                                  " free and " + std::to_string(evictable) + " evictable");
   }
+  if (!evict) return Status::ok();
   size_t evicted = 0;
   return cache_->evict(shortfall, &evicted);
 }
@@ -142,7 +145,11 @@ Status Sequences::extend(const uint64_t* ids, const int64_t* chunks, size_t n, i
   KVPOOL_RETURN_IF_ERROR(check_batch(ids, n, &reqs));
   size_t total = 0, pages = 0, rows_needed = 0;
   KVPOOL_RETURN_IF_ERROR(plan_extend(reqs, ids, chunks, n, out_len, &total, &pages, &rows_needed));
-  KVPOOL_RETURN_IF_ERROR(make_room(pages * page_));
+  // Check first, so that out of memory changes nothing; before_chunks never lowers
+  // free + evictable, so the eviction after it still succeeds.
+  KVPOOL_RETURN_IF_ERROR(make_room(pages * page_, false));
+  KVPOOL_RETURN_IF_ERROR(before_chunks(reqs));
+  KVPOOL_RETURN_IF_ERROR(make_room(pages * page_, true));
 
   std::vector<int64_t> pre(n), seq(n), last(n);
   for (size_t i = 0; i < n; ++i) {
@@ -211,7 +218,7 @@ Status Sequences::decode(const uint64_t* ids, const int32_t* tokens, size_t n, i
     last[i] = r.slots.back();
     pages += (r.tokens.size() % page_ == 0) ? 1 : 0;  // the new token starts a page
   }
-  KVPOOL_RETURN_IF_ERROR(make_room(pages * page_));
+  KVPOOL_RETURN_IF_ERROR(make_room(pages * page_, true));
   KVPOOL_RETURN_IF_ERROR(allocator_->decode(seq.data(), last.data(), n, out));
   for (size_t i = 0; i < n; ++i) {
     Request& r = *reqs[i];

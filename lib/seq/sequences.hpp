@@ -76,11 +76,16 @@ class Sequences {
   // Gives requests without a row one of `rows` and writes their cached prefix.
   Status assign_rows(const std::vector<Request*>& reqs, const int32_t* rows);
   // Frees enough unlocked cached prefixes for `tokens` more slots, or fails without evicting.
-  virtual Status make_room(size_t tokens);
+  // With evict false it only checks that it could.
+  virtual Status make_room(size_t tokens, bool evict);
   virtual Status match_and_lock(Request* r);
   virtual Status unlock(Request* r);
   virtual Status on_new_row(Request* r);
-  // After a prefill chunk got its slots (the plain tree caches the computed pages).
+  // Before the slots of an extend batch are allocated, once its capacity is known to
+  // suffice: must not lower free plus evictable slots (hybrid_linear caches the
+  // chunks computed so far here, the only time the request's state describes them).
+  virtual Status before_chunks(const std::vector<Request*>& reqs);
+  // After a prefill chunk got its slots (the plain and swa trees cache the computed pages).
   virtual Status after_chunk(Request* r);
   virtual bool tree_owns(int64_t slot) const;
   virtual bool slot_held(int64_t slot) const;

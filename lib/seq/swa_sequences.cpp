@@ -38,6 +38,39 @@ Status SwaSequences::unlock(Request* r) {
   return scache_->tree().unlock(r->node, r->swa_uuid);
 }
 
+// Full slots free + evictable never drop here (the duplicates freed match the
+// tokens newly locked; the rest goes from uncached to protected); window ones
+// drop at most by the preview's window_locked, which is checked against `need`.
+Status SwaSequences::cache_unfinished(Request* r, size_t need) {
+  const size_t n = r->slots.size();
+  // slots[cached, swa_evicted) lost their window slots; the rest (at least the last window) still have them.
+  const size_t swa_evicted = std::max(r->cached, r->window_from);
+  const cache::SwaRadixTree::InsertPreview p = scache_->tree().preview_insert(r->tokens.data(), n, r->extra_key, r->cached, swa_evicted);
+  if (p.frees_windowed) return Status::ok();
+  const size_t window = swa_->swa().available() + scache_->tree().swa_evictable_size();
+  if (window < need + p.window_locked) return Status::ok();
+  size_t prefix = 0;
+  // The tree frees the request's duplicates itself and takes the rest of slots[cached, n).
+  KVPOOL_RETURN_IF_ERROR(
+      scache_->insert(r->tokens.data(), n, r->slots.data(), r->extra_key, r->cached, swa_evicted, &prefix, nullptr));
+  // Usable to the end: the windowed tokens now in the tree are live and, with
+  // the request's locked window before `cached`, end the path with a whole window.
+  cache::SwaMatch m = scache_->match(r->tokens.data(), n, r->extra_key);
+  if (m.slots.size() != n) {
+    return Status::internal("the swa radix tree cannot match tokens just inserted (" + std::to_string(m.slots.size()) +
+                            " of " + std::to_string(n) + ")");
+  }
+  std::copy(m.slots.begin() + static_cast<long>(r->cached), m.slots.end(), r->slots.begin() + static_cast<long>(r->cached));
+  KVPOOL_RETURN_IF_ERROR(table_->write(r->row, r->cached, m.slots.data() + r->cached, n - r->cached));
+  int64_t uuid = 0;
+  KVPOOL_RETURN_IF_ERROR(scache_->tree().lock(m.node, &uuid));  // before the unlock, so the path never becomes evictable
+  KVPOOL_RETURN_IF_ERROR(unlock(r));
+  r->node = m.node;
+  r->swa_uuid = uuid;
+  r->cached = n;
+  return Status::ok();
+}
+
 void SwaSequences::out_of_window(const Request& r, size_t* from, size_t* to) const {
   *from = std::max(r.cached, r.window_from);
   const size_t computed = r.slots.size();
@@ -45,7 +78,7 @@ void SwaSequences::out_of_window(const Request& r, size_t* from, size_t* to) con
   if (*to < *from) *to = *from;
 }
 
-Status SwaSequences::allocate(const std::vector<Request*>& reqs, size_t total, int64_t* out) {
+Status SwaSequences::allocate(const std::vector<Request*>& reqs, size_t total, bool cache, int64_t* out) {
   size_t released = 0;
   for (const Request* r : reqs) {
     size_t from = 0, to = 0;
@@ -67,6 +100,12 @@ Status SwaSequences::allocate(const std::vector<Request*>& reqs, size_t total, i
     if (to > from) KVPOOL_RETURN_IF_ERROR(swa_->free_swa(r->slots.data() + from, to - from));
     r->window_from = std::max(r->window_from, to);
   }
+  // After the frees, so that tokens out of the window go in as tombstones.
+  if (cache && scache_ != nullptr) {
+    for (Request* r : reqs) {
+      if (r->slots.size() > r->cached) KVPOOL_RETURN_IF_ERROR(cache_unfinished(r, total));
+    }
+  }
   const size_t full_short = total > swa_->full().available() ? total - swa_->full().available() : 0;
   const size_t window_short = total > swa_->swa().available() ? total - swa_->swa().available() : 0;
   if (full_short > 0 || window_short > 0) {
@@ -81,7 +120,7 @@ Status SwaSequences::extend(const uint64_t* ids, const int64_t* chunks, size_t n
   KVPOOL_RETURN_IF_ERROR(check_batch(ids, n, &reqs));
   size_t total = 0, pages = 0, rows_needed = 0;
   KVPOOL_RETURN_IF_ERROR(plan_extend(reqs, ids, chunks, n, out_len, &total, &pages, &rows_needed));
-  KVPOOL_RETURN_IF_ERROR(allocate(reqs, total, out));
+  KVPOOL_RETURN_IF_ERROR(allocate(reqs, total, true, out));
   return place_chunks(reqs, chunks, rows_needed, out);
 }
 
@@ -99,7 +138,7 @@ Status SwaSequences::decode(const uint64_t* ids, const int32_t* tokens, size_t n
                              std::to_string(table_->max_context_len()));
     }
   }
-  KVPOOL_RETURN_IF_ERROR(allocate(reqs, n, out));
+  KVPOOL_RETURN_IF_ERROR(allocate(reqs, n, false, out));
   for (size_t i = 0; i < n; ++i) {
     Request& r = *reqs[i];
     KVPOOL_RETURN_IF_ERROR(table_->write(r.row, r.slots.size(), out + i, 1));

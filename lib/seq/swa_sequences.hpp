@@ -8,11 +8,18 @@
 //   that no later token can attend to (positions before `computed - window`)
 //   through the allocator's free_swa: the full slots stay. Then they evict
 //   (full and window KV) when short, and allocate in both pools.
-// - finish caches the committed tokens with SGLang's insert: duplicates are
-//   freed by the tree, tombstones revived with the request's windowed slots,
-//   and the request's windowless tokens become tombstones (or are freed when
-//   nothing after them has a window slot).
-// - Nothing is cached during prefill.
+// - The next extend of a request with computed tokens not in the tree yet
+//   (chunked prefill) caches them (SGLang's cache_unfinished_req), right after
+//   freeing its out-of-window slots, with SGLang's swa insert: the tree frees
+//   the request's duplicates, revives unlocked tombstones with its windowed
+//   slots and keeps its windowless tokens as a tombstone, so only about the
+//   last window of them stays window-locked. The row switches to the tree's
+//   slots and the lock moves to the new node. Skipped for that step when the
+//   insert would free window slots the request still attends to (a tombstone
+//   another request locks lies there), or when the new lock would protect so
+//   much cached window KV that the batch would no longer fit.
+// - finish caches the committed tokens the same way; windowless tokens with
+//   nothing windowed after them are freed rather than cached.
 #pragma once
 
 #include "alloc/swa_allocator.hpp"
@@ -44,9 +51,13 @@ class SwaSequences : public Sequences {
  private:
   // Window slots the next computation of `r` no longer needs: [*from, *to).
   void out_of_window(const Request& r, size_t* from, size_t* to) const;
-  // Frees out-of-window slots of `reqs`, evicts when short and allocates `total` slots,
-  // or fails with OUT_OF_MEMORY having changed nothing.
-  Status allocate(const std::vector<Request*>& reqs, size_t total, int64_t* out);
+  // Frees out-of-window slots of `reqs`, caches their computed tokens (with
+  // `cache`), evicts when short and allocates `total` slots, or fails with
+  // OUT_OF_MEMORY having changed nothing.
+  Status allocate(const std::vector<Request*>& reqs, size_t total, bool cache, int64_t* out);
+  // Caches slots[0, computed) of `r` unless that could leave fewer than `need`
+  // window slots free or evictable (see above).
+  Status cache_unfinished(Request* r, size_t need);
 
   alloc::SwaAllocator* swa_;
   cache::SwaCache* scache_;

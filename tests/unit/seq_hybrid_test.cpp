@@ -1,5 +1,6 @@
 // hybrid_linear pools: the mamba radix cache through radix_* (SGLANG_SEMANTICS §4.1, §8.3)
 // and kvseq_* with a mamba state per request (§1.11, §1.19).
+#include <cstdio>
 #include <map>
 #include <random>
 
@@ -320,6 +321,23 @@ TEST(KvseqHybrid, RandomWorkloadKeepsOwnershipAndAccounting) {
   std::map<std::string, int> seen = kvtest::random_workload(pool, 7, 3000, 24, 12, 6, "hybrid");
   for (const char* op : {"begin", "begin-oom", "extend", "extend-oom", "decode", "finish", "abort", "end"}) {
     EXPECT_GT(seen[op], 0) << op;
+  }
+}
+
+// Long shared prompts prefilled in chunks of at most 5 tokens: requests cache their
+// earlier chunks while prefilling (taking state slots for the forks) and others reuse them.
+TEST(KvseqHybrid, RandomChunkedPrefillsShareWhileRunning) {
+  for (unsigned seed : {11u, 12u}) {
+    Pool pool(kvtest::hybrid_radix_config(128, 20, 4, 512));
+    std::map<std::string, int> seen =
+        kvtest::random_workload(pool, seed, 3000, 8, 40, 6, "hybrid chunked " + std::to_string(seed), 5);
+    for (const char* op : {"begin", "extend", "extend-oom", "decode", "finish", "abort", "extend-cached",
+                           "hit-from-running", "end"}) {
+      EXPECT_GT(seen[op], 0) << op << " seed " << seed;
+    }
+    std::string counts;
+    for (const auto& [op, n] : seen) counts += op + "=" + std::to_string(n) + " ";
+    std::printf("seed %u: %s\n", seed, counts.c_str());
   }
 }
 

@@ -1,5 +1,6 @@
 // swa pools: the SWA radix cache through radix_* (SGLANG_SEMANTICS §4.2, §8.4) and kvseq_*
 // with sliding-window freeing (§1.5, §1.19).
+#include <cstdio>
 #include <map>
 #include <random>
 
@@ -226,6 +227,23 @@ TEST(KvseqSwa, RandomWorkloadKeepsOwnershipAndAccounting) {
     for (const char* op : {"begin", "extend", "extend-oom", "decode", "finish", "abort", "end"}) {
       EXPECT_GT(seen[op], 0) << op << " window " << window;
     }
+  }
+}
+
+// Long shared prompts prefilled in chunks of at most 5 tokens: requests cache their
+// earlier chunks while prefilling (windowless ones as tombstones) and others reuse them.
+TEST(KvseqSwa, RandomChunkedPrefillsShareWhileRunning) {
+  for (int window : {1, 4, 8}) {
+    Pool pool(kvtest::swa_radix_config(160, 64, window, 8, 512));
+    std::map<std::string, int> seen = kvtest::random_workload(pool, 100u + static_cast<unsigned>(window), 3000, 9, 40, 6,
+                                                              "chunked window " + std::to_string(window), 5);
+    for (const char* op : {"begin", "extend", "extend-oom", "decode", "finish", "abort", "extend-cached",
+                           "hit-from-running", "end"}) {
+      EXPECT_GT(seen[op], 0) << op << " window " << window;
+    }
+    std::string counts;
+    for (const auto& [op, n] : seen) counts += op + "=" + std::to_string(n) + " ";
+    std::printf("window %d: %s\n", window, counts.c_str());
   }
 }
 

@@ -1,6 +1,7 @@
 // Helpers of the kvseq / radix tests of hybrid_linear and swa pools.
 #pragma once
 
+#include <algorithm>
 #include <map>
 #include <numeric>
 #include <random>
@@ -112,11 +113,15 @@ inline bool accounting_holds(kvpool* pool, const std::string& where = "") {
 // Thousands of random begin / extend / decode (retract on OOM) / finish / abort steps with
 // many requests; after every step the accounting identity and kvpool_check must hold.
 // `shared` and `own` bound the prompt parts shared by a few families and the request's own.
-// Returns how often each operation happened (and "end" = 1 if all steps ran).
+// `max_chunk` > 0 caps each prefill chunk, so prompts take several extends (and get cached
+// while unfinished). Returns how often each operation happened (and "end" = 1 if all steps
+// ran); also "extend-cached" (an extend cached a request's earlier chunks) and
+// "hit-from-running" (a begin matched a prefix cached by a request still prefilling).
 inline std::map<std::string, int> random_workload(kvpool* pool, unsigned seed, int steps, size_t max_live, int shared,
-                                                  int own, const std::string& label) {
+                                                  int own, const std::string& label, int64_t max_chunk = 0) {
   std::mt19937 rng(seed);
   std::vector<uint64_t> live;
+  std::map<uint64_t, Tokens> prompts;
   std::map<std::string, int> seen;
   for (int step = 0; step < steps; ++step) {
     const int op = static_cast<int>(rng() % 10);
@@ -130,22 +135,47 @@ inline std::map<std::string, int> random_workload(kvpool* pool, unsigned seed, i
       size_t cached = 0;
       const kvpool_status st = kvseq_begin(pool, prompt.data(), prompt.size(), nullptr, &seq, &cached);
       EXPECT_TRUE(st == KVPOOL_OK || st == KVPOOL_ERR_OUT_OF_MEMORY) << kvpool_last_error();
-      if (st == KVPOOL_OK) live.push_back(seq);
+      if (st == KVPOOL_OK && cached > 0) {
+        for (uint64_t other : live) {
+          const kvseq_info i = seq_info(pool, other);
+          const Tokens& p = prompts[other];
+          if (i.computed < i.tokens && i.cached >= cached && p.size() >= cached &&
+              std::equal(prompt.begin(), prompt.begin() + static_cast<long>(cached), p.begin())) {
+            ++seen["hit-from-running"];
+            break;
+          }
+        }
+      }
+      if (st == KVPOOL_OK) {
+        live.push_back(seq);
+        prompts[seq] = prompt;
+      }
       ++seen[st == KVPOOL_OK ? "begin" : "begin-oom"];
     } else if (op < 6 && !live.empty()) {
       std::vector<uint64_t> batch;
       std::vector<int64_t> chunks;
+      std::vector<uint64_t> cached_before;
       for (uint64_t s : live) {
         const kvseq_info i = seq_info(pool, s);
         if (i.computed < i.tokens && rng() % 2 == 0) {
           batch.push_back(s);
-          chunks.push_back(1 + static_cast<int64_t>(rng() % (i.tokens - i.computed)));
+          int64_t chunk = 1 + static_cast<int64_t>(rng() % (i.tokens - i.computed));
+          if (max_chunk > 0 && chunk > max_chunk) chunk = max_chunk;
+          chunks.push_back(chunk);
+          cached_before.push_back(i.cached);
         }
       }
       if (batch.empty()) continue;
       const kvpool_status st = seq_extend(pool, batch, chunks);
       EXPECT_TRUE(st == KVPOOL_OK || st == KVPOOL_ERR_OUT_OF_MEMORY) << kvpool_last_error();
       ++seen[st == KVPOOL_OK ? "extend" : "extend-oom"];
+      for (size_t b = 0; b < batch.size(); ++b) {
+        const kvseq_info i = seq_info(pool, batch[b]);
+        if (st != KVPOOL_OK) {
+          EXPECT_EQ(i.cached, cached_before[b]) << "out of memory changed what is cached";
+        }
+        if (st == KVPOOL_OK && i.cached > cached_before[b]) ++seen["extend-cached"];
+      }
     } else if (op < 8 && !live.empty()) {
       std::vector<uint64_t> batch;
       for (uint64_t s : live) {
@@ -174,6 +204,7 @@ inline std::map<std::string, int> random_workload(kvpool* pool, unsigned seed, i
             << kvpool_last_error();
         ++seen["finish"];
       }
+      prompts.erase(live[k]);
       live.erase(live.begin() + static_cast<long>(k));
     }
     if (!accounting_holds(pool, label + " step " + std::to_string(step)) || ::testing::Test::HasFailure()) return seen;
