@@ -27,16 +27,22 @@
  * (kvseq_mamba_slot()). begin copies the state of the matched prefix into it
  * (copy-on-write; the match stops at the deepest cached node with a state) or
  * zeroes it, and can return #KVPOOL_ERR_OUT_OF_MEMORY (no state slot free or
- * evictable; nothing changed). finish with every computed token committed hands
- * the slot to the tree with the tokens; otherwise it is freed.
+ * evictable; nothing changed). The next extend of a request caches the tokens
+ * computed so far with a fork of its state (skipped while no state slot is free
+ * or evictable); finish with every computed token committed hands the slot to
+ * the tree with the tokens; otherwise it is freed.
  * `pool.mamba_extra_buffer` is not supported (#KVPOOL_ERR_UNSUPPORTED).
  *
  * swa pools: window slots of a request's tokens that left its sliding window are
- * freed (the full slots stay) at its next extend or decode; finish caches the
- * tokens with SGLang's swa insert (tombstones for tokens without window slots).
+ * freed (the full slots stay) at its next extend or decode; the next extend then
+ * caches the tokens computed so far, and finish the committed ones, with SGLang's
+ * swa insert (tombstones for tokens without window slots).
  *
- * On hybrid_linear and swa pools tokens are cached at finish only (not after
- * each prefill chunk). Thread safety: one thread at a time per pool.
+ * On both, unlike plain pools, the chunk being allocated is cached only at the
+ * request's next extend or at finish (a mamba state exists only once the engine
+ * computed the chunk; swa first frees the window slots that left the window, so
+ * little window KV stays locked); see docs/prefix_cache.md.
+ * Thread safety: one thread at a time per pool.
  */
 #ifndef KVPOOL_SEQ_H
 #define KVPOOL_SEQ_H

@@ -221,7 +221,7 @@ TEST(KvseqHybrid, BeginCopiesTheCachedStateAndFinishHandsItToTheTree) {
   EXPECT_GE(sa, 1);
   EXPECT_EQ(read_conv(pool, sa), std::vector<float>(12, 0.0f));  // no hit: a zeroed state
   ASSERT_EQ(kvtest::seq_extend(pool, {a}, {10}), KVPOOL_OK) << kvpool_last_error();
-  EXPECT_EQ(kvtest::seq_info(pool, a).cached, 0u);  // nothing is cached during prefill
+  EXPECT_EQ(kvtest::seq_info(pool, a).cached, 0u);  // a chunk's state exists only after the engine computed it
   int32_t row_slot = -1, pp[2];
   ASSERT_EQ(kvreq_mamba_slots(pool, kvtest::seq_info(pool, a).row, &row_slot, pp, 2), KVPOOL_OK);
   EXPECT_EQ(row_slot, sa);
@@ -259,6 +259,204 @@ TEST(KvseqHybrid, BeginCopiesTheCachedStateAndFinishHandsItToTheTree) {
   EXPECT_EQ(states, 5u);
   EXPECT_EQ(kvtest::available(pool), 128u - 11u);
   ASSERT_TRUE(kvtest::accounting_holds(pool, "b finished"));
+}
+
+template <typename T>
+std::vector<T> head(const std::vector<T>& v, size_t n) {
+  return std::vector<T>(v.begin(), v.begin() + static_cast<long>(n));
+}
+
+size_t states_free(kvpool* pool) {
+  size_t n = 0;
+  EXPECT_EQ(kvpool_mamba_available(pool, &n), KVPOOL_OK) << kvpool_last_error();
+  return n;
+}
+
+// SGLang's MambaRadixCache.cache_unfinished_req: at its next extend a request's computed
+// chunks go into the tree with a fork of its state, so others reuse them before it finishes.
+TEST(KvseqHybrid, NextExtendCachesComputedChunksWithAForkOfTheState) {
+  Pool pool(kvtest::hybrid_radix_config(128, 10));
+  const Tokens prompt = kvtest::range(1, 40);
+  const uint64_t a = kvtest::seq_begin(pool, prompt);
+  int32_t sa = -1;
+  ASSERT_EQ(kvseq_mamba_slot(pool, a, &sa), KVPOOL_OK);
+  Slots first;
+  ASSERT_EQ(kvtest::seq_extend(pool, {a}, {16}, &first), KVPOOL_OK) << kvpool_last_error();
+  EXPECT_EQ(kvtest::seq_info(pool, a).cached, 0u);
+  EXPECT_EQ(states_free(pool), 9u);
+  write_state(pool, sa, 16);  // the engine's state after the first chunk
+  ASSERT_EQ(kvtest::seq_extend(pool, {a}, {16}), KVPOOL_OK) << kvpool_last_error();
+  kvseq_info ia = kvtest::seq_info(pool, a);
+  EXPECT_EQ(ia.cached, 16u);
+  EXPECT_EQ(ia.computed, 32u);
+  EXPECT_EQ(head(kvtest::seq_slots(pool, a), 16), first);  // the tree took a's own slots
+  kvtest::TreeSizes s = kvtest::tree_sizes(pool);
+  EXPECT_EQ(s.total, 16u);
+  EXPECT_EQ(s.protected_len, 16u);
+  EXPECT_EQ(s.evictable, 0u);
+  EXPECT_EQ(s.state_protected, 1u);
+  EXPECT_EQ(s.state_evictable, 0u);
+  EXPECT_EQ(states_free(pool), 8u);  // the fork
+  int32_t still = -1;
+  ASSERT_EQ(kvseq_mamba_slot(pool, a, &still), KVPOOL_OK);
+  EXPECT_EQ(still, sa);  // a keeps computing in its own slot
+  EXPECT_EQ(kvtest::available(pool), 128u - 32u);
+  ASSERT_TRUE(kvtest::accounting_holds(pool, "a cached 16"));
+
+  // b shares the prompt and reuses a's first chunk while a is still prefilling.
+  Tokens pb = head(prompt, 20);
+  pb.push_back(900);
+  pb.push_back(901);
+  size_t cached = 0;
+  const uint64_t b = kvtest::seq_begin(pool, pb, &cached);
+  EXPECT_EQ(cached, 16u);
+  EXPECT_EQ(head(kvtest::seq_slots(pool, b), 16), first);
+  int32_t sb = -1;
+  ASSERT_EQ(kvseq_mamba_slot(pool, b, &sb), KVPOOL_OK);
+  EXPECT_EQ(read_conv(pool, sb), state_conv(16));  // a copy of the fork
+  write_state(pool, sa, 32);  // a's own state moved on; the tree's fork did not
+  const MambaHit h = match(pool, head(prompt, 16));
+  EXPECT_EQ(h.matched, 16u);
+  EXPECT_EQ(read_conv(pool, h.state), state_conv(16));
+  ASSERT_TRUE(kvtest::accounting_holds(pool, "b begun"));
+
+  ASSERT_EQ(kvtest::seq_extend(pool, {a, b}, {8, 6}), KVPOOL_OK) << kvpool_last_error();
+  EXPECT_EQ(kvtest::seq_info(pool, a).cached, 32u);
+  EXPECT_EQ(kvtest::seq_info(pool, b).cached, 16u);  // b's first extend: nothing computed beyond its hit
+  s = kvtest::tree_sizes(pool);
+  EXPECT_EQ(s.total, 32u);
+  EXPECT_EQ(s.state_protected, 2u);  // a at 32, b at 16
+  EXPECT_EQ(states_free(pool), 6u);  // a, b, two forks
+  EXPECT_EQ(kvtest::available(pool), 128u - 40u - 6u);
+  ASSERT_TRUE(kvtest::accounting_holds(pool, "a cached 32"));
+
+  // finish hands a's own slot over for the whole prompt; the fork at 32 stays a separate node's.
+  write_state(pool, sa, 40);
+  ASSERT_EQ(kvseq_finish(pool, a, 40), KVPOOL_OK) << kvpool_last_error();
+  s = kvtest::tree_sizes(pool);
+  EXPECT_EQ(s.total, 40u);
+  EXPECT_EQ(s.state_evictable, 2u);
+  EXPECT_EQ(s.state_protected, 1u);  // b's
+  EXPECT_EQ(states_free(pool), 6u);
+  ASSERT_TRUE(kvtest::accounting_holds(pool, "a finished"));
+  ASSERT_EQ(kvseq_abort(pool, b), KVPOOL_OK);
+  s = kvtest::tree_sizes(pool);
+  EXPECT_EQ(s.state_evictable, 3u);
+  EXPECT_EQ(s.evictable, 40u);
+  EXPECT_EQ(kvtest::available(pool), 128u - 40u);
+  EXPECT_EQ(states_free(pool), 7u);
+  ASSERT_TRUE(kvtest::accounting_holds(pool, "b aborted"));
+}
+
+// Two requests prefill the same prompt side by side: the second to cache finds the first's
+// tokens and state, frees its duplicate slots and its fork, and switches to the tree's slots.
+TEST(KvseqHybrid, ConcurrentPrefillsDeduplicateAtTheNextExtend) {
+  Pool pool(kvtest::hybrid_radix_config(128, 10));
+  const Tokens prompt = kvtest::range(1, 24);
+  const uint64_t a = kvtest::seq_begin(pool, prompt), b = kvtest::seq_begin(pool, prompt);
+  ASSERT_EQ(kvtest::seq_extend(pool, {a, b}, {12, 12}), KVPOOL_OK) << kvpool_last_error();
+  const Slots a_first = kvtest::seq_slots(pool, a);
+  EXPECT_EQ(kvtest::available(pool), 128u - 24u);
+  ASSERT_EQ(kvtest::seq_extend(pool, {a, b}, {4, 4}), KVPOOL_OK) << kvpool_last_error();
+  EXPECT_EQ(kvtest::seq_info(pool, a).cached, 12u);
+  EXPECT_EQ(kvtest::seq_info(pool, b).cached, 12u);
+  EXPECT_EQ(head(kvtest::seq_slots(pool, b), 12), a_first);
+  EXPECT_EQ(kvtest::available(pool), 128u - 12u - 4u - 4u);
+  EXPECT_EQ(states_free(pool), 7u);  // a, b and one fork: b's was freed
+  const kvtest::TreeSizes s = kvtest::tree_sizes(pool);
+  EXPECT_EQ(s.total, 12u);
+  EXPECT_EQ(s.protected_len, 12u);
+  EXPECT_EQ(s.state_protected, 1u);
+  ASSERT_TRUE(kvtest::accounting_holds(pool, "deduplicated"));
+  ASSERT_EQ(kvseq_abort(pool, a), KVPOOL_OK);
+  ASSERT_EQ(kvseq_abort(pool, b), KVPOOL_OK);
+  EXPECT_EQ(kvtest::available(pool), 128u - 12u);
+  ASSERT_TRUE(kvtest::accounting_holds(pool, "aborted"));
+}
+
+// Without a free state slot the tree's copy evicts an unlocked cached state; with none
+// evictable either the step caches nothing (no error) and a later extend catches up.
+TEST(KvseqHybrid, ChunkCachingNeedsAStateSlot) {
+  Pool pool(kvtest::hybrid_radix_config(128, 10));
+  const uint64_t z = kvtest::seq_begin(pool, kvtest::range(500, 5));
+  ASSERT_EQ(kvtest::seq_extend(pool, {z}, {5}), KVPOOL_OK);
+  ASSERT_EQ(kvseq_finish(pool, z, 5), KVPOOL_OK);  // one unlocked state in the tree
+  const Tokens prompt = kvtest::range(1, 30);
+  const uint64_t a = kvtest::seq_begin(pool, prompt);
+  std::vector<uint64_t> idle;
+  for (int i = 0; i < 8; ++i) idle.push_back(kvtest::seq_begin(pool, kvtest::range(1000 + 100 * i, 4)));
+  EXPECT_EQ(states_free(pool), 0u);
+  ASSERT_EQ(kvtest::seq_extend(pool, {a}, {10}), KVPOOL_OK);
+  ASSERT_EQ(kvtest::seq_extend(pool, {a}, {10}), KVPOOL_OK) << kvpool_last_error();  // evicts z's leaf for the fork
+  EXPECT_EQ(kvtest::seq_info(pool, a).cached, 10u);
+  kvtest::TreeSizes s = kvtest::tree_sizes(pool);
+  EXPECT_EQ(s.total, 10u);
+  EXPECT_EQ(s.state_protected, 1u);
+  EXPECT_EQ(s.state_evictable, 0u);
+  EXPECT_EQ(kvtest::available(pool), 128u - 20u);
+  ASSERT_TRUE(kvtest::accounting_holds(pool, "z evicted"));
+
+  const kvtest::TreeSizes before = kvtest::tree_sizes(pool);
+  ASSERT_EQ(kvtest::seq_extend(pool, {a}, {5}), KVPOOL_OK) << kvpool_last_error();  // no slot at all: skipped
+  kvseq_info ia = kvtest::seq_info(pool, a);
+  EXPECT_EQ(ia.cached, 10u);
+  EXPECT_EQ(ia.computed, 25u);
+  EXPECT_EQ(kvtest::tree_sizes(pool), before);
+  EXPECT_EQ(states_free(pool), 0u);
+  ASSERT_TRUE(kvtest::accounting_holds(pool, "skipped"));
+
+  ASSERT_EQ(kvseq_abort(pool, idle.back()), KVPOOL_OK);
+  idle.pop_back();
+  ASSERT_EQ(kvtest::seq_extend(pool, {a}, {5}), KVPOOL_OK) << kvpool_last_error();
+  EXPECT_EQ(kvtest::seq_info(pool, a).cached, 25u);
+  s = kvtest::tree_sizes(pool);
+  EXPECT_EQ(s.total, 25u);
+  EXPECT_EQ(s.state_protected, 1u);
+  EXPECT_EQ(s.state_evictable, 1u);  // the fork at 10, no longer locked
+  EXPECT_EQ(states_free(pool), 0u);
+  ASSERT_TRUE(kvtest::accounting_holds(pool, "caught up"));
+
+  // Committing less than computed caches nothing new; what was cached while running stays.
+  ASSERT_EQ(kvseq_finish(pool, a, 29), KVPOOL_OK) << kvpool_last_error();
+  s = kvtest::tree_sizes(pool);
+  EXPECT_EQ(s.total, 25u);
+  EXPECT_EQ(s.evictable, 25u);
+  EXPECT_EQ(s.state_evictable, 2u);
+  EXPECT_EQ(states_free(pool), 1u);
+  EXPECT_EQ(kvtest::available(pool), 128u - 25u);
+  for (uint64_t i : idle) ASSERT_EQ(kvseq_abort(pool, i), KVPOOL_OK);
+  ASSERT_TRUE(kvtest::accounting_holds(pool, "done"));
+}
+
+// A retracted request matches what it cached while running and restarts from the fork.
+TEST(KvseqHybrid, RetractKeepsWhatChunkCachingCached) {
+  Pool pool(kvtest::hybrid_radix_config(128, 10));
+  const Tokens prompt = kvtest::range(1, 20);
+  const uint64_t a = kvtest::seq_begin(pool, prompt);
+  int32_t sa = -1;
+  ASSERT_EQ(kvseq_mamba_slot(pool, a, &sa), KVPOOL_OK);
+  ASSERT_EQ(kvtest::seq_extend(pool, {a}, {8}), KVPOOL_OK);
+  write_state(pool, sa, 8);
+  ASSERT_EQ(kvtest::seq_extend(pool, {a}, {8}), KVPOOL_OK);
+  size_t cached = 0;
+  ASSERT_EQ(kvseq_retract(pool, a, &cached), KVPOOL_OK) << kvpool_last_error();
+  EXPECT_EQ(cached, 8u);
+  kvseq_info ia = kvtest::seq_info(pool, a);
+  EXPECT_EQ(ia.computed, 8u);
+  EXPECT_EQ(ia.row, -1);
+  ASSERT_EQ(kvseq_mamba_slot(pool, a, &sa), KVPOOL_OK);
+  EXPECT_EQ(read_conv(pool, sa), state_conv(8));
+  EXPECT_EQ(kvtest::available(pool), 128u - 8u);
+  EXPECT_EQ(states_free(pool), 8u);
+  ASSERT_TRUE(kvtest::accounting_holds(pool, "retracted"));
+  ASSERT_EQ(kvtest::seq_extend(pool, {a}, {12}), KVPOOL_OK);
+  EXPECT_EQ(kvtest::seq_info(pool, a).cached, 8u);  // nothing computed beyond the match yet
+  ASSERT_EQ(kvseq_finish(pool, a, 20), KVPOOL_OK);
+  const kvtest::TreeSizes s = kvtest::tree_sizes(pool);
+  EXPECT_EQ(s.total, 20u);
+  EXPECT_EQ(s.state_evictable, 2u);
+  EXPECT_EQ(states_free(pool), 8u);
+  ASSERT_TRUE(kvtest::accounting_holds(pool, "finished"));
 }
 
 TEST(KvseqHybrid, AbortRetractAndStateShortage) {

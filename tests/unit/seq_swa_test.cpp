@@ -166,6 +166,149 @@ TEST(KvseqSwa, WindowSlotsOutsideTheWindowAreFreed) {
   ASSERT_TRUE(kvtest::accounting_holds(pool, "b finished"));
 }
 
+template <typename T>
+std::vector<T> head(const std::vector<T>& v, size_t n) {
+  return std::vector<T>(v.begin(), v.begin() + static_cast<long>(n));
+}
+
+Tokens concat(Tokens a, const Tokens& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// SGLang's SWARadixCache.cache_unfinished_req: at its next extend, right after its
+// out-of-window window slots were freed, a request's computed tokens go into the tree
+// (windowless ones as a tombstone), so others reuse them before it finishes.
+TEST(KvseqSwa, NextExtendCachesComputedChunks) {
+  Pool pool(kvtest::swa_radix_config(128, 64, 4));
+  const Tokens prompt = kvtest::range(1, 30);
+  const uint64_t a = kvtest::seq_begin(pool, prompt);
+  Slots first;
+  ASSERT_EQ(kvtest::seq_extend(pool, {a}, {12}, &first), KVPOOL_OK) << kvpool_last_error();
+  EXPECT_EQ(kvtest::seq_info(pool, a).cached, 0u);
+  ASSERT_EQ(kvtest::seq_extend(pool, {a}, {6}), KVPOOL_OK) << kvpool_last_error();
+  EXPECT_EQ(kvtest::seq_info(pool, a).cached, 12u);
+  EXPECT_EQ(head(kvtest::seq_slots(pool, a), 12), first);  // the tree took a's own slots
+  EXPECT_EQ(avail(pool).full, 128u - 18u);
+  EXPECT_EQ(avail(pool).window, 64u - 18u + 8u);  // positions 0..7 left the window before caching
+  kvtest::TreeSizes s = kvtest::tree_sizes(pool);
+  EXPECT_EQ(s.total, 12u);
+  EXPECT_EQ(s.protected_len, 12u);
+  EXPECT_EQ(s.state_protected, 4u);  // [0, 8) is a tombstone, [8, 12) a window-locked node
+  EXPECT_EQ(s.state_evictable, 0u);
+  ASSERT_TRUE(kvtest::accounting_holds(pool, "a cached 12"));
+
+  // b shares 12 tokens while a is still prefilling: the 4 live tokens ending them cover the window.
+  size_t cached = 0;
+  const uint64_t b = kvtest::seq_begin(pool, concat(head(prompt, 12), {500, 501, 502}), &cached);
+  EXPECT_EQ(cached, 12u);
+  EXPECT_EQ(kvtest::seq_slots(pool, b), first);
+  // c diverges inside the tombstone: no usable prefix.
+  const uint64_t c = kvtest::seq_begin(pool, concat(head(prompt, 10), {600, 601}), &cached);
+  EXPECT_EQ(cached, 0u);
+  ASSERT_TRUE(kvtest::accounting_holds(pool, "b, c begun"));
+
+  ASSERT_EQ(kvtest::seq_extend(pool, {a, b}, {6, 3}), KVPOOL_OK) << kvpool_last_error();
+  EXPECT_EQ(kvtest::seq_info(pool, a).cached, 18u);
+  EXPECT_EQ(kvtest::seq_info(pool, b).cached, 12u);
+  s = kvtest::tree_sizes(pool);
+  EXPECT_EQ(s.total, 18u);  // [12, 14) left a's window: a tombstone; [14, 18) live
+  EXPECT_EQ(s.state_protected, 8u);  // b's [8, 12) and a's [14, 18)
+  EXPECT_EQ(avail(pool).full, 128u - 18u - 6u - 3u);
+  EXPECT_EQ(avail(pool).window, 64u - 18u + 8u + 2u - 6u - 3u);
+  ASSERT_TRUE(kvtest::accounting_holds(pool, "a cached 18"));
+
+  ASSERT_EQ(kvseq_finish(pool, a, 24), KVPOOL_OK) << kvpool_last_error();
+  s = kvtest::tree_sizes(pool);
+  EXPECT_EQ(s.total, 24u);
+  EXPECT_EQ(s.state_protected, 4u);   // b's
+  EXPECT_EQ(s.state_evictable, 10u);  // a's [14, 18) and [18, 24)
+  ASSERT_TRUE(kvtest::accounting_holds(pool, "a finished"));
+  ASSERT_EQ(kvseq_abort(pool, b), KVPOOL_OK);
+  ASSERT_EQ(kvseq_abort(pool, c), KVPOOL_OK);
+  EXPECT_EQ(avail(pool).full, 128u - 24u);
+  EXPECT_EQ(avail(pool).window, 64u - 14u);
+  ASSERT_TRUE(kvtest::accounting_holds(pool, "done"));
+}
+
+// Two requests prefill the same prompt side by side: the second to cache frees its
+// duplicates (windowless and windowed) and switches to the tree's slots.
+TEST(KvseqSwa, ConcurrentPrefillsDeduplicateAtTheNextExtend) {
+  Pool pool(kvtest::swa_radix_config(128, 64, 4));
+  const Tokens prompt = kvtest::range(1, 20);
+  const uint64_t a = kvtest::seq_begin(pool, prompt), b = kvtest::seq_begin(pool, prompt);
+  ASSERT_EQ(kvtest::seq_extend(pool, {a, b}, {12, 12}), KVPOOL_OK) << kvpool_last_error();
+  const Slots a_first = kvtest::seq_slots(pool, a);
+  ASSERT_EQ(kvtest::seq_extend(pool, {a, b}, {2, 2}), KVPOOL_OK) << kvpool_last_error();
+  EXPECT_EQ(kvtest::seq_info(pool, a).cached, 12u);
+  EXPECT_EQ(kvtest::seq_info(pool, b).cached, 12u);
+  EXPECT_EQ(head(kvtest::seq_slots(pool, b), 12), a_first);
+  EXPECT_EQ(avail(pool).full, 128u - 12u - 2u - 2u);
+  EXPECT_EQ(avail(pool).window, 64u - 4u - 2u - 2u);
+  const kvtest::TreeSizes s = kvtest::tree_sizes(pool);
+  EXPECT_EQ(s.total, 12u);
+  EXPECT_EQ(s.state_protected, 4u);
+  ASSERT_TRUE(kvtest::accounting_holds(pool, "deduplicated"));
+  ASSERT_EQ(kvseq_abort(pool, a), KVPOOL_OK);
+  ASSERT_EQ(kvseq_abort(pool, b), KVPOOL_OK);
+  ASSERT_TRUE(kvtest::accounting_holds(pool, "aborted"));
+}
+
+// A tombstone another request full-locks keeps its old slots on insert, so caching over it
+// would free window slots the running request still attends to: that step is skipped.
+TEST(KvseqSwa, ChunkCachingSkipsTombstonesLockedByOthers) {
+  Pool pool(kvtest::swa_radix_config(128, 64, 4));
+  const Tokens p = kvtest::range(1, 20);
+  insert(pool, head(p, 16));
+  insert(pool, p);  // nodes [0, 16) and [16, 20)
+  size_t cached = 0;
+  const uint64_t x = kvtest::seq_begin(pool, concat(p, {700}), &cached);
+  EXPECT_EQ(cached, 20u);
+  evict(pool, 0, 16, 0, 16);  // [0, 16): full-locked by x, window-unlocked, now a tombstone
+  const uint64_t a = kvtest::seq_begin(pool, concat(head(p, 12), kvtest::range(800, 10)), &cached);
+  EXPECT_EQ(cached, 0u);
+  ASSERT_EQ(kvtest::seq_extend(pool, {a}, {12}), KVPOOL_OK);
+  const kvtest::TreeSizes before = kvtest::tree_sizes(pool);
+  ASSERT_EQ(kvtest::seq_extend(pool, {a}, {2}), KVPOOL_OK) << kvpool_last_error();
+  EXPECT_EQ(kvtest::seq_info(pool, a).cached, 0u);
+  EXPECT_EQ(kvtest::tree_sizes(pool), before);
+  ASSERT_TRUE(kvtest::accounting_holds(pool, "skipped"));
+  ASSERT_EQ(kvseq_finish(pool, x, 20), KVPOOL_OK);
+  // Unlocked now: a's windowed [10, 12) revive that part, its windowless duplicates are freed.
+  ASSERT_EQ(kvtest::seq_extend(pool, {a}, {2}), KVPOOL_OK) << kvpool_last_error();
+  EXPECT_EQ(kvtest::seq_info(pool, a).cached, 14u);
+  EXPECT_EQ(kvtest::tree_sizes(pool).total, 22u);  // [0, 20) and a's new [12, 14)
+  EXPECT_EQ(avail(pool).full, 128u - 22u - 2u);
+  ASSERT_TRUE(kvtest::accounting_holds(pool, "cached"));
+  ASSERT_EQ(kvseq_abort(pool, a), KVPOOL_OK);
+  ASSERT_TRUE(kvtest::accounting_holds(pool, "done"));
+}
+
+// Locking a cached node over tokens that left the request's window protects window KV that
+// was evictable: caching is skipped for the step if the batch would no longer fit.
+TEST(KvseqSwa, ChunkCachingSkippedWhenItsWindowLockWouldNotFit) {
+  for (int64_t chunk : {24, 25}) {
+    Pool pool(kvtest::swa_radix_config(128, 40, 4));
+    const Tokens p = kvtest::range(1, 60);
+    const uint64_t a = kvtest::seq_begin(pool, p);
+    ASSERT_EQ(kvtest::seq_extend(pool, {a}, {16}), KVPOOL_OK);
+    const uint64_t c = kvtest::seq_begin(pool, concat(head(p, 16), {900}));
+    ASSERT_EQ(kvtest::seq_extend(pool, {c}, {17}), KVPOOL_OK);
+    ASSERT_EQ(kvseq_finish(pool, c, 17), KVPOOL_OK);  // [0, 17) live and unlocked
+    EXPECT_EQ(avail(pool).window, 7u);
+    // Window: 7 free + 12 leaving a's window + 17 evictable = 36; locking [0, 16) would take 12.
+    ASSERT_EQ(kvtest::seq_extend(pool, {a}, {chunk}), KVPOOL_OK) << kvpool_last_error();
+    EXPECT_EQ(kvtest::seq_info(pool, a).cached, chunk == 24 ? 16u : 0u) << chunk;
+    EXPECT_EQ(kvtest::tree_sizes(pool).total, chunk == 24 ? 16u : 0u) << chunk;
+    ASSERT_TRUE(kvtest::accounting_holds(pool, "chunk " + std::to_string(chunk)));
+    ASSERT_EQ(kvtest::seq_extend(pool, {a}, {5}), KVPOOL_OK) << kvpool_last_error();
+    EXPECT_EQ(kvtest::seq_info(pool, a).cached, 16u + static_cast<size_t>(chunk)) << chunk;
+    ASSERT_TRUE(kvtest::accounting_holds(pool, "caught up"));
+    ASSERT_EQ(kvseq_abort(pool, a), KVPOOL_OK);
+    ASSERT_TRUE(kvtest::accounting_holds(pool, "done"));
+  }
+}
+
 TEST(KvseqSwa, OutOfMemoryEvictsOrChangesNothing) {
   Pool pool(kvtest::swa_radix_config(32, 16, 4));
   const uint64_t a = kvtest::seq_begin(pool, kvtest::range(1, 12));
