@@ -127,8 +127,12 @@ Status MambaPool::copy(int32_t src, int32_t dst) {
 Status MambaPool::fork(int32_t src, int32_t* dst) {
   KVPOOL_RETURN_IF_ERROR(check_slot(src, "source"));
   int32_t slot = 0;
-  KVPOOL_RETURN_IF_ERROR(alloc(&slot, 1));
-  KVPOOL_RETURN_IF_ERROR(copy(src, slot));
+  KVPOOL_RETURN_IF_ERROR(take(&slot, 1));  // no zeroing: the copy overwrites every byte
+  const Status st = copy(src, slot);
+  if (!st.is_ok()) {  // a failed copy (a CUDA error) gives the slot back: nothing changed
+    (void)free(&slot, 1);
+    return st;
+  }
   *dst = slot;
   return Status::ok();
 }
