@@ -875,7 +875,7 @@ KVPOOL_OUT_ARRAY(int64_t, last_locs, last_locs_len)  /* kvreq_last_loc */
 KVPOOL_OUT_ARRAY(int64_t, out, out_len)          /* kvalloc_translate_swa */
 KVPOOL_OUT_ARRAY(int64_t, ids, ids_cap)          /* kvalloc_free_list */
 /* mamba.h */
-KVPOOL_OUT_ARRAY(int32_t, slots, slots_len)      /* kvpool_mamba_alloc, kvreq_alloc_hybrid */
+KVPOOL_OUT_ARRAY(int32_t, slots, slots_len)      /* kvpool_mamba_alloc(_async), kvreq_alloc_hybrid */
 KVPOOL_IN_ARRAY(int32_t, slots, slots_len)       /* kvpool_mamba_free */
 KVPOOL_IN_ARRAY(int32_t, reuse, reuse_len)
 KVPOOL_OUT_ARRAY(int32_t, ping_pong, ping_pong_len)
@@ -1015,6 +1015,9 @@ KVPOOL_RAW(kvpool_addr_set_kv_async)
 KVPOOL_RAW(kvpool_addr_set_mla_kv_async)
 KVPOOL_RAW(kvpool_addr_get_kv_async)
 KVPOOL_RAW(kvpool_addr_move_kv_async)
+KVPOOL_RAW(kvpool_addr_mamba_alloc_async)
+KVPOOL_RAW(kvpool_addr_mamba_fork_async)
+KVPOOL_RAW(kvpool_addr_mamba_copy_async)
 
 /* ------------------------------------------------------------------------ */
 /* Declarations that must precede the headers                                */
@@ -1147,7 +1150,10 @@ struct kvpool {};
  * The target languages see them under the C names (kvpool_set_kv_async,
  * Go Kvpool_set_kv_async, ...). The exceptions are the `*_host` length
  * arrays of kvalloc_extend_async/kvalloc_decode_async and the arguments of
- * kvalloc_extend_pages, which are host arrays: language arrays as usual.
+ * kvalloc_extend_pages, which are host arrays: language arrays as usual,
+ * and the slot outputs of kvpool_mamba_alloc_async/kvpool_mamba_fork_async
+ * (host ids, as kvpool_mamba_alloc/kvpool_mamba_fork: an int32 array and a
+ * returned int32), where only the stream is an address.
  * C takes one `batch` for both host arrays of an extend; if their lengths
  * differ, the shorter one is passed as NULL (with the longer length), which
  * the library rejects with KVPOOL_ERR_INVALID_ARGUMENT ("... is NULL but its
@@ -1256,6 +1262,21 @@ static kvpool_status kvpool_addr_move_kv_async(kvpool *pool, kvpool_addr dst, si
   return kvpool_move_kv_async(pool, KVPOOL_ADDR_PTR(const int64_t *, dst), dst_len,
                               KVPOOL_ADDR_PTR(const int64_t *, src), src_len, KVPOOL_ADDR_PTR(void *, stream));
 }
+
+/* The slot ids of the mamba alloc/fork are HOST memory: arrays as in mamba.h. */
+static kvpool_status kvpool_addr_mamba_alloc_async(kvpool *pool, int32_t *slots, size_t slots_len, kvpool_addr stream) {
+  return kvpool_mamba_alloc_async(pool, slots, slots_len, KVPOOL_ADDR_PTR(void *, stream));
+}
+
+static kvpool_status kvpool_addr_mamba_fork_async(kvpool *pool, int32_t src, int32_t *dst, kvpool_addr stream) {
+  return kvpool_mamba_fork_async(pool, src, dst, KVPOOL_ADDR_PTR(void *, stream));
+}
+
+static kvpool_status kvpool_addr_mamba_copy_async(kvpool *pool, kvpool_addr src, size_t src_len, kvpool_addr dst,
+                                                 size_t dst_len, kvpool_addr stream) {
+  return kvpool_mamba_copy_async(pool, KVPOOL_ADDR_PTR(const int32_t *, src), src_len,
+                                 KVPOOL_ADDR_PTR(const int32_t *, dst), dst_len, KVPOOL_ADDR_PTR(void *, stream));
+}
 %}
 typedef uintptr_t kvpool_addr;
 %rename(kvpool_create_with_allocator) kvpool_addr_create_with_allocator;
@@ -1271,6 +1292,9 @@ typedef uintptr_t kvpool_addr;
 %rename(kvpool_set_mla_kv_async) kvpool_addr_set_mla_kv_async;
 %rename(kvpool_get_kv_async) kvpool_addr_get_kv_async;
 %rename(kvpool_move_kv_async) kvpool_addr_move_kv_async;
+%rename(kvpool_mamba_alloc_async) kvpool_addr_mamba_alloc_async;
+%rename(kvpool_mamba_fork_async) kvpool_addr_mamba_fork_async;
+%rename(kvpool_mamba_copy_async) kvpool_addr_mamba_copy_async;
 kvpool_status kvpool_addr_create_with_allocator(const char *json, size_t json_len, kvpool_addr allocator, kvpool **out);
 kvpool_status kvpool_addr_synchronize(kvpool *pool, kvpool_addr stream);
 kvpool_status kvpool_addr_extend_async(kvpool *pool, const int64_t *prefix_lens_host, size_t prefix_lens_host_len,
@@ -1302,6 +1326,10 @@ kvpool_status kvpool_addr_get_kv_async(const kvpool *pool, int32_t layer, kvpool
                                       kvpool_addr stream);
 kvpool_status kvpool_addr_move_kv_async(kvpool *pool, kvpool_addr dst, size_t dst_len, kvpool_addr src, size_t src_len,
                                        kvpool_addr stream);
+kvpool_status kvpool_addr_mamba_alloc_async(kvpool *pool, int32_t *slots, size_t slots_len, kvpool_addr stream);
+kvpool_status kvpool_addr_mamba_fork_async(kvpool *pool, int32_t src, int32_t *dst, kvpool_addr stream);
+kvpool_status kvpool_addr_mamba_copy_async(kvpool *pool, kvpool_addr src, size_t src_len, kvpool_addr dst,
+                                          size_t dst_len, kvpool_addr stream);
 
 /* KV events for the bindings: radix_take_events with each event as six int64
  * fields (type, has_parent, block_hash, parent_hash, token_offset,

@@ -823,6 +823,8 @@
   // it. On a CPU pool the calls run at once with the results of their host
   // counterparts and report bad input directly (INVALID_ARGUMENT). The
   // allocator calls need "pool": {"free_list": "device"} on a CUDA pool.
+  // The slot ids of mambaAllocAsync/mambaForkAsync are host values (returned
+  // as by mambaAlloc/mambaFork): only their stream is an address.
   // Lengths are element counts (byte counts for k/v/nope/rope); a negative
   // one throws IllegalArgumentException.
   // ---------------------------------------------------------------------
@@ -960,6 +962,37 @@
   /** For every layer: row[dst[i]] = old row[src[i]] (overlaps are safe), like {@link #moveKv}. */
   public void moveKvAsync(long dst, long dstLen, long src, long srcLen, long stream) {
     Kvpool.kvpool_move_kv_async(this, dst, length(dstLen, "dstLen"), src, length(srcLen, "srcLen"), stream);
+  }
+
+  /**
+   * Allocates n mamba state slots with {@link #mambaAlloc}'s ids (host values, returned); zeroing
+   * their states is enqueued on the stream. hybrid_linear pools only.
+   * @throws KvPoolException OUT_OF_MEMORY (nothing changes), UNSUPPORTED
+   */
+  public int[] mambaAllocAsync(int n, long stream) {
+    int[] slots = new int[count(n, "n")];
+    Kvpool.kvpool_mamba_alloc_async(this, slots, stream);
+    return slots;
+  }
+
+  /**
+   * Allocates one state slot (a host id, returned) whose states become a copy of src's, copied on
+   * the stream, like {@link #mambaFork}.
+   * @throws KvPoolException INVALID_ARGUMENT for a src that is not allocated, else as mambaAllocAsync
+   */
+  public int mambaForkAsync(int src, long stream) {
+    int[] dst = new int[1];
+    Kvpool.kvpool_mamba_fork_async(this, src, dst, stream);
+    return dst[0];
+  }
+
+  /**
+   * For each i: copies every layer's state of slot src[i] to slot dst[i], like
+   * {@link #mambaCopy}: src and dst are addresses of srcLen and dstLen (= srcLen) int32 slots;
+   * the destinations must be distinct and must not be sources of the same call.
+   */
+  public void mambaCopyAsync(long src, long srcLen, long dst, long dstLen, long stream) {
+    Kvpool.kvpool_mamba_copy_async(this, src, length(srcLen, "srcLen"), dst, length(dstLen, "dstLen"), stream);
   }
 
   // ---------------------------------------------------------------------

@@ -50,6 +50,9 @@ struct header_check_device_api {
   kvpool_status (*get_kv_async)(const kvpool *, int32_t, const int64_t *, size_t, void *, size_t, void *, size_t,
                                 int32_t, void *);
   kvpool_status (*move_kv_async)(kvpool *, const int64_t *, size_t, const int64_t *, size_t, void *);
+  kvpool_status (*mamba_alloc_async)(kvpool *, int32_t *, size_t, void *);
+  kvpool_status (*mamba_fork_async)(kvpool *, int32_t, int32_t *, void *);
+  kvpool_status (*mamba_copy_async)(kvpool *, const int32_t *, size_t, const int32_t *, size_t, void *);
 };
 
 const struct header_check_device_api *header_check_device(void);
@@ -58,7 +61,7 @@ const struct header_check_device_api *header_check_device(void) {
       kvpool_create_with_allocator, kvpool_synchronize,    kvalloc_extend_async,    kvalloc_extend_pages,
       kvalloc_decode_async,         kvalloc_alloc_async,   kvalloc_free_pages_async, kvreq_write_batch_async,
       kvreq_last_loc_async,         kvpool_set_kv_async,   kvpool_set_mla_kv_async, kvpool_get_kv_async,
-      kvpool_move_kv_async};
+      kvpool_move_kv_async,         kvpool_mamba_alloc_async, kvpool_mamba_fork_async, kvpool_mamba_copy_async};
   return &api;
 }
 

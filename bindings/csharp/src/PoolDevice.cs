@@ -14,7 +14,9 @@
 // pool the calls run at once with the results of their host counterparts and
 // report bad input directly (Status.InvalidArgument). The allocator calls
 // need "pool": {"free_list": "device"} on a CUDA pool. Lengths are element
-// counts (byte counts for k/v/nope/rope).
+// counts (byte counts for k/v/nope/rope). The slot ids of MambaAllocAsync and
+// MambaForkAsync are host values (returned as by MambaAlloc and MambaFork):
+// only their stream is an address.
 namespace KvPool {
 
   public partial class Pool {
@@ -133,6 +135,33 @@ namespace KvPool {
     public void MoveKvAsync(global::System.IntPtr dst, ulong dstLen, global::System.IntPtr src, ulong srcLen,
                             global::System.IntPtr stream) {
       Kvpool.kvpool_move_kv_async(this, dst, dstLen, src, srcLen, stream);
+    }
+
+    /// <summary>Allocates n mamba state slots with MambaAlloc's ids (host values, returned); zeroing
+    /// their states is enqueued on the stream. hybrid_linear pools only.</summary>
+    /// <exception cref="KvPoolException">Status.OutOfMemory (nothing changes), Unsupported.</exception>
+    public int[] MambaAllocAsync(int n, global::System.IntPtr stream) {
+      int[] slots = new int[Count(n, "n")];
+      Kvpool.kvpool_mamba_alloc_async(this, slots, Len(slots), stream);
+      return slots;
+    }
+
+    /// <summary>Allocates one state slot (a host id, returned) whose states become a copy of src's,
+    /// copied on the stream, like MambaFork.</summary>
+    /// <exception cref="KvPoolException">Status.InvalidArgument for a src that is not allocated, else
+    /// as MambaAllocAsync.</exception>
+    public int MambaForkAsync(int src, global::System.IntPtr stream) {
+      int dst;
+      Kvpool.kvpool_mamba_fork_async(this, src, out dst, stream);
+      return dst;
+    }
+
+    /// <summary>For each i: copies every layer's state of slot src[i] to slot dst[i], like MambaCopy:
+    /// src and dst hold srcLen and dstLen (= srcLen) int32 slots; the destinations must be distinct
+    /// and must not be sources of the same call.</summary>
+    public void MambaCopyAsync(global::System.IntPtr src, ulong srcLen, global::System.IntPtr dst, ulong dstLen,
+                               global::System.IntPtr stream) {
+      Kvpool.kvpool_mamba_copy_async(this, src, srcLen, dst, dstLen, stream);
     }
 
     /// <summary>The host length arrays of one batch must have one length each per request.</summary>

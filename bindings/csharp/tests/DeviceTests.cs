@@ -189,6 +189,79 @@ namespace KvPool.Tests {
       }
     }
 
+    const int ConvBytes = 4 * 3 * 4;     // conv_shape [4, 3] of f32
+    const int SsmBytes = 2 * 4 * 4 * 4;  // ssm_shape [2, 4, 4] of f32
+
+    // Every layer's (0-2) conv and ssm bytes of a state slot.
+    private static byte[] State(Pool pool, int slot) {
+      byte[] all = new byte[3 * (ConvBytes + SsmBytes)];
+      for (int layer = 0; layer < 3; layer++) {
+        byte[] conv = new byte[ConvBytes];
+        byte[] ssm = new byte[SsmBytes];
+        pool.MambaRead(layer, slot, conv, ssm);
+        Array.Copy(conv, 0, all, layer * (ConvBytes + SsmBytes), ConvBytes);
+        Array.Copy(ssm, 0, all, layer * (ConvBytes + SsmBytes) + ConvBytes, SsmBytes);
+      }
+      return all;
+    }
+
+    [Test]
+    public void MambaStates() {
+      using (Pool host = new Pool(Configs.Hybrid))
+      using (Pool dev = new Pool(Configs.Hybrid))
+      using (Pool plain = new Pool(Configs.Paged)) {
+        // Dirty a state slot of both pools and free it: a slot handed out again must be zeroed.
+        foreach (Pool p in new Pool[] { host, dev }) {
+          int[] dirty = p.MambaAlloc(1);
+          p.MambaWrite(1, dirty[0], Configs.Bytes(Configs.Ramp(12, 9)), Configs.Bytes(Configs.Ramp(32, 9)));
+          p.MambaFree(dirty);
+        }
+        // Every slot: the ids of MambaAlloc on the twin pool, all states zero.
+        int[] want = host.MambaAlloc(20);
+        int[] slots = dev.MambaAllocAsync(20, IntPtr.Zero);
+        dev.Synchronize(IntPtr.Zero);
+        CollectionAssert.AreEqual(want, slots);
+        byte[] zero = new byte[3 * (ConvBytes + SsmBytes)];
+        foreach (int slot in slots) CollectionAssert.AreEqual(zero, State(dev, slot), "slot " + slot + " is not zeroed");
+        Assert.AreEqual(0UL, dev.MambaAvailable());
+        Configs.Expect(Status.OutOfMemory, () => dev.MambaAllocAsync(1, IntPtr.Zero));
+        dev.MambaFree(Configs.Slice(slots, 10, 10));
+
+        // Fork: a new slot holding a copy of a written state.
+        dev.MambaWrite(1, slots[0], Configs.Bytes(Configs.Ramp(12, 1)), Configs.Bytes(Configs.Ramp(32, -3)));
+        int fork = dev.MambaForkAsync(slots[0], IntPtr.Zero);
+        dev.Synchronize(IntPtr.Zero);
+        Assert.IsTrue(fork >= 1 && fork != slots[0], "fork " + fork);
+        CollectionAssert.AreEqual(State(dev, slots[0]), State(dev, fork));
+        Assert.AreEqual(9UL, dev.MambaAvailable());
+
+        // Batched copy, slot ids at host addresses: slots[2] <- slots[1], fork <- slots[1].
+        dev.MambaWrite(1, slots[1], Configs.Bytes(Configs.Ramp(12, 40)), Configs.Bytes(Configs.Ramp(32, -40)));
+        IntPtr src = Ints(slots[1], slots[1]);
+        IntPtr dst = Ints(slots[2], fork);
+        dev.MambaCopyAsync(src, 2, dst, 2, IntPtr.Zero);
+        dev.Synchronize(IntPtr.Zero);
+        CollectionAssert.AreEqual(State(dev, slots[1]), State(dev, slots[2]));
+        CollectionAssert.AreEqual(State(dev, slots[1]), State(dev, fork));
+        CollectionAssert.AreNotEqual(State(dev, slots[1]), State(dev, slots[0]));
+
+        // Lengths that differ, a free slot (nothing copied), a free fork source, a negative count.
+        Configs.Expect(Status.InvalidArgument, () => dev.MambaCopyAsync(src, 2, dst, 1, IntPtr.Zero));
+        IntPtr freeDst = Ints(slots[3], slots[15]);
+        Configs.Expect(Status.InvalidArgument, () => dev.MambaCopyAsync(src, 2, freeDst, 2, IntPtr.Zero));
+        CollectionAssert.AreEqual(zero, State(dev, slots[3]), "slot of a rejected copy");
+        Configs.Expect(Status.InvalidArgument, () => dev.MambaForkAsync(slots[15], IntPtr.Zero));
+        Assert.Throws<ArgumentOutOfRangeException>(() => dev.MambaAllocAsync(-1, IntPtr.Zero));
+        Assert.AreEqual(9UL, dev.MambaAvailable());
+        dev.Check();
+
+        // No mamba states: unsupported.
+        Configs.Expect(Status.Unsupported, () => plain.MambaAllocAsync(1, IntPtr.Zero));
+        Configs.Expect(Status.Unsupported, () => plain.MambaForkAsync(1, IntPtr.Zero));
+        Configs.Expect(Status.Unsupported, () => plain.MambaCopyAsync(src, 1, dst, 1, IntPtr.Zero));
+      }
+    }
+
     [Test]
     public void Errors() {
       using (Pool pool = new Pool(Configs.Paged))

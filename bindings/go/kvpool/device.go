@@ -15,12 +15,15 @@ import "strconv"
 // next call (or Synchronize) gives ErrDeviceFault, and ClearAllocator clears
 // it. On a CPU pool the calls run at once with the results of their host
 // counterparts (Extend, Decode, Alloc, ReqWriteBatch, LastLoc, SetKV, GetKV,
-// MoveKV) and report bad input directly (ErrInvalidArgument).
+// MoveKV, MambaAlloc, MambaFork, MambaCopy) and report bad input directly
+// (ErrInvalidArgument).
 //
 // The allocator calls need `"pool": {"free_list": "device"}` on a CUDA pool.
 // The *Host length slices (ExtendAsync, DecodeAsync, ExtendPages) are
 // ordinary Go slices: the host copies of the device lengths, used for the
-// capacity check.
+// capacity check. The slot ids of MambaAllocAsync and MambaForkAsync are
+// host values too (returned as with MambaAlloc and MambaFork): only their
+// stream is an address.
 //
 // Lengths are element counts (bytes for kBytes, vBytes, nopeBytes,
 // ropeBytes); a negative one gives ErrInvalidArgument.
@@ -215,4 +218,39 @@ func (p *Pool) MoveKVAsync(dst uintptr, dstLen int, src uintptr, srcLen int, str
 		return err
 	}
 	return p.call(func(h SwigcptrKvpool) error { return Kvpool_move_kv_async(h, dst, c[0], src, c[1], stream) })
+}
+
+// MambaAllocAsync allocates n mamba state slots with MambaAlloc's ids (host
+// values, returned); zeroing their states is enqueued on stream.
+// hybrid_linear pools only (ErrUnsupported otherwise); on shortage nothing
+// changes (ErrOutOfMemory).
+func (p *Pool) MambaAllocAsync(n int, stream uintptr) ([]int32, error) {
+	if err := outputLen("kvpool_mamba_alloc_async", n); err != nil {
+		return nil, err
+	}
+	slots := make([]int32, n)
+	if err := p.call(func(h SwigcptrKvpool) error { return Kvpool_mamba_alloc_async(h, slots, stream) }); err != nil {
+		return nil, err
+	}
+	return slots, nil
+}
+
+// MambaForkAsync allocates one state slot (a host id, returned) whose states
+// become a copy of src's, copied on stream, like MambaFork.
+func (p *Pool) MambaForkAsync(src int32, stream uintptr) (int32, error) {
+	var dst int32
+	err := p.call(func(h SwigcptrKvpool) error { return Kvpool_mamba_fork_async(h, int(src), &dst, stream) })
+	return dst, err
+}
+
+// MambaCopyAsync copies every layer's conv and temporal state of the state
+// slots at src to those at dst (int32, srcLen and dstLen = srcLen values),
+// like MambaCopy for each pair. The destinations must be distinct and must
+// not be sources of the same call.
+func (p *Pool) MambaCopyAsync(src uintptr, srcLen int, dst uintptr, dstLen int, stream uintptr) error {
+	c, err := counts("kvpool_mamba_copy_async", []string{"srcLen", "dstLen"}, srcLen, dstLen)
+	if err != nil {
+		return err
+	}
+	return p.call(func(h SwigcptrKvpool) error { return Kvpool_mamba_copy_async(h, src, c[0], dst, c[1], stream) })
 }

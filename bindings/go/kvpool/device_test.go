@@ -271,6 +271,95 @@ func TestDeviceErrors(t *testing.T) {
 	wantCode(t, swa.AllocAsync(slots.Addr(), 4, 0), kvpool.ErrUnsupported)
 }
 
+func TestDeviceMamba(t *testing.T) {
+	host := open(t, hybridConfig)
+	dev := open(t, hybridConfig)
+	// Dirty a state slot of both pools and free it, so that a slot handed out
+	// again must be zeroed by the allocation.
+	for _, p := range []*kvpool.Pool{host, dev} {
+		dirty, err := p.MambaAlloc(1)
+		must(t, err)
+		must(t, p.MambaWrite(1, dirty[0], kvpool.Float32Bytes(ramp(convFloats, 9)), kvpool.Float32Bytes(ramp(ssmFloats, 9))))
+		must(t, p.MambaFree(dirty))
+	}
+
+	// Every slot: the same ids as MambaAlloc on the twin pool, all states zero.
+	want, err := host.MambaAlloc(20)
+	must(t, err)
+	slots, err := dev.MambaAllocAsync(20, 0)
+	must(t, err)
+	must(t, dev.Synchronize(0))
+	wantInts(t, "MambaAllocAsync", slots, want)
+	for _, slot := range slots {
+		for layer := 0; layer < 3; layer++ {
+			conv, ssm := readState(t, dev, layer, slot)
+			sameFloats(t, "MambaAllocAsync conv", conv, make([]float32, convFloats))
+			sameFloats(t, "MambaAllocAsync ssm", ssm, make([]float32, ssmFloats))
+		}
+	}
+	if n := mambaAvailable(t, dev); n != 0 {
+		t.Fatalf("MambaAvailable = %d, want 0", n)
+	}
+	_, err = dev.MambaAllocAsync(1, 0)
+	wantCode(t, err, kvpool.ErrOutOfMemory)
+	must(t, dev.MambaFree(slots[10:]))
+
+	// Fork: a new slot holding a copy of a written state.
+	wantConv, wantSSM := ramp(convFloats, 1), ramp(ssmFloats, -3)
+	must(t, dev.MambaWrite(1, slots[0], kvpool.Float32Bytes(wantConv), kvpool.Float32Bytes(wantSSM)))
+	fork, err := dev.MambaForkAsync(slots[0], 0)
+	must(t, err)
+	must(t, dev.Synchronize(0))
+	if fork < 1 || fork == slots[0] {
+		t.Fatalf("MambaForkAsync = %d", fork)
+	}
+	conv, ssm := readState(t, dev, 1, fork)
+	sameFloats(t, "forked conv", conv, wantConv)
+	sameFloats(t, "forked ssm", ssm, wantSSM)
+	if n := mambaAvailable(t, dev); n != 9 {
+		t.Fatalf("MambaAvailable after MambaForkAsync = %d, want 9", n)
+	}
+
+	// Batched copy, slot ids at host addresses: slots[2] <- slots[1], fork <- slots[1].
+	otherConv, otherSSM := ramp(convFloats, 40), ramp(ssmFloats, -40)
+	must(t, dev.MambaWrite(1, slots[1], kvpool.Float32Bytes(otherConv), kvpool.Float32Bytes(otherSSM)))
+	src, dst := hostInt32s(t, slots[1], slots[1]), hostInt32s(t, slots[2], fork)
+	must(t, dev.MambaCopyAsync(src.Addr(), 2, dst.Addr(), 2, 0))
+	must(t, dev.Synchronize(0))
+	for _, slot := range []int32{slots[2], fork} {
+		conv, ssm = readState(t, dev, 1, slot)
+		sameFloats(t, "copied conv", conv, otherConv)
+		sameFloats(t, "copied ssm", ssm, otherSSM)
+	}
+	conv, _ = readState(t, dev, 1, slots[0])
+	sameFloats(t, "source of the fork", conv, wantConv)
+
+	// Lengths that differ, a negative length, a free slot (nothing copied), a free fork source.
+	wantCode(t, dev.MambaCopyAsync(src.Addr(), 2, dst.Addr(), 1, 0), kvpool.ErrInvalidArgument)
+	wantCode(t, dev.MambaCopyAsync(src.Addr(), -1, dst.Addr(), 2, 0), kvpool.ErrInvalidArgument)
+	freeDst := hostInt32s(t, slots[3], slots[15])
+	wantCode(t, dev.MambaCopyAsync(src.Addr(), 2, freeDst.Addr(), 2, 0), kvpool.ErrInvalidArgument)
+	conv, _ = readState(t, dev, 1, slots[3])
+	sameFloats(t, "slot of a rejected copy", conv, make([]float32, convFloats))
+	_, err = dev.MambaForkAsync(slots[15], 0)
+	wantCode(t, err, kvpool.ErrInvalidArgument)
+	_, err = dev.MambaAllocAsync(-1, 0)
+	wantCode(t, err, kvpool.ErrInvalidArgument)
+	if n := mambaAvailable(t, dev); n != 9 {
+		t.Fatalf("MambaAvailable after failed calls = %d, want 9", n)
+	}
+	_, err = dev.Check()
+	must(t, err)
+
+	// No mamba states: unsupported.
+	plain := open(t, pagedConfig)
+	_, err = plain.MambaAllocAsync(1, 0)
+	wantCode(t, err, kvpool.ErrUnsupported)
+	_, err = plain.MambaForkAsync(1, 0)
+	wantCode(t, err, kvpool.ErrUnsupported)
+	wantCode(t, plain.MambaCopyAsync(src.Addr(), 1, dst.Addr(), 1, 0), kvpool.ErrUnsupported)
+}
+
 func TestOpenWithAllocator(t *testing.T) {
 	// 0: the default allocator, i.e. Open.
 	p, err := kvpool.OpenWithAllocator(pagedConfig, 0)

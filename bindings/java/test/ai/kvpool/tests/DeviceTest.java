@@ -3,6 +3,7 @@ package ai.kvpool.tests;
 import static ai.kvpool.tests.Configs.expect;
 import static org.junit.Assert.assertArrayEquals;
 import static org.junit.Assert.assertEquals;
+import static org.junit.Assert.assertFalse;
 import static org.junit.Assert.assertNotEquals;
 import static org.junit.Assert.assertThrows;
 import static org.junit.Assert.assertTrue;
@@ -203,6 +204,80 @@ public class DeviceTest {
       float[] got = new float[want.length];
       pool.getKv(0, Arrays.copyOf(slots, n), got, null);
       assertArrayEquals(want, got, 0.0f);
+    }
+  }
+
+  /** Every layer's (0-2) conv and ssm bytes of a state slot. */
+  private static byte[] state(Pool pool, int slot) {
+    byte[] all = new byte[3 * (MambaTest.CONV_BYTES + MambaTest.SSM_BYTES)];
+    for (int layer = 0; layer < 3; layer++) {
+      byte[] conv = new byte[MambaTest.CONV_BYTES];
+      byte[] ssm = new byte[MambaTest.SSM_BYTES];
+      pool.mambaRead(layer, slot, conv, ssm);
+      int at = layer * (conv.length + ssm.length);
+      System.arraycopy(conv, 0, all, at, conv.length);
+      System.arraycopy(ssm, 0, all, at + conv.length, ssm.length);
+    }
+    return all;
+  }
+
+  @Test
+  public void mambaStates() {
+    try (Pool host = new Pool(Configs.HYBRID); Pool dev = new Pool(Configs.HYBRID);
+         Pool plain = new Pool(Configs.PAGED)) {
+      // Dirty a state slot of both pools and free it: a slot handed out again must be zeroed.
+      for (Pool p : new Pool[] {host, dev}) {
+        int[] dirty = p.mambaAlloc(1);
+        p.mambaWrite(1, dirty[0], MambaTest.floats(Configs.ramp(12, 9)), MambaTest.floats(Configs.ramp(32, 9)));
+        p.mambaFree(dirty);
+      }
+      // Every slot: the ids of mambaAlloc on the twin pool, all states zero.
+      int[] want = host.mambaAlloc(20);
+      int[] slots = dev.mambaAllocAsync(20, 0);
+      dev.synchronize(0);
+      assertArrayEquals(want, slots);
+      byte[] zero = new byte[3 * (MambaTest.CONV_BYTES + MambaTest.SSM_BYTES)];
+      for (int slot : slots) {
+        assertArrayEquals("slot " + slot + " is not zeroed", zero, state(dev, slot));
+      }
+      assertEquals(0, dev.mambaAvailable());
+      expect(Status.OUT_OF_MEMORY, () -> dev.mambaAllocAsync(1, 0));
+      dev.mambaFree(Arrays.copyOfRange(slots, 10, 20));
+
+      // Fork: a new slot holding a copy of a written state.
+      byte[] wantConv = MambaTest.floats(Configs.ramp(12, 1));
+      byte[] wantSsm = MambaTest.floats(Configs.ramp(32, -3));
+      dev.mambaWrite(1, slots[0], wantConv, wantSsm);
+      int fork = dev.mambaForkAsync(slots[0], 0);
+      dev.synchronize(0);
+      assertTrue("fork " + fork, fork >= 1 && fork != slots[0]);
+      assertArrayEquals(state(dev, slots[0]), state(dev, fork));
+      assertEquals(9, dev.mambaAvailable());
+
+      // Batched copy, slot ids at host addresses: slots[2] <- slots[1], fork <- slots[1].
+      dev.mambaWrite(1, slots[1], MambaTest.floats(Configs.ramp(12, 40)), MambaTest.floats(Configs.ramp(32, -40)));
+      ByteBuffer src = ints(slots[1], slots[1]);
+      ByteBuffer dst = ints(slots[2], fork);
+      dev.mambaCopyAsync(addr(src), 2, addr(dst), 2, 0);
+      dev.synchronize(0);
+      assertArrayEquals(state(dev, slots[1]), state(dev, slots[2]));
+      assertArrayEquals(state(dev, slots[1]), state(dev, fork));
+      assertFalse(Arrays.equals(state(dev, slots[1]), state(dev, slots[0])));
+
+      // Lengths that differ, a negative length, a free slot (nothing copied), a free fork source.
+      expect(Status.INVALID_ARGUMENT, () -> dev.mambaCopyAsync(addr(src), 2, addr(dst), 1, 0));
+      assertThrows(IllegalArgumentException.class, () -> dev.mambaCopyAsync(addr(src), -1, addr(dst), 2, 0));
+      expect(Status.INVALID_ARGUMENT, () -> dev.mambaCopyAsync(addr(src), 2, addr(ints(slots[3], slots[15])), 2, 0));
+      assertArrayEquals("slot of a rejected copy", zero, state(dev, slots[3]));
+      expect(Status.INVALID_ARGUMENT, () -> dev.mambaForkAsync(slots[15], 0));
+      assertThrows(IllegalArgumentException.class, () -> dev.mambaAllocAsync(-1, 0));
+      assertEquals(9, dev.mambaAvailable());
+      dev.check();
+
+      // No mamba states: unsupported.
+      expect(Status.UNSUPPORTED, () -> plain.mambaAllocAsync(1, 0));
+      expect(Status.UNSUPPORTED, () -> plain.mambaForkAsync(1, 0));
+      expect(Status.UNSUPPORTED, () -> plain.mambaCopyAsync(addr(src), 1, addr(dst), 1, 0));
     }
   }
 
