@@ -16,9 +16,7 @@ using kvp::capi::with_pool;
 namespace {
 
 Status need_cache(const kvpool* pool) {
-  if (pool->config.pool.device_free_list) {
-    return Status::unsupported("the radix cache keeps slots on the host; use pool.free_list \"host\"");
-  }
+  KVPOOL_RETURN_IF_ERROR(kvp::capi::need_host_free_list(pool));
   if (!pool->cache && !pool->mamba_cache && !pool->swa_cache) {
     return Status::unsupported("the pool has no radix prefix cache (prefix_cache.kind is not \"radix\", or a "
                                "hybrid_linear pool uses pool.mamba_extra_buffer)");

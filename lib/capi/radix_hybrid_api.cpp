@@ -13,9 +13,7 @@ using kvp::capi::with_pool;
 namespace {
 
 Status need_mamba_cache(const kvpool* pool) {
-  if (pool->config.pool.device_free_list) {
-    return Status::unsupported("the radix cache keeps slots on the host; use pool.free_list \"host\"");
-  }
+  KVPOOL_RETURN_IF_ERROR(kvp::capi::need_host_free_list(pool));
   if (!pool->mamba_cache) {
     return Status::unsupported("the pool has no mamba radix cache (attention is not \"hybrid_linear\", "
                                "prefix_cache.kind is not \"radix\", or pool.mamba_extra_buffer is set)");

@@ -9,6 +9,12 @@
 
 namespace kvp::capi {
 
+// The radix trees keep slot ids on the host: a pool whose free list lives on the device has none.
+inline Status need_host_free_list(const ::kvpool* pool) {
+  if (!pool->config.pool.device_free_list) return Status::ok();
+  return Status::unsupported("the radix cache keeps slots on the host; use pool.free_list \"host\"");
+}
+
 // The namespace of a radix key: NULL is the default ("").
 inline std::string key_of(const char* extra_key) { return extra_key == nullptr ? std::string() : std::string(extra_key); }
 
