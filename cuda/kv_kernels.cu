@@ -399,17 +399,25 @@ void launch_decode_to(const RowJob& job, cudaStream_t stream, const FaultSink& f
   }
 }
 
+// Calls fn(F32{}), fn(F16{}) or fn(BF16{}) for a caller-side format; false for any other.
+template <class Fn>
+bool with_wide(Codec c, Fn&& fn) {
+  switch (c) {
+    case Codec::kF32: fn(F32{}); return true;
+    case Codec::kF16: fn(F16{}); return true;
+    case Codec::kBF16: fn(BF16{}); return true;
+    default: return false;
+  }
+}
+
 }  // namespace
 
 Status encode_rows(const RowJob& job, void* stream, const FaultSink& fault) {
   if (job.n == 0) return Status::ok();
   auto s = static_cast<cudaStream_t>(stream);
-  switch (job.user) {
-    case Codec::kRaw: return launch_copy<true>(job, s, fault);
-    case Codec::kF32: launch_encode_in<F32>(job, s, fault); break;
-    case Codec::kF16: launch_encode_in<F16>(job, s, fault); break;
-    case Codec::kBF16: launch_encode_in<BF16>(job, s, fault); break;
-    default: return Status::internal("encode_rows: caller format must be raw, f32, f16 or bf16");
+  if (job.user == Codec::kRaw) return launch_copy<true>(job, s, fault);
+  if (!with_wide(job.user, [&](auto in) { launch_encode_in<decltype(in)>(job, s, fault); })) {
+    return Status::internal("encode_rows: caller format must be raw, f32, f16 or bf16");
   }
   return launch_status("kv write kernel");
 }
@@ -417,12 +425,9 @@ Status encode_rows(const RowJob& job, void* stream, const FaultSink& fault) {
 Status decode_rows(const RowJob& job, void* stream, const FaultSink& fault) {
   if (job.n == 0) return Status::ok();
   auto s = static_cast<cudaStream_t>(stream);
-  switch (job.user) {
-    case Codec::kRaw: return launch_copy<false>(job, s, fault);
-    case Codec::kF32: launch_decode_to<F32>(job, s, fault); break;
-    case Codec::kF16: launch_decode_to<F16>(job, s, fault); break;
-    case Codec::kBF16: launch_decode_to<BF16>(job, s, fault); break;
-    default: return Status::internal("decode_rows: caller format must be raw, f32, f16 or bf16");
+  if (job.user == Codec::kRaw) return launch_copy<false>(job, s, fault);
+  if (!with_wide(job.user, [&](auto out) { launch_decode_to<decltype(out)>(job, s, fault); })) {
+    return Status::internal("decode_rows: caller format must be raw, f32, f16 or bf16");
   }
   return launch_status("kv read kernel");
 }
@@ -431,11 +436,8 @@ Status encode_nsa(const NsaJob& job, void* stream, const FaultSink& fault) {
   if (job.n == 0) return Status::ok();
   auto s = static_cast<cudaStream_t>(stream);
   const unsigned grid = blocks_for(job.n * (job.lora / cvt::kNsaBlock + 1));
-  switch (job.user) {
-    case Codec::kF32: encode_nsa_kernel<F32><<<grid, kThreads, 0, s>>>(job, fault); break;
-    case Codec::kF16: encode_nsa_kernel<F16><<<grid, kThreads, 0, s>>>(job, fault); break;
-    case Codec::kBF16: encode_nsa_kernel<BF16><<<grid, kThreads, 0, s>>>(job, fault); break;
-    default: return Status::internal("encode_nsa: caller format must be f32, f16 or bf16");
+  if (!with_wide(job.user, [&](auto in) { encode_nsa_kernel<decltype(in)><<<grid, kThreads, 0, s>>>(job, fault); })) {
+    return Status::internal("encode_nsa: caller format must be f32, f16 or bf16");
   }
   return launch_status("nsa write kernel");
 }
@@ -444,11 +446,8 @@ Status decode_nsa(const NsaJob& job, void* stream, const FaultSink& fault) {
   if (job.n == 0) return Status::ok();
   auto s = static_cast<cudaStream_t>(stream);
   const unsigned grid = blocks_for(job.n * (job.lora / cvt::kNsaBlock + 1));
-  switch (job.user) {
-    case Codec::kF32: decode_nsa_kernel<F32><<<grid, kThreads, 0, s>>>(job, fault); break;
-    case Codec::kF16: decode_nsa_kernel<F16><<<grid, kThreads, 0, s>>>(job, fault); break;
-    case Codec::kBF16: decode_nsa_kernel<BF16><<<grid, kThreads, 0, s>>>(job, fault); break;
-    default: return Status::internal("decode_nsa: caller format must be f32, f16 or bf16");
+  if (!with_wide(job.user, [&](auto out) { decode_nsa_kernel<decltype(out)><<<grid, kThreads, 0, s>>>(job, fault); })) {
+    return Status::internal("decode_nsa: caller format must be f32, f16 or bf16");
   }
   return launch_status("nsa read kernel");
 }
