@@ -26,12 +26,10 @@ KVPOOL_API kvpool_status kvpool_mamba_alloc_async(kvpool* pool, int32_t* slots, 
     } else {
       kvp::pool::dev::FaultSink fault;
       KVPOOL_RETURN_IF_ERROR(kvp::capi::device_work(p, kvp::backend::kOpMambaCopy, &fault));
-      KVPOOL_RETURN_IF_ERROR(p->mamba->take(slots, slots_len));
-      const Status st = kvp::mamba::dev::zero_slots(p->mamba->device_states(), slots, slots_len, stream);
-      if (!st.is_ok()) {  // a launch failure: give the slots back so that nothing changed
-        (void)p->mamba->free_unattached(slots, slots_len);
-        return st;
-      }
+      // Enqueue the zeroing of the ids about to be taken, then take them: a failed launch changes nothing.
+      KVPOOL_RETURN_IF_ERROR(p->mamba->peek(slots, slots_len));
+      KVPOOL_RETURN_IF_ERROR(kvp::mamba::dev::zero_slots(p->mamba->device_states(), slots, slots_len, stream));
+      p->mamba->commit_take(slots_len);
     }
     p->direct_allocations = true;  // kvpool_check can no longer attribute every state slot
     return Status::ok();
@@ -49,12 +47,9 @@ KVPOOL_API kvpool_status kvpool_mamba_fork_async(kvpool* pool, int32_t src, int3
       KVPOOL_RETURN_IF_ERROR(kvp::capi::device_work(p, kvp::backend::kOpMambaCopy, &fault));
       KVPOOL_RETURN_IF_ERROR(p->mamba->check_owned(src, "source"));
       int32_t slot = 0;
-      KVPOOL_RETURN_IF_ERROR(p->mamba->take(&slot, 1));
-      const Status st = kvp::mamba::dev::copy_slot(p->mamba->device_states(), src, slot, stream);
-      if (!st.is_ok()) {
-        (void)p->mamba->free_unattached(&slot, 1);
-        return st;
-      }
+      KVPOOL_RETURN_IF_ERROR(p->mamba->peek(&slot, 1));  // taken only once the copy is enqueued
+      KVPOOL_RETURN_IF_ERROR(kvp::mamba::dev::copy_slot(p->mamba->device_states(), src, slot, stream));
+      p->mamba->commit_take(1);
       *dst = slot;
     }
     p->direct_allocations = true;

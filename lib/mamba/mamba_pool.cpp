@@ -68,9 +68,18 @@ Status MambaPool::alloc(int32_t* out, size_t n) {
 }
 
 Status MambaPool::take(int32_t* out, size_t n) {
-  scratch_.resize(n);
-  KVPOOL_RETURN_IF_ERROR(slots_.take(n, scratch_.data()));
-  for (size_t i = 0; i < n; ++i) out[i] = static_cast<int32_t>(scratch_[i]);
+  KVPOOL_RETURN_IF_ERROR(peek(out, n));
+  commit_take(n);
+  return Status::ok();
+}
+
+Status MambaPool::peek(int32_t* out, size_t n) {
+  if (!slots_.can_take(n)) {
+    return Status::out_of_memory("need " + std::to_string(n) + " mamba slots, " + std::to_string(slots_.available()) +
+                                 " available");
+  }
+  slots_.prepare(n, false);
+  for (size_t i = 0; i < n; ++i) out[i] = static_cast<int32_t>(slots_.peek(i));
   return Status::ok();
 }
 
@@ -127,9 +136,10 @@ Status MambaPool::copy(int32_t src, int32_t dst) {
 Status MambaPool::fork(int32_t src, int32_t* dst) {
   KVPOOL_RETURN_IF_ERROR(check_slot(src, "source"));
   int32_t slot = 0;
-  KVPOOL_RETURN_IF_ERROR(take(&slot, 1));  // no zeroing: the copy overwrites every byte
+  KVPOOL_RETURN_IF_ERROR(peek(&slot, 1));  // no zeroing: the copy overwrites every byte
+  commit_take(1);  // copy() needs the destination owned
   const Status st = copy(src, slot);
-  if (!st.is_ok()) {  // a failed copy (a CUDA error) gives the slot back: nothing changed
+  if (!st.is_ok()) {  // a failed copy (a CUDA error) gives the slot back
     (void)free(&slot, 1);
     return st;
   }

@@ -40,6 +40,11 @@ class MambaPool {
   Status alloc(int32_t* out, size_t n);
   // Slot ids only, not zeroed (the stream-ordered alloc zeroes them on the device).
   Status take(int32_t* out, size_t n);
+  // The ids take(n) would hand out, without taking them (OUT_OF_MEMORY changes
+  // nothing); commit_take(n) then takes exactly those. Lets a caller enqueue the
+  // device work first, so that a failed launch leaves the free list untouched.
+  Status peek(int32_t* out, size_t n);
+  void commit_take(size_t n) { slots_.consume(n); }
   // INVALID_ARGUMENT unless `slot` is allocated.
   Status check_owned(int32_t slot, const char* what) const { return check_slot(slot, what); }
   // The state buffers as the device kernels see them (mamba/mamba_device.hpp).
