@@ -126,6 +126,13 @@ inline std::string pool_state(const kvpool* pool, const PoolStateOptions& opts =
   return out.str();
 }
 
+// The picture with the given kvseq requests described.
+inline std::string pool_state(const kvpool* pool, const std::vector<uint64_t>& seqs) {
+  PoolStateOptions opts;
+  opts.seqs = seqs;
+  return pool_state(pool, opts);
+}
+
 // The first line where two pictures differ, for failure messages ("" when equal).
 inline std::string first_difference(const std::string& before, const std::string& after) {
   if (before == after) return "";

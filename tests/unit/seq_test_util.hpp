@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "pool_state.hpp"
 #include "test_util.hpp"
 
 namespace kvtest {
@@ -111,7 +112,8 @@ inline bool accounting_holds(kvpool* pool, const std::string& where = "") {
 }
 
 // Thousands of random begin / extend / decode (retract on OOM) / finish / abort steps with
-// many requests; after every step the accounting identity and kvpool_check must hold.
+// many requests; after every step the accounting identity and kvpool_check must hold, and
+// a begin, extend or decode that fails must leave the pool's public state as it was.
 // `shared` and `own` bound the prompt parts shared by a few families and the request's own.
 // `max_chunk` > 0 caps each prefill chunk, so prompts take several extends (and get cached
 // while unfinished). Returns how often each operation happened (and "end" = 1 if all steps
@@ -133,8 +135,12 @@ inline std::map<std::string, int> random_workload(kvpool* pool, unsigned seed, i
       for (int i = 0; i < n_own; ++i) prompt.push_back(static_cast<int32_t>(rng() % 3) + 100000);
       uint64_t seq = 0;
       size_t cached = 0;
+      const std::string before = pool_state(pool, live);
       const kvpool_status st = kvseq_begin(pool, prompt.data(), prompt.size(), nullptr, &seq, &cached);
       EXPECT_TRUE(st == KVPOOL_OK || st == KVPOOL_ERR_OUT_OF_MEMORY) << kvpool_last_error();
+      if (st != KVPOOL_OK) {
+        EXPECT_EQ(first_difference(before, pool_state(pool, live)), "") << "failed begin";
+      }
       if (st == KVPOOL_OK && cached > 0) {
         for (uint64_t other : live) {
           const kvseq_info i = seq_info(pool, other);
@@ -166,8 +172,12 @@ inline std::map<std::string, int> random_workload(kvpool* pool, unsigned seed, i
         }
       }
       if (batch.empty()) continue;
+      const std::string before = pool_state(pool, live);
       const kvpool_status st = seq_extend(pool, batch, chunks);
       EXPECT_TRUE(st == KVPOOL_OK || st == KVPOOL_ERR_OUT_OF_MEMORY) << kvpool_last_error();
+      if (st != KVPOOL_OK) {
+        EXPECT_EQ(first_difference(before, pool_state(pool, live)), "") << "failed extend";
+      }
       ++seen[st == KVPOOL_OK ? "extend" : "extend-oom"];
       for (size_t b = 0; b < batch.size(); ++b) {
         const kvseq_info i = seq_info(pool, batch[b]);
@@ -185,8 +195,12 @@ inline std::map<std::string, int> random_workload(kvpool* pool, unsigned seed, i
       if (batch.empty()) continue;
       Tokens toks(batch.size());
       for (auto& t : toks) t = static_cast<int32_t>(rng() % 2);
+      const std::string before = pool_state(pool, live);
       const kvpool_status st = seq_decode(pool, batch, toks);
       EXPECT_TRUE(st == KVPOOL_OK || st == KVPOOL_ERR_OUT_OF_MEMORY) << kvpool_last_error();
+      if (st != KVPOOL_OK) {
+        EXPECT_EQ(first_difference(before, pool_state(pool, live)), "") << "failed decode";
+      }
       ++seen[st == KVPOOL_OK ? "decode" : "decode-oom"];
       if (st == KVPOOL_ERR_OUT_OF_MEMORY) {  // retract the newest, as a scheduler would
         size_t cached = 0;
