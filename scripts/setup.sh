@@ -15,6 +15,7 @@ full=("${minimal[@]}"
   default-jdk-headless junit4                        # Java binding and its JUnit tests (FindJNI finds /usr/lib/jvm/default-java)
   mono-mcs mono-devel nunit-console libnunit-cil-dev # C# binding and its tests
   doxygen graphviz                                   # API reference
+  clang libclang-rt-14-dev                           # sanitizer and libFuzzer builds (scripts/sanitize.sh)
   python3)
 
 case "${1:-}" in

@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
 # The project's test command (README, .ci/run): install the build's packages,
 # configure a fresh build with every optional part ON, build, run all tests
-# except those labelled gpu. Works from a clean clone; any failure fails it.
+# except those labelled gpu; then the sanitizer stages (scripts/sanitize.sh):
+# the C/C++ suite under ASan+UBSan, every libFuzzer target for a bounded time,
+# and ThreadSanitizer. Works from a clean clone; any failure fails it.
 #
 # Environment:
 #   KVPOOL_BUILD_DIR   build directory (default: build-test, relative to the repo)
 #   KVPOOL_CMAKE_ARGS  extra configure arguments, appended last so they win
 #                      (e.g. "-DKVPOOL_WITH_CUDA=OFF" or "-DKVPOOL_BUILD_GO=OFF")
+#   KVPOOL_SANITIZERS  "all" (default), "address", "thread" or "none" (skip the
+#                      sanitizer stages, for a quick local run)
+#   KVPOOL_FUZZ_SECONDS, KVPOOL_SOAK_STEPS: see scripts/sanitize.sh
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -68,3 +73,22 @@ begin test
 # --no-tests=error: a configuration that registers no tests must not pass.
 ctest --test-dir "$build_dir" -LE gpu --output-on-failure --no-tests=error -j "$jobs"
 end
+
+sanitizers=${KVPOOL_SANITIZERS:-all}
+case "$sanitizers" in
+  none) ;;
+  all)
+    begin asan
+    "$repo/scripts/sanitize.sh" address
+    end
+    begin tsan
+    "$repo/scripts/sanitize.sh" thread
+    end
+    ;;
+  address|thread)
+    begin "$sanitizers"
+    "$repo/scripts/sanitize.sh" "$sanitizers"
+    end
+    ;;
+  *) echo "test.sh: KVPOOL_SANITIZERS must be all, address, thread or none" >&2; exit 2 ;;
+esac
