@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "util/fault_injection.hpp"
 #include "kvpool/buffers.h"
 
 namespace kvp::backend {
@@ -66,6 +67,7 @@ class CudaBackend final : public Backend {
   Status allocate(size_t bytes, void** out) override {
     KVPOOL_CUDA_TRY(cudaSetDevice(device_), "cudaSetDevice");
     void* p = nullptr;
+    KVP_INJECTION_POINT("cudaMalloc");
     cudaError_t e = cudaMalloc(&p, bytes == 0 ? 1 : bytes);
     if (e == cudaErrorMemoryAllocation) {
       cudaGetLastError();
@@ -109,6 +111,7 @@ class CudaBackend final : public Backend {
     }
     const bool vectorized = aligned16(c.dst, c.dst_stride, c.row_bytes) && aligned16(c.src, c.src_stride, c.row_bytes);
     const unsigned blocks = static_cast<unsigned>(c.n < 65535 ? c.n : 65535);
+    KVP_INJECTION_POINT("copy_rows launch");
     copy_rows_kernel<<<blocks, 128>>>(static_cast<char*>(c.dst), c.dst_stride, dst_rows,
                                       static_cast<const char*>(c.src), c.src_stride, src_rows, c.row_bytes, c.n,
                                       vectorized);
@@ -163,6 +166,7 @@ class CudaBackend final : public Backend {
     if (index_scratch_ != nullptr) cudaFree(index_scratch_);
     index_scratch_ = nullptr;
     index_capacity_ = 0;
+    KVP_INJECTION_POINT("cudaMalloc (row indices)");
     KVPOOL_CUDA_TRY(cudaMalloc(reinterpret_cast<void**>(&index_scratch_), bytes), "cudaMalloc (row indices)");
     index_capacity_ = bytes;
     return Status::ok();
@@ -212,6 +216,7 @@ class CudaBackend final : public Backend {
     if (staging_ != nullptr) cudaFree(staging_);
     staging_ = nullptr;
     staging_capacity_ = 0;
+    KVP_INJECTION_POINT("cudaMalloc (row staging)");
     KVPOOL_CUDA_TRY(cudaMalloc(reinterpret_cast<void**>(&staging_), bytes), "cudaMalloc (row staging)");
     staging_capacity_ = bytes;
     return Status::ok();
@@ -240,6 +245,7 @@ class CudaBackend final : public Backend {
     if (pinned_done_[1] != nullptr) return Status::ok();  // set last: everything before it exists
     for (int i = 0; i < 2; ++i) {
       if (pinned_[i] == nullptr) {
+        KVP_INJECTION_POINT("cudaHostAlloc (pinned staging)");
         KVPOOL_CUDA_TRY(cudaHostAlloc(reinterpret_cast<void**>(&pinned_[i]), kPinnedChunk, cudaHostAllocDefault),
                         "cudaHostAlloc (pinned staging)");
       }

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "backend/device_fault.hpp"
+#include "util/fault_injection.hpp"
 
 namespace kvp::backend {
 namespace {
@@ -28,10 +29,12 @@ Status DeviceFault::make(int device, std::unique_ptr<DeviceFault>* out) {
   f->device_ = device;
   cudaError_t e = use_device(device);
   if (e != cudaSuccess) return cuda_error(e, "cudaSetDevice");
+  KVP_INJECTION_POINT("cudaMalloc (fault record)");
   e = cudaMalloc(reinterpret_cast<void**>(&f->record_), sizeof(FaultRecord));
   if (e != cudaSuccess) return cuda_error(e, "cudaMalloc (fault record)");
   e = cudaMemset(f->record_, 0, sizeof(FaultRecord));
   if (e != cudaSuccess) return cuda_error(e, "cudaMemset (fault record)");
+  KVP_INJECTION_POINT("cudaHostAlloc (fault flag)");
   e = cudaHostAlloc(reinterpret_cast<void**>(&f->host_flag_), sizeof(int), cudaHostAllocMapped);
   if (e != cudaSuccess) return cuda_error(e, "cudaHostAlloc (fault flag)");
   *f->host_flag_ = 0;

@@ -13,6 +13,7 @@
 
 #include "alloc/device_kernels.hpp"
 #include "device_common.cuh"
+#include "util/fault_injection.hpp"
 
 namespace kvp::devk {
 namespace {
@@ -491,6 +492,7 @@ Status extend(const PagesView& v, RingPos free, const ExtendArgs& a, void* strea
                            std::to_string(a.max_extend) + " tokens in the longest extend)");
   }
   const dim3 grid(static_cast<unsigned>(a.batch), static_cast<unsigned>(chunks));
+  KVP_INJECTION_POINT("extend_kernel launch");
   extend_kernel<<<grid, kExtendThreads, 0, as_stream(stream)>>>(p);
   return launch_status("extend kernel launch");
 }
@@ -498,6 +500,7 @@ Status extend(const PagesView& v, RingPos free, const ExtendArgs& a, void* strea
 Status decode(const PagesView& v, RingPos free, const DecodeArgs& a, void* stream) {
   KVPOOL_RETURN_IF_ERROR(use_device(v.device));
   DecodeParams p{a, v.free_ring, free.head, v.num_pages, v.owned, page_math(v), v.slot_limit, v.fault, v.host_flag};
+  KVP_INJECTION_POINT("decode_kernel launch");
   decode_kernel<<<1, kDecodeThreads, 0, as_stream(stream)>>>(p);
   return launch_status("decode kernel launch");
 }
@@ -506,6 +509,7 @@ Status alloc(const PagesView& v, RingPos free, int64_t* out, int64_t pages, void
   if (pages == 0) return Status::ok();
   KVPOOL_RETURN_IF_ERROR(use_device(v.device));
   const int64_t slots = pages * v.page_size;
+  KVP_INJECTION_POINT("alloc_kernel launch");
   alloc_kernel<<<blocks_for(slots, 256), 256, 0, as_stream(stream)>>>(v.free_ring, free.head, v.num_pages, v.owned,
                                                                       page_math(v), out, slots, v.fault, v.host_flag);
   return launch_status("alloc kernel launch");
@@ -517,16 +521,19 @@ Status free_pages(const PagesView& v, const int64_t* pages, int64_t n, int64_t* 
   KVPOOL_RETURN_IF_ERROR(use_device(v.device));
   cudaStream_t s = as_stream(stream);
   if (!sorted) {
+    KVP_INJECTION_POINT("free_append_kernel launch");
     free_append_kernel<<<blocks_for(n, 256), 256, 0, s>>>(pages, n, ring, start, v.num_pages, v.owned, v.fault,
                                                           v.host_flag);
     return launch_status("free kernel launch");
   }
   if (n <= kSmallSort) {
     const int threads = static_cast<int>((n + 31) / 32 * 32);
+    KVP_INJECTION_POINT("free_sorted_small_kernel launch");
     free_sorted_small_kernel<<<1, threads, 0, s>>>(pages, static_cast<int>(n), ring, start, v.num_pages, v.owned,
                                                    v.fault, v.host_flag);
     return launch_status("free kernel launch");
   }
+  KVP_INJECTION_POINT("free_sorted_large_kernel launch");
   free_sorted_large_kernel<<<1, kCompactThreads, 0, s>>>(pages, n, ring, start, v.num_pages, v.owned, v.scratch_bits,
                                                          bitmap_words(v), v.fault, v.host_flag);
   return launch_status("free kernel launch");
@@ -536,9 +543,11 @@ Status merge(const PagesView& v, RingPos free, RingPos release, void* stream) {
   KVPOOL_RETURN_IF_ERROR(use_device(v.device));
   cudaStream_t s = as_stream(stream);
   const int64_t n = free.count + release.count;
+  KVP_INJECTION_POINT("mark_lists_kernel launch");
   mark_lists_kernel<<<blocks_for(n, 256), 256, 0, s>>>(v.free_ring, free, v.release_ring, release, v.num_pages,
                                                        v.scratch_bits, v.fault, v.host_flag);
   KVPOOL_RETURN_IF_ERROR(launch_status("merge mark kernel launch"));
+  KVP_INJECTION_POINT("compact_bits_kernel launch");
   compact_bits_kernel<<<1, kCompactThreads, 0, s>>>(v.scratch_bits, bitmap_words(v), v.free_ring, 0, v.num_pages,
                                                     v.fault);
   return launch_status("merge compact kernel launch");
@@ -550,6 +559,7 @@ Status reset(const PagesView& v, void* stream) {
   const size_t bytes = static_cast<size_t>(bitmap_words(v)) * sizeof(uint32_t);
   KVPOOL_RETURN_IF_ERROR(cuda_status(cudaMemsetAsync(v.owned, 0, bytes, s), "cudaMemsetAsync (owned bitmap)"));
   KVPOOL_RETURN_IF_ERROR(cuda_status(cudaMemsetAsync(v.scratch_bits, 0, bytes, s), "cudaMemsetAsync (scratch)"));
+  KVP_INJECTION_POINT("iota_kernel launch");
   iota_kernel<<<blocks_for(v.num_pages, 256), 256, 0, s>>>(v.free_ring, v.num_pages);
   return launch_status("free-list reset kernel launch");
 }
@@ -560,6 +570,7 @@ Status first_not_owned(const PagesView& v, const int64_t* pages, int64_t n, void
   KVPOOL_RETURN_IF_ERROR(use_device(v.device));
   cudaStream_t s = as_stream(stream);
   KVPOOL_RETURN_IF_ERROR(cuda_status(cudaMemsetAsync(v.result, 0xFF, sizeof(uint64_t), s), "cudaMemsetAsync"));
+  KVP_INJECTION_POINT("first_not_owned_kernel launch");
   first_not_owned_kernel<<<blocks_for(n, 256), 256, 0, s>>>(pages, n, v.owned,
                                                            reinterpret_cast<unsigned long long*>(v.result));
   KVPOOL_RETURN_IF_ERROR(launch_status("ownership check kernel launch"));

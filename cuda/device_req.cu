@@ -7,6 +7,7 @@
 
 #include "alloc/device_kernels.hpp"
 #include "device_common.cuh"
+#include "util/fault_injection.hpp"
 
 namespace kvp::devk {
 namespace {
@@ -134,6 +135,7 @@ Status write_batch(const TableView& t, const WriteBatchArgs& a, void* stream) {
   const unsigned prefix_blocks =
       a.prefix_slots == nullptr || a.prefix_len == 0 ? 0u : blocks_for(a.prefix_len, static_cast<int>(kTokensPerBlock), INT32_MAX);
   WriteParams p{a, t, extend_blocks};
+  KVP_INJECTION_POINT("write_batch_kernel launch");
   write_batch_kernel<<<extend_blocks + prefix_blocks, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(p);
   return launch_status("write_batch kernel launch");
 }
@@ -142,6 +144,7 @@ Status last_loc(const TableView& t, const int32_t* rows, const int64_t* prefix_l
                 void* stream) {
   if (batch == 0) return Status::ok();
   KVPOOL_RETURN_IF_ERROR(use_device(t.device));
+  KVP_INJECTION_POINT("last_loc_kernel launch");
   last_loc_kernel<<<blocks_for(batch, 256), 256, 0, static_cast<cudaStream_t>(stream)>>>(t, rows, prefix_lens, batch,
                                                                                          out);
   return launch_status("last_loc kernel launch");

@@ -15,6 +15,7 @@
 #include "device_fault.cuh"
 #include "pool/dtype_convert.hpp"
 #include "pool/kv_device.hpp"
+#include "util/fault_injection.hpp"
 
 namespace kvp::pool::dev {
 namespace {
@@ -338,6 +339,7 @@ Status launch_copy(const RowJob& job, cudaStream_t stream, const FaultSink& faul
   const uint32_t w1 = job.parts > 1 ? static_cast<uint32_t>(job.part[1].row_bytes / word) : 0;
   const uint64_t blocks = (job.n + kWarpsPerBlock - 1) / kWarpsPerBlock;
   const unsigned grid = static_cast<unsigned>(blocks < 65535ull * 16 ? blocks : 65535ull * 16);
+  KVP_INJECTION_POINT("kv copy kernel launch");
   switch (word) {
     case 16: copy_kernel<int4, kEncode><<<grid, kThreads, 0, stream>>>(job, w0, w1, fault); break;
     case 8: copy_kernel<int2, kEncode><<<grid, kThreads, 0, stream>>>(job, w0, w1, fault); break;
@@ -416,6 +418,7 @@ Status encode_rows(const RowJob& job, void* stream, const FaultSink& fault) {
   if (job.n == 0) return Status::ok();
   auto s = static_cast<cudaStream_t>(stream);
   if (job.user == Codec::kRaw) return launch_copy<true>(job, s, fault);
+  KVP_INJECTION_POINT("kv write kernel launch");
   if (!with_wide(job.user, [&](auto in) { launch_encode_in<decltype(in)>(job, s, fault); })) {
     return Status::internal("encode_rows: caller format must be raw, f32, f16 or bf16");
   }
@@ -426,6 +429,7 @@ Status decode_rows(const RowJob& job, void* stream, const FaultSink& fault) {
   if (job.n == 0) return Status::ok();
   auto s = static_cast<cudaStream_t>(stream);
   if (job.user == Codec::kRaw) return launch_copy<false>(job, s, fault);
+  KVP_INJECTION_POINT("kv read kernel launch");
   if (!with_wide(job.user, [&](auto out) { launch_decode_to<decltype(out)>(job, s, fault); })) {
     return Status::internal("decode_rows: caller format must be raw, f32, f16 or bf16");
   }
@@ -436,6 +440,7 @@ Status encode_nsa(const NsaJob& job, void* stream, const FaultSink& fault) {
   if (job.n == 0) return Status::ok();
   auto s = static_cast<cudaStream_t>(stream);
   const unsigned grid = blocks_for(job.n * (job.lora / cvt::kNsaBlock + 1));
+  KVP_INJECTION_POINT("nsa write kernel launch");
   if (!with_wide(job.user, [&](auto in) { encode_nsa_kernel<decltype(in)><<<grid, kThreads, 0, s>>>(job, fault); })) {
     return Status::internal("encode_nsa: caller format must be f32, f16 or bf16");
   }
@@ -446,6 +451,7 @@ Status decode_nsa(const NsaJob& job, void* stream, const FaultSink& fault) {
   if (job.n == 0) return Status::ok();
   auto s = static_cast<cudaStream_t>(stream);
   const unsigned grid = blocks_for(job.n * (job.lora / cvt::kNsaBlock + 1));
+  KVP_INJECTION_POINT("nsa read kernel launch");
   if (!with_wide(job.user, [&](auto out) { decode_nsa_kernel<decltype(out)><<<grid, kThreads, 0, s>>>(job, fault); })) {
     return Status::internal("decode_nsa: caller format must be f32, f16 or bf16");
   }
@@ -456,7 +462,9 @@ Status move_rows(const MoveJob& job, void* stream, const FaultSink& fault) {
   if (job.n == 0 || job.count == 0) return Status::ok();
   auto s = static_cast<cudaStream_t>(stream);
   const unsigned grid = blocks_for(job.count * job.n * job.widest_row);
+  KVP_INJECTION_POINT("move_kernel launch");
   move_kernel<true><<<grid, kThreads, 0, s>>>(job, fault);
+  KVP_INJECTION_POINT("move_kernel launch");
   move_kernel<false><<<grid, kThreads, 0, s>>>(job, fault);
   return launch_status("kv move kernel");
 }

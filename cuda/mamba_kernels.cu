@@ -7,6 +7,7 @@
 
 #include "device_fault.cuh"
 #include "mamba/mamba_device.hpp"
+#include "util/fault_injection.hpp"
 
 namespace kvp::mamba::dev {
 namespace {
@@ -108,6 +109,7 @@ template <class Word>
 struct ZeroLaunch {
   static Status run(const States& s, const InlineSlots& in, cudaStream_t stream) {
     const uint64_t conv_words = s.conv_bytes / sizeof(Word), words = conv_words + s.ssm_bytes / sizeof(Word);
+    KVP_INJECTION_POINT("zero_kernel launch");
     zero_kernel<Word><<<blocks_for(uint64_t(in.n) * s.layers * words), kThreads, 0, stream>>>(s, in, conv_words, words);
     return launch_status("mamba zero kernel");
   }
@@ -117,6 +119,7 @@ template <class Word>
 struct CopyInlineLaunch {
   static Status run(const States& s, const InlineSlots& in, cudaStream_t stream) {
     const uint64_t conv_words = s.conv_bytes / sizeof(Word), words = conv_words + s.ssm_bytes / sizeof(Word);
+    KVP_INJECTION_POINT("copy_inline_kernel launch");
     copy_inline_kernel<Word><<<blocks_for(uint64_t(in.n) * s.layers * words), kThreads, 0, stream>>>(s, in, conv_words,
                                                                                                   words);
     return launch_status("mamba copy kernel");
@@ -128,6 +131,7 @@ struct CopyLaunch {
   static Status run(const States& s, const int32_t* src, const int32_t* dst, size_t n, cudaStream_t stream,
                     const pool::dev::FaultSink& f) {
     const uint64_t conv_words = s.conv_bytes / sizeof(Word), words = conv_words + s.ssm_bytes / sizeof(Word);
+    KVP_INJECTION_POINT("copy_kernel launch");
     copy_kernel<Word><<<blocks_for(uint64_t(n) * s.layers * words), kThreads, 0, stream>>>(s, src, dst, n, conv_words,
                                                                                         words, f);
     return launch_status("mamba copy kernel");

@@ -94,7 +94,7 @@ class DeviceFault {
 
  private:
   DeviceFault() = default;
-  int device_ = 0;
+  [[maybe_unused]] int device_ = 0;  // used by the CUDA build (cuda/device_fault.cu) only
   FaultRecord* record_ = nullptr;  // device memory
   int* host_flag_ = nullptr;       // pinned, mapped
   int* device_flag_ = nullptr;     // the same flag as the device sees it
