@@ -86,6 +86,7 @@ class CudaBackend final : public Backend {
     cudaFree(p);
   }
   Status zero(void* dst, size_t bytes) override {
+    KVP_INJECTION_POINT("cudaMemset");
     KVPOOL_CUDA_TRY(cudaSetDevice(device_), "cudaSetDevice");
     KVPOOL_CUDA_TRY(cudaMemset(dst, 0, bytes), "cudaMemset");
     return Status::ok();
@@ -126,6 +127,7 @@ class CudaBackend final : public Backend {
     if (c.src_rows != nullptr || c.src_stride < c.row_bytes) {
       return Status::internal("scatter_from_host: host rows must be 0..n-1 with a stride of at least row_bytes");
     }
+    KVP_INJECTION_POINT("scatter_from_host copy");
     KVPOOL_CUDA_TRY(cudaSetDevice(device_), "cudaSetDevice");
     KVPOOL_RETURN_IF_ERROR(reserve_staging(c.n * c.row_bytes));
     KVPOOL_RETURN_IF_ERROR(pitched_copy(staging_, c.row_bytes, c.src, c.src_stride, c.row_bytes, c.n,
@@ -141,6 +143,7 @@ class CudaBackend final : public Backend {
     if (c.dst_rows != nullptr || c.dst_stride < c.row_bytes) {
       return Status::internal("gather_to_host: host rows must be 0..n-1 with a stride of at least row_bytes");
     }
+    KVP_INJECTION_POINT("gather_to_host copy");
     KVPOOL_CUDA_TRY(cudaSetDevice(device_), "cudaSetDevice");
     KVPOOL_RETURN_IF_ERROR(reserve_staging(c.n * c.row_bytes));
     RowCopy d = c;
@@ -150,11 +153,13 @@ class CudaBackend final : public Backend {
     return pitched_copy(c.dst, c.dst_stride, staging_, c.row_bytes, c.row_bytes, c.n, cudaMemcpyDeviceToHost);
   }
   Status to_host(void* host, const void* device, size_t bytes) override {
+    KVP_INJECTION_POINT("cudaMemcpy to host");
     KVPOOL_CUDA_TRY(cudaSetDevice(device_), "cudaSetDevice");
     KVPOOL_CUDA_TRY(cudaMemcpy(host, device, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy to host");
     return Status::ok();
   }
   Status from_host(void* device, const void* host, size_t bytes) override {
+    KVP_INJECTION_POINT("cudaMemcpy from host");
     KVPOOL_CUDA_TRY(cudaSetDevice(device_), "cudaSetDevice");
     KVPOOL_CUDA_TRY(cudaMemcpy(device, host, bytes, cudaMemcpyHostToDevice), "cudaMemcpy from host");
     return Status::ok();

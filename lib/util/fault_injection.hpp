@@ -1,5 +1,6 @@
-// Test-only failure injection for device work: the n-th device allocation or kernel
-// launch fails, before anything happens on the device (issue 9; docs/reliability.md).
+// Test-only failure injection for device work: the n-th device allocation, kernel
+// launch or host<->device copy of the CUDA backend fails, before anything happens on
+// the device (issue 9; docs/reliability.md).
 //
 // Only builds configured with -DKVPOOL_FAULT_INJECTION=ON count; everywhere else
 // device_call() is an inline no-op that the compiler removes. In those builds the
@@ -14,7 +15,7 @@
 namespace kvp::inject {
 
 #ifdef KVPOOL_FAULT_INJECTION
-// Counts one device allocation or launch named `what`; a CUDA-error Status for the
+// Counts one device allocation, launch or copy named `what`; a CUDA-error Status for the
 // selected one ("<what>: injected failure ..."), OK otherwise.
 Status device_call(const char* what);
 #else

@@ -1,6 +1,6 @@
 // Failure injection on the device (issue 9): with a library built with
 // -DKVPOOL_FAULT_INJECTION=ON, KVPOOL_FAULT_DEVICE_CALL makes the n-th device
-// allocation or kernel launch of a call fail before it reaches the GPU
+// allocation, kernel launch or host<->device copy of a call fail before it reaches the GPU
 // (lib/util/fault_injection.hpp). For every call of the workloads below and every
 // n in turn, the call must fail with KVPOOL_ERR_CUDA and a message naming the
 // injected call, leave the pool's public state (pool_state) and its KV bytes as
@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -62,13 +63,14 @@ std::string hybrid() {
       "mamba_cache_size": 20, "max_context_len": 256}, "prefix_cache": {"kind": "none"}})";
 }
 
-// The KV bytes of `slots` on layer 0 (read un-injected through the host API).
-std::vector<float> kv_of(kvpool* pool, const std::vector<int64_t>& slots) {
+// The stored KV bytes of `slots` on layer 0, read un-injected through the host API in
+// the pool's own dtype (bf16 as raw 16-bit words: no conversion, NaN payloads compare).
+std::vector<uint16_t> kv_of(kvpool* pool, const std::vector<int64_t>& slots) {
   const size_t row = 2 * 8;
-  std::vector<float> k(slots.size() * row + 1), v(slots.size() * row + 1);
+  std::vector<uint16_t> k(slots.size() * row + 1), v(slots.size() * row + 1);
   if (slots.empty()) return k;
-  EXPECT_EQ(kvpool_get_kv(pool, 0, slots.data(), slots.size(), k.data(), slots.size() * row * 4, v.data(),
-                          slots.size() * row * 4, KVPOOL_DTYPE_F32),
+  EXPECT_EQ(kvpool_get_kv(pool, 0, slots.data(), slots.size(), k.data(), slots.size() * row * 2, v.data(),
+                          slots.size() * row * 2, KVPOOL_DTYPE_BF16),
             KVPOOL_OK)
       << kvpool_last_error();
   k.insert(k.end(), v.begin(), v.end());
@@ -76,8 +78,10 @@ std::vector<float> kv_of(kvpool* pool, const std::vector<int64_t>& slots) {
 }
 
 struct Injection {
-  int calls = 0;     // calls driven
-  int failures = 0;  // injected failures, all of which failed cleanly
+  int calls = 0;                       // calls driven
+  int failures = 0;                    // injected failures, all of which failed cleanly
+  std::map<std::string, int> by_call;  // injected failures per call name
+  std::string last_message;            // kvpool_last_error() of the last un-injected run
 };
 
 // Runs `call` with device call n = 1, 2, ... failing until a run makes none fail.
@@ -88,7 +92,7 @@ kvpool_status every_device_failure(kvpool* pool, const std::vector<uint64_t>& se
   for (int n = 1;; ++n) {
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     const std::string before = kvtest::pool_state(pool, seqs);
-    const std::vector<float> kv_before = kv_of(pool, watched);
+    const std::vector<uint16_t> kv_before = kv_of(pool, watched);
     const std::string selected = std::to_string(n) + "/" + name + std::to_string(totals->calls);
     setenv(kVar, selected.c_str(), 1);
     const kvpool_status st = call();
@@ -96,8 +100,12 @@ kvpool_status every_device_failure(kvpool* pool, const std::vector<uint64_t>& se
     unsetenv(kVar);
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess) << name;
     const bool injected = st != KVPOOL_OK && message.find("injected failure") != std::string::npos;
-    if (!injected) return st;  // ran without reaching the n-th device call
+    if (!injected) {  // ran without reaching the n-th device call
+      totals->last_message = st == KVPOOL_OK ? "" : message;
+      return st;
+    }
     ++totals->failures;
+    ++totals->by_call[name];
     EXPECT_EQ(st, KVPOOL_ERR_CUDA) << name << " n=" << n << ": " << message;
     EXPECT_EQ(kvtest::first_difference(before, kvtest::pool_state(pool, seqs)), "") << name << " n=" << n << ": " << message;
     EXPECT_TRUE(kv_before == kv_of(pool, watched)) << name << " n=" << n << " changed KV bytes: " << message;
@@ -165,7 +173,7 @@ TEST(GpuFaultInjection, DeviceFreeListStepsFailCleanly) {
                   return kvalloc_extend_async(pool, prefix.data(), seq.data(), batch, d_prefix.p, d_seq.p, d_last.p,
                                               d_slots.p, total, nullptr, 0, nullptr);
                 }),
-                KVPOOL_OK) << kvpool_last_error();
+                KVPOOL_OK) << totals.last_message;
       const std::vector<int64_t> slots = d_slots.download();
       held.insert(held.end(), slots.begin(), slots.end());
 
@@ -177,12 +185,12 @@ TEST(GpuFaultInjection, DeviceFreeListStepsFailCleanly) {
                   return kvpool_set_kv_async(pool, 0, d_new.p, slots.size(), d_k.p, data.size() * 2, d_v.p,
                                              data.size() * 2, KVPOOL_DTYPE_BF16, 1.0f, 1.0f, nullptr);
                 }),
-                KVPOOL_OK) << kvpool_last_error();
+                KVPOOL_OK) << totals.last_message;
       ASSERT_EQ(every_device_failure(pool, {}, held, "get_kv", &totals, [&] {
                   return kvpool_get_kv_async(pool, 0, d_new.p, slots.size(), d_k.p, data.size() * 2, d_v.p,
                                              data.size() * 2, KVPOOL_DTYPE_BF16, nullptr);
                 }),
-                KVPOOL_OK) << kvpool_last_error();
+                KVPOOL_OK) << totals.last_message;
       EXPECT_EQ(d_k.download(), data);
       if (slots.size() >= 2) {  // the first half of the batch's slots into the second half
         const size_t half = slots.size() / 2;
@@ -191,7 +199,7 @@ TEST(GpuFaultInjection, DeviceFreeListStepsFailCleanly) {
         ASSERT_EQ(every_device_failure(pool, {}, held, "move_kv", &totals, [&] {
                     return kvpool_move_kv_async(pool, d_dst.p, half, d_src.p, half, nullptr);
                   }),
-                  KVPOOL_OK) << kvpool_last_error();
+                  KVPOOL_OK) << totals.last_message;
       }
       std::vector<int32_t> rows(batch);
       ASSERT_EQ(kvreq_alloc(pool, rows.data(), batch), KVPOOL_OK) << kvpool_last_error();
@@ -200,11 +208,11 @@ TEST(GpuFaultInjection, DeviceFreeListStepsFailCleanly) {
                   return kvreq_write_batch_async(pool, d_rows.p, d_prefix.p, d_seq.p, batch, nullptr, 0, d_slots.p,
                                                  total, nullptr);
                 }),
-                KVPOOL_OK) << kvpool_last_error();
+                KVPOOL_OK) << totals.last_message;
       ASSERT_EQ(every_device_failure(pool, {}, held, "last_loc", &totals, [&] {
                   return kvreq_last_loc_async(pool, d_rows.p, d_seq.p, batch, d_last.p, nullptr);
                 }),
-                KVPOOL_OK) << kvpool_last_error();
+                KVPOOL_OK) << totals.last_message;
       std::vector<int64_t> grown(seq);
       for (auto& s : grown) ++s;
       DevArr<int64_t> d_grown(grown), d_one(batch);
@@ -212,7 +220,7 @@ TEST(GpuFaultInjection, DeviceFreeListStepsFailCleanly) {
                   return kvalloc_decode_async(pool, grown.data(), batch, d_grown.p, d_last.p, d_one.p, nullptr, 0,
                                               nullptr);
                 }),
-                KVPOOL_OK) << kvpool_last_error();
+                KVPOOL_OK) << totals.last_message;
       const std::vector<int64_t> one = d_one.download();
       held.insert(held.end(), one.begin(), one.end());
       ASSERT_EQ(kvreq_free(pool, rows.data(), batch), KVPOOL_OK) << kvpool_last_error();
@@ -225,17 +233,19 @@ TEST(GpuFaultInjection, DeviceFreeListStepsFailCleanly) {
         ASSERT_EQ(every_device_failure(pool, {}, {}, "free_pages", &totals, [&] {
                     return kvalloc_free_pages_async(pool, d_pages.p, pages.size(), nullptr);
                   }),
-                  KVPOOL_OK) << kvpool_last_error();
+                  KVPOOL_OK) << totals.last_message;
         held.clear();
         ASSERT_EQ(every_device_failure(pool, {}, {}, "merge", &totals, [&] { return kvalloc_merge_and_sort(pool); }),
-                  KVPOOL_OK) << kvpool_last_error();
+                  KVPOOL_OK) << totals.last_message;
       }
       char report[256];
       ASSERT_EQ(every_device_failure(pool, {}, held, "check", &totals,
                                      [&] { return kvpool_check(pool, report, sizeof(report)); }),
                 KVPOOL_OK) << report;
     }
-    EXPECT_GT(totals.failures, totals.calls) << "too few device calls injected";
+    for (const char* call : {"extend", "set_kv", "get_kv", "move_kv", "write_batch", "last_loc", "decode", "free_pages"}) {
+      EXPECT_GT(totals.by_call[call], 0) << call << " made no device call that could be injected";
+    }
     std::printf("device free list, page %d: %d calls, %d injected failures\n", page, totals.calls, totals.failures);
     kvpool_destroy(pool);
   }
@@ -251,16 +261,19 @@ TEST(GpuFaultInjection, MambaStateCallsFailCleanly) {
   std::vector<int32_t> slots(3);
   ASSERT_EQ(every_device_failure(pool, {}, {}, "mamba_alloc", &totals,
                                  [&] { return kvpool_mamba_alloc_async(pool, slots.data(), slots.size(), nullptr); }),
-            KVPOOL_OK) << kvpool_last_error();
+            KVPOOL_OK) << totals.last_message;
   int32_t forked = -1;
   ASSERT_EQ(every_device_failure(pool, {}, {}, "mamba_fork", &totals,
                                  [&] { return kvpool_mamba_fork_async(pool, slots[0], &forked, nullptr); }),
-            KVPOOL_OK) << kvpool_last_error();
+            KVPOOL_OK) << totals.last_message;
+  DevArr<int32_t> d_src(std::vector<int32_t>{slots[0], slots[1]}), d_dst(std::vector<int32_t>{slots[2], forked});
   ASSERT_EQ(every_device_failure(pool, {}, {}, "mamba_copy", &totals, [&] {
-              return kvpool_mamba_copy_async(pool, slots.data(), 2, slots.data() + 1, 2, nullptr);
+              return kvpool_mamba_copy_async(pool, d_src.p, 2, d_dst.p, 2, nullptr);
             }),
-            KVPOOL_OK) << kvpool_last_error();
-  EXPECT_GE(totals.failures, totals.calls);
+            KVPOOL_OK) << totals.last_message;
+  for (const char* call : {"mamba_alloc", "mamba_fork", "mamba_copy"}) {
+    EXPECT_GT(totals.by_call[call], 0) << call << " made no device call that could be injected";
+  }
   std::printf("mamba: %d calls, %d injected failures\n", totals.calls, totals.failures);
   kvpool_destroy(pool);
 }
@@ -282,28 +295,31 @@ TEST(GpuFaultInjection, KvseqOnACudaPoolFailsCleanly) {
     ASSERT_EQ(every_device_failure(pool, live, {}, "kvseq_begin", &totals, [&] {
                 return kvseq_begin(pool, prompt.data(), prompt.size(), nullptr, &seq, &cached);
               }),
-              KVPOOL_OK) << kvpool_last_error();
+              KVPOOL_OK) << totals.last_message;
     live.push_back(seq);
     const int64_t chunk = static_cast<int64_t>(prompt.size() - cached);
     std::vector<int64_t> out(static_cast<size_t>(chunk));
     ASSERT_EQ(every_device_failure(pool, live, {}, "kvseq_extend", &totals, [&] {
                 return kvseq_extend(pool, &seq, 1, &chunk, 1, out.data(), out.size());
               }),
-              KVPOOL_OK) << kvpool_last_error();
+              KVPOOL_OK) << totals.last_message;
     const int32_t token = 1;
     int64_t slot = -1;
     ASSERT_EQ(every_device_failure(pool, live, {}, "kvseq_decode", &totals,
                                    [&] { return kvseq_decode(pool, &seq, 1, &token, 1, &slot, 1); }),
-              KVPOOL_OK) << kvpool_last_error();
+              KVPOOL_OK) << totals.last_message;
     if (round % 3 == 2) {
       const uint64_t done = live.front();
       kvseq_info info = KVSEQ_INFO_INIT;
       ASSERT_EQ(kvseq_get_info(pool, done, &info), KVPOOL_OK);
       ASSERT_EQ(every_device_failure(pool, live, {}, "kvseq_finish", &totals,
                                      [&] { return kvseq_finish(pool, done, info.computed); }),
-                KVPOOL_OK) << kvpool_last_error();
+                KVPOOL_OK) << totals.last_message;
       live.erase(live.begin());
     }
+  }
+  for (const char* call : {"kvseq_extend", "kvseq_decode"}) {  // both write the request table on the device
+    EXPECT_GT(totals.by_call[call], 0) << call << " made no device call that could be injected";
   }
   std::printf("kvseq on cuda: %d calls, %d injected failures\n", totals.calls, totals.failures);
   for (uint64_t s : live) EXPECT_EQ(kvseq_abort(pool, s), KVPOOL_OK);
