@@ -94,13 +94,25 @@ Status Sequences::begin(const int32_t* tokens, size_t n, const std::string& extr
   if (n > static_cast<size_t>(table_->max_context_len())) {
     return Status::invalid(std::to_string(n) + " tokens exceed max_context_len " + std::to_string(table_->max_context_len()));
   }
-  Request r;
+  // The request's map entry is made first, so that nothing can fail once its
+  // prefix is locked (and, hybrid_linear, its state slot taken); it is erased again
+  // if the match fails or throws.
+  auto entry = requests_.try_emplace(next_id_).first;
+  struct EraseUnlessKept {
+    std::unordered_map<uint64_t, Request>& map;
+    std::unordered_map<uint64_t, Request>::iterator it;
+    bool keep = false;
+    ~EraseUnlessKept() {
+      if (!keep) map.erase(it);
+    }
+  } guard{requests_, entry};
+  Request& r = entry->second;
   r.tokens.assign(tokens, tokens + n);
   r.extra_key = extra_key;
   KVPOOL_RETURN_IF_ERROR(match_and_lock(&r));
+  guard.keep = true;
   *id = next_id_++;
   *cached = r.cached;
-  requests_.emplace(*id, std::move(r));
   return Status::ok();
 }
 
