@@ -80,7 +80,7 @@ class IdAllocator {
  private:
   Status check_ids(const int64_t* ids, size_t n, bool collapse_repeats, std::vector<int64_t>* unique) const;
   void set_owned(int64_t id, bool owned);
-  void insert_released(const std::vector<int64_t>& ids);  // into free or release list per policy
+  void insert_released(std::vector<int64_t>& ids);  // sorts ids in place (kPrependSorted)  // into free or release list per policy
 
   int64_t num_ids_;
   GiveBackOrder order_;
