@@ -24,9 +24,8 @@ void IdAllocator::clear() {
   std::fill(owned_.begin(), owned_.end(), 0);
   held_ = 0;
   release_.clear();
-  std::vector<int64_t> all(static_cast<size_t>(num_ids_));
-  for (int64_t i = 0; i < num_ids_; ++i) all[static_cast<size_t>(i)] = i + 1;
-  free_.assign(all);
+  free_.clear();  // refilled in place: clear() allocates nothing, so it cannot fail half-way
+  for (int64_t i = 0; i < num_ids_; ++i) free_.push_back(i + 1);
 }
 
 void IdAllocator::set_owned(int64_t id, bool owned) {
