@@ -29,7 +29,8 @@ std::string read_file(const std::string& path) {
 }
 
 // The example configurations, each as written and as a small CPU pool with the
-// same model structure (layers, attention variant, dtype, page size, tp, caches).
+// same structure (layers, attention variant, layer patterns, dtypes, page size,
+// tp, caches) and small sizes (128 tokens, head dims of 8..128, 4 rows of 256).
 std::vector<std::pair<std::string, std::string>> example_configs() {
   std::vector<std::pair<std::string, std::string>> out;
   DIR* dir = opendir(KVPOOL_EXAMPLE_CONFIG_DIR);
@@ -48,12 +49,15 @@ std::vector<std::pair<std::string, std::string>> example_configs() {
 
 std::string shrink(std::string json) {
   json = std::regex_replace(json, std::regex(R"("device"\s*:\s*"[^"]*")"), R"("device": "cpu")");
-  json = std::regex_replace(json, std::regex(R"("memory_bytes"\s*:\s*[0-9]+)"), R"("max_total_tokens": 512)");
-  json = std::regex_replace(json, std::regex(R"("max_total_tokens"\s*:\s*[0-9]+)"), R"("max_total_tokens": 512)");
+  json = std::regex_replace(json, std::regex(R"("memory_bytes"\s*:\s*[0-9]+)"), R"("max_total_tokens": 128)");
+  json = std::regex_replace(json, std::regex(R"("max_total_tokens"\s*:\s*[0-9]+)"), R"("max_total_tokens": 128)");
   json = std::regex_replace(json, std::regex(R"("max_running_requests"\s*:\s*[0-9]+)"), R"("max_running_requests": 4)");
   json = std::regex_replace(json, std::regex(R"("max_context_len"\s*:\s*[0-9]+)"), R"("max_context_len": 256)");
   json = std::regex_replace(json, std::regex(R"("conv_shape"\s*:\s*\[[^\]]*\])"), R"("conv_shape": [8, 3])");
   json = std::regex_replace(json, std::regex(R"("ssm_shape"\s*:\s*\[[^\]]*\])"), R"("ssm_shape": [2, 4, 4])");
+  json = std::regex_replace(json, std::regex(R"("head_dim"\s*:\s*[0-9]+)"), R"("head_dim": 8)");
+  json = std::regex_replace(json, std::regex(R"("kv_lora_rank"\s*:\s*[0-9]+)"), R"("kv_lora_rank": 128)");
+  json = std::regex_replace(json, std::regex(R"("qk_rope_head_dim"\s*:\s*[0-9]+)"), R"("qk_rope_head_dim": 16)");
   json = std::regex_replace(json, std::regex(R"("mamba_full_memory_ratio"\s*:\s*[0-9.]+)"), R"("mamba_cache_size": 24)");
   return json;
 }
