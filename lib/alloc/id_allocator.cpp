@@ -91,7 +91,7 @@ Status IdAllocator::check_give_back(const int64_t* ids, size_t n, bool collapse_
 
 Status IdAllocator::give_back(const int64_t* ids, size_t n, bool collapse_repeats, bool bypass_group) {
   if (n == 0) return Status::ok();
-  std::vector<int64_t> unique;
+  std::vector<int64_t>& unique = unique_;
   KVPOOL_RETURN_IF_ERROR(check_ids(ids, n, collapse_repeats, &unique));
   // What can throw comes before the first change: the undo records (an owned bit
   // and a ring write per id) and the group's room.
