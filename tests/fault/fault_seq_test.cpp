@@ -133,6 +133,27 @@ void expect_ops(std::map<std::string, int>& seen, std::initializer_list<const ch
   for (const char* op : ops) EXPECT_GT(seen[op], 0) << name << ": no " << op;
 }
 
+// Without a prefix tree: the request layer and the allocators alone.
+TEST(FaultSeq, MhaPage1NoCache) {
+  const std::string json = R"({"model": {"num_layers": 2, "kv_heads": 2, "head_dim": 8}, "pool": {"kv_dtype": "f32",
+      "page_size": 1, "max_total_tokens": 48, "max_running_requests": 8, "max_context_len": 512},
+      "prefix_cache": {"kind": "none"}})";
+  Twin t(json, "kvseq mha page 1 no cache");
+  auto seen = run(t, 1, 400, {10, 7, 3, 0});
+  expect_ops(seen, {"begin", "extend", "extend-oom", "decode", "finish", "abort"}, t.sum.name);
+  t.sum.print();
+}
+
+TEST(FaultSeq, MhaPage16NoCache) {
+  const std::string json = R"({"model": {"num_layers": 2, "kv_heads": 2, "head_dim": 8}, "pool": {"kv_dtype": "f32",
+      "page_size": 16, "max_total_tokens": 768, "max_running_requests": 8, "max_context_len": 512},
+      "prefix_cache": {"kind": "none"}})";
+  Twin t(json, "kvseq mha page 16 no cache");
+  auto seen = run(t, 16, 400, {10, 52, 34, 0});
+  expect_ops(seen, {"begin", "extend", "decode", "finish", "abort"}, t.sum.name);
+  t.sum.print();
+}
+
 TEST(FaultSeq, MhaPage1Radix) {
   Twin t(kvtest::mha_config(1, 48, "none", 8, 512), "kvseq mha page 1 radix");
   auto seen = run(t, 1, 400, {10, 7, 3, 0});
