@@ -192,9 +192,10 @@ void radix_workload(Twin& t, int page, unsigned seed, int steps) {
       locked.pop_back();
       EXPECT_EQ(t.call("radix_unlock", 0, [&](kvpool* p, Out&) { return radix_unlock(p, node); }), KVPOOL_OK);
     } else {
+      const size_t want = static_cast<size_t>(page * (1 + static_cast<int>(rng() % 4)));
       t.call("radix_evict", 1, [&](kvpool* p, Out& o) {
         size_t ev = 0;
-        const kvpool_status s = radix_evict(p, static_cast<size_t>(page * (1 + static_cast<int>(rng() % 4))), &ev);
+        const kvpool_status s = radix_evict(p, want, &ev);
         o[0] = static_cast<int64_t>(ev);
         return s;
       });
@@ -214,6 +215,31 @@ TEST(FaultApi, RadixPage1) {
 TEST(FaultApi, RadixPage4) {
   Twin t(kvtest::mha_config(4, 4 * 24, "none", 8, 512), "radix page 4");
   radix_workload(t, 4, 6, 300);
+  t.sum.print();
+}
+
+TEST(FaultApi, RadixPage4EventsLfu) {
+  const std::string json = R"({"model": {"num_layers": 2, "kv_heads": 2, "head_dim": 8}, "pool": {"kv_dtype": "f32",
+      "page_size": 4, "max_total_tokens": 96, "max_running_requests": 8, "max_context_len": 512},
+      "prefix_cache": {"kind": "radix", "eviction": "lfu", "events": true}})";
+  Twin t(json, "radix page 4 lfu with KV events");
+  radix_workload(t, 4, 7, 300);
+  // Drain the events: both pools must have queued the same ones.
+  Out out;
+  std::vector<radix_event> ev(4096);
+  std::vector<int32_t> tok(16384);
+  const kvpool_status st = t.call(
+      "radix_take_events", 2,
+      [&](kvpool* p, Out& o) {
+        size_t n_ev = 0, n_tok = 0;
+        const kvpool_status s = radix_take_events(p, ev.data(), ev.size(), &n_ev, tok.data(), tok.size(), &n_tok);
+        o[0] = static_cast<int64_t>(n_ev);
+        o[1] = static_cast<int64_t>(n_tok);
+        return s;
+      },
+      &out);
+  EXPECT_EQ(st, KVPOOL_OK) << kvpool_last_error();
+  EXPECT_GT(out[0], 0);
   t.sum.print();
 }
 
