@@ -24,9 +24,8 @@ void IdAllocator::clear() {
   std::fill(owned_.begin(), owned_.end(), 0);
   held_ = 0;
   release_.clear();
-  std::vector<int64_t> all(static_cast<size_t>(num_ids_));
-  for (int64_t i = 0; i < num_ids_; ++i) all[static_cast<size_t>(i)] = i + 1;
-  free_.assign(all);
+  free_.clear();  // refilled in place: clear() allocates nothing, so it cannot fail half-way
+  for (int64_t i = 0; i < num_ids_; ++i) free_.push_back(i + 1);
 }
 
 void IdAllocator::set_owned(int64_t id, bool owned) {
@@ -47,7 +46,9 @@ Status IdAllocator::take(size_t n, int64_t* out) {
 }
 
 void IdAllocator::prepare(size_t n, bool merge_hint) {
-  if (need_sort_ && !release_.empty() && (merge_hint || n > free_.size())) merge_and_sort();
+  const bool merge = need_sort_ && !release_.empty() && (merge_hint || n > free_.size());
+  log_.reserve(n + (merge ? free_.size() + release_.size() : 0));  // consume() then cannot throw
+  if (merge) merge_and_sort();
 }
 
 void IdAllocator::consume(size_t n) {
@@ -90,8 +91,14 @@ Status IdAllocator::check_give_back(const int64_t* ids, size_t n, bool collapse_
 
 Status IdAllocator::give_back(const int64_t* ids, size_t n, bool collapse_repeats, bool bypass_group) {
   if (n == 0) return Status::ok();
-  std::vector<int64_t> unique;
+  std::vector<int64_t>& unique = unique_;
   KVPOOL_RETURN_IF_ERROR(check_ids(ids, n, collapse_repeats, &unique));
+  // What can throw comes before the first change: the undo records (an owned bit
+  // and a ring write per id) and the group's room.
+  log_.reserve(2 * unique.size());
+  if (in_group_ && !bypass_group && group_.capacity() - group_.size() < unique.size()) {
+    group_.reserve(std::max(group_.size() + unique.size(), 2 * group_.capacity()));
+  }
   for (int64_t id : unique) set_owned(id, false);
   held_ -= unique.size();
   if (in_group_ && !bypass_group) {
@@ -102,15 +109,14 @@ Status IdAllocator::give_back(const int64_t* ids, size_t n, bool collapse_repeat
   return Status::ok();
 }
 
-void IdAllocator::insert_released(const std::vector<int64_t>& ids) {
+void IdAllocator::insert_released(std::vector<int64_t>& ids) {
   Ring& target = need_sort_ ? release_ : free_;
   if (order_ == GiveBackOrder::kAppend) {
     for (int64_t id : ids) target.push_back(id);
     return;
   }
-  std::vector<int64_t> sorted = ids;
-  std::sort(sorted.begin(), sorted.end());
-  for (auto it = sorted.rbegin(); it != sorted.rend(); ++it) target.push_front(*it);
+  std::sort(ids.begin(), ids.end());  // in place: nothing to allocate after the owned bits changed
+  for (auto it = ids.rbegin(); it != ids.rend(); ++it) target.push_front(*it);
 }
 
 Status IdAllocator::group_begin() {
@@ -122,6 +128,7 @@ Status IdAllocator::group_begin() {
 
 Status IdAllocator::group_end() {
   if (!in_group_) return Status::invalid("no free group is open");
+  log_.reserve(group_.size());
   in_group_ = false;
   if (!group_.empty()) insert_released(group_);
   group_.clear();
@@ -159,6 +166,7 @@ void IdAllocator::merge_and_sort() {
   std::vector<int64_t> released = release_.to_vector();
   all.insert(all.end(), released.begin(), released.end());
   std::sort(all.begin(), all.end());
+  log_.reserve(all.size());
   release_.clear();
   free_.assign(all);
 }

@@ -59,6 +59,13 @@ class IdAllocator {
   Status give_back(const int64_t* ids, size_t n, bool collapse_repeats, bool bypass_group = false);
   // The same check without changing anything.
   Status check_give_back(const int64_t* ids, size_t n, bool collapse_repeats) const;
+  // Sizes the scratch of give_back for freeing every id at once, so that no give
+  // back ever allocates (for the small allocators that callers free after
+  // changing others: request rows, mamba slots).
+  void reserve_scratch() {
+    scratch_.reserve(static_cast<size_t>(num_ids_));
+    unique_.reserve(static_cast<size_t>(num_ids_));
+  }
 
   Status group_begin();
   Status group_end();
@@ -80,7 +87,7 @@ class IdAllocator {
  private:
   Status check_ids(const int64_t* ids, size_t n, bool collapse_repeats, std::vector<int64_t>* unique) const;
   void set_owned(int64_t id, bool owned);
-  void insert_released(const std::vector<int64_t>& ids);  // into free or release list per policy
+  void insert_released(std::vector<int64_t>& ids);  // sorts ids in place (kPrependSorted)  // into free or release list per policy
 
   int64_t num_ids_;
   GiveBackOrder order_;
@@ -97,6 +104,7 @@ class IdAllocator {
   size_t saved_free_head_ = 0, saved_free_size_ = 0, saved_release_head_ = 0, saved_release_size_ = 0,
          saved_held_ = 0;
   mutable std::vector<int64_t> scratch_;
+  std::vector<int64_t> unique_;  // give_back's ids, reused: a free allocates only to grow it
 };
 
 }  // namespace kvp::alloc

@@ -35,6 +35,12 @@ class PagedAllocator {
 
   Status alloc(size_t num_slots, int64_t* out);
   Status free(const int64_t* slots, size_t n);
+  // Sizes the scratch of free() for every page at once, so that freeing never
+  // allocates (the prefix tree frees leaf after leaf while it evicts).
+  void reserve_scratch() {
+    pages_.reserve_scratch();
+    scratch_pages_.reserve(static_cast<size_t>(num_pages()));
+  }
   // Number of new slots an extend batch needs (validated inputs).
   Status check_extend(const ExtendRequest& r, size_t out_len, size_t* pages_needed) const;
   Status extend(const ExtendRequest& r, int64_t* out, size_t out_len);

@@ -4,6 +4,8 @@
 // the pool size.
 #pragma once
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -28,6 +30,12 @@ class UndoLog {
   void stop() {
     active_ = false;
     entries_.clear();
+  }
+  // Makes room for `more` records (while active), so that the records of a change
+  // can be written without allocating once the change has begun.
+  void reserve(size_t more) {
+    if (!active_ || entries_.capacity() - entries_.size() >= more) return;
+    entries_.reserve(std::max(entries_.size() + more, 2 * entries_.capacity()));
   }
   void record(Target target, int64_t index, int64_t old_value) {
     if (active_) entries_.push_back({target, index, old_value});

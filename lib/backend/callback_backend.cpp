@@ -21,6 +21,7 @@ class CallbackBackend final : public Backend {
   const char* name() const override { return inner_->name(); }
 
   Status allocate(size_t bytes, void** out) override {
+    sizes_.reserve(sizes_.size() + 1);  // before the callback: recording p below must not throw
     void* p = cb_.alloc(cb_.ctx, bytes, device_type(), device_id());
     const bool device = device_type() == KVPOOL_DEVICE_CUDA;
     const auto fail = [&](const std::string& why) {

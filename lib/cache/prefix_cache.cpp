@@ -6,7 +6,9 @@ namespace kvp::cache {
 
 PrefixCache::PrefixCache(alloc::PagedAllocator* allocator, EvictionPolicy policy, bool events)
     : allocator_(allocator), tree_(allocator->page_size(), policy, events),
-      owned_(static_cast<size_t>(allocator->num_pages()) + 1, 0) {}
+      owned_(static_cast<size_t>(allocator->num_pages()) + 1, 0) {
+  allocator_->reserve_scratch();  // eviction frees leaf after leaf: none of those frees may fail
+}
 
 Status PrefixCache::check_handover(const int64_t* slots, size_t n) const {
   const int64_t P = page_size();
@@ -58,6 +60,7 @@ Status PrefixCache::evict(size_t tokens, size_t* evicted) {
 Status PrefixCache::reset() {
   std::vector<int64_t> slots;
   tree_.collect_slots(&slots);
+  tree_.reserve_reset();  // what reset() allocates, before the slots are freed
   KVPOOL_RETURN_IF_ERROR(allocator_->free(slots.data(), slots.size()));
   std::fill(owned_.begin(), owned_.end(), 0);
   tree_.reset();

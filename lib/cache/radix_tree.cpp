@@ -75,8 +75,43 @@ int32_t RadixTree::find_child(int32_t parent, int32_t extra, const int32_t* toke
 void RadixTree::link_child(int32_t parent, int32_t child) {
   Node& c = nodes_[static_cast<size_t>(child)];
   c.parent = parent;
-  children_.emplace(child_hash(parent, c.extra, c.key.data()), child);
+  const uint64_t h = child_hash(parent, c.extra, c.key.data());
+  auto& spare = !spare_child_[0].empty() ? spare_child_[0] : spare_child_[1];
+  if (!spare.empty()) {  // prepared: no allocation (and no rehash: prepare reserved the buckets)
+    spare.key() = h;
+    spare.mapped() = child;
+    children_.insert(std::move(spare));
+  } else {
+    children_.emplace(h, child);
+  }
   ++nodes_[static_cast<size_t>(parent)].children;
+}
+
+std::unordered_multimap<uint64_t, int32_t>::iterator RadixTree::child_entry(int32_t parent, int32_t child) {
+  const Node& c = nodes_[static_cast<size_t>(child)];
+  auto range = children_.equal_range(child_hash(parent, c.extra, c.key.data()));
+  for (auto it = range.first; it != range.second; ++it) {
+    if (it->second == child) return it;
+  }
+  return children_.end();
+}
+
+void RadixTree::prepare(size_t new_nodes) {
+  if (nodes_.capacity() - nodes_.size() < new_nodes) {
+    nodes_.reserve(std::max(nodes_.size() + new_nodes, 2 * nodes_.capacity()));
+  }
+  if (free_ids_.capacity() < nodes_.capacity()) free_ids_.reserve(nodes_.capacity());  // free_node never allocates
+  const size_t links = children_.size() + new_nodes + 1;
+  if (static_cast<double>(links) > static_cast<double>(children_.bucket_count()) * children_.max_load_factor()) {
+    children_.reserve(2 * links);
+  }
+  for (size_t i = 0; i < new_nodes && i < 2; ++i) {
+    if (spare_child_[i].empty()) spare_child_[i] = children_.extract(children_.emplace(~0ull, -1));
+  }
+  if (spare_order_.empty()) {
+    const OrderKey spare{INT64_MIN, INT64_MIN, INT32_MIN};  // no real key: ids are >= 1
+    spare_order_ = evictable_leaves_.extract(evictable_leaves_.insert(spare).first);
+  }
 }
 
 void RadixTree::unlink_child(int32_t parent, int32_t child) {
@@ -142,14 +177,24 @@ RadixTree::OrderKey RadixTree::order_key(const Node& n, int32_t id) const {
 void RadixTree::refresh_order(int32_t id) {
   if (id == kRoot) return;
   Node& n = nodes_[static_cast<size_t>(id)];
+  // Set nodes are moved, not reallocated: the node's own, or the prepared spare.
+  std::set<OrderKey>::node_type nh;
   if (n.in_order) {
-    evictable_leaves_.erase(n.order_key);
+    nh = evictable_leaves_.extract(n.order_key);
     n.in_order = false;
   }
   if (n.live && n.children == 0 && n.lock_ref == 0) {
     n.order_key = order_key(n, id);
-    evictable_leaves_.insert(n.order_key);
+    if (nh.empty()) nh = std::move(spare_order_);
+    if (nh.empty()) {
+      evictable_leaves_.insert(n.order_key);
+    } else {
+      nh.value() = n.order_key;
+      evictable_leaves_.insert(std::move(nh));
+    }
     n.in_order = true;
+  } else if (!nh.empty() && spare_order_.empty()) {
+    spare_order_ = std::move(nh);
   }
 }
 
@@ -161,25 +206,32 @@ void RadixTree::touch(int32_t id, uint64_t stamp) {
 }
 
 int32_t RadixTree::split(int32_t child, size_t at) {
+  // The upper part's vectors first: after new_node() nothing may throw (the caller prepared).
+  const Node& lower = nodes_[static_cast<size_t>(child)];
+  const size_t pages = at / static_cast<size_t>(page_);
+  std::vector<int32_t> key(lower.key.begin(), lower.key.begin() + static_cast<long>(at));
+  std::vector<int64_t> value(lower.value.begin(), lower.value.begin() + static_cast<long>(at));
+  std::vector<Digest> hashes;
+  if (!lower.hashes.empty()) hashes.assign(lower.hashes.begin(), lower.hashes.begin() + static_cast<long>(pages));
   const int32_t upper = new_node();  // may reallocate nodes_: index from here on
   Node& u = nodes_[static_cast<size_t>(upper)];
   Node& c = nodes_[static_cast<size_t>(child)];
   const int32_t parent = c.parent;
   u.extra = c.extra;
-  u.key.assign(c.key.begin(), c.key.begin() + static_cast<long>(at));
-  u.value.assign(c.value.begin(), c.value.begin() + static_cast<long>(at));
+  u.key = std::move(key);
+  u.value = std::move(value);
   u.lock_ref = c.lock_ref;  // locks of the lower part pass through the upper part
   u.priority = c.priority;
   u.hits = c.hits;
   u.last_access = c.last_access;
   u.creation = c.creation;
-  const size_t pages = at / static_cast<size_t>(page_);
   if (!c.hashes.empty()) {
-    u.hashes.assign(c.hashes.begin(), c.hashes.begin() + static_cast<long>(pages));
+    u.hashes = std::move(hashes);
     c.hashes.erase(c.hashes.begin(), c.hashes.begin() + static_cast<long>(pages));
   }
-  unlink_child(parent, child);
-  link_child(parent, upper);  // same first page: replaces the child in its parent
+  // Same first page: the upper part takes the child's entry in its parent.
+  child_entry(parent, child)->second = upper;
+  u.parent = parent;
   Node& c2 = nodes_[static_cast<size_t>(child)];
   c2.key.erase(c2.key.begin(), c2.key.begin() + static_cast<long>(at));
   c2.value.erase(c2.value.begin(), c2.value.begin() + static_cast<long>(at));
@@ -196,6 +248,8 @@ MatchResult RadixTree::match(const int32_t* tokens, size_t n, const std::string&
   auto ns = namespaces_.find(extra_key);
   if (n == 0 || ns == namespaces_.end()) return r;
   const int32_t extra = ns->second;
+  prepare(1);  // a match splits at most one node
+  r.slots.reserve(n);
   const uint64_t stamp = ++clock_;
   int32_t cur = kRoot;
   size_t pos = 0;
@@ -237,6 +291,34 @@ Status RadixTree::insert(const int32_t* tokens, size_t n, const int64_t* slots, 
                            std::to_string(page_));
   }
   const int32_t extra = intern(extra_key);
+  // Everything that allocates before the first change: the arena and spares (one
+  // split and one leaf at most), the leaf's key, slots, page hashes and events.
+  prepare(2);
+  const size_t cached = cached_prefix(tokens, n, extra_key);
+  std::vector<int32_t> leaf_key(tokens + cached, tokens + n);
+  std::vector<int64_t> leaf_value(slots + cached, slots + n);
+  std::vector<Digest> leaf_hashes;
+  std::vector<KvEvent> stored;
+  const Digest* prev = events_enabled_ && cached < n ? digest_before(tokens, cached, extra) : nullptr;
+  const bool hashed_here = events_enabled_ && cached < n && (cached == 0 || prev != nullptr);
+  if (hashed_here) {
+    leaf_hashes.reserve((n - cached) / static_cast<size_t>(page_));  // `prev` points into it
+    stored.reserve(leaf_hashes.capacity());
+    for (size_t off = cached; off < n; off += static_cast<size_t>(page_)) {
+      leaf_hashes.push_back(page_digest(prev, tokens + off, static_cast<size_t>(page_)));
+      KvEvent e{EventType::kBlockStored, event_id(leaf_hashes.back()), 0, false, {}};
+      if (prev != nullptr) {
+        e.parent_hash = event_id(*prev);
+        e.has_parent = true;
+      }
+      e.tokens.assign(tokens + off, tokens + off + page_);
+      stored.push_back(std::move(e));
+      prev = &leaf_hashes.back();
+    }
+    if (events_.capacity() - events_.size() < stored.size()) {
+      events_.reserve(std::max(events_.size() + stored.size(), 2 * events_.capacity()));
+    }
+  }
   const uint64_t stamp = ++clock_;
   int32_t cur = kRoot;
   size_t pos = 0;
@@ -257,13 +339,16 @@ Status RadixTree::insert(const int32_t* tokens, size_t n, const int64_t* slots, 
     const int32_t leaf = new_node();
     Node& l = nodes_[static_cast<size_t>(leaf)];
     l.extra = extra;
-    l.key.assign(tokens + pos, tokens + n);
-    l.value.assign(slots + pos, slots + n);
+    l.key = std::move(leaf_key);  // pos == cached: the walk matched what cached_prefix found
+    l.value = std::move(leaf_value);
     l.priority = priority;
     l.last_access = l.creation = stamp;
     link_child(cur, leaf);
     evictable_ += n - pos;
-    if (events_enabled_) {
+    if (hashed_here) {
+      l.hashes = std::move(leaf_hashes);
+      for (KvEvent& e : stored) events_.push_back(std::move(e));
+    } else if (events_enabled_) {  // an ancestor without hashes (not expected): hash after linking
       ensure_hashes(leaf);
       emit_stored(leaf);
     }
@@ -278,6 +363,7 @@ Status RadixTree::insert(const int32_t* tokens, size_t n, const int64_t* slots, 
 Status RadixTree::lock(NodeHandle h) {
   const int32_t id = resolve(h);
   if (id < 0) return Status::invalid("node handle " + std::to_string(h) + " is stale or unknown");
+  prepare(0);
   for (int32_t x = id; x != kRoot; x = nodes_[static_cast<size_t>(x)].parent) {
     Node& n = nodes_[static_cast<size_t>(x)];
     if (n.lock_ref++ == 0) {
@@ -292,6 +378,7 @@ Status RadixTree::lock(NodeHandle h) {
 Status RadixTree::unlock(NodeHandle h) {
   const int32_t id = resolve(h);
   if (id < 0) return Status::invalid("node handle " + std::to_string(h) + " is stale or unknown");
+  prepare(0);  // the unlocked node may become an evictable leaf: a spare order node
   for (int32_t x = id; x != kRoot; x = nodes_[static_cast<size_t>(x)].parent) {
     if (nodes_[static_cast<size_t>(x)].lock_ref <= 0) {
       return Status::invalid("node handle " + std::to_string(h) + " is not locked");
@@ -310,6 +397,11 @@ Status RadixTree::unlock(NodeHandle h) {
 
 Status RadixTree::evict(size_t tokens, const FreeSlots& free, size_t* evicted) {
   *evicted = 0;
+  prepare(0);
+  if (events_enabled_) {  // at most one BlockRemoved per evictable page
+    const size_t most = evictable_ / static_cast<size_t>(page_);
+    if (events_.capacity() - events_.size() < most) events_.reserve(std::max(events_.size() + most, 2 * events_.capacity()));
+  }
   while (*evicted < tokens && !evictable_leaves_.empty()) {
     const int32_t id = std::get<2>(*evictable_leaves_.begin());
     Node& n = nodes_[static_cast<size_t>(id)];
@@ -317,7 +409,8 @@ Status RadixTree::evict(size_t tokens, const FreeSlots& free, size_t* evicted) {
     *evicted += n.value.size();
     evictable_ -= n.key.size();
     if (events_enabled_) emit_removed(n);
-    evictable_leaves_.erase(n.order_key);
+    auto nh = evictable_leaves_.extract(n.order_key);
+    if (spare_order_.empty()) spare_order_ = std::move(nh);  // for the parent, if it becomes a leaf
     n.in_order = false;
     const int32_t parent = n.parent;
     unlink_child(parent, id);
@@ -349,6 +442,25 @@ std::vector<KvEvent> RadixTree::take_events() {
 void RadixTree::requeue_events(std::vector<KvEvent> events) {
   events.insert(events.end(), std::make_move_iterator(events_.begin()), std::make_move_iterator(events_.end()));
   events_.swap(events);
+}
+
+const Digest* RadixTree::digest_before(const int32_t* tokens, size_t pos, int32_t extra) const {
+  if (pos == 0) return nullptr;
+  int32_t cur = kRoot;
+  size_t at = 0;
+  while (at < pos) {
+    const int32_t c = find_child(cur, extra, tokens + at);
+    if (c < 0) return nullptr;
+    const Node& node = nodes_[static_cast<size_t>(c)];
+    const size_t len = std::min(node.key.size(), pos - at);
+    if (at + len == pos) {
+      const size_t page = len / static_cast<size_t>(page_);
+      return page >= 1 && node.hashes.size() * static_cast<size_t>(page_) == node.key.size() ? &node.hashes[page - 1] : nullptr;
+    }
+    at += len;
+    cur = c;
+  }
+  return nullptr;
 }
 
 void RadixTree::ensure_hashes(int32_t id) {

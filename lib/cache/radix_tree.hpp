@@ -81,8 +81,12 @@ class RadixTree {
   // tokens are freed or nothing evictable remains; frees slots through `free`.
   Status evict(size_t tokens, const FreeSlots& free, size_t* evicted);
 
-  // Forgets everything (without freeing slots) and emits AllBlocksCleared.
+  // Forgets everything (without freeing slots) and emits AllBlocksCleared; after
+  // reserve_reset() it cannot throw.
   void reset();
+  void reserve_reset() {
+    if (events_enabled_) events_.reserve(events_.size() + 1);
+  }
 
   std::vector<KvEvent> take_events();
   // Puts drained events back in front (a caller's buffer was too small).
@@ -131,6 +135,15 @@ class RadixTree {
   void ensure_hashes(int32_t id);
   void emit_stored(int32_t id);
   void emit_removed(const Node& n);
+  // Makes, before a call changes anything, whatever the change may allocate: arena
+  // room for `new_nodes` nodes, spare nodes of the child map and the eviction order,
+  // and room in the free-id list. Linking, ordering and freeing then cannot throw,
+  // so a call that runs out of host memory fails before its first change.
+  void prepare(size_t new_nodes);
+  // The child-map entry of `child` under `parent` (end() if missing).
+  std::unordered_multimap<uint64_t, int32_t>::iterator child_entry(int32_t parent, int32_t child);
+  // The digest of the page that ends at `pos` of a cached key (nullptr at 0 or without hashes).
+  const Digest* digest_before(const int32_t* tokens, size_t pos, int32_t extra) const;
 
   int64_t page_;
   EvictionPolicy policy_;
@@ -141,6 +154,9 @@ class RadixTree {
   std::unordered_multimap<uint64_t, int32_t> children_;
   std::unordered_map<std::string, int32_t> namespaces_;
   std::set<OrderKey> evictable_leaves_;
+  // Spare container nodes made by prepare() (see there).
+  std::unordered_multimap<uint64_t, int32_t>::node_type spare_child_[2];
+  std::set<OrderKey>::node_type spare_order_;
   size_t evictable_ = 0;
   size_t protected_ = 0;
   uint64_t clock_ = 0;

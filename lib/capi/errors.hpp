@@ -21,7 +21,10 @@ kvpool_status report(const Status& status);
 template <class Body>
 kvpool_status guarded(const char* function, Body&& body) noexcept {
   try {
-    return report(body());
+    const Status status = body();
+    // Memory shortages reported as a status (a failed calloc, a failed parse) name the call too.
+    if (status.code() == KVPOOL_ERR_HOST_MEMORY) return fail(status.code(), std::string(function) + ": " + status.message());
+    return report(status);
   } catch (const std::bad_alloc&) {
     return fail(KVPOOL_ERR_HOST_MEMORY, std::string(function) + ": out of host memory");
   } catch (const std::exception& e) {

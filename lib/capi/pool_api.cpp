@@ -102,8 +102,21 @@ Status create_pool(const char* json, size_t json_len, kvpool** out, const kvpool
 
 Status read_file(const char* path, std::string* text) {
   std::ifstream file(path, std::ios::binary);
-  if (!file) return Status::io(std::string("cannot open \"") + path + "\": " + std::strerror(errno));
+  if (!file) {
+    const int err = errno;
+    std::string message = std::string("cannot open \"") + path + "\": " + std::strerror(err);
+    return err == ENOMEM ? Status(KVPOOL_ERR_HOST_MEMORY, std::move(message)) : Status::io(std::move(message));
+  }
+  if (file.peek() == std::char_traits<char>::eof()) {  // empty: `<<` would set failbit
+    if (file.bad()) return Status::io(std::string("cannot read \"") + path + "\": " + std::strerror(errno));
+    text->clear();
+    return Status::ok();
+  }
   std::ostringstream buffer;
+  // `<<` catches what the copy throws (std::bad_alloc) and sets failbit; with failbit
+  // in exceptions() it rethrows it instead, so that running out of memory is
+  // KVPOOL_ERR_HOST_MEMORY and not a truncated configuration.
+  buffer.exceptions(std::ios::failbit);
   buffer << file.rdbuf();
   if (file.bad()) return Status::io(std::string("cannot read \"") + path + "\": " + std::strerror(errno));
   *text = buffer.str();

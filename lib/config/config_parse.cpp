@@ -422,6 +422,12 @@ Status parse_config(const char* json, size_t json_len, Config* out) {
   if (json == nullptr) return Status::invalid("configuration: json is NULL");
   std::unique_ptr<cJSON, JsonDeleter> root(cJSON_ParseWithLength(json, json_len));
   if (!root) {
+    // cJSON returns NULL for a syntax error and for a failed malloc alike. Parsing
+    // again tells them apart when the shortage has passed: a text that parses now
+    // is valid, so the first failure was memory (a lasting shortage still reads as
+    // a syntax error).
+    std::unique_ptr<cJSON, JsonDeleter> again(cJSON_ParseWithLength(json, json_len));
+    if (again) return Status(KVPOOL_ERR_HOST_MEMORY, "configuration: out of host memory while parsing the JSON");
     const char* where = cJSON_GetErrorPtr();
     size_t offset = (where != nullptr && where >= json && where <= json + json_len) ? size_t(where - json) : json_len;
     return Status::config("$: malformed JSON near byte " + std::to_string(offset) + ", expected a JSON object");

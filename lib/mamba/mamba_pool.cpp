@@ -10,7 +10,9 @@ MambaPool::MambaPool(backend::Backend* backend, const MambaShape& shape, int64_t
       shape_(shape),
       slots_(shape.slots, alloc::GiveBackOrder::kAppend, false, "mamba slot"),
       row_slot_(static_cast<size_t>(request_rows), -1),
-      ping_pong_(static_cast<size_t>(request_rows), {-1, -1}) {}
+      ping_pong_(static_cast<size_t>(request_rows), {-1, -1}) {
+  slots_.reserve_scratch();  // freeing state slots (after other changes) never allocates
+}
 
 Status MambaPool::make(backend::Backend* backend, const MambaShape& shape, int64_t request_rows,
                        std::unique_ptr<MambaPool>* out) {

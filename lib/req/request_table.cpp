@@ -8,7 +8,13 @@ RequestTable::RequestTable(backend::Backend* backend, int64_t rows, int64_t cont
     : backend_(backend),
       rows_(rows - 1, alloc::GiveBackOrder::kAppend, false, "row"),
       context_(context),
-      slot_limit_(slot_limit) {}
+      slot_limit_(slot_limit) {
+  // Sized once, so that writing a row or taking rows (which kvseq does after its
+  // slots are allocated) never runs out of host memory half-way.
+  staging_.reserve(static_cast<size_t>(context));
+  ids_.reserve(static_cast<size_t>(rows));
+  rows_.reserve_scratch();
+}
 
 Status RequestTable::make(backend::Backend* backend, int64_t rows, int64_t max_context_len, int64_t slot_limit,
                           std::unique_ptr<RequestTable>* out) {

@@ -94,13 +94,25 @@ Status Sequences::begin(const int32_t* tokens, size_t n, const std::string& extr
   if (n > static_cast<size_t>(table_->max_context_len())) {
     return Status::invalid(std::to_string(n) + " tokens exceed max_context_len " + std::to_string(table_->max_context_len()));
   }
-  Request r;
+  // The request's map entry is made first, so that nothing can fail once its
+  // prefix is locked (and, hybrid_linear, its state slot taken); it is erased again
+  // if the match fails or throws.
+  auto entry = requests_.try_emplace(next_id_).first;
+  struct EraseUnlessKept {
+    std::unordered_map<uint64_t, Request>& map;
+    std::unordered_map<uint64_t, Request>::iterator it;
+    bool keep = false;
+    ~EraseUnlessKept() {
+      if (!keep) map.erase(it);
+    }
+  } guard{requests_, entry};
+  Request& r = entry->second;
   r.tokens.assign(tokens, tokens + n);
   r.extra_key = extra_key;
   KVPOOL_RETURN_IF_ERROR(match_and_lock(&r));
+  guard.keep = true;
   *id = next_id_++;
   *cached = r.cached;
-  requests_.emplace(*id, std::move(r));
   return Status::ok();
 }
 
@@ -152,21 +164,22 @@ Status Sequences::extend(const uint64_t* ids, const int64_t* chunks, size_t n, i
   KVPOOL_RETURN_IF_ERROR(make_room(pages * page_, true));
 
   std::vector<int64_t> pre(n), seq(n), last(n);
+  std::vector<int32_t> rows(rows_needed);
   for (size_t i = 0; i < n; ++i) {
-    const Request& r = *reqs[i];
+    Request& r = *reqs[i];
     pre[i] = static_cast<int64_t>(r.slots.size());
     seq[i] = pre[i] + chunks[i];
     last[i] = r.slots.empty() ? -1 : r.slots.back();
+    reserve_more(&r.slots, static_cast<size_t>(chunks[i]));  // appending the chunk below cannot throw
   }
   KVPOOL_RETURN_IF_ERROR(allocator_->extend({pre.data(), seq.data(), last.data(), n}, out, out_len));
-  return place_chunks(reqs, chunks, rows_needed, out);
+  return place_chunks(reqs, chunks, rows.data(), rows_needed, out);
 }
 
-Status Sequences::place_chunks(const std::vector<Request*>& reqs, const int64_t* chunks, size_t rows_needed,
-                               const int64_t* out) {
-  std::vector<int32_t> rows(rows_needed);
-  KVPOOL_RETURN_IF_ERROR(table_->alloc(rows.data(), rows_needed));
-  KVPOOL_RETURN_IF_ERROR(assign_rows(reqs, rows.data()));
+Status Sequences::place_chunks(const std::vector<Request*>& reqs, const int64_t* chunks, int32_t* rows,
+                               size_t rows_needed, const int64_t* out) {
+  KVPOOL_RETURN_IF_ERROR(table_->alloc(rows, rows_needed));
+  KVPOOL_RETURN_IF_ERROR(assign_rows(reqs, rows));
   size_t o = 0;
   for (size_t i = 0; i < reqs.size(); ++i) {
     Request& r = *reqs[i];
@@ -217,6 +230,10 @@ Status Sequences::decode(const uint64_t* ids, const int32_t* tokens, size_t n, i
     seq[i] = static_cast<int64_t>(r.tokens.size()) + 1;
     last[i] = r.slots.back();
     pages += (r.tokens.size() % page_ == 0) ? 1 : 0;  // the new token starts a page
+  }
+  for (Request* r : reqs) {  // the appends after the allocation below cannot throw
+    reserve_more(&r->tokens, 1);
+    reserve_more(&r->slots, 1);
   }
   KVPOOL_RETURN_IF_ERROR(make_room(pages * page_, true));
   KVPOOL_RETURN_IF_ERROR(allocator_->decode(seq.data(), last.data(), n, out));

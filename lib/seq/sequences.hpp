@@ -7,6 +7,7 @@
 // request. Every transition frees or hands over exactly the request's part.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <unordered_map>
@@ -18,6 +19,13 @@
 #include "util/status.hpp"
 
 namespace kvp::seq {
+
+// Room for `more` elements, growing geometrically as push_back would: reserved
+// before a pool changes, so that recording the change afterwards cannot throw.
+template <class T>
+void reserve_more(std::vector<T>* v, size_t more) {
+  if (v->capacity() - v->size() < more) v->reserve(std::max(v->size() + more, 2 * v->capacity()));
+}
 
 struct Request {
   std::vector<int32_t> tokens;
@@ -72,7 +80,8 @@ class Sequences {
                      size_t out_len, size_t* total, size_t* pages, size_t* rows) const;
   // Allocates the rows the batch needs, then writes each request's new slots (out, request-major)
   // to its row and appends them; after_chunk runs per request.
-  Status place_chunks(const std::vector<Request*>& reqs, const int64_t* chunks, size_t rows_needed, const int64_t* out);
+  Status place_chunks(const std::vector<Request*>& reqs, const int64_t* chunks, int32_t* rows, size_t rows_needed,
+                      const int64_t* out);
   // Gives requests without a row one of `rows` and writes their cached prefix.
   Status assign_rows(const std::vector<Request*>& reqs, const int32_t* rows);
   // Frees enough unlocked cached prefixes for `tokens` more slots, or fails without evicting.

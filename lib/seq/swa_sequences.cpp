@@ -120,8 +120,10 @@ Status SwaSequences::extend(const uint64_t* ids, const int64_t* chunks, size_t n
   KVPOOL_RETURN_IF_ERROR(check_batch(ids, n, &reqs));
   size_t total = 0, pages = 0, rows_needed = 0;
   KVPOOL_RETURN_IF_ERROR(plan_extend(reqs, ids, chunks, n, out_len, &total, &pages, &rows_needed));
+  std::vector<int32_t> rows(rows_needed);
+  for (size_t i = 0; i < n; ++i) reserve_more(&reqs[i]->slots, static_cast<size_t>(chunks[i]));
   KVPOOL_RETURN_IF_ERROR(allocate(reqs, total, true, out));
-  return place_chunks(reqs, chunks, rows_needed, out);
+  return place_chunks(reqs, chunks, rows.data(), rows_needed, out);
 }
 
 Status SwaSequences::decode(const uint64_t* ids, const int32_t* tokens, size_t n, int64_t* out) {
@@ -137,6 +139,10 @@ Status SwaSequences::decode(const uint64_t* ids, const int32_t* tokens, size_t n
       return Status::invalid("request " + std::to_string(ids[i]) + ": would exceed max_context_len " +
                              std::to_string(table_->max_context_len()));
     }
+  }
+  for (Request* r : reqs) {  // the appends after the allocation cannot throw
+    reserve_more(&r->tokens, 1);
+    reserve_more(&r->slots, 1);
   }
   KVPOOL_RETURN_IF_ERROR(allocate(reqs, n, false, out));
   for (size_t i = 0; i < n; ++i) {

@@ -1,0 +1,37 @@
+// Failure injection for host allocations, for the tests in tests/fault/ only.
+//
+// alloc_injection.cpp (linked into the test executable, never into the library)
+// replaces the global operator new / new[] and, unless a sanitizer owns malloc,
+// also malloc / calloc / realloc / posix_memalign / aligned_alloc / memalign.
+// Because the executable's definitions interpose over the references of every
+// shared object, allocations made inside libkvpool.so, libstdc++ and cJSON are
+// counted as well. Counting happens only while armed, and only on the thread
+// that armed (the state is thread_local).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace kvfault {
+
+// Makes the n-th (1-based) host allocation of this thread fail, and only that
+// one: operator new throws std::bad_alloc (nothrow forms return nullptr), the
+// C allocation functions return nullptr.
+void arm(uint64_t n);
+
+// Stops counting; returns whether the n-th allocation was reached (and failed).
+bool disarm();
+
+// Allocations seen by the current (or last) armed window of this thread.
+uint64_t armed_count();
+
+// Live allocations made on this thread minus those freed on it, counted at all
+// times (armed or not) by every allocation function the hook replaces. Two
+// readings around a call tell whether it left memory behind.
+int64_t live_allocations();
+
+// True when malloc and friends are interposed (false under ASan / TSan / MSan,
+// where only operator new is counted).
+bool counts_malloc();
+
+}  // namespace kvfault

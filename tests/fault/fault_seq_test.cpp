@@ -1,0 +1,196 @@
+// Failure injection over the random kvseq workload (begin / extend / decode /
+// finish / abort / retract) on every pool family that has requests.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "../unit/seq_test_util.hpp"
+#include "fault_driver.hpp"
+
+namespace {
+
+using kvfault::Out;
+using kvfault::Twin;
+using kvtest::Tokens;
+
+struct Shape {
+  size_t max_live;
+  int shared, own;
+  int64_t max_chunk;
+};
+
+void refresh(Twin& t, const std::vector<uint64_t>& live) { t.opts.seqs = live; }
+
+kvseq_info info(kvpool* pool, uint64_t seq) {
+  kvseq_info i = KVSEQ_INFO_INIT;
+  EXPECT_EQ(kvseq_get_info(pool, seq, &i), KVPOOL_OK) << kvpool_last_error();
+  return i;
+}
+
+// kvtest::random_workload's steps, each public call driven through the injector.
+std::map<std::string, int> run(Twin& t, unsigned seed, int steps, const Shape& shape) {
+  std::mt19937 rng(seed);
+  std::vector<uint64_t> live;
+  std::map<std::string, int> seen;
+  for (int step = 0; step < steps && t.ok(); ++step) {
+    const int op = static_cast<int>(rng() % 10);
+    if (op < 3 && live.size() < shape.max_live) {
+      Tokens prompt;
+      const int family = static_cast<int>(rng() % 4), n_shared = static_cast<int>(rng() % static_cast<unsigned>(shape.shared));
+      for (int i = 0; i < n_shared; ++i) prompt.push_back(family * 1000 + i);
+      const int n_own = 1 + static_cast<int>(rng() % static_cast<unsigned>(shape.own));
+      for (int i = 0; i < n_own; ++i) prompt.push_back(static_cast<int32_t>(rng() % 3) + 100000);
+      Out out;
+      const kvpool_status st = t.call(
+          "kvseq_begin", 2,
+          [&](kvpool* p, Out& o) {
+            uint64_t seq = 0;
+            size_t cached = 0;
+            const kvpool_status s = kvseq_begin(p, prompt.data(), prompt.size(), nullptr, &seq, &cached);
+            o[0] = static_cast<int64_t>(seq);
+            o[1] = static_cast<int64_t>(cached);
+            return s;
+          },
+          &out);
+      EXPECT_TRUE(st == KVPOOL_OK || st == KVPOOL_ERR_OUT_OF_MEMORY) << kvpool_last_error();
+      if (st == KVPOOL_OK) live.push_back(static_cast<uint64_t>(out[0]));
+      ++seen[st == KVPOOL_OK ? "begin" : "begin-oom"];
+    } else if (op < 6 && !live.empty()) {
+      std::vector<uint64_t> batch;
+      std::vector<int64_t> chunks;
+      for (uint64_t s : live) {
+        const kvseq_info i = info(t.b(), s);
+        if (i.computed < i.tokens && rng() % 2 == 0) {
+          batch.push_back(s);
+          int64_t chunk = 1 + static_cast<int64_t>(rng() % (i.tokens - i.computed));
+          if (shape.max_chunk > 0 && chunk > shape.max_chunk) chunk = shape.max_chunk;
+          chunks.push_back(chunk);
+        }
+      }
+      if (batch.empty()) continue;
+      const size_t total = static_cast<size_t>(std::accumulate(chunks.begin(), chunks.end(), int64_t{0}));
+      const kvpool_status st = t.call("kvseq_extend", total, [&](kvpool* p, Out& o) {
+        return kvseq_extend(p, batch.data(), batch.size(), chunks.data(), chunks.size(), o.data(), o.size());
+      });
+      EXPECT_TRUE(st == KVPOOL_OK || st == KVPOOL_ERR_OUT_OF_MEMORY) << kvpool_last_error();
+      ++seen[st == KVPOOL_OK ? "extend" : "extend-oom"];
+    } else if (op < 8 && !live.empty()) {
+      std::vector<uint64_t> batch;
+      for (uint64_t s : live) {
+        const kvseq_info i = info(t.b(), s);
+        if (i.computed == i.tokens && i.row >= 0 && i.tokens < 500) batch.push_back(s);
+      }
+      if (batch.empty()) continue;
+      Tokens toks(batch.size());
+      for (auto& x : toks) x = static_cast<int32_t>(rng() % 2);
+      const kvpool_status st = t.call("kvseq_decode", batch.size(), [&](kvpool* p, Out& o) {
+        return kvseq_decode(p, batch.data(), batch.size(), toks.data(), toks.size(), o.data(), o.size());
+      });
+      EXPECT_TRUE(st == KVPOOL_OK || st == KVPOOL_ERR_OUT_OF_MEMORY) << kvpool_last_error();
+      ++seen[st == KVPOOL_OK ? "decode" : "decode-oom"];
+      if (st == KVPOOL_ERR_OUT_OF_MEMORY) {
+        const uint64_t victim = batch.back();
+        EXPECT_EQ(t.call("kvseq_retract", 1,
+                         [&](kvpool* p, Out& o) {
+                           size_t cached = 0;
+                           const kvpool_status s = kvseq_retract(p, victim, &cached);
+                           o[0] = static_cast<int64_t>(cached);
+                           return s;
+                         }),
+                  KVPOOL_OK);
+        ++seen["retract"];
+      }
+    } else if (!live.empty()) {
+      const size_t k = rng() % live.size();
+      const uint64_t seq = live[k];
+      const kvseq_info i = info(t.b(), seq);
+      if (rng() % 4 == 0) {
+        EXPECT_EQ(t.call("kvseq_abort", 0, [&](kvpool* p, Out&) { return kvseq_abort(p, seq); }), KVPOOL_OK);
+        ++seen["abort"];
+      } else {
+        const size_t committed = i.computed - (i.computed > 0 && rng() % 3 == 0 ? 1 : 0);
+        EXPECT_EQ(t.call("kvseq_finish", 0, [&](kvpool* p, Out&) { return kvseq_finish(p, seq, committed); }),
+                  KVPOOL_OK);
+        ++seen["finish"];
+      }
+      live.erase(live.begin() + static_cast<long>(k));
+    }
+    refresh(t, live);
+  }
+  for (uint64_t s : live) {
+    EXPECT_EQ(t.call("kvseq_abort", 0, [&](kvpool* p, Out&) { return kvseq_abort(p, s); }), KVPOOL_OK);
+  }
+  t.opts.seqs.clear();
+  EXPECT_TRUE(kvtest::accounting_holds(t.a(), t.sum.name + " end"));
+  return seen;
+}
+
+void expect_ops(std::map<std::string, int>& seen, std::initializer_list<const char*> ops, const std::string& name) {
+  for (const char* op : ops) EXPECT_GT(seen[op], 0) << name << ": no " << op;
+}
+
+// Without a prefix tree: the request layer and the allocators alone.
+TEST(FaultSeq, MhaPage1NoCache) {
+  const std::string json = R"({"model": {"num_layers": 2, "kv_heads": 2, "head_dim": 8}, "pool": {"kv_dtype": "f32",
+      "page_size": 1, "max_total_tokens": 48, "max_running_requests": 8, "max_context_len": 512},
+      "prefix_cache": {"kind": "none"}})";
+  Twin t(json, "kvseq mha page 1 no cache");
+  auto seen = run(t, 1, 400, {10, 7, 3, 0});
+  expect_ops(seen, {"begin", "extend", "extend-oom", "decode", "finish", "abort"}, t.sum.name);
+  t.sum.print();
+}
+
+TEST(FaultSeq, MhaPage16NoCache) {
+  const std::string json = R"({"model": {"num_layers": 2, "kv_heads": 2, "head_dim": 8}, "pool": {"kv_dtype": "f32",
+      "page_size": 16, "max_total_tokens": 768, "max_running_requests": 8, "max_context_len": 512},
+      "prefix_cache": {"kind": "none"}})";
+  Twin t(json, "kvseq mha page 16 no cache");
+  auto seen = run(t, 16, 400, {10, 52, 34, 0});
+  expect_ops(seen, {"begin", "extend", "decode", "finish", "abort"}, t.sum.name);
+  t.sum.print();
+}
+
+TEST(FaultSeq, MhaPage1Radix) {
+  Twin t(kvtest::mha_config(1, 48, "none", 8, 512), "kvseq mha page 1 radix");
+  auto seen = run(t, 1, 400, {10, 7, 3, 0});
+  expect_ops(seen, {"begin", "extend", "extend-oom", "decode", "finish", "abort"}, t.sum.name);
+  t.sum.print();
+}
+
+TEST(FaultSeq, MhaPage16Radix) {
+  Twin t(kvtest::mha_config(16, 48 * 16, "none", 8, 512), "kvseq mha page 16 radix");
+  auto seen = run(t, 16, 400, {10, 52, 34, 0});
+  expect_ops(seen, {"begin", "extend", "decode", "finish", "abort"}, t.sum.name);
+  t.sum.print();
+}
+
+TEST(FaultSeq, Swa) {
+  Twin t(kvtest::swa_radix_config(96, 48, 4, 8, 512), "kvseq swa radix");
+  auto seen = run(t, 4, 400, {9, 16, 8, 5});
+  expect_ops(seen, {"begin", "extend", "extend-oom", "decode", "finish", "abort"}, t.sum.name);
+  t.sum.print();
+}
+
+TEST(FaultSeq, HybridLinearMamba) {
+  Twin t(kvtest::hybrid_radix_config(96, 20, 4, 512), "kvseq hybrid_linear mamba radix");
+  auto seen = run(t, 7, 400, {24, 12, 6, 5});
+  expect_ops(seen, {"begin", "extend", "decode", "finish", "abort"}, t.sum.name);
+  t.sum.print();
+}
+
+TEST(FaultSeq, Mla) {
+  const std::string json =
+      R"({"model": {"num_layers": 2, "attention": "mla", "kv_lora_rank": 16, "qk_rope_head_dim": 8},
+          "pool": {"kv_dtype": "f32", "page_size": 4, "max_total_tokens": 192, "max_running_requests": 8,
+                   "max_context_len": 512}, "prefix_cache": {"kind": "radix", "eviction": "lru"}})";
+  Twin t(json, "kvseq mla page 4 radix");
+  auto seen = run(t, 3, 400, {10, 13, 9, 0});
+  expect_ops(seen, {"begin", "extend", "decode", "finish", "abort"}, t.sum.name);
+  t.sum.print();
+}
+
+}  // namespace
