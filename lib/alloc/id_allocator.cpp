@@ -57,6 +57,12 @@ void IdAllocator::consume(size_t n) {
   held_ += n;
 }
 
+void IdAllocator::untake(size_t n) {
+  free_.unpop_front(n);
+  for (size_t i = 0; i < n; ++i) set_owned(free_.at(i), false);
+  held_ -= n;
+}
+
 Status IdAllocator::check_ids(const int64_t* ids, size_t n, bool collapse_repeats, std::vector<int64_t>* unique) const {
   for (size_t i = 0; i < n; ++i) {
     const int64_t id = ids[i];

@@ -52,6 +52,10 @@ class IdAllocator {
   void prepare(size_t n, bool merge_hint);
   int64_t peek(size_t i) const { return free_.at(i); }
   void consume(size_t n);
+  // Undoes the last take/consume of `n` ids (a later step of the caller failed): they
+  // return to the front of the free list in the order they were taken, not owned.
+  // Nothing may have changed the free list since. Does not allocate.
+  void untake(size_t n);
 
   // --- freeing --------------------------------------------------------------
   // Checks ids (range, id 0, owned, and repeats unless `collapse_repeats`) and

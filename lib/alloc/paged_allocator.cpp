@@ -123,6 +123,7 @@ Status PagedAllocator::extend(const ExtendRequest& r, int64_t* out, size_t out_l
     }
   }
   pages_.consume(needed);
+  last_taken_ = needed;
   return Status::ok();
 }
 
@@ -156,6 +157,7 @@ Status PagedAllocator::decode(const int64_t* seq_lens, const int64_t* last_locs,
     out[i] = new_page ? pages_.peek(next_page++) * P : last_locs[i] + 1;
   }
   pages_.consume(needed);
+  last_taken_ = needed;
   return Status::ok();
 }
 

@@ -45,6 +45,13 @@ class PagedAllocator {
   Status check_extend(const ExtendRequest& r, size_t out_len, size_t* pages_needed) const;
   Status extend(const ExtendRequest& r, int64_t* out, size_t out_len);
   Status decode(const int64_t* seq_lens, const int64_t* last_locs, size_t batch, int64_t* out);
+  // Undoes the last successful extend or decode, which nothing may have followed: its
+  // pages return to the free list exactly as they were (kvseq, when writing the request
+  // table fails on the device afterwards).
+  void undo_last_allocation() {
+    pages_.untake(last_taken_);
+    last_taken_ = 0;
+  }
 
   // Converts slots to pages after checking slot ranges (paged frees).
   Status slots_to_pages(const int64_t* slots, size_t n, std::vector<int64_t>* pages) const;
@@ -53,6 +60,7 @@ class PagedAllocator {
   IdAllocator pages_;
   int64_t page_size_;
   std::vector<int64_t> scratch_pages_;
+  size_t last_taken_ = 0;  // pages the last extend/decode took (undo_last_allocation)
 };
 
 }  // namespace kvp::alloc

@@ -27,6 +27,11 @@ class Ring {
     write(head_, id);
     ++size_;
   }
+  // Undoes pop_front(n) when nothing was written since: the popped entries are still stored.
+  void unpop_front(size_t n) {
+    head_ = (head_ + data_.size() - n % data_.size()) % data_.size();
+    size_ += n;
+  }
   void pop_front(size_t n) {
     head_ = (head_ + n) % data_.size();
     size_ -= n;

@@ -28,6 +28,8 @@ class RequestTable {
   Status alloc(int32_t* out, size_t n);
   Status check_free(const int32_t* rows, size_t n) const;
   Status free(const int32_t* rows, size_t n);
+  // Undoes the last alloc() of `n` rows (nothing else may have taken or freed rows since).
+  void undo_alloc(size_t n) { rows_.untake(n); }
   Status write(int32_t row, size_t start, const int64_t* slots, size_t n);
   Status read(int32_t row, size_t start, int64_t* out, size_t n) const;
   Status write_batch(const int32_t* rows, const int64_t* prefix_lens, const int64_t* seq_lens, size_t batch,

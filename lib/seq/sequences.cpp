@@ -60,6 +60,8 @@ Status Sequences::on_new_row(Request*) { return Status::ok(); }
 
 Status Sequences::before_chunks(const std::vector<Request*>&) { return Status::ok(); }
 
+void Sequences::undo_allocation(const int64_t*, size_t) { allocator_->undo_last_allocation(); }
+
 Status Sequences::after_chunk(Request* r) { return cache_ != nullptr ? cache_computed_pages(r) : Status::ok(); }
 
 bool Sequences::tree_owns(int64_t slot) const {
@@ -145,8 +147,7 @@ Status Sequences::assign_rows(const std::vector<Request*>& reqs, const int32_t* 
   size_t next_row = 0;
   for (Request* r : reqs) {
     if (r->row >= 0) continue;
-    r->row = rows[next_row++];
-    KVPOOL_RETURN_IF_ERROR(table_->write(r->row, 0, r->slots.data(), r->slots.size()));  // the cached prefix
+    r->row = rows[next_row++];  // its cached prefix is written (write_chunks)
     KVPOOL_RETURN_IF_ERROR(on_new_row(r));
   }
   return Status::ok();
@@ -178,16 +179,45 @@ Status Sequences::extend(const uint64_t* ids, const int64_t* chunks, size_t n, i
 
 Status Sequences::place_chunks(const std::vector<Request*>& reqs, const int64_t* chunks, int32_t* rows,
                                size_t rows_needed, const int64_t* out) {
-  KVPOOL_RETURN_IF_ERROR(table_->alloc(rows, rows_needed));
+  // The request table is device memory on a CUDA pool, so its writes can fail: they all
+  // run before any request changes, and a failure gives the rows and the slots back
+  // exactly as they were taken (the call then changed nothing).
+  Status st = table_->alloc(rows, rows_needed);
+  if (st.is_ok()) {
+    st = write_chunks(reqs, chunks, rows, out);
+    if (!st.is_ok()) table_->undo_alloc(rows_needed);
+  }
+  if (!st.is_ok()) {
+    size_t total = 0;
+    for (size_t i = 0; i < reqs.size(); ++i) total += static_cast<size_t>(chunks[i]);
+    undo_allocation(out, total);
+    return st;
+  }
   KVPOOL_RETURN_IF_ERROR(assign_rows(reqs, rows));
   size_t o = 0;
   for (size_t i = 0; i < reqs.size(); ++i) {
     Request& r = *reqs[i];
     const size_t chunk = static_cast<size_t>(chunks[i]);
-    KVPOOL_RETURN_IF_ERROR(table_->write(r.row, r.slots.size(), out + o, chunk));
     r.slots.insert(r.slots.end(), out + o, out + o + chunk);
     o += chunk;
     KVPOOL_RETURN_IF_ERROR(after_chunk(&r));
+  }
+  return Status::ok();
+}
+
+Status Sequences::write_chunks(const std::vector<Request*>& reqs, const int64_t* chunks, const int32_t* rows,
+                               const int64_t* out) const {
+  size_t next_row = 0, o = 0;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    const Request& r = *reqs[i];
+    int32_t row = r.row;
+    if (row < 0) {  // a new row: the cached prefix first
+      row = rows[next_row++];
+      KVPOOL_RETURN_IF_ERROR(table_->write(row, 0, r.slots.data(), r.slots.size()));
+    }
+    const size_t chunk = static_cast<size_t>(chunks[i]);
+    KVPOOL_RETURN_IF_ERROR(table_->write(row, r.slots.size(), out + o, chunk));
+    o += chunk;
   }
   return Status::ok();
 }
@@ -237,11 +267,17 @@ Status Sequences::decode(const uint64_t* ids, const int32_t* tokens, size_t n, i
   }
   KVPOOL_RETURN_IF_ERROR(make_room(pages * page_, true));
   KVPOOL_RETURN_IF_ERROR(allocator_->decode(seq.data(), last.data(), n, out));
+  // Table writes (device memory on a CUDA pool) before any request changes, as in extend.
   for (size_t i = 0; i < n; ++i) {
-    Request& r = *reqs[i];
-    KVPOOL_RETURN_IF_ERROR(table_->write(r.row, r.slots.size(), out + i, 1));
-    r.tokens.push_back(tokens[i]);
-    r.slots.push_back(out[i]);
+    const Status st = table_->write(reqs[i]->row, reqs[i]->slots.size(), out + i, 1);
+    if (!st.is_ok()) {
+      undo_allocation(out, n);
+      return st;
+    }
+  }
+  for (size_t i = 0; i < n; ++i) {
+    reqs[i]->tokens.push_back(tokens[i]);
+    reqs[i]->slots.push_back(out[i]);
   }
   return Status::ok();
 }

@@ -78,11 +78,16 @@ class Sequences {
   // Validates the chunks of an extend batch: *total tokens, *pages new pages, *rows new rows.
   Status plan_extend(const std::vector<Request*>& reqs, const uint64_t* ids, const int64_t* chunks, size_t n,
                      size_t out_len, size_t* total, size_t* pages, size_t* rows) const;
-  // Allocates the rows the batch needs, then writes each request's new slots (out, request-major)
-  // to its row and appends them; after_chunk runs per request.
+  // Allocates the rows the batch needs and writes the table (write_chunks); if either fails,
+  // gives the rows and the extend's slots back as they were. Then assigns the rows, appends
+  // the slots and runs after_chunk per request.
   Status place_chunks(const std::vector<Request*>& reqs, const int64_t* chunks, int32_t* rows, size_t rows_needed,
                       const int64_t* out);
-  // Gives requests without a row one of `rows` and writes their cached prefix.
+  // Writes each request's new slots (out, request-major) to its row, and a new row's
+  // cached prefix first; requests without a row take the next of `rows`. Changes no request.
+  Status write_chunks(const std::vector<Request*>& reqs, const int64_t* chunks, const int32_t* rows,
+                      const int64_t* out) const;
+  // Gives requests without a row the next of `rows` (in write_chunks' order).
   Status assign_rows(const std::vector<Request*>& reqs, const int32_t* rows);
   // Frees enough unlocked cached prefixes for `tokens` more slots, or fails without evicting.
   // With evict false it only checks that it could.
@@ -96,6 +101,9 @@ class Sequences {
   virtual Status before_chunks(const std::vector<Request*>& reqs);
   // After a prefill chunk got its slots (the plain and swa trees cache the computed pages).
   virtual Status after_chunk(Request* r);
+  // Gives back the `n` slots in `out` that this call's allocation just took, when a later
+  // step of the call failed: exactly as they were taken (free-list order included).
+  virtual void undo_allocation(const int64_t* out, size_t n);
   virtual bool tree_owns(int64_t slot) const;
   virtual bool slot_held(int64_t slot) const;
   virtual Status free_slots(const std::vector<int64_t>& slots, size_t from, size_t to);

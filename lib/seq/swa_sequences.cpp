@@ -10,6 +10,8 @@ SwaSequences::SwaSequences(alloc::SwaAllocator* allocator, req::RequestTable* ta
 
 bool SwaSequences::tree_owns(int64_t slot) const { return scache_ != nullptr && scache_->owns_slot(slot); }
 
+void SwaSequences::undo_allocation(const int64_t* out, size_t n) { (void)swa_->free(out, n); }
+
 bool SwaSequences::slot_held(int64_t slot) const { return swa_->full().owned(slot); }
 
 Status SwaSequences::free_slots(const std::vector<int64_t>& slots, size_t from, size_t to) {
@@ -145,11 +147,16 @@ Status SwaSequences::decode(const uint64_t* ids, const int32_t* tokens, size_t n
     reserve_more(&r->slots, 1);
   }
   KVPOOL_RETURN_IF_ERROR(allocate(reqs, n, false, out));
+  for (size_t i = 0; i < n; ++i) {  // table writes (device memory on CUDA) before any request changes
+    const Status st = table_->write(reqs[i]->row, reqs[i]->slots.size(), out + i, 1);
+    if (!st.is_ok()) {
+      undo_allocation(out, n);
+      return st;
+    }
+  }
   for (size_t i = 0; i < n; ++i) {
-    Request& r = *reqs[i];
-    KVPOOL_RETURN_IF_ERROR(table_->write(r.row, r.slots.size(), out + i, 1));
-    r.tokens.push_back(tokens[i]);
-    r.slots.push_back(out[i]);
+    reqs[i]->tokens.push_back(tokens[i]);
+    reqs[i]->slots.push_back(out[i]);
   }
   return Status::ok();
 }

@@ -46,6 +46,9 @@ class SwaSequences : public Sequences {
   bool tree_owns(int64_t slot) const override;
   bool slot_held(int64_t slot) const override;
   Status free_slots(const std::vector<int64_t>& slots, size_t from, size_t to) override;
+  // The swa allocator has no exact undo: the slots are freed (no leak; the free lists'
+  // order may differ from before the call).
+  void undo_allocation(const int64_t* out, size_t n) override;
   Status release(Request* r, bool insert, size_t committed) override;
 
  private:
