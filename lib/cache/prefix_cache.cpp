@@ -8,11 +8,13 @@ PrefixCache::PrefixCache(alloc::PagedAllocator* allocator, EvictionPolicy policy
     : allocator_(allocator), tree_(allocator->page_size(), policy, events),
       owned_(static_cast<size_t>(allocator->num_pages()) + 1, 0) {
   allocator_->reserve_scratch();  // eviction frees leaf after leaf: none of those frees may fail
+  handover_.reserve(static_cast<size_t>(allocator->num_pages()));
 }
 
 Status PrefixCache::check_handover(const int64_t* slots, size_t n) const {
   const int64_t P = page_size();
-  std::vector<int64_t> pages;
+  std::vector<int64_t>& pages = handover_;
+  pages.clear();
   for (size_t i = 0; i < n; i += static_cast<size_t>(P)) {
     const int64_t first = slots[i];
     if (first < P || first >= allocator_->slot_limit() || first % P != 0) {

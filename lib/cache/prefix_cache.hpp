@@ -37,6 +37,7 @@ class PrefixCache {
   alloc::PagedAllocator* allocator_;
   RadixTree tree_;
   std::vector<uint8_t> owned_;  // index = page
+  mutable std::vector<int64_t> handover_;  // check_handover's pages, sized once: inserts allocate nothing here
 };
 
 }  // namespace kvp::cache

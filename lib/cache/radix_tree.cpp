@@ -76,8 +76,9 @@ void RadixTree::link_child(int32_t parent, int32_t child) {
   Node& c = nodes_[static_cast<size_t>(child)];
   c.parent = parent;
   const uint64_t h = child_hash(parent, c.extra, c.key.data());
-  auto& spare = !spare_child_[0].empty() ? spare_child_[0] : spare_child_[1];
-  if (!spare.empty()) {  // prepared: no allocation (and no rehash: prepare reserved the buckets)
+  if (!spare_children_.empty()) {  // prepared: no allocation (and no rehash: prepare reserved the buckets)
+    auto spare = std::move(spare_children_.back());
+    spare_children_.pop_back();
     spare.key() = h;
     spare.mapped() = child;
     children_.insert(std::move(spare));
@@ -96,7 +97,7 @@ std::unordered_multimap<uint64_t, int32_t>::iterator RadixTree::child_entry(int3
   return children_.end();
 }
 
-void RadixTree::prepare(size_t new_nodes) {
+void RadixTree::prepare(size_t new_nodes, size_t orders) {
   if (nodes_.capacity() - nodes_.size() < new_nodes) {
     nodes_.reserve(std::max(nodes_.size() + new_nodes, 2 * nodes_.capacity()));
   }
@@ -105,12 +106,47 @@ void RadixTree::prepare(size_t new_nodes) {
   if (static_cast<double>(links) > static_cast<double>(children_.bucket_count()) * children_.max_load_factor()) {
     children_.reserve(2 * links);
   }
-  for (size_t i = 0; i < new_nodes && i < 2; ++i) {
-    if (spare_child_[i].empty()) spare_child_[i] = children_.extract(children_.emplace(~0ull, -1));
+  if (spare_children_.capacity() < new_nodes) spare_children_.reserve(new_nodes);
+  while (spare_children_.size() < new_nodes) spare_children_.push_back(children_.extract(children_.emplace(~0ull, -1)));
+  // Room to keep one more order node than asked (refresh_order returns unused ones).
+  if (spare_orders_.capacity() < orders + 1) spare_orders_.reserve(orders + 1);
+  const OrderKey spare{INT64_MIN, INT64_MIN, INT32_MIN};  // no real key: ids are >= 1
+  while (spare_orders_.size() < orders) {
+    spare_orders_.push_back(evictable_leaves_.extract(evictable_leaves_.insert(spare).first));
   }
-  if (spare_order_.empty()) {
-    const OrderKey spare{INT64_MIN, INT64_MIN, INT32_MIN};  // no real key: ids are >= 1
-    spare_order_ = evictable_leaves_.extract(evictable_leaves_.insert(spare).first);
+}
+
+void RadixTree::take_spare_leaf(size_t tokens, std::vector<int32_t>* key, std::vector<int64_t>* value) {
+  if (tokens > spare_leaf_tokens_ || spare_keys_.empty() || spare_values_.empty()) return;
+  *key = std::move(spare_keys_.back());  // reserved by reserve_inserts(): no allocation
+  spare_keys_.pop_back();
+  *value = std::move(spare_values_.back());
+  spare_values_.pop_back();
+}
+
+void RadixTree::reserve_inserts(size_t inserts, size_t tokens) {
+  if (inserts == 0) return;
+  // Per insert: a split and a leaf, a match_into (no split after the insert, but
+  // leave room), an unlock making a leaf evictable.
+  prepare(3 * inserts, 4 * inserts);
+  const size_t buffers = 2 * inserts;  // a split's upper part and a leaf per insert
+  if (spare_keys_.capacity() < buffers) spare_keys_.reserve(buffers);
+  if (spare_values_.capacity() < buffers) spare_values_.reserve(buffers);
+  if (tokens > spare_leaf_tokens_) {  // the buffers kept are too small
+    spare_keys_.clear();
+    spare_values_.clear();
+    spare_leaf_tokens_ = tokens;
+  }
+  // Reserved before they join the pool (a failed reserve must not leave a small one there).
+  while (spare_keys_.size() < buffers) {
+    std::vector<int32_t> key;
+    key.reserve(spare_leaf_tokens_);
+    spare_keys_.push_back(std::move(key));
+  }
+  while (spare_values_.size() < buffers) {
+    std::vector<int64_t> value;
+    value.reserve(spare_leaf_tokens_);
+    spare_values_.push_back(std::move(value));
   }
 }
 
@@ -185,7 +221,10 @@ void RadixTree::refresh_order(int32_t id) {
   }
   if (n.live && n.children == 0 && n.lock_ref == 0) {
     n.order_key = order_key(n, id);
-    if (nh.empty()) nh = std::move(spare_order_);
+    if (nh.empty() && !spare_orders_.empty()) {
+      nh = std::move(spare_orders_.back());
+      spare_orders_.pop_back();
+    }
     if (nh.empty()) {
       evictable_leaves_.insert(n.order_key);
     } else {
@@ -193,8 +232,8 @@ void RadixTree::refresh_order(int32_t id) {
       evictable_leaves_.insert(std::move(nh));
     }
     n.in_order = true;
-  } else if (!nh.empty() && spare_order_.empty()) {
-    spare_order_ = std::move(nh);
+  } else if (!nh.empty() && spare_orders_.size() < spare_orders_.capacity()) {
+    spare_orders_.push_back(std::move(nh));  // within capacity: no allocation
   }
 }
 
@@ -209,8 +248,11 @@ int32_t RadixTree::split(int32_t child, size_t at) {
   // The upper part's vectors first: after new_node() nothing may throw (the caller prepared).
   const Node& lower = nodes_[static_cast<size_t>(child)];
   const size_t pages = at / static_cast<size_t>(page_);
-  std::vector<int32_t> key(lower.key.begin(), lower.key.begin() + static_cast<long>(at));
-  std::vector<int64_t> value(lower.value.begin(), lower.value.begin() + static_cast<long>(at));
+  std::vector<int32_t> key;
+  std::vector<int64_t> value;
+  take_spare_leaf(at, &key, &value);
+  key.assign(lower.key.begin(), lower.key.begin() + static_cast<long>(at));
+  value.assign(lower.value.begin(), lower.value.begin() + static_cast<long>(at));
   std::vector<Digest> hashes;
   if (!lower.hashes.empty()) hashes.assign(lower.hashes.begin(), lower.hashes.begin() + static_cast<long>(pages));
   const int32_t upper = new_node();  // may reallocate nodes_: index from here on
@@ -268,6 +310,32 @@ MatchResult RadixTree::match(const int32_t* tokens, size_t n, const std::string&
   return r;
 }
 
+size_t RadixTree::match_into(const int32_t* tokens, size_t n, const std::string& extra_key, int64_t* out,
+                             NodeHandle* last_node) {
+  *last_node = root();
+  n -= n % static_cast<size_t>(page_);
+  auto ns = namespaces_.find(extra_key);
+  if (n == 0 || ns == namespaces_.end()) return 0;
+  const int32_t extra = ns->second;
+  prepare(1);  // a split at most (none when the path ends on a node boundary)
+  const uint64_t stamp = ++clock_;
+  int32_t cur = kRoot;
+  size_t pos = 0;
+  while (pos < n) {
+    int32_t c = find_child(cur, extra, tokens + pos);
+    if (c < 0) break;
+    const size_t len = match_len(nodes_[static_cast<size_t>(c)], tokens + pos, n - pos);
+    if (len < nodes_[static_cast<size_t>(c)].key.size()) c = split(c, len);
+    const Node& node = nodes_[static_cast<size_t>(c)];
+    std::copy(node.value.begin(), node.value.end(), out + pos);
+    touch(c, stamp);
+    cur = c;
+    pos += len;
+  }
+  *last_node = handle(cur);
+  return pos;
+}
+
 size_t RadixTree::cached_prefix(const int32_t* tokens, size_t n, const std::string& extra_key) const {
   auto ns = namespaces_.find(extra_key);
   if (ns == namespaces_.end()) return 0;
@@ -295,8 +363,11 @@ Status RadixTree::insert(const int32_t* tokens, size_t n, const int64_t* slots, 
   // split and one leaf at most), the leaf's key, slots, page hashes and events.
   prepare(2);
   const size_t cached = cached_prefix(tokens, n, extra_key);
-  std::vector<int32_t> leaf_key(tokens + cached, tokens + n);
-  std::vector<int64_t> leaf_value(slots + cached, slots + n);
+  std::vector<int32_t> leaf_key;
+  std::vector<int64_t> leaf_value;
+  if (cached < n) take_spare_leaf(n - cached, &leaf_key, &leaf_value);
+  leaf_key.assign(tokens + cached, tokens + n);
+  leaf_value.assign(slots + cached, slots + n);
   std::vector<Digest> leaf_hashes;
   std::vector<KvEvent> stored;
   const Digest* prev = events_enabled_ && cached < n ? digest_before(tokens, cached, extra) : nullptr;
@@ -410,7 +481,7 @@ Status RadixTree::evict(size_t tokens, const FreeSlots& free, size_t* evicted) {
     evictable_ -= n.key.size();
     if (events_enabled_) emit_removed(n);
     auto nh = evictable_leaves_.extract(n.order_key);
-    if (spare_order_.empty()) spare_order_ = std::move(nh);  // for the parent, if it becomes a leaf
+    if (spare_orders_.size() < spare_orders_.capacity()) spare_orders_.push_back(std::move(nh));  // for the parent
     n.in_order = false;
     const int32_t parent = n.parent;
     unlink_child(parent, id);

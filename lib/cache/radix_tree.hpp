@@ -64,6 +64,19 @@ class RadixTree {
   // Splits a node matched part-way and refreshes the access order of the path.
   MatchResult match(const int32_t* tokens, size_t n, const std::string& extra_key);
 
+  // As match(), writing the slots to `out` (room for n): allocates nothing after
+  // reserve_inserts() when the matched path ends on node boundaries (as right after
+  // an insert of the same key).
+  size_t match_into(const int32_t* tokens, size_t n, const std::string& extra_key, int64_t* out, NodeHandle* last_node);
+
+  // Makes room for `inserts` inserts of keys of at most `tokens` tokens and as many
+  // match_into / lock / unlock calls, so that they do not allocate (KV events still
+  // do): for callers that must insert after a change they cannot undo (kvseq_extend
+  // caches pages right after allocating them).
+  void reserve_inserts(size_t inserts, size_t tokens);
+  // Room for `n` unlocks (each may make a leaf evictable), so that they do not allocate.
+  void reserve_unlocks(size_t n) { prepare(0, n); }
+
   // Length of the cached prefix of an aligned key, without touching anything.
   size_t cached_prefix(const int32_t* tokens, size_t n, const std::string& extra_key) const;
 
@@ -139,7 +152,9 @@ class RadixTree {
   // room for `new_nodes` nodes, spare nodes of the child map and the eviction order,
   // and room in the free-id list. Linking, ordering and freeing then cannot throw,
   // so a call that runs out of host memory fails before its first change.
-  void prepare(size_t new_nodes);
+  void prepare(size_t new_nodes, size_t orders = 1);
+  // Moves a spare key/slot buffer pair of room for `tokens` into *key / *value, if one is left.
+  void take_spare_leaf(size_t tokens, std::vector<int32_t>* key, std::vector<int64_t>* value);
   // The child-map entry of `child` under `parent` (end() if missing).
   std::unordered_multimap<uint64_t, int32_t>::iterator child_entry(int32_t parent, int32_t child);
   // The digest of the page that ends at `pos` of a cached key (nullptr at 0 or without hashes).
@@ -154,9 +169,12 @@ class RadixTree {
   std::unordered_multimap<uint64_t, int32_t> children_;
   std::unordered_map<std::string, int32_t> namespaces_;
   std::set<OrderKey> evictable_leaves_;
-  // Spare container nodes made by prepare() (see there).
-  std::unordered_multimap<uint64_t, int32_t>::node_type spare_child_[2];
-  std::set<OrderKey>::node_type spare_order_;
+  // Spare container nodes and leaf buffers made by prepare() / reserve_inserts().
+  std::vector<std::unordered_multimap<uint64_t, int32_t>::node_type> spare_children_;
+  std::vector<std::set<OrderKey>::node_type> spare_orders_;
+  std::vector<std::vector<int32_t>> spare_keys_;
+  std::vector<std::vector<int64_t>> spare_values_;
+  size_t spare_leaf_tokens_ = 0;  // capacity of each spare leaf buffer
   size_t evictable_ = 0;
   size_t protected_ = 0;
   uint64_t clock_ = 0;

@@ -14,7 +14,9 @@ std::string who(uint64_t id) { return "request " + std::to_string(id) + ": "; }
 
 Sequences::Sequences(alloc::PagedAllocator* allocator, req::RequestTable* table, cache::PrefixCache* cache)
     : page_(allocator != nullptr ? static_cast<size_t>(allocator->page_size()) : 1),
-      allocator_(allocator), table_(table), cache_(cache) {}
+      allocator_(allocator), table_(table), cache_(cache) {
+  if (cache_ != nullptr && table_ != nullptr) match_scratch_.resize(static_cast<size_t>(table_->max_context_len()));
+}
 
 const Request* Sequences::find(uint64_t id) const {
   auto it = requests_.find(id);
@@ -42,11 +44,16 @@ Status Sequences::match_and_lock(Request* r) {
   r->cached = r->prefix_hit = 0;
   r->slots.clear();
   if (cache_ == nullptr) return Status::ok();
-  // At least one token must be computed to produce logits.
-  cache::MatchResult m = cache_->match(r->tokens.data(), r->tokens.size() - 1, r->extra_key);
-  KVPOOL_RETURN_IF_ERROR(cache_->tree().lock(m.last_node));  // a node just matched is live
-  r->node = m.last_node;
-  r->slots = std::move(m.slots);
+  // At least one token must be computed to produce logits. Room first (a split's
+  // buffers, the lock, the slots), so that the match changes nothing if it fails.
+  cache_->tree().reserve_inserts(1, r->tokens.size());
+  r->slots.reserve(r->tokens.size());
+  cache::NodeHandle node = 0;
+  const size_t matched =
+      cache_->tree().match_into(r->tokens.data(), r->tokens.size() - 1, r->extra_key, match_scratch_.data(), &node);
+  KVPOOL_RETURN_IF_ERROR(cache_->tree().lock(node));  // a node just matched is live
+  r->node = node;
+  r->slots.assign(match_scratch_.data(), match_scratch_.data() + matched);
   r->cached = r->prefix_hit = r->slots.size();
   return Status::ok();
 }
@@ -158,21 +165,26 @@ Status Sequences::extend(const uint64_t* ids, const int64_t* chunks, size_t n, i
   KVPOOL_RETURN_IF_ERROR(check_batch(ids, n, &reqs));
   size_t total = 0, pages = 0, rows_needed = 0;
   KVPOOL_RETURN_IF_ERROR(plan_extend(reqs, ids, chunks, n, out_len, &total, &pages, &rows_needed));
+  // Host memory first, while a failure still changes nothing: the allocator's inputs,
+  // the row list, room for each request's new slots, and (after_chunk caches the
+  // computed pages right after the allocation) what the tree's inserts need.
+  std::vector<int64_t> pre(n), seq(n), last(n);
+  std::vector<int32_t> rows(rows_needed);
+  size_t insert_tokens = 0;
+  for (size_t i = 0; i < n; ++i) {
+    Request& r = *reqs[i];
+    pre[i] = static_cast<int64_t>(r.slots.size());
+    seq[i] = pre[i] + chunks[i];
+    reserve_more(&r.slots, static_cast<size_t>(chunks[i]));
+    insert_tokens = std::max(insert_tokens, static_cast<size_t>(seq[i]));
+  }
+  if (cache_ != nullptr) cache_->tree().reserve_inserts(n, insert_tokens);
   // Check first, so that out of memory changes nothing; before_chunks never lowers
   // free + evictable, so the eviction after it still succeeds.
   KVPOOL_RETURN_IF_ERROR(make_room(pages * page_, false));
   KVPOOL_RETURN_IF_ERROR(before_chunks(reqs));
   KVPOOL_RETURN_IF_ERROR(make_room(pages * page_, true));
-
-  std::vector<int64_t> pre(n), seq(n), last(n);
-  std::vector<int32_t> rows(rows_needed);
-  for (size_t i = 0; i < n; ++i) {
-    Request& r = *reqs[i];
-    pre[i] = static_cast<int64_t>(r.slots.size());
-    seq[i] = pre[i] + chunks[i];
-    last[i] = r.slots.empty() ? -1 : r.slots.back();
-    reserve_more(&r.slots, static_cast<size_t>(chunks[i]));  // appending the chunk below cannot throw
-  }
+  for (size_t i = 0; i < n; ++i) last[i] = reqs[i]->slots.empty() ? -1 : reqs[i]->slots.back();
   KVPOOL_RETURN_IF_ERROR(allocator_->extend({pre.data(), seq.data(), last.data(), n}, out, out_len));
   return place_chunks(reqs, chunks, rows.data(), rows_needed, out);
 }
@@ -229,16 +241,19 @@ Status Sequences::cache_computed_pages(Request* r) {
   KVPOOL_RETURN_IF_ERROR(cache_->insert(r->tokens.data(), aligned, r->slots.data(), r->extra_key, 0, &prefix, nullptr));
   // Another request cached [cached, prefix) first: ours are duplicates.
   KVPOOL_RETURN_IF_ERROR(free_slots(r->slots, r->cached, prefix));
-  cache::MatchResult m = cache_->match(r->tokens.data(), aligned, r->extra_key);
-  if (m.slots.size() != aligned) {
-    return Status::internal("the prefix tree lost pages just inserted (" + std::to_string(m.slots.size()) + " of " +
+  // Into a buffer sized at creation: nothing here allocates (the tree was prepared).
+  cache::NodeHandle last_node = 0;
+  const size_t matched = cache_->tree().match_into(r->tokens.data(), aligned, r->extra_key, match_scratch_.data(), &last_node);
+  if (matched != aligned) {
+    return Status::internal("the prefix tree lost pages just inserted (" + std::to_string(matched) + " of " +
                             std::to_string(aligned) + " tokens match)");
   }
-  std::copy(m.slots.begin() + static_cast<long>(r->cached), m.slots.end(), r->slots.begin() + static_cast<long>(r->cached));
-  KVPOOL_RETURN_IF_ERROR(table_->write(r->row, r->cached, m.slots.data() + r->cached, aligned - r->cached));
-  KVPOOL_RETURN_IF_ERROR(cache_->tree().lock(m.last_node));
+  const int64_t* tree_slots = match_scratch_.data();
+  std::copy(tree_slots + r->cached, tree_slots + aligned, r->slots.begin() + static_cast<long>(r->cached));
+  KVPOOL_RETURN_IF_ERROR(table_->write(r->row, r->cached, tree_slots + r->cached, aligned - r->cached));
+  KVPOOL_RETURN_IF_ERROR(cache_->tree().lock(last_node));
   KVPOOL_RETURN_IF_ERROR(unlock(r));
-  r->node = m.last_node;
+  r->node = last_node;
   r->cached = aligned;
   return Status::ok();
 }
@@ -283,6 +298,8 @@ Status Sequences::decode(const uint64_t* ids, const int32_t* tokens, size_t n, i
 }
 
 Status Sequences::release(Request* r, bool insert, size_t committed) {
+  // The unlock at the end must not allocate once slots are freed.
+  if (cache_ != nullptr) cache_->tree().reserve_unlocks(1);
   size_t own_from = r->cached;  // slots[cached, computed) are the request's
   if (insert && cache_ != nullptr) {
     const size_t aligned = committed - committed % page_;
@@ -322,6 +339,12 @@ Status Sequences::abort(uint64_t id) {
 Status Sequences::retract(uint64_t id, size_t* cached) {
   Request* r = nullptr;
   KVPOOL_RETURN_IF_ERROR(lookup(id, &r));
+  // The match after the release must not allocate: room for its split, lock and slots.
+  if (cache_ != nullptr) {
+    cache_->tree().reserve_inserts(1, r->tokens.size());
+    cache_->tree().reserve_unlocks(2);
+  }
+  r->slots.reserve(r->tokens.size());
   KVPOOL_RETURN_IF_ERROR(release(r, false, 0));
   KVPOOL_RETURN_IF_ERROR(match_and_lock(r));
   *cached = r->cached;

@@ -119,6 +119,7 @@ class Sequences {
   cache::PrefixCache* cache_;
   std::unordered_map<uint64_t, Request> requests_;
   uint64_t next_id_ = 1;
+  std::vector<int64_t> match_scratch_;  // cache_computed_pages' match, sized to max_context_len once
 };
 
 }  // namespace kvp::seq

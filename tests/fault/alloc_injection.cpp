@@ -10,6 +10,9 @@
 // checker still sees everything.
 #include "alloc_injection.hpp"
 
+#include <execinfo.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdlib>
 #include <new>
@@ -45,11 +48,29 @@ thread_local uint64_t t_target = 0;
 thread_local uint64_t t_count = 0;
 thread_local int64_t t_live = 0;
 
+// KVFAULT_TRACE=1 in the environment: print the stack of each injected failure
+// (to find the allocation behind a violation). Read once, before arming.
+bool trace_enabled() {
+  static const bool on = std::getenv("KVFAULT_TRACE") != nullptr;
+  return on;
+}
+
+void print_stack() noexcept {
+  t_armed = false;  // backtrace() may allocate
+  void* frames[32];
+  const int n = backtrace(frames, 32);
+  const char header[] = "[kvfault] injected allocation failure at:\n";
+  (void)!write(2, header, sizeof(header) - 1);
+  backtrace_symbols_fd(frames, n, 2);
+  t_armed = true;
+}
+
 // Counts one allocation attempt; true if this one must fail.
 inline bool should_fail() noexcept {
   if (!t_armed) return false;
   if (++t_count == t_target) {
     t_fired = true;
+    if (trace_enabled()) print_stack();
     return true;
   }
   return false;
@@ -106,6 +127,7 @@ void* new_aligned_impl(size_t n, std::align_val_t a) noexcept {
 namespace kvfault {
 
 void arm(uint64_t n) {
+  (void)trace_enabled();
   t_count = 0;
   t_target = n;
   t_fired = false;
