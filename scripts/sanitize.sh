@@ -33,18 +33,8 @@ export ASAN_OPTIONS=halt_on_error=1:abort_on_error=1:detect_leaks=1:strict_strin
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
 
-# A fresh build dir, but never delete something that is not a CMake build dir.
-fresh_dir() {
-  local dir=$1
-  if [[ -e $dir ]]; then
-    if [[ -f $dir/CMakeCache.txt || -z $(ls -A "$dir") ]]; then
-      rm -rf "$dir"
-    else
-      echo "sanitize.sh: $dir exists and is not a CMake build directory; not deleting it" >&2
-      exit 1
-    fi
-  fi
-}
+# shellcheck source=common.sh
+source "$repo/scripts/common.sh"
 
 # configure <dir> <sanitizers> [cmake args...]: clang, no CUDA, no bindings or docs.
 configure() {

@@ -48,15 +48,9 @@ if ! command -v nvcc >/dev/null && [[ -x /usr/local/cuda/bin/nvcc ]]; then
 fi
 
 begin configure
-# A fresh build dir, but never delete something that is not a CMake build dir.
-if [[ -e $build_dir ]]; then
-  if [[ -f $build_dir/CMakeCache.txt || -z $(ls -A "$build_dir") ]]; then
-    rm -rf "$build_dir"
-  else
-    echo "test.sh: $build_dir exists and is not a CMake build directory; not deleting it" >&2
-    exit 1
-  fi
-fi
+# shellcheck source=common.sh
+source "$repo/scripts/common.sh"
+fresh_dir "$build_dir"
 # shellcheck disable=SC2086  # KVPOOL_CMAKE_ARGS is a list of arguments
 cmake -S "$repo" -B "$build_dir" \
   -DKVPOOL_BUILD_GO=ON -DKVPOOL_BUILD_JAVA=ON -DKVPOOL_BUILD_CSHARP=ON \

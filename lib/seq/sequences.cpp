@@ -282,6 +282,11 @@ Status Sequences::decode(const uint64_t* ids, const int32_t* tokens, size_t n, i
   }
   KVPOOL_RETURN_IF_ERROR(make_room(pages * page_, true));
   KVPOOL_RETURN_IF_ERROR(allocator_->decode(seq.data(), last.data(), n, out));
+  return place_decoded(reqs, tokens, out);
+}
+
+Status Sequences::place_decoded(const std::vector<Request*>& reqs, const int32_t* tokens, const int64_t* out) {
+  const size_t n = reqs.size();
   // Table writes (device memory on a CUDA pool) before any request changes, as in extend.
   for (size_t i = 0; i < n; ++i) {
     const Status st = table_->write(reqs[i]->row, reqs[i]->slots.size(), out + i, 1);
@@ -290,7 +295,7 @@ Status Sequences::decode(const uint64_t* ids, const int32_t* tokens, size_t n, i
       return st;
     }
   }
-  for (size_t i = 0; i < n; ++i) {
+  for (size_t i = 0; i < n; ++i) {  // room reserved by the caller: no allocation
     reqs[i]->tokens.push_back(tokens[i]);
     reqs[i]->slots.push_back(out[i]);
   }

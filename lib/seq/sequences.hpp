@@ -87,6 +87,10 @@ class Sequences {
   // cached prefix first; requests without a row take the next of `rows`. Changes no request.
   Status write_chunks(const std::vector<Request*>& reqs, const int64_t* chunks, const int32_t* rows,
                       const int64_t* out) const;
+  // Writes each request's decoded slot (out[i]) to its row, then appends it and the token
+  // (tokens[i]); a failed write gives the decode's slots back (undo_allocation) first.
+  // The caller reserved room for the appends.
+  Status place_decoded(const std::vector<Request*>& reqs, const int32_t* tokens, const int64_t* out);
   // Gives requests without a row the next of `rows` (in write_chunks' order).
   Status assign_rows(const std::vector<Request*>& reqs, const int32_t* rows);
   // Frees enough unlocked cached prefixes for `tokens` more slots, or fails without evicting.

@@ -147,18 +147,7 @@ Status SwaSequences::decode(const uint64_t* ids, const int32_t* tokens, size_t n
     reserve_more(&r->slots, 1);
   }
   KVPOOL_RETURN_IF_ERROR(allocate(reqs, n, false, out));
-  for (size_t i = 0; i < n; ++i) {  // table writes (device memory on CUDA) before any request changes
-    const Status st = table_->write(reqs[i]->row, reqs[i]->slots.size(), out + i, 1);
-    if (!st.is_ok()) {
-      undo_allocation(out, n);
-      return st;
-    }
-  }
-  for (size_t i = 0; i < n; ++i) {
-    reqs[i]->tokens.push_back(tokens[i]);
-    reqs[i]->slots.push_back(out[i]);
-  }
-  return Status::ok();
+  return place_decoded(reqs, tokens, out);
 }
 
 Status SwaSequences::release(Request* r, bool insert, size_t committed) {
