@@ -1,5 +1,7 @@
 #include "capi/errors.hpp"
 
+#include <cstring>
+
 namespace kvp::capi {
 namespace {
 // One message per thread; valid until this thread's next failing call.
@@ -25,7 +27,13 @@ kvpool_status report(const Status& status) {
 extern "C" {
 
 KVPOOL_API const char* kvpool_status_string(kvpool_status status) {
-  switch (status) {
+  // C callers may pass any int (the documented "unknown status" case). Loading such a
+  // value as the enum type is undefined in C++ (UBSan: "not a valid value for type"),
+  // so the switch reads the argument's representation as an int.
+  static_assert(sizeof(kvpool_status) == sizeof(int), "kvpool_status is int-sized");
+  int code = 0;
+  std::memcpy(&code, &status, sizeof(code));
+  switch (code) {
     case KVPOOL_OK: return "ok";
     case KVPOOL_ERR_INVALID_ARGUMENT: return "invalid argument";
     case KVPOOL_ERR_CONFIG: return "configuration error";

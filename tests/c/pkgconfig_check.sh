@@ -7,11 +7,13 @@
 #
 # SOURCE_DIR is tests/c (consumer.c and find_package/ live there).
 # KVPOOL_CONSUMER_FLAGS (environment): extra compile+link flags, e.g. the
-# -fsanitize= list when the library itself was built with sanitizers.
+# -fsanitize= list when the library itself was built with sanitizers;
+# KVPOOL_CONSUMER_LINK_FLAGS: extra link-only flags (clang's C++ sanitizer runtime).
 set -euo pipefail
 
 build_dir=$1 src_dir=$2 work=$3 version=$4 cc=$5 cmake=$6
 read -r -a extra_flags <<<"${KVPOOL_CONSUMER_FLAGS:-}"
+read -r -a link_flags <<<"${KVPOOL_CONSUMER_LINK_FLAGS:-}"
 config=$src_dir/../../examples/configs/tiny-cpu.json
 
 fail() { echo "pkgconfig_check: FAIL: $*" >&2; exit 1; }
@@ -48,7 +50,7 @@ check_prefix() {
 
   # shellcheck disable=SC2046  # pkg-config output is meant to be split
   "$cc" -std=c99 -Wall -Wextra -Werror "${extra_flags[@]}" -o "$out/consumer_pc" "$src_dir/consumer.c" \
-    $(pkg-config --cflags --libs kvpool) -Wl,-rpath,"$libdir" || fail "compiling with pkg-config flags"
+    $(pkg-config --cflags --libs kvpool) "${link_flags[@]}" -Wl,-rpath,"$libdir" || fail "compiling with pkg-config flags"
   lib=$(loaded_lib "$out/consumer_pc")
   [[ $(realpath "$lib") == "$(realpath "$libdir")"/* ]] || fail "consumer_pc loads $lib, not the one in $libdir"
   "$out/consumer_pc" "$config" || fail "consumer built with pkg-config"
@@ -56,7 +58,7 @@ check_prefix() {
   # A fresh CMake project that only knows the prefix.
   "$cmake" -S "$src_dir/find_package" -B "$out/fp" -DCMAKE_C_COMPILER="$cc" \
     -DCMAKE_PREFIX_PATH="$prefix" -DKVPOOL_EXPECTED_PREFIX="$prefix" \
-    -DCMAKE_C_FLAGS="${extra_flags[*]}" -DCMAKE_EXE_LINKER_FLAGS="${extra_flags[*]}" \
+    -DCMAKE_C_FLAGS="${extra_flags[*]}" -DCMAKE_EXE_LINKER_FLAGS="${extra_flags[*]} ${link_flags[*]}" \
     -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF -DCMAKE_FIND_USE_SYSTEM_PACKAGE_REGISTRY=OFF \
     >"$out/fp-configure.log" 2>&1 || { cat "$out/fp-configure.log"; fail "find_package project configure"; }
   "$cmake" --build "$out/fp" >"$out/fp-build.log" 2>&1 ||
