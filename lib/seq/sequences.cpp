@@ -249,12 +249,23 @@ Status Sequences::cache_computed_pages(Request* r) {
                             std::to_string(aligned) + " tokens match)");
   }
   const int64_t* tree_slots = match_scratch_.data();
-  std::copy(tree_slots + r->cached, tree_slots + aligned, r->slots.begin() + static_cast<long>(r->cached));
-  KVPOOL_RETURN_IF_ERROR(table_->write(r->row, r->cached, tree_slots + r->cached, aligned - r->cached));
+  const size_t was_cached = r->cached;
+  std::copy(tree_slots + was_cached, tree_slots + aligned, r->slots.begin() + static_cast<long>(was_cached));
   KVPOOL_RETURN_IF_ERROR(cache_->tree().lock(last_node));
   KVPOOL_RETURN_IF_ERROR(unlock(r));
   r->node = last_node;
   r->cached = aligned;
+  // Only the duplicates' columns changed: [was_cached, prefix) now name the tree's slots.
+  // Written last (on a CUDA pool this copy to the device can fail), so that ownership is
+  // settled whatever happens; a failure leaves those columns naming freed slots.
+  if (prefix > was_cached) {
+    const Status st = table_->write(r->row, was_cached, tree_slots + was_cached, prefix - was_cached);
+    if (!st.is_ok()) {
+      return Status(st.code(), st.message() + " (request row " + std::to_string(r->row) +
+                                   " still names freed duplicate slots in columns [" + std::to_string(was_cached) +
+                                   ", " + std::to_string(prefix) + "): abort the request)");
+    }
+  }
   return Status::ok();
 }
 
