@@ -336,7 +336,7 @@ size_t RadixTree::match_into(const int32_t* tokens, size_t n, const std::string&
   return pos;
 }
 
-size_t RadixTree::cached_prefix(const int32_t* tokens, size_t n, const std::string& extra_key) const {
+size_t RadixTree::cached_prefix(const int32_t* tokens, size_t n, const std::string& extra_key, int64_t* slots) const {
   auto ns = namespaces_.find(extra_key);
   if (ns == namespaces_.end()) return 0;
   int32_t cur = kRoot;
@@ -345,6 +345,10 @@ size_t RadixTree::cached_prefix(const int32_t* tokens, size_t n, const std::stri
     const int32_t c = find_child(cur, ns->second, tokens + pos);
     if (c < 0) break;
     const size_t len = match_len(nodes_[static_cast<size_t>(c)], tokens + pos, n - pos);
+    if (slots != nullptr) {
+      const auto& value = nodes_[static_cast<size_t>(c)].value;
+      std::copy(value.begin(), value.begin() + static_cast<long>(len), slots + pos);
+    }
     pos += len;
     if (len < nodes_[static_cast<size_t>(c)].key.size()) break;
     cur = c;

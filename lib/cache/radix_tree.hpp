@@ -77,8 +77,10 @@ class RadixTree {
   // Room for `n` unlocks (each may make a leaf evictable), so that they do not allocate.
   void reserve_unlocks(size_t n) { prepare(0, n); }
 
-  // Length of the cached prefix of an aligned key, without touching anything.
-  size_t cached_prefix(const int32_t* tokens, size_t n, const std::string& extra_key) const;
+  // Length of the cached prefix of an aligned key, without touching anything; its slots
+  // go to `slots` (room for n) unless NULL.
+  size_t cached_prefix(const int32_t* tokens, size_t n, const std::string& extra_key,
+                       int64_t* slots = nullptr) const;
 
   // Inserts an aligned key with its slots. *prefix_len receives the tokens that
   // were already cached (the caller keeps owning slots[0, prefix_len)); the tree

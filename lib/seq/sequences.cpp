@@ -237,9 +237,22 @@ Status Sequences::write_chunks(const std::vector<Request*>& reqs, const int64_t*
 Status Sequences::cache_computed_pages(Request* r) {
   const size_t aligned = r->slots.size() - r->slots.size() % page_;
   if (aligned <= r->cached) return Status::ok();
+  // If another request cached [cached, held) meanwhile, this request's slots there are
+  // duplicates: point its table row at the tree's slots first, the one step that can fail
+  // (a copy to the device on a CUDA pool), while nothing has changed yet.
+  const size_t held =
+      cache_->tree().cached_prefix(r->tokens.data(), aligned, r->extra_key, match_scratch_.data());
+  if (held > r->cached) {
+    const Status st = table_->write(r->row, r->cached, match_scratch_.data() + r->cached, held - r->cached);
+    if (!st.is_ok()) {
+      return Status(st.code(), st.message() + " (while caching request row " + std::to_string(r->row) +
+                                   "'s computed pages: its new slots are kept, uncached)");
+    }
+  }
   size_t prefix = 0;
   KVPOOL_RETURN_IF_ERROR(cache_->insert(r->tokens.data(), aligned, r->slots.data(), r->extra_key, 0, &prefix, nullptr));
-  // Another request cached [cached, prefix) first: ours are duplicates.
+  // Another request cached [cached, prefix) first (prefix == held: the insert measures
+  // the cached prefix the same way): ours are duplicates.
   KVPOOL_RETURN_IF_ERROR(free_slots(r->slots, r->cached, prefix));
   // Into a buffer sized at creation: nothing here allocates (the tree was prepared).
   cache::NodeHandle last_node = 0;
@@ -249,23 +262,11 @@ Status Sequences::cache_computed_pages(Request* r) {
                             std::to_string(aligned) + " tokens match)");
   }
   const int64_t* tree_slots = match_scratch_.data();
-  const size_t was_cached = r->cached;
-  std::copy(tree_slots + was_cached, tree_slots + aligned, r->slots.begin() + static_cast<long>(was_cached));
+  std::copy(tree_slots + r->cached, tree_slots + aligned, r->slots.begin() + static_cast<long>(r->cached));
   KVPOOL_RETURN_IF_ERROR(cache_->tree().lock(last_node));
   KVPOOL_RETURN_IF_ERROR(unlock(r));
   r->node = last_node;
   r->cached = aligned;
-  // Only the duplicates' columns changed: [was_cached, prefix) now name the tree's slots.
-  // Written last (on a CUDA pool this copy to the device can fail), so that ownership is
-  // settled whatever happens; a failure leaves those columns naming freed slots.
-  if (prefix > was_cached) {
-    const Status st = table_->write(r->row, was_cached, tree_slots + was_cached, prefix - was_cached);
-    if (!st.is_ok()) {
-      return Status(st.code(), st.message() + " (request row " + std::to_string(r->row) +
-                                   " still names freed duplicate slots in columns [" + std::to_string(was_cached) +
-                                   ", " + std::to_string(prefix) + "): abort the request)");
-    }
-  }
   return Status::ok();
 }
 

@@ -81,6 +81,7 @@ struct Injection {
   int calls = 0;                       // calls driven
   int failures = 0;                    // injected failures, all of which failed cleanly
   std::map<std::string, int> by_call;  // injected failures per call name
+  int kept = 0;                        // kvseq_extend failures that kept the new slots (documented)
   std::string last_message;            // kvpool_last_error() of the last un-injected run
 };
 
@@ -106,6 +107,15 @@ kvpool_status every_device_failure(kvpool* pool, const std::vector<uint64_t>& se
     }
     ++totals->failures;
     ++totals->by_call[name];
+    if (message.find("its new slots are kept, uncached") != std::string::npos) {
+      // The documented exception (docs/reliability.md): caching a request's computed pages
+      // failed after the extend's slots were placed. The extend stands (the request owns
+      // them, the next extend or finish caches them); ownership must be consistent.
+      ++totals->kept;
+      char report[512];
+      EXPECT_EQ(kvpool_check(pool, report, sizeof(report)), KVPOOL_OK) << name << " n=" << n << ": " << report;
+      return KVPOOL_OK;
+    }
     EXPECT_EQ(st, KVPOOL_ERR_CUDA) << name << " n=" << n << ": " << message;
     EXPECT_EQ(kvtest::first_difference(before, kvtest::pool_state(pool, seqs)), "") << name << " n=" << n << ": " << message;
     EXPECT_TRUE(kv_before == kv_of(pool, watched)) << name << " n=" << n << " changed KV bytes: " << message;
@@ -321,7 +331,8 @@ TEST(GpuFaultInjection, KvseqOnACudaPoolFailsCleanly) {
   for (const char* call : {"kvseq_extend", "kvseq_decode"}) {  // both write the request table on the device
     EXPECT_GT(totals.by_call[call], 0) << call << " made no device call that could be injected";
   }
-  std::printf("kvseq on cuda: %d calls, %d injected failures\n", totals.calls, totals.failures);
+  std::printf("kvseq on cuda: %d calls, %d injected failures (%d kept the extend's slots)\n", totals.calls,
+              totals.failures, totals.kept);
   for (uint64_t s : live) EXPECT_EQ(kvseq_abort(pool, s), KVPOOL_OK);
   kvpool_destroy(pool);
 }
