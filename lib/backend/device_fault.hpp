@@ -94,7 +94,7 @@ class DeviceFault {
 
  private:
   DeviceFault() = default;
-  int device_ = 0;
+  [[maybe_unused]] int device_ = 0;  // read only by the CUDA implementation
   FaultRecord* record_ = nullptr;  // device memory
   int* host_flag_ = nullptr;       // pinned, mapped
   int* device_flag_ = nullptr;     // the same flag as the device sees it

@@ -50,13 +50,13 @@ struct BF16 {
 };
 
 struct E4M3 {
-  static constexpr size_t kBytes = 1;
+  [[maybe_unused]] static constexpr size_t kBytes = 1;
   static float load(const uint8_t* p, size_t j) { return cvt::e4m3_to_f32(p[j]); }
   static void store(uint8_t* p, size_t j, float v) { p[j] = cvt::f32_to_e4m3(v); }
 };
 
 struct E5M2 {
-  static constexpr size_t kBytes = 1;
+  [[maybe_unused]] static constexpr size_t kBytes = 1;
   static float load(const uint8_t* p, size_t j) { return cvt::e5m2_to_f32(p[j]); }
   static void store(uint8_t* p, size_t j, float v) { p[j] = cvt::f32_to_e5m2(v); }
 };
