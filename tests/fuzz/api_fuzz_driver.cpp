@@ -59,6 +59,8 @@ kvpool_status Driver::call(const char* what, Allowed allowed, bool mutates, cons
   const std::string before = picture_before();
   last_call_ = what;
   const kvpool_status st = f();
+  static const bool trace = std::getenv("KVFUZZ_TRACE") != nullptr;  // replaying a finding: print every call
+  if (trace) std::fprintf(stderr, "%-24s -> %d %s\n", what, st, st == KVPOOL_OK ? "" : kvpool_last_error());
   if (st != KVPOOL_OK) {
     if (st == KVPOOL_ERR_INTERNAL || std::find(allowed.begin(), allowed.end(), st) == allowed.end()) {
       fail(what, std::string("undocumented status ") + std::to_string(st) + " (" + kvpool_status_string(st) +

@@ -124,6 +124,10 @@ class Driver {
   std::vector<uint64_t> dead_;     // finished / aborted ids
   std::vector<uint64_t> nodes_;    // handles seen (may be stale)
   std::map<uint64_t, int> locks_;  // radix_lock calls not yet undone
+  // The root's handle, once a match that found nothing returned it. Locking and unlocking the
+  // root are no-ops that always succeed (as SGLang's inc/dec_lock_ref stop at the root): engines
+  // lock whatever a match returned, the root included.
+  uint64_t root_ = 0;
   bool direct_ = false;            // a kvalloc/mamba allocation succeeded (accounting identity no longer holds)
 
   // kvalloc_backup: the model at the snapshot; `dirty` once a call other than the

@@ -34,6 +34,7 @@ void Driver::radix_match_op() {
   const kvpool_status st = call("radix_match", {INV, UNS, BTS}, false, [&] {
     return radix_match(pool_, arg, t.size(), key, slots.data(), cap, &matched, &node);
   });
+  if (st == KVPOOL_OK && matched == 0) root_ = node;
   if (st == KVPOOL_OK && nodes_.size() < kMaxNodes) nodes_.push_back(node);
 }
 
@@ -82,13 +83,16 @@ void Driver::radix_insert_op() {
       own_.erase(slots[i] / page_);
       windowless_.erase(slots[i]);
     }
+    if (t.empty() && node != 0) root_ = node;  // an empty key ends at the root
     if (node != 0 && nodes_.size() < kMaxNodes) nodes_.push_back(node);
   }
 }
 
 void Driver::radix_lock_op() {
   const uint64_t node = !nodes_.empty() && !in_.chance(6) ? nodes_[in_.below(nodes_.size())] : wrong_node();
-  if (call("radix_lock", {INV, UNS}, true, [&] { return radix_lock(pool_, node); }) == KVPOOL_OK) ++locks_[node];
+  if (call("radix_lock", {INV, UNS}, true, [&] { return radix_lock(pool_, node); }) == KVPOOL_OK && node != root_) {
+    ++locks_[node];
+  }
 }
 
 void Driver::radix_unlock_op() {
@@ -100,12 +104,12 @@ void Driver::radix_unlock_op() {
   if (!mine.empty() && !in_.chance(6)) {
     node = mine[in_.below(mine.size())];
   } else if (mine.empty() && seqs_.empty() && !nodes_.empty() && in_.chance(2)) {
-    node = nodes_[in_.below(nodes_.size())];  // nothing holds a lock: unlocking must be refused
+    node = nodes_[in_.below(nodes_.size())];  // nothing holds a lock: unlocking must be refused (but the root's)
   } else {
     node = wrong_node();
   }
   const kvpool_status st = call("radix_unlock", {INV, UNS}, true, [&] { return radix_unlock(pool_, node); });
-  if (st == KVPOOL_OK) {
+  if (st == KVPOOL_OK && node != root_) {
     if (locks_[node] <= 0) fail("radix_unlock", "unlocked a node that no one had locked");
     --locks_[node];
   }
@@ -176,6 +180,7 @@ void Driver::radix_match_mamba_op() {
     return radix_match_mamba(pool_, t.data(), t.size(), key, cow, slots.data(), t.size(), &matched, &node, &tree_state);
   });
   if (st != KVPOOL_OK) return;
+  if (matched == 0) root_ = node;
   if (nodes_.size() < kMaxNodes) nodes_.push_back(node);
   if (tree_state > 0 && in_.chance(3)) {  // the tree's own state as the copy target: refused
     call("radix_match_mamba", {INV, UNS, BTS}, false, [&] {
@@ -230,6 +235,7 @@ void Driver::radix_insert_swa_op() {
       }) != KVPOOL_OK) {
     return;
   }
+  if (matched == 0) root_ = node;
   std::vector<int64_t> mine = fam_.direct_alloc ? own_slots(6) : std::vector<int64_t>{};
   // Windowless own slots first: they must be the leading ones (swa_evicted_len).
   std::stable_partition(mine.begin(), mine.end(), [&](int64_t s) { return windowless_.count(s) > 0; });
@@ -262,6 +268,7 @@ void Driver::radix_insert_swa_op() {
       own_.erase(slots[i]);
       windowless_.erase(slots[i]);
     }
+    if (t.empty() && node != 0) root_ = node;  // an empty key ends at the root
     if (node != 0 && nodes_.size() < kMaxNodes) nodes_.push_back(node);
   }
 }
