@@ -71,11 +71,12 @@ kvpool_status Driver::call(const char* what, Allowed allowed, bool mutates, cons
       fail(what, std::string("undocumented status ") + std::to_string(st) + " (" + kvpool_status_string(st) +
                      "): " + kvpool_last_error());
     }
-    if (kvpool_last_error()[0] == '\0') fail(what, "failed without a message");
+    const std::string message = kvpool_last_error();  // taken now: the picture's own calls overwrite it
+    if (message.empty()) fail(what, "failed without a message");
     stale_ = true;
     const std::string& after = picture_before();
     if (after != before) {
-      fail(what, std::string("the failed call (") + kvpool_last_error() + ") changed the pool:\n" +
+      fail(what, "the failed call (" + message + ") changed the pool:\n" +
                      kvtest::first_difference(before, after));
     }
   } else if (mutates) {
