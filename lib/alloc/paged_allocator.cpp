@@ -5,7 +5,8 @@
 namespace kvp::alloc {
 namespace {
 
-int64_t pages_for(int64_t tokens, int64_t page) { return (tokens + page - 1) / page; }
+// Whole pages for `tokens` (>= 0), without the overflow of (tokens + page - 1) near INT64_MAX.
+int64_t pages_for(int64_t tokens, int64_t page) { return tokens / page + (tokens % page != 0 ? 1 : 0); }
 
 std::string at(size_t i) { return "request " + std::to_string(i) + ": "; }
 
@@ -69,6 +70,12 @@ Status PagedAllocator::check_extend(const ExtendRequest& r, size_t out_len, size
     if (seq < pre) {
       return Status::invalid(at(i) + "sequence length " + std::to_string(seq) + " is below its prefix length " +
                              std::to_string(pre));
+    }
+    // Lengths beyond the pool are out of memory (below), but rounding one this close to INT64_MAX
+    // up to whole pages would overflow: no page count can describe it.
+    if (seq > INT64_MAX - (P - 1)) {
+      return Status::invalid(at(i) + "sequence length " + std::to_string(seq) +
+                             " is too large to round up to whole pages of " + std::to_string(P));
     }
     if (pre == 0 && last != -1) {
       return Status::invalid(at(i) + "last_loc is " + std::to_string(last) + " for an empty prefix, expected -1");

@@ -73,6 +73,7 @@ Status RequestTable::check_slots(const int64_t* slots, size_t n) const {
 Status RequestTable::write(int32_t row, size_t start, const int64_t* slots, size_t n) {
   KVPOOL_RETURN_IF_ERROR(check_columns(row, start, n));
   KVPOOL_RETURN_IF_ERROR(check_slots(slots, n));
+  if (n == 0) return Status::ok();  // nothing to copy (and memcpy from an empty staging_'s NULL is UB)
   staging_.assign(slots, slots + n);
   int32_t* base = table_.as<int32_t>() + static_cast<size_t>(row) * static_cast<size_t>(context_) + start;
   return backend_->from_host(base, staging_.data(), n * sizeof(int32_t));
@@ -80,6 +81,7 @@ Status RequestTable::write(int32_t row, size_t start, const int64_t* slots, size
 
 Status RequestTable::read(int32_t row, size_t start, int64_t* out, size_t n) const {
   KVPOOL_RETURN_IF_ERROR(check_columns(row, start, n));
+  if (n == 0) return Status::ok();
   staging_.resize(n);
   const int32_t* base = table_.as<int32_t>() + static_cast<size_t>(row) * static_cast<size_t>(context_) + start;
   KVPOOL_RETURN_IF_ERROR(backend_->to_host(staging_.data(), base, n * sizeof(int32_t)));

@@ -88,7 +88,9 @@ Status Sequences::make_room(size_t tokens, bool evict) {
   const size_t available = allocator_->available_tokens();
   if (tokens <= available) return Status::ok();
   const size_t shortfall = tokens - available;
-  const size_t evictable = cache_ != nullptr ? cache_->tree().evictable_size() : 0;
+  // Inside an open free group evicted slots become free only at the group's end: they cannot make room now.
+  const bool grouped = allocator_->pages().in_group();
+  const size_t evictable = cache_ != nullptr && !grouped ? cache_->tree().evictable_size() : 0;
   if (evictable < shortfall) {
     return Status::out_of_memory("need " + std::to_string(tokens) + " slots, " + std::to_string(available) +
                                  " free and " + std::to_string(evictable) + " evictable");

@@ -49,7 +49,7 @@ Status SwaSequences::cache_unfinished(Request* r, size_t need) {
   const size_t swa_evicted = std::max(r->cached, r->window_from);
   const cache::SwaRadixTree::InsertPreview p = scache_->tree().preview_insert(r->tokens.data(), n, r->extra_key, r->cached, swa_evicted);
   if (p.frees_windowed) return Status::ok();
-  const size_t window = swa_->swa().available() + scache_->tree().swa_evictable_size();
+  const size_t window = swa_->swa().available() + (swa_->full().in_group() ? 0 : scache_->tree().swa_evictable_size());
   if (window < need + p.window_locked) return Status::ok();
   size_t prefix = 0;
   // The tree frees the request's duplicates itself and takes the rest of slots[cached, n).
@@ -88,8 +88,10 @@ Status SwaSequences::allocate(const std::vector<Request*>& reqs, size_t total, b
     released += to - from;
   }
   const size_t full_free = swa_->full().available(), window_free = swa_->swa().available() + released;
-  const size_t full_evictable = scache_ != nullptr ? scache_->tree().full_evictable_size() : 0;
-  const size_t window_evictable = scache_ != nullptr ? scache_->tree().swa_evictable_size() : 0;
+  // Inside an open free group evicted slots become free only at the group's end: they cannot make room now.
+  const bool evict_frees = scache_ != nullptr && !swa_->full().in_group();
+  const size_t full_evictable = evict_frees ? scache_->tree().full_evictable_size() : 0;
+  const size_t window_evictable = evict_frees ? scache_->tree().swa_evictable_size() : 0;
   if (full_free + full_evictable < total || window_free + window_evictable < total) {
     return Status::out_of_memory("need " + std::to_string(total) + " slots in both pools: " + std::to_string(full_free) +
                                  " full slots free and " + std::to_string(full_evictable) + " evictable, " +

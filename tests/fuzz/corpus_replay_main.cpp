@@ -1,8 +1,10 @@
-// Runs the fuzz target without libFuzzer (any compiler): every corpus file as
+// Runs a fuzz target without libFuzzer (any compiler): every corpus file as
 // is, then a fixed number of deterministic mutations of each (byte flips,
-// truncations, duplicated and deleted spans). Used by the ctest `fuzz.config_replay`.
+// truncations, duplicated and deleted spans). Linked into the ctest replays
+// `fuzz.config_replay` and `fuzz.api_<family>_replay` (one per API target).
 //
 //   kvpool_config_fuzz_replay MUTATIONS_PER_FILE FILE...
+//   kvpool_api_fuzz_replay_<family> MUTATIONS_PER_FILE FILE...
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>

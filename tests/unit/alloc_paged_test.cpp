@@ -200,6 +200,29 @@ TEST(PagedAllocator, ExtendAndDecodeRejectBadInputs) {
   kvtest::expect_consistent(pool);
 }
 
+// Found by the API fuzzer: lengths near INT64_MAX overflowed the rounding to whole pages, and a
+// huge prefix with nothing to extend passed the checks and then wrote pages past the output.
+TEST(PagedAllocator, ExtendRejectsLengthsThatOverflowPageRounding) {
+  Pool pool(kvtest::mha_config(4, 32));
+  const Slots before = free_list(pool);
+  Slots none;
+  const int64_t huge = INT64_MAX - 1;  // huge % 4 == 2, so last_loc 5 passes the page rule
+  const int64_t last = 5;
+  EXPECT_EQ(kvalloc_extend(pool, &huge, 1, &huge, 1, &last, 1, none.data(), 0), KVPOOL_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(kvpool_last_error()).find("too large"), std::string::npos) << kvpool_last_error();
+  const int64_t zero = 0, minus_one = -1, max = INT64_MAX;
+  Slots out(8);
+  EXPECT_EQ(kvalloc_extend(pool, &zero, 1, &max, 1, &minus_one, 1, out.data(), out.size()), KVPOOL_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(free_list(pool), before);
+  EXPECT_EQ(extend(pool, {0}, {33}, {-1}, &out), KVPOOL_ERR_OUT_OF_MEMORY);  // merely too long: out of memory, as before
+  kvtest::expect_consistent(pool);
+  Pool tokens(kvtest::mha_config(1, 32));  // page 1: INT64_MAX itself is representable, and out of memory
+  EXPECT_EQ(kvalloc_extend(tokens, &zero, 1, &max, 1, &minus_one, 1, out.data(), out.size()), KVPOOL_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(kvalloc_extend(tokens, &zero, 1, &max, 1, &minus_one, 1, nullptr, static_cast<size_t>(INT64_MAX)),
+            KVPOOL_ERR_INVALID_ARGUMENT);  // NULL output
+  kvtest::expect_consistent(tokens);
+}
+
 TEST(PagedAllocator, TokenPoolExtendIsAPlainAllocation) {
   Pool pool(kvtest::mha_config(1, 16));
   Slots out;

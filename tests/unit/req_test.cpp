@@ -74,6 +74,25 @@ TEST(RequestRows, WriteReadAndBadRows) {
   kvtest::expect_consistent(pool);
 }
 
+// Found by the API fuzzer (UBSan): an empty write or read, such as the cached-prefix write of a
+// request's first extend when nothing was cached, passed an empty vector's NULL data to memcpy.
+// Without the fix this fails only in a build with -DKVPOOL_SANITIZE=undefined.
+TEST(RequestRows, EmptyWriteAndReadCopyNothing) {
+  Pool pool(kvtest::mha_config(1, 32));
+  const Rows rows = alloc_rows(pool, 1);
+  EXPECT_EQ(kvreq_write(pool, rows[0], 3, nullptr, 0), KVPOOL_OK) << kvpool_last_error();
+  EXPECT_EQ(kvreq_read(pool, rows[0], 3, nullptr, 0), KVPOOL_OK) << kvpool_last_error();
+  const int32_t token = 5;
+  uint64_t seq = 0;
+  size_t cached = 0;
+  ASSERT_EQ(kvseq_begin(pool, &token, 1, nullptr, &seq, &cached), KVPOOL_OK) << kvpool_last_error();
+  const int64_t chunk = 1;
+  int64_t slot = -1;
+  EXPECT_EQ(kvseq_extend(pool, &seq, 1, &chunk, 1, &slot, 1), KVPOOL_OK) << kvpool_last_error();
+  EXPECT_EQ(kvseq_abort(pool, seq), KVPOOL_OK);
+  kvtest::expect_consistent(pool);
+}
+
 TEST(RequestRows, WriteBatchAndLastLoc) {
   Pool pool(kvtest::mha_config(4, 64, "none", 4, 16));
   Rows rows = alloc_rows(pool, 3);

@@ -210,6 +210,24 @@ TEST(MambaRadixApi, BadInputsChangeNothing) {
   EXPECT_EQ(kvseq_mamba_slot(mha, 1, &state), KVPOOL_ERR_UNSUPPORTED);
 }
 
+// Found by the API fuzzer: inside an open free group evicting cannot make room (the slots become
+// free only at the group's end); extend evicted anyway and then failed.
+TEST(KvseqHybrid, OutOfMemoryInsideAFreeGroupEvictsNothing) {
+  Pool pool(kvtest::hybrid_radix_config(32, 10));
+  const uint64_t a = kvtest::seq_begin(pool, kvtest::range(1, 32));
+  ASSERT_EQ(kvtest::seq_extend(pool, {a}, {32}), KVPOOL_OK) << kvpool_last_error();
+  ASSERT_EQ(kvseq_finish(pool, a, 32), KVPOOL_OK) << kvpool_last_error();
+  ASSERT_EQ(kvalloc_free_group_begin(pool), KVPOOL_OK);
+  const uint64_t b = kvtest::seq_begin(pool, kvtest::range(100, 8));
+  const kvtest::TreeSizes before = kvtest::tree_sizes(pool);
+  ASSERT_GE(before.evictable, 8u);
+  EXPECT_EQ(kvtest::seq_extend(pool, {b}, {8}), KVPOOL_ERR_OUT_OF_MEMORY);
+  EXPECT_TRUE(kvtest::tree_sizes(pool) == before) << "a failed extend evicted";
+  ASSERT_EQ(kvalloc_free_group_end(pool), KVPOOL_OK);
+  EXPECT_EQ(kvtest::seq_extend(pool, {b}, {8}), KVPOOL_OK) << kvpool_last_error();
+  EXPECT_TRUE(kvtest::accounting_holds(pool));
+}
+
 TEST(KvseqHybrid, BeginCopiesTheCachedStateAndFinishHandsItToTheTree) {
   Pool pool(kvtest::hybrid_radix_config(128, 6));
   const Tokens prompt = kvtest::range(100, 10);

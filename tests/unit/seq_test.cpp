@@ -155,6 +155,27 @@ TEST(Kvseq, OutOfMemoryEvictsFirstAndOtherwiseChangesNothing) {
   expect_accounting(pool);
 }
 
+// Found by the API fuzzer: inside an open free group, evicted slots only become free when the
+// group ends, so evicting could not make room; extend evicted anyway and then failed.
+TEST(Kvseq, OutOfMemoryInsideAFreeGroupEvictsNothing) {
+  Pool pool(config(4, 32));
+  const uint64_t a = begin(pool, range(1, 32));
+  ASSERT_EQ(extend(pool, {a}, {32}), KVPOOL_OK);
+  ASSERT_EQ(kvseq_finish(pool, a, 32), KVPOOL_OK);  // every page cached and evictable, none free
+  ASSERT_EQ(kvalloc_free_group_begin(pool), KVPOOL_OK);
+  const uint64_t b = begin(pool, range(100, 8));
+  size_t evictable = 0, protected_len = 0, total = 0;
+  ASSERT_EQ(radix_sizes(pool, &evictable, &protected_len, &total), KVPOOL_OK);
+  EXPECT_EQ(evictable, 32u);
+  EXPECT_EQ(extend(pool, {b}, {8}), KVPOOL_ERR_OUT_OF_MEMORY);
+  ASSERT_EQ(radix_sizes(pool, &evictable, &protected_len, &total), KVPOOL_OK);
+  EXPECT_EQ(evictable, 32u) << "a failed extend evicted";
+  kvtest::expect_consistent(pool);
+  ASSERT_EQ(kvalloc_free_group_end(pool), KVPOOL_OK);
+  EXPECT_EQ(extend(pool, {b}, {8}), KVPOOL_OK) << kvpool_last_error();  // outside the group eviction helps again
+  expect_accounting(pool);
+}
+
 TEST(Kvseq, RetractReleasesWithoutInsert) {
   Pool pool(config(4, 64));
   const Tokens prompt = range(1, 12);
