@@ -15,6 +15,9 @@ std::string who(uint64_t id) { return "request " + std::to_string(id) + ": "; }
 Sequences::Sequences(alloc::PagedAllocator* allocator, req::RequestTable* table, cache::PrefixCache* cache)
     : page_(allocator != nullptr ? static_cast<size_t>(allocator->page_size()) : 1),
       allocator_(allocator), table_(table), cache_(cache) {
+  // Requests free their slots after other changes (a row detached, a tree insert):
+  // size the allocator's free scratch once, so that those frees never allocate.
+  if (allocator_ != nullptr) allocator_->reserve_scratch();
   if (cache_ != nullptr && table_ != nullptr) match_scratch_.resize(static_cast<size_t>(table_->max_context_len()));
 }
 
