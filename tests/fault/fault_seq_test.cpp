@@ -168,6 +168,20 @@ TEST(FaultSeq, MhaPage16Radix) {
   t.sum.print();
 }
 
+TEST(FaultSeq, SwaNoCache) {
+  Twin t(kvtest::swa_radix_config(96, 48, 4, 8, 512, "none"), "kvseq swa no cache");
+  auto seen = run(t, 4, 400, {9, 16, 8, 5});
+  expect_ops(seen, {"begin", "extend", "extend-oom", "decode", "finish", "abort"}, t.sum.name);
+  t.sum.print();
+}
+
+TEST(FaultSeq, HybridLinearMambaNoCache) {
+  Twin t(kvtest::hybrid_radix_config(96, 20, 4, 512, "none"), "kvseq hybrid_linear no cache");
+  auto seen = run(t, 7, 400, {24, 12, 6, 5});
+  expect_ops(seen, {"begin", "extend", "decode", "finish", "abort"}, t.sum.name);
+  t.sum.print();
+}
+
 TEST(FaultSeq, Swa) {
   Twin t(kvtest::swa_radix_config(96, 48, 4, 8, 512), "kvseq swa radix");
   auto seen = run(t, 4, 400, {9, 16, 8, 5});
