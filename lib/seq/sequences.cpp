@@ -49,7 +49,7 @@ Status Sequences::match_and_lock(Request* r) {
   if (cache_ == nullptr) return Status::ok();
   // At least one token must be computed to produce logits. Room first (a split's
   // buffers, the lock, the slots), so that the match changes nothing if it fails.
-  cache_->tree().reserve_inserts(1, r->tokens.size());
+  cache_->tree().reserve_match(r->tokens.size());
   r->slots.reserve(r->tokens.size());
   cache::NodeHandle node = 0;
   const size_t matched =
@@ -172,15 +172,16 @@ Status Sequences::extend(const uint64_t* ids, const int64_t* chunks, size_t n, i
   // computed pages right after the allocation) what the tree's inserts need.
   std::vector<int64_t> pre(n), seq(n), last(n);
   std::vector<int32_t> rows(rows_needed);
-  size_t insert_tokens = 0;
+  std::vector<size_t> inserts;  // per request that caches pages: its new tokens in the tree at most
   for (size_t i = 0; i < n; ++i) {
     Request& r = *reqs[i];
     pre[i] = static_cast<int64_t>(r.slots.size());
     seq[i] = pre[i] + chunks[i];
     reserve_more(&r.slots, static_cast<size_t>(chunks[i]));
-    insert_tokens = std::max(insert_tokens, static_cast<size_t>(seq[i]));
+    const size_t aligned = static_cast<size_t>(seq[i]) - static_cast<size_t>(seq[i]) % page_;
+    if (cache_ != nullptr && aligned > r.cached) inserts.push_back(aligned - r.cached);
   }
-  if (cache_ != nullptr) cache_->tree().reserve_inserts(n, insert_tokens);
+  if (!inserts.empty()) cache_->tree().reserve_inserts(inserts.data(), inserts.size());
   // Check first, so that out of memory changes nothing; before_chunks never lowers
   // free + evictable, so the eviction after it still succeeds.
   KVPOOL_RETURN_IF_ERROR(make_room(pages * page_, false));
@@ -307,10 +308,7 @@ Status Sequences::retract(uint64_t id, size_t* cached) {
   Request* r = nullptr;
   KVPOOL_RETURN_IF_ERROR(lookup(id, &r));
   // The match after the release must not allocate: room for its split, lock and slots.
-  if (cache_ != nullptr) {
-    cache_->tree().reserve_inserts(1, r->tokens.size());
-    cache_->tree().reserve_unlocks(2);
-  }
+  if (cache_ != nullptr) cache_->tree().reserve_match(r->tokens.size());
   r->slots.reserve(r->tokens.size());
   KVPOOL_RETURN_IF_ERROR(release(r, false, 0));
   KVPOOL_RETURN_IF_ERROR(match_and_lock(r));
