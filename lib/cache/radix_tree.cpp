@@ -178,6 +178,8 @@ void RadixTree::reserve_match(size_t tokens) {
   reserve_leaves();
 }
 
+namespace {
+
 template <class V>
 void trim(V* v) noexcept {
   // A spare buffer much larger than the node's edge: give the room back (optional, so a
@@ -188,6 +190,8 @@ void trim(V* v) noexcept {
   } catch (...) {
   }
 }
+
+}  // namespace
 
 void RadixTree::unlink_child(int32_t parent, int32_t child) {
   const Node& c = nodes_[static_cast<size_t>(child)];
