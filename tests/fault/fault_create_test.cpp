@@ -71,7 +71,7 @@ void inject_create(const char* fn, const std::string& what, Summary& sum, F&& ca
   for (uint64_t n = 1;; ++n) {
     kvpool* pool = reinterpret_cast<kvpool*>(0x1);
     const int64_t live_before = kvfault::live_allocations();
-    kvfault::arm(n);
+    kvfault::arm_for(n);
     const kvpool_status st = call(&pool);
     const bool fired = kvfault::disarm();
     const int64_t live_after = kvfault::live_allocations();
@@ -125,7 +125,7 @@ TEST(FaultCreate, EveryExampleConfig) {
     for (uint64_t n = 1;; ++n) {
       kvpool_plan_info info = KVPOOL_PLAN_INFO_INIT;
       const int64_t live_before = kvfault::live_allocations();
-      kvfault::arm(n);
+      kvfault::arm_for(n);
       const kvpool_status st = kvpool_plan(text.data(), text.size(), &info);
       const bool fired = kvfault::disarm();
       EXPECT_EQ(kvfault::live_allocations(), live_before) << name << ": kvpool_plan leaked (allocation " << n << ")";
