@@ -18,7 +18,7 @@ Sequences::Sequences(alloc::PagedAllocator* allocator, req::RequestTable* table,
   // Requests free their slots after other changes (a row detached, a tree insert):
   // size the allocator's free scratch once, so that those frees never allocate.
   if (allocator_ != nullptr) allocator_->reserve_scratch();
-  if (cache_ != nullptr && table_ != nullptr) match_scratch_.resize(static_cast<size_t>(table_->max_context_len()));
+  if (cache_ != nullptr && table_ != nullptr) match_scratch_.reset(new int64_t[static_cast<size_t>(table_->max_context_len())]);
 }
 
 const Request* Sequences::find(uint64_t id) const {
@@ -53,10 +53,10 @@ Status Sequences::match_and_lock(Request* r) {
   r->slots.reserve(r->tokens.size());
   cache::NodeHandle node = 0;
   const size_t matched =
-      cache_->tree().match_into(r->tokens.data(), r->tokens.size() - 1, r->extra_key, match_scratch_.data(), &node);
+      cache_->tree().match_into(r->tokens.data(), r->tokens.size() - 1, r->extra_key, match_scratch_.get(), &node);
   KVPOOL_RETURN_IF_ERROR(cache_->tree().lock(node));  // a node just matched is live
   r->node = node;
-  r->slots.assign(match_scratch_.data(), match_scratch_.data() + matched);
+  r->slots.assign(match_scratch_.get(), match_scratch_.get() + matched);
   r->cached = r->prefix_hit = r->slots.size();
   return Status::ok();
 }
@@ -217,12 +217,12 @@ Status Sequences::cache_computed_pages(Request* r) {
   KVPOOL_RETURN_IF_ERROR(free_slots(r->slots, r->cached, prefix));
   // Into a buffer sized at creation: nothing here allocates (the tree was prepared).
   cache::NodeHandle last_node = 0;
-  const size_t matched = cache_->tree().match_into(r->tokens.data(), aligned, r->extra_key, match_scratch_.data(), &last_node);
+  const size_t matched = cache_->tree().match_into(r->tokens.data(), aligned, r->extra_key, match_scratch_.get(), &last_node);
   if (matched != aligned) {
     return Status::internal("the prefix tree lost pages just inserted (" + std::to_string(matched) + " of " +
                             std::to_string(aligned) + " tokens match)");
   }
-  const int64_t* tree_slots = match_scratch_.data();
+  const int64_t* tree_slots = match_scratch_.get();
   std::copy(tree_slots + r->cached, tree_slots + aligned, r->slots.begin() + static_cast<long>(r->cached));
   KVPOOL_RETURN_IF_ERROR(table_->write(r->row, r->cached, tree_slots + r->cached, aligned - r->cached));
   KVPOOL_RETURN_IF_ERROR(cache_->tree().lock(last_node));
