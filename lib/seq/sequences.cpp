@@ -266,8 +266,9 @@ Status Sequences::decode(const uint64_t* ids, const int32_t* tokens, size_t n, i
 }
 
 Status Sequences::release(Request* r, bool insert, size_t committed) {
-  // The unlock at the end must not allocate once slots are freed.
-  if (cache_ != nullptr) cache_->tree().reserve_unlocks(1);
+  // The unlock at the end must not allocate once slots are freed (room for the
+  // insert's new leaf and for the unlock).
+  if (cache_ != nullptr) cache_->tree().reserve_unlocks(2);
   size_t own_from = r->cached;  // slots[cached, computed) are the request's
   if (insert && cache_ != nullptr) {
     const size_t aligned = committed - committed % page_;
