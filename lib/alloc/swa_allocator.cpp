@@ -8,7 +8,13 @@ namespace kvp::alloc {
 SwaAllocator::SwaAllocator(int64_t full_slots, int64_t swa_slots, bool need_sort)
     : full_(full_slots, GiveBackOrder::kAppend, need_sort, "slot"),
       swa_(swa_slots, GiveBackOrder::kAppend, need_sort, "window slot"),
-      mapping_(static_cast<size_t>(full_slots) + 1, 0) {}
+      mapping_(static_cast<size_t>(full_slots) + 1, 0) {
+  // Sized once: no alloc or free of the two pools allocates after one pool changed.
+  full_.reserve_scratch();
+  swa_.reserve_scratch();
+  scratch_.reserve(static_cast<size_t>(std::max(full_slots, swa_slots)));
+  sorted_.reserve(static_cast<size_t>(full_slots));
+}
 
 void SwaAllocator::set_mapping(int64_t full, int64_t swa) {
   mapping_log_.record(UndoLog::Target::kMapping, full, mapping_[static_cast<size_t>(full)]);
@@ -22,6 +28,7 @@ Status SwaAllocator::alloc(size_t n, int64_t* out) {
                                  " window slots available");
   }
   scratch_.resize(n);
+  mapping_log_.reserve(n);  // set_mapping's undo records (while a backup is active)
   KVPOOL_RETURN_IF_ERROR(full_.take(n, out));
   KVPOOL_RETURN_IF_ERROR(swa_.take(n, scratch_.data()));
   for (size_t i = 0; i < n; ++i) set_mapping(out[i], scratch_[i]);
@@ -77,7 +84,8 @@ Status SwaAllocator::free_swa(const int64_t* slots, size_t n) {
       return Status::invalid("slot " + std::to_string(slots[i]) + " is not allocated; only held slots have window slots");
     }
   }
-  std::vector<int64_t> sorted(slots, slots + n);
+  std::vector<int64_t>& sorted = sorted_;  // sized at creation: kvseq frees window slots of request after request
+  sorted.assign(slots, slots + n);
   std::sort(sorted.begin(), sorted.end());
   auto repeat = std::adjacent_find(sorted.begin(), sorted.end());
   if (repeat != sorted.end()) return Status::invalid("slot " + std::to_string(*repeat) + " is listed twice");

@@ -51,6 +51,7 @@ class SwaAllocator {
   std::vector<int64_t> mapping_;  // index = full slot in [0, full_slots]
   UndoLog mapping_log_;
   std::vector<int64_t> scratch_;
+  std::vector<int64_t> sorted_;  // free_swa's duplicate check
 };
 
 }  // namespace kvp::alloc

@@ -117,38 +117,81 @@ void RadixTree::prepare(size_t new_nodes, size_t orders) {
 }
 
 void RadixTree::take_spare_leaf(size_t tokens, std::vector<int32_t>* key, std::vector<int64_t>* value) {
-  if (tokens > spare_leaf_tokens_ || spare_keys_.empty() || spare_values_.empty()) return;
-  *key = std::move(spare_keys_.back());  // reserved by reserve_inserts(): no allocation
-  spare_keys_.pop_back();
-  *value = std::move(spare_values_.back());
-  spare_values_.pop_back();
+  // Best fit: the smallest spare with room (reserve_leaves() made one per expected use).
+  size_t best = spare_leaves_.size();
+  for (size_t i = 0; i < spare_leaves_.size(); ++i) {
+    const size_t room = spare_leaves_[i].room();
+    if (room >= tokens && (best == spare_leaves_.size() || room < spare_leaves_[best].room())) best = i;
+  }
+  if (best == spare_leaves_.size()) return;
+  *key = std::move(spare_leaves_[best].key);
+  *value = std::move(spare_leaves_[best].value);
+  std::swap(spare_leaves_[best], spare_leaves_.back());
+  spare_leaves_.pop_back();
 }
 
-void RadixTree::reserve_inserts(size_t inserts, size_t tokens) {
+void RadixTree::reserve_leaves() {
+  // Largest needs get the largest spares kept; the rest are made, unused spares dropped.
+  // Nothing changes before the last allocation: the spares move only after it.
+  std::vector<size_t>& needs = leaf_needs_;
+  std::sort(needs.begin(), needs.end(), std::greater<size_t>());
+  std::sort(spare_leaves_.begin(), spare_leaves_.end(),
+            [](const LeafBuffer& a, const LeafBuffer& b) { return a.room() > b.room(); });
+  next_leaves_.clear();
+  next_leaves_.reserve(needs.size());
+  size_t kept = 0;  // spare_leaves_[0, kept) are reused, in order
+  for (size_t need : needs) {
+    if (kept < spare_leaves_.size() && spare_leaves_[kept].room() >= need) {
+      next_leaves_.emplace_back();  // filled from spare_leaves_[kept] below
+      ++kept;
+      continue;
+    }
+    LeafBuffer b;
+    b.key.reserve(need);
+    b.value.reserve(need);
+    next_leaves_.push_back(std::move(b));
+  }
+  size_t j = 0;
+  for (size_t i = 0; i < needs.size() && j < kept; ++i) {
+    if (next_leaves_[i].room() == 0 && needs[i] <= spare_leaves_[j].room()) next_leaves_[i] = std::move(spare_leaves_[j++]);
+  }
+  spare_leaves_.swap(next_leaves_);
+  next_leaves_.clear();  // the spares not needed now
+}
+
+void RadixTree::reserve_inserts(const size_t* bounds, size_t inserts) {
   if (inserts == 0) return;
   // Per insert: a split and a leaf, a match_into (no split after the insert, but
   // leave room), an unlock making a leaf evictable.
   prepare(3 * inserts, 4 * inserts);
-  const size_t buffers = 2 * inserts;  // a split's upper part and a leaf per insert
-  if (spare_keys_.capacity() < buffers) spare_keys_.reserve(buffers);
-  if (spare_values_.capacity() < buffers) spare_values_.reserve(buffers);
-  if (tokens > spare_leaf_tokens_) {  // the buffers kept are too small
-    spare_keys_.clear();
-    spare_values_.clear();
-    spare_leaf_tokens_ = tokens;
+  leaf_needs_.clear();
+  for (size_t i = 0; i < inserts; ++i) leaf_needs_.insert(leaf_needs_.end(), 2, bounds[i]);  // the leaf, a split's upper part
+  reserve_leaves();
+}
+
+void RadixTree::reserve_match(size_t tokens) {
+  prepare(1, 2);
+  for (const LeafBuffer& b : spare_leaves_) {
+    if (b.room() >= tokens) return;  // a second call (retract, then its match) allocates nothing
   }
-  // Reserved before they join the pool (a failed reserve must not leave a small one there).
-  while (spare_keys_.size() < buffers) {
-    std::vector<int32_t> key;
-    key.reserve(spare_leaf_tokens_);
-    spare_keys_.push_back(std::move(key));
-  }
-  while (spare_values_.size() < buffers) {
-    std::vector<int64_t> value;
-    value.reserve(spare_leaf_tokens_);
-    spare_values_.push_back(std::move(value));
+  leaf_needs_.assign(1, tokens);
+  reserve_leaves();
+}
+
+namespace {
+
+template <class V>
+void trim(V* v) noexcept {
+  // A spare buffer much larger than the node's edge: give the room back (optional, so a
+  // failure to allocate the smaller copy changes nothing).
+  if (v->capacity() <= 2 * v->size() + 64) return;
+  try {
+    v->shrink_to_fit();
+  } catch (...) {
   }
 }
+
+}  // namespace
 
 void RadixTree::unlink_child(int32_t parent, int32_t child) {
   const Node& c = nodes_[static_cast<size_t>(child)];
@@ -262,6 +305,8 @@ int32_t RadixTree::split(int32_t child, size_t at) {
   u.extra = c.extra;
   u.key = std::move(key);
   u.value = std::move(value);
+  trim(&u.key);
+  trim(&u.value);
   u.lock_ref = c.lock_ref;  // locks of the lower part pass through the upper part
   u.priority = c.priority;
   u.hits = c.hits;
@@ -416,6 +461,8 @@ Status RadixTree::insert(const int32_t* tokens, size_t n, const int64_t* slots, 
     l.extra = extra;
     l.key = std::move(leaf_key);  // pos == cached: the walk matched what cached_prefix found
     l.value = std::move(leaf_value);
+    trim(&l.key);
+    trim(&l.value);
     l.priority = priority;
     l.last_access = l.creation = stamp;
     link_child(cur, leaf);

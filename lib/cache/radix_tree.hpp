@@ -13,6 +13,7 @@
 //   the same stamp (SGLang stamps them with one wall-clock reading).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <set>
@@ -69,11 +70,14 @@ class RadixTree {
   // an insert of the same key).
   size_t match_into(const int32_t* tokens, size_t n, const std::string& extra_key, int64_t* out, NodeHandle* last_node);
 
-  // Makes room for `inserts` inserts of keys of at most `tokens` tokens and as many
-  // match_into / lock / unlock calls, so that they do not allocate (KV events still
-  // do): for callers that must insert after a change they cannot undo (kvseq_extend
-  // caches pages right after allocating them).
-  void reserve_inserts(size_t inserts, size_t tokens);
+  // Makes room for inserts whose new tokens are at most bounds[i] each (for the
+  // leaf and a split's upper part), and as many match_into / lock / unlock calls, so
+  // that they do not allocate (KV events still do): for callers that must insert after
+  // a change they cannot undo (kvseq_extend caches pages right after allocating them).
+  // The spare buffers kept are exactly those for this reservation.
+  void reserve_inserts(const size_t* bounds, size_t inserts);
+  // Room for one match_into of at most `tokens` tokens (a split), a lock and an unlock.
+  void reserve_match(size_t tokens);
   // Room for `n` unlocks (each may make a leaf evictable), so that they do not allocate.
   void reserve_unlocks(size_t n) { prepare(0, n); }
 
@@ -174,9 +178,15 @@ class RadixTree {
   // Spare container nodes and leaf buffers made by prepare() / reserve_inserts().
   std::vector<std::unordered_multimap<uint64_t, int32_t>::node_type> spare_children_;
   std::vector<std::set<OrderKey>::node_type> spare_orders_;
-  std::vector<std::vector<int32_t>> spare_keys_;
-  std::vector<std::vector<int64_t>> spare_values_;
-  size_t spare_leaf_tokens_ = 0;  // capacity of each spare leaf buffer
+  struct LeafBuffer {
+    std::vector<int32_t> key;
+    std::vector<int64_t> value;
+    size_t room() const { return std::min(key.capacity(), value.capacity()); }
+  };
+  std::vector<LeafBuffer> spare_leaves_;
+  std::vector<LeafBuffer> next_leaves_;  // reserve_leaves' scratch (capacity reused)
+  std::vector<size_t> leaf_needs_;       // the room each expected leaf or split needs
+  void reserve_leaves();                 // makes spare_leaves_ fit leaf_needs_
   size_t evictable_ = 0;
   size_t protected_ = 0;
   uint64_t clock_ = 0;

@@ -17,6 +17,21 @@ kvpool_status fail(kvpool_status code, const std::string& message) {
   return code;
 }
 
+kvpool_status fail_noexcept(kvpool_status code, const char* function, const char* what, const char* detail) noexcept {
+  try {
+    t_last_error.assign(function);
+    t_last_error.append(what);
+    t_last_error.append(detail);
+  } catch (...) {
+    try {
+      t_last_error.assign(function);  // short names fit the string's own buffer
+    } catch (...) {
+      t_last_error.clear();
+    }
+  }
+  return code;
+}
+
 kvpool_status report(const Status& status) {
   if (status.is_ok()) return KVPOOL_OK;
   return fail(status.code(), status.message());

@@ -17,6 +17,12 @@ kvpool_status fail(kvpool_status code, const std::string& message);
 // Records a failed Status (no-op for OK) and returns its code.
 kvpool_status report(const Status& status);
 
+// Records function + what + detail as the last error without throwing: when memory
+// runs out for the message, it keeps the function name (or nothing). For the catch
+// handlers of guarded(), where a throwing message would terminate the process.
+kvpool_status fail_noexcept(kvpool_status code, const char* function, const char* what,
+                            const char* detail = "") noexcept;
+
 // Runs `body` (returning Status) so that no exception escapes into C callers.
 template <class Body>
 kvpool_status guarded(const char* function, Body&& body) noexcept {
@@ -26,11 +32,11 @@ kvpool_status guarded(const char* function, Body&& body) noexcept {
     if (status.code() == KVPOOL_ERR_HOST_MEMORY) return fail(status.code(), std::string(function) + ": " + status.message());
     return report(status);
   } catch (const std::bad_alloc&) {
-    return fail(KVPOOL_ERR_HOST_MEMORY, std::string(function) + ": out of host memory");
+    return fail_noexcept(KVPOOL_ERR_HOST_MEMORY, function, ": out of host memory");
   } catch (const std::exception& e) {
-    return fail(KVPOOL_ERR_INTERNAL, std::string(function) + ": unexpected exception: " + e.what());
+    return fail_noexcept(KVPOOL_ERR_INTERNAL, function, ": unexpected exception: ", e.what());
   } catch (...) {
-    return fail(KVPOOL_ERR_INTERNAL, std::string(function) + ": unexpected non-standard exception");
+    return fail_noexcept(KVPOOL_ERR_INTERNAL, function, ": unexpected non-standard exception");
   }
 }
 

@@ -164,7 +164,7 @@ KVPOOL_API void kvpool_destroy(kvpool* pool) {
 
 KVPOOL_API const char* kvpool_backend(const kvpool* pool) {
   if (!is_live_handle(pool, HandleKind::kPool)) {
-    kvp::capi::fail(KVPOOL_ERR_INVALID_ARGUMENT, "kvpool_backend: pool is NULL or not a live kvpool handle");
+    kvp::capi::fail_noexcept(KVPOOL_ERR_INVALID_ARGUMENT, "kvpool_backend", ": pool is NULL or not a live kvpool handle");
     return nullptr;
   }
   return pool->config.pool.device == kvp::config::DeviceKind::kCuda ? "cuda" : "cpu";

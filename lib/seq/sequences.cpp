@@ -15,7 +15,10 @@ std::string who(uint64_t id) { return "request " + std::to_string(id) + ": "; }
 Sequences::Sequences(alloc::PagedAllocator* allocator, req::RequestTable* table, cache::PrefixCache* cache)
     : page_(allocator != nullptr ? static_cast<size_t>(allocator->page_size()) : 1),
       allocator_(allocator), table_(table), cache_(cache) {
-  if (cache_ != nullptr && table_ != nullptr) match_scratch_.resize(static_cast<size_t>(table_->max_context_len()));
+  // Requests free their slots after other changes (a row detached, a tree insert):
+  // size the allocator's free scratch once, so that those frees never allocate.
+  if (allocator_ != nullptr) allocator_->reserve_scratch();
+  if (cache_ != nullptr && table_ != nullptr) match_scratch_.reset(new int64_t[static_cast<size_t>(table_->max_context_len())]);
 }
 
 const Request* Sequences::find(uint64_t id) const {
@@ -46,14 +49,14 @@ Status Sequences::match_and_lock(Request* r) {
   if (cache_ == nullptr) return Status::ok();
   // At least one token must be computed to produce logits. Room first (a split's
   // buffers, the lock, the slots), so that the match changes nothing if it fails.
-  cache_->tree().reserve_inserts(1, r->tokens.size());
+  cache_->tree().reserve_match(r->tokens.size());
   r->slots.reserve(r->tokens.size());
   cache::NodeHandle node = 0;
   const size_t matched =
-      cache_->tree().match_into(r->tokens.data(), r->tokens.size() - 1, r->extra_key, match_scratch_.data(), &node);
+      cache_->tree().match_into(r->tokens.data(), r->tokens.size() - 1, r->extra_key, match_scratch_.get(), &node);
   KVPOOL_RETURN_IF_ERROR(cache_->tree().lock(node));  // a node just matched is live
   r->node = node;
-  r->slots.assign(match_scratch_.data(), match_scratch_.data() + matched);
+  r->slots.assign(match_scratch_.get(), match_scratch_.get() + matched);
   r->cached = r->prefix_hit = r->slots.size();
   return Status::ok();
 }
@@ -172,15 +175,16 @@ Status Sequences::extend(const uint64_t* ids, const int64_t* chunks, size_t n, i
   // computed pages right after the allocation) what the tree's inserts need.
   std::vector<int64_t> pre(n), seq(n), last(n);
   std::vector<int32_t> rows(rows_needed);
-  size_t insert_tokens = 0;
+  std::vector<size_t> inserts;  // per request that caches pages: its new tokens in the tree at most
   for (size_t i = 0; i < n; ++i) {
     Request& r = *reqs[i];
     pre[i] = static_cast<int64_t>(r.slots.size());
     seq[i] = pre[i] + chunks[i];
     reserve_more(&r.slots, static_cast<size_t>(chunks[i]));
-    insert_tokens = std::max(insert_tokens, static_cast<size_t>(seq[i]));
+    const size_t aligned = static_cast<size_t>(seq[i]) - static_cast<size_t>(seq[i]) % page_;
+    if (cache_ != nullptr && aligned > r.cached) inserts.push_back(aligned - r.cached);
   }
-  if (cache_ != nullptr) cache_->tree().reserve_inserts(n, insert_tokens);
+  if (!inserts.empty()) cache_->tree().reserve_inserts(inserts.data(), inserts.size());
   // Check first, so that out of memory changes nothing; before_chunks never lowers
   // free + evictable, so the eviction after it still succeeds.
   KVPOOL_RETURN_IF_ERROR(make_room(pages * page_, false));
@@ -258,12 +262,12 @@ Status Sequences::cache_computed_pages(Request* r) {
   KVPOOL_RETURN_IF_ERROR(free_slots(r->slots, r->cached, prefix));
   // Into a buffer sized at creation: nothing here allocates (the tree was prepared).
   cache::NodeHandle last_node = 0;
-  const size_t matched = cache_->tree().match_into(r->tokens.data(), aligned, r->extra_key, match_scratch_.data(), &last_node);
+  const size_t matched = cache_->tree().match_into(r->tokens.data(), aligned, r->extra_key, match_scratch_.get(), &last_node);
   if (matched != aligned) {
     return Status::internal("the prefix tree lost pages just inserted (" + std::to_string(matched) + " of " +
                             std::to_string(aligned) + " tokens match)");
   }
-  const int64_t* tree_slots = match_scratch_.data();
+  const int64_t* tree_slots = match_scratch_.get();
   std::copy(tree_slots + r->cached, tree_slots + aligned, r->slots.begin() + static_cast<long>(r->cached));
   KVPOOL_RETURN_IF_ERROR(cache_->tree().lock(last_node));
   KVPOOL_RETURN_IF_ERROR(unlock(r));
@@ -317,8 +321,9 @@ Status Sequences::place_decoded(const std::vector<Request*>& reqs, const int32_t
 }
 
 Status Sequences::release(Request* r, bool insert, size_t committed) {
-  // The unlock at the end must not allocate once slots are freed.
-  if (cache_ != nullptr) cache_->tree().reserve_unlocks(1);
+  // The unlock at the end must not allocate once slots are freed (room for the
+  // insert's new leaf and for the unlock).
+  if (cache_ != nullptr) cache_->tree().reserve_unlocks(2);
   size_t own_from = r->cached;  // slots[cached, computed) are the request's
   if (insert && cache_ != nullptr) {
     const size_t aligned = committed - committed % page_;
@@ -359,10 +364,7 @@ Status Sequences::retract(uint64_t id, size_t* cached) {
   Request* r = nullptr;
   KVPOOL_RETURN_IF_ERROR(lookup(id, &r));
   // The match after the release must not allocate: room for its split, lock and slots.
-  if (cache_ != nullptr) {
-    cache_->tree().reserve_inserts(1, r->tokens.size());
-    cache_->tree().reserve_unlocks(2);
-  }
+  if (cache_ != nullptr) cache_->tree().reserve_match(r->tokens.size());
   r->slots.reserve(r->tokens.size());
   KVPOOL_RETURN_IF_ERROR(release(r, false, 0));
   KVPOOL_RETURN_IF_ERROR(match_and_lock(r));

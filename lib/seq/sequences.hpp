@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -123,7 +124,9 @@ class Sequences {
   cache::PrefixCache* cache_;
   std::unordered_map<uint64_t, Request> requests_;
   uint64_t next_id_ = 1;
-  std::vector<int64_t> match_scratch_;  // cache_computed_pages' match, sized to max_context_len once
+  // The prefix matches of begin/retract/extend, max_context_len entries made once
+  // (left uninitialized: only the part a match writes is ever touched).
+  std::unique_ptr<int64_t[]> match_scratch_;
 };
 
 }  // namespace kvp::seq

@@ -46,6 +46,7 @@ thread_local bool t_armed = false;
 thread_local bool t_fired = false;
 thread_local uint64_t t_target = 0;
 thread_local uint64_t t_count = 0;
+thread_local bool t_sticky = false;
 thread_local int64_t t_live = 0;
 
 // KVFAULT_TRACE=1 in the environment: print the stack of each injected failure
@@ -68,9 +69,9 @@ void print_stack() noexcept {
 // Counts one allocation attempt; true if this one must fail.
 inline bool should_fail() noexcept {
   if (!t_armed) return false;
-  if (++t_count == t_target) {
+  if (++t_count == t_target || (t_sticky && t_count > t_target)) {
+    if (!t_fired && trace_enabled()) print_stack();
     t_fired = true;
-    if (trace_enabled()) print_stack();
     return true;
   }
   return false;
@@ -131,7 +132,13 @@ void arm(uint64_t n) {
   t_count = 0;
   t_target = n;
   t_fired = false;
+  t_sticky = false;
   t_armed = true;
+}
+
+void arm_sticky(uint64_t n) {
+  arm(n);
+  t_sticky = true;
 }
 
 bool disarm() {

@@ -19,6 +19,10 @@ namespace kvfault {
 // C allocation functions return nullptr.
 void arm(uint64_t n);
 
+// As arm(n), but the n-th allocation and every later one fail (a lasting shortage:
+// exercises the error paths, which must not need memory themselves).
+void arm_sticky(uint64_t n);
+
 // Stops counting; returns whether the n-th allocation was reached (and failed).
 bool disarm();
 
