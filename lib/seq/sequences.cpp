@@ -247,9 +247,9 @@ Status Sequences::cache_computed_pages(Request* r) {
   // duplicates: point its table row at the tree's slots first, the one step that can fail
   // (a copy to the device on a CUDA pool), while nothing has changed yet.
   const size_t held =
-      cache_->tree().cached_prefix(r->tokens.data(), aligned, r->extra_key, match_scratch_.data());
+      cache_->tree().cached_prefix(r->tokens.data(), aligned, r->extra_key, match_scratch_.get());
   if (held > r->cached) {
-    const Status st = table_->write(r->row, r->cached, match_scratch_.data() + r->cached, held - r->cached);
+    const Status st = table_->write(r->row, r->cached, match_scratch_.get() + r->cached, held - r->cached);
     if (!st.is_ok()) {
       return Status(st.code(), st.message() + " (while caching request row " + std::to_string(r->row) +
                                    "'s computed pages: its new slots are kept, uncached)");
