@@ -24,13 +24,17 @@ void Driver::fail(const char* what, const std::string& why) {
   std::abort();
 }
 
+std::string Driver::picture_now() const {
+  kvtest::PoolStateOptions opts;
+  opts.seqs = seqs_;
+  opts.rows = rows_;
+  opts.row_len = context_;
+  return kvtest::pool_state(pool_, opts);
+}
+
 const std::string& Driver::picture_before() {
   if (stale_) {
-    kvtest::PoolStateOptions opts;
-    opts.seqs = seqs_;
-    opts.rows = rows_;
-    opts.row_len = context_;
-    picture_ = kvtest::pool_state(pool_, opts);
+    picture_ = picture_now();
     stale_ = false;
   }
   return picture_;
@@ -61,7 +65,7 @@ void Driver::check_accounting() {
 }
 
 kvpool_status Driver::call(const char* what, Allowed allowed, bool mutates, const std::function<kvpool_status()>& f) {
-  const std::string before = picture_before();
+  const std::string& before = picture_before();  // stays valid: only a successful call marks it stale
   last_call_ = what;
   const kvpool_status st = f();
   static const bool trace = std::getenv("KVFUZZ_TRACE") != nullptr;  // replaying a finding: print every call
@@ -73,8 +77,7 @@ kvpool_status Driver::call(const char* what, Allowed allowed, bool mutates, cons
     }
     const std::string message = kvpool_last_error();  // taken now: the picture's own calls overwrite it
     if (message.empty()) fail(what, "failed without a message");
-    stale_ = true;
-    const std::string& after = picture_before();
+    const std::string after = picture_now();
     if (after != before) {
       fail(what, "the failed call (" + message + ") changed the pool:\n" +
                      kvtest::first_difference(before, after));

@@ -52,7 +52,8 @@ class Driver {
   // --- checks (api_fuzz_driver.cpp) ---
   // Runs `f` (one C call) under the three checks; `mutates` says whether success may change the picture.
   kvpool_status call(const char* what, Allowed allowed, bool mutates, const std::function<kvpool_status()>& f);
-  const std::string& picture_before();
+  std::string picture_now() const;        // pool_state() of the pool as it is
+  const std::string& picture_before();  // the cached picture, retaken after a change
   [[noreturn]] void fail(const char* what, const std::string& why);
   void check_pool(const char* what);
   void check_accounting();
