@@ -81,6 +81,7 @@ Status IdAllocator::check_ids(const int64_t* ids, size_t n, bool collapse_repeat
   if (repeat != scratch_.end() && !collapse_repeats) {
     return Status::invalid(what_ + " " + std::to_string(*repeat) + " is listed twice in one free");
   }
+  if (unique == nullptr) return Status::ok();
   if (order_ == GiveBackOrder::kPrependSorted || collapse_repeats) {
     scratch_.erase(std::unique(scratch_.begin(), scratch_.end()), scratch_.end());
     *unique = scratch_;
@@ -91,8 +92,8 @@ Status IdAllocator::check_ids(const int64_t* ids, size_t n, bool collapse_repeat
 }
 
 Status IdAllocator::check_give_back(const int64_t* ids, size_t n, bool collapse_repeats) const {
-  std::vector<int64_t> unique;
-  return check_ids(ids, n, collapse_repeats, &unique);
+  // No copy of the ids: callers check right before a free that follows other changes.
+  return check_ids(ids, n, collapse_repeats, nullptr);
 }
 
 Status IdAllocator::give_back(const int64_t* ids, size_t n, bool collapse_repeats, bool bypass_group) {

@@ -89,6 +89,7 @@ class IdAllocator {
   size_t check(std::string* report, size_t max_lines) const;
 
  private:
+  // Leaves the ids to give back in *unique unless it is NULL (only the check is wanted).
   Status check_ids(const int64_t* ids, size_t n, bool collapse_repeats, std::vector<int64_t>* unique) const;
   void set_owned(int64_t id, bool owned);
   void insert_released(std::vector<int64_t>& ids);  // sorts ids in place (kPrependSorted)  // into free or release list per policy

@@ -10,10 +10,21 @@
 // provides:
 //   static bool has_aux(const Node&);
 //   static void on_split(Node& upper, Node& lower);  // fields beyond key, value, ns, full_lock
+//
+// Host memory (DESIGN.md: a failed call changes nothing): every step that
+// changes the tree runs on memory taken before the call's first change.
+// prepare() reserves the arena and both lists for a number of new nodes (and
+// scratch sized by the node count), reserve_buffers() the key/slot buffers of
+// the nodes a call will make. split() and add_leaf() prepare for themselves,
+// before they change anything, so a call that makes one node is safe as it is;
+// a call that makes several, or that changes a pool first (kvseq), reserves
+// beforehand (reserve_inserts()).
 #pragma once
 
 #include <cstddef>
+#include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -46,6 +57,27 @@ class DualLruTree {
   }
   size_t full_evictable_size() const { return full_evictable_; }
   size_t full_protected_size() const { return full_protected_; }
+
+  // Makes room for `inserts` inserts whose new tokens are at most bounds[i] each,
+  // and for the match, lock and unlock after each, so that none of them
+  // allocates: for callers that insert after a change they cannot undo (kvseq
+  // caches a request's tokens after freeing its out-of-window slots or forking
+  // its state). Every node an insert makes (a split's upper part, a leaf) lies
+  // past the caller's cached prefix, so bounds[i] bounds each of them.
+  void reserve_inserts(const size_t* bounds, size_t inserts) {
+    std::vector<size_t> needs;
+    for (size_t i = 0; i < inserts; ++i) needs.insert(needs.end(), Derived::kNodesPerInsert, bounds[i]);
+    prepare(needs.size());
+    reserve_buffers(needs.data(), needs.size());
+  }
+  // Room for one match of at most `tokens` tokens (a split), for callers that
+  // match after a change (kvseq_retract).
+  void reserve_match(size_t tokens) {
+    prepare(1);
+    reserve_buffers(&tokens, 1);
+  }
+  // Interns a namespace ahead of an insert. Invisible: a namespace without nodes matches nothing.
+  void reserve_namespace(const std::string& extra_key) { (void)nodes_.intern(extra_key); }
 
  protected:
   static constexpr int32_t kRoot = 0;  // NodeArena makes the root first
@@ -81,13 +113,107 @@ class DualLruTree {
 
   // Makes `id` the most recent node and each ancestor the next older one, so a
   // path ages from the root down (tombstones are only in the full list).
+  // Uses path_, whose capacity prepare() keeps at the arena's: no allocation.
   void touch_path(int32_t id) {
-    std::vector<int32_t> path;
-    for (int32_t x = id; x != kRoot; x = node(x).parent) path.push_back(x);
-    for (auto it = path.rbegin(); it != path.rend(); ++it) touch(*it);
+    path_.clear();
+    for (int32_t x = id; x != kRoot; x = node(x).parent) path_.push_back(x);
+    for (auto it = path_.rbegin(); it != path_.rend(); ++it) touch(*it);
+  }
+
+  // Room for `new_nodes` new nodes in the arena and both lists, and scratch
+  // sized by the node count. Changes nothing visible.
+  void prepare(size_t new_nodes) {
+    nodes_.reserve(new_nodes);
+    const size_t limit = nodes_.id_limit_capacity();
+    full_lru_.reserve(limit);
+    aux_lru_.reserve(limit);
+    if (path_.capacity() < limit) path_.reserve(limit);
+  }
+
+  // Makes the spare buffers able to serve one node of each of the `count` sizes
+  // (best fit, see take_buffers). Allocates nothing when the spares serve them
+  // already; else makes exactly one spare per size, reusing the spares with room
+  // and allocating the rest, and moves the spares only after the last allocation.
+  // Sizes of 0 need no buffer.
+  void reserve_buffers(const size_t* sizes, size_t count) {
+    if (spares_serve(sizes, count)) return;
+    std::vector<size_t> needs(sizes, sizes + count);
+    needs.erase(std::remove(needs.begin(), needs.end(), size_t{0}), needs.end());
+    std::sort(needs.begin(), needs.end(), std::greater<size_t>());
+    std::sort(spares_.begin(), spares_.end(), [](const Buffer& a, const Buffer& b) { return a.room() > b.room(); });
+    std::vector<Buffer> next(needs.size());
+    std::vector<bool> reused(needs.size(), false);
+    size_t j = 0;  // the largest spares serve the largest needs
+    for (size_t i = 0; i < needs.size(); ++i) {
+      if (j < spares_.size() && spares_[j].room() >= needs[i]) {
+        reused[i] = true;
+        ++j;
+      } else {
+        next[i].key.reserve(needs[i]);
+        next[i].value.reserve(needs[i]);
+      }
+    }
+    j = 0;
+    for (size_t i = 0; i < needs.size(); ++i) {
+      if (reused[i]) next[i] = std::move(spares_[j++]);
+    }
+    spares_.swap(next);
+  }
+
+  // Whether the spares can serve one node of each size, without allocating: for
+  // every size t, as many spares have room for t as sizes are at least t (the
+  // sizes then match spares largest first).
+  bool spares_serve(const size_t* sizes, size_t count) const {
+    for (size_t i = 0; i < count; ++i) {
+      if (sizes[i] == 0) continue;
+      const size_t wanted = static_cast<size_t>(std::count_if(sizes, sizes + count, [&](size_t x) { return x >= sizes[i]; }));
+      const size_t have = static_cast<size_t>(
+          std::count_if(spares_.begin(), spares_.end(), [&](const Buffer& b) { return b.room() >= sizes[i]; }));
+      if (have < wanted) return false;
+    }
+    return true;
+  }
+
+  // Key and slot buffers for a node of `n` tokens, filled from tokens/slots:
+  // the smallest spare with room, else fresh ones (allocating).
+  void take_buffers(const int32_t* tokens, const int64_t* slots, size_t n, std::vector<int32_t>* key,
+                    std::vector<int64_t>* value) {
+    size_t best = spares_.size();
+    for (size_t i = 0; i < spares_.size(); ++i) {
+      if (spares_[i].room() >= n && (best == spares_.size() || spares_[i].room() < spares_[best].room())) best = i;
+    }
+    if (best < spares_.size()) {
+      *key = std::move(spares_[best].key);
+      *value = std::move(spares_[best].value);
+      std::swap(spares_[best], spares_.back());
+      spares_.pop_back();
+    }
+    key->assign(tokens, tokens + n);
+    value->assign(slots, slots + n);
   }
 
   size_t match_len(int32_t id, const int32_t* tokens, size_t n) const { return common_prefix(node(id).key, tokens, n); }
+
+  // How far tokens[0, n) match in namespace `ns`, changing nothing; *partial
+  // receives the tokens matched in a last node that goes on past them (where a
+  // match or insert splits it), 0 if the match ends on a node boundary.
+  size_t descend(int32_t ns, const int32_t* tokens, size_t n, size_t* partial) const {
+    *partial = 0;
+    int32_t cur = kRoot;
+    size_t pos = 0;
+    while (pos < n) {
+      size_t len = 0;
+      const int32_t c = find_edge(cur, ns, tokens + pos, n - pos, &len);
+      if (c < 0) break;
+      pos += len;
+      if (len < node(c).key.size()) {
+        *partial = len;
+        break;
+      }
+      cur = c;
+    }
+    return pos;
+  }
 
   // The child of `parent` whose key starts tokens[0], and how many tokens it
   // shares with them; -1 if none. Changes nothing.
@@ -101,7 +227,12 @@ class DualLruTree {
   // part copies the full lock (locks below pass through it) so sizes stay
   // unchanged; Derived::on_split sets the rest. The lower part is re-listed
   // after the upper one: descendants stay newer.
+  // Takes its memory before its first change.
   int32_t split(int32_t child, size_t at) {
+    std::vector<int32_t> key;
+    std::vector<int64_t> value;
+    take_buffers(node(child).key.data(), node(child).value.data(), at, &key, &value);
+    prepare(1);
     const int32_t upper = nodes_.create();  // may grow the storage: index from here on
     const bool child_aux = has_aux(child);
     full_lru_.remove(child);
@@ -110,8 +241,8 @@ class DualLruTree {
       Node& u = node(upper);
       Node& c = node(child);
       u.ns = c.ns;
-      u.key.assign(c.key.begin(), c.key.begin() + static_cast<long>(at));
-      u.value.assign(c.value.begin(), c.value.begin() + static_cast<long>(at));
+      u.key = std::move(key);
+      u.value = std::move(value);
       u.full_lock = c.full_lock;
       Derived::on_split(u, c);
     }
@@ -132,14 +263,19 @@ class DualLruTree {
   }
 
   // Adds a new leaf under `parent` holding tokens/slots [0, n); the caller
-  // sets its aux fields through `init` before it is listed.
+  // sets its aux fields through `init` before it is listed. Takes its memory
+  // before its first change.
   template <class Init>
   int32_t add_leaf(int32_t parent, int32_t ns, const int32_t* tokens, const int64_t* slots, size_t n, Init&& init) {
+    std::vector<int32_t> key;
+    std::vector<int64_t> value;
+    take_buffers(tokens, slots, n, &key, &value);
+    prepare(1);
     const int32_t leaf = nodes_.create();
     Node& l = node(leaf);
     l.ns = ns;
-    l.key.assign(tokens, tokens + n);
-    l.value.assign(slots, slots + n);
+    l.key = std::move(key);
+    l.value = std::move(value);
     init(l);
     nodes_.link(parent, leaf);
     full_lru_.push_mru(leaf);
@@ -259,6 +395,15 @@ class DualLruTree {
   LruList<Node, &DualNodeBase::aux_lru> aux_lru_;
   size_t full_evictable_ = 0;
   size_t full_protected_ = 0;
+
+ private:
+  struct Buffer {
+    std::vector<int32_t> key;
+    std::vector<int64_t> value;
+    size_t room() const { return std::min(key.capacity(), value.capacity()); }
+  };
+  std::vector<Buffer> spares_;   // key/slot buffers for nodes to come (reserve_buffers)
+  std::vector<int32_t> path_;    // touch_path's scratch
 };
 
 }  // namespace kvp::cache

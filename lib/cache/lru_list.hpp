@@ -11,6 +11,12 @@
 // least recent candidate is found in O(log n). Positions are stamps from a
 // per-list counter, taken on every move to the MRU end, so stamp order is list
 // order.
+//
+// Host memory: the candidate index is a std::set, whose nodes are kept as
+// spares (C++17 node handles) instead of being freed, and reserve() makes
+// enough of them for every possible member beforehand. Toggling candidacy and
+// moving a member then never allocate, so a tree call that changes the list
+// after its first change cannot run out of host memory there.
 #pragma once
 
 #include <cstddef>
@@ -91,15 +97,27 @@ class LruList {
   }
 
   // Marks a member as an eviction candidate or not. Precondition for `on`: in the list.
+  // Allocates nothing once reserve() covered every member.
   void set_candidate(int32_t id, bool on) {
     LruLinks& l = links(id);
     if (l.candidate == on) return;
     if (on) {
-      candidates_.emplace(l.stamp, id);
+      add_candidate(Key{l.stamp, id});
     } else {
-      candidates_.erase({l.stamp, id});
+      auto nh = candidates_.extract(Key{l.stamp, id});
+      if (spares_.size() < spares_.capacity()) spares_.push_back(std::move(nh));  // within capacity: no allocation
     }
     l.candidate = on;
+  }
+
+  // Makes sure `members` members can all be candidates without allocating: spare
+  // index nodes for those that are not, and room to keep the nodes given back.
+  void reserve(size_t members) {
+    if (spares_.capacity() < members) spares_.reserve(members);
+    while (candidates_.size() + spares_.size() < members) {
+      // A placeholder key no member has (stamps start at 1), taken out again at once.
+      spares_.push_back(candidates_.extract(candidates_.emplace(0, -1).first));
+    }
   }
 
   // Least recently used candidate, -1 if none.
@@ -140,12 +158,25 @@ class LruList {
   LruLinks& links(int32_t id) { return (*nodes_)[static_cast<size_t>(id)].*kLinks; }
   const LruLinks& links(int32_t id) const { return (*nodes_)[static_cast<size_t>(id)].*kLinks; }
 
+  using Key = std::pair<uint64_t, int32_t>;
+  void add_candidate(const Key& key) {
+    if (spares_.empty()) {
+      candidates_.insert(key);  // not reserved: allocates
+      return;
+    }
+    auto nh = std::move(spares_.back());
+    spares_.pop_back();
+    nh.value() = key;
+    candidates_.insert(std::move(nh));
+  }
+
   std::vector<Node>* nodes_;
   int32_t head_ = -1;
   int32_t tail_ = -1;
   size_t size_ = 0;
   uint64_t clock_ = 0;
-  std::set<std::pair<uint64_t, int32_t>> candidates_;
+  std::set<Key> candidates_;
+  std::vector<typename std::set<Key>::node_type> spares_;  // unused index nodes (see reserve)
 };
 
 }  // namespace kvp::cache

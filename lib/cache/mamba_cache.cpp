@@ -6,7 +6,9 @@ namespace kvp::cache {
 
 MambaCache::MambaCache(alloc::PagedAllocator* kv, mamba::MambaPool* states)
     : kv_(kv), states_(states), owned_(static_cast<size_t>(kv->slot_limit()), 0),
-      owned_state_(static_cast<size_t>(states->ids().num_ids()) + 1, 0) {}
+      owned_state_(static_cast<size_t>(states->ids().num_ids()) + 1, 0) {
+  handed_.reserve(owned_.size());
+}
 
 Status MambaCache::make(alloc::PagedAllocator* kv, mamba::MambaPool* states, std::unique_ptr<MambaCache>* out) {
   std::unique_ptr<MambaCache> c(new MambaCache(kv, states));
@@ -45,7 +47,7 @@ Status MambaCache::match(const int32_t* tokens, size_t n, const std::string& ext
     }
     if (owns_state(cow_slot)) return Status::invalid("cow_slot " + std::to_string(cow_slot) + " belongs to the prefix tree");
   }
-  *out = tree_->match(tokens, n, extra_key);
+  tree_->match_into(tokens, n, extra_key, out);
   if (cow_slot >= 0 && out->mamba_slot >= 0) return states_->copy(out->mamba_slot, cow_slot);
   return Status::ok();
 }
@@ -56,7 +58,6 @@ Status MambaCache::insert(const int32_t* tokens, size_t n, const int64_t* slots,
   KVPOOL_RETURN_IF_ERROR(check_state(state, "state"));
   size_t usable = 0;
   const size_t prefix = tree_->cached_prefix(tokens, n, extra_key, &usable);
-  std::vector<int64_t> handed(slots + prefix, slots + n);
   for (size_t i = prefix; i < n; ++i) {
     const int64_t s = slots[i];
     if (s < 1 || s >= kv_->slot_limit() || !kv_->pages().owned(s)) {
@@ -64,8 +65,7 @@ Status MambaCache::insert(const int32_t* tokens, size_t n, const int64_t* slots,
     }
     if (owns_slot(s)) return Status::invalid("slot " + std::to_string(s) + " already belongs to the prefix tree");
   }
-  std::sort(handed.begin(), handed.end());
-  if (std::adjacent_find(handed.begin(), handed.end()) != handed.end()) return Status::invalid("a slot is handed over twice");
+  KVPOOL_RETURN_IF_ERROR(check_distinct(slots + prefix, n - prefix, &handed_));
   KVPOOL_RETURN_IF_ERROR(tree_->insert(tokens, n, slots, state, extra_key, prefix_len, state_exist, node));
   for (size_t i = *prefix_len; i < n; ++i) owned_[static_cast<size_t>(slots[i])] = 1;
   if (!*state_exist) owned_state_[static_cast<size_t>(state)] = 1;

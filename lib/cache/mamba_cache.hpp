@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "alloc/paged_allocator.hpp"
+#include "cache/handover.hpp"
 #include "cache/mamba_radix_tree.hpp"
 #include "mamba/mamba_pool.hpp"
 #include "util/status.hpp"
@@ -48,6 +49,7 @@ class MambaCache {
   std::unique_ptr<MambaRadixTree> tree_;
   std::vector<uint8_t> owned_;        // index = KV slot
   std::vector<uint8_t> owned_state_;  // index = state slot
+  std::vector<int64_t> handed_;       // insert's copy of the handed slots, sized once: inserts allocate nothing here
 };
 
 }  // namespace kvp::cache

@@ -58,9 +58,19 @@ size_t MambaRadixTree::cached_prefix(const int32_t* tokens, size_t n, const std:
 
 MambaMatch MambaRadixTree::match(const int32_t* tokens, size_t n, const std::string& extra_key) {
   MambaMatch r;
+  match_into(tokens, n, extra_key, &r);
+  return r;
+}
+
+void MambaRadixTree::match_into(const int32_t* tokens, size_t n, const std::string& extra_key, MambaMatch* out) {
+  MambaMatch& r = *out;
+  r.slots.clear();
+  r.slots.reserve(n);  // before the split, the one change before the stamps
   r.node = root();
+  r.mamba_slot = -1;
+  r.matched = 0;
   const int32_t ns = nodes_.find_namespace(extra_key);
-  if (n == 0 || ns < 0) return r;
+  if (n == 0 || ns < 0) return;
   int32_t cur = kRoot, best = kRoot;
   size_t pos = 0, best_len = 0;
   while (pos < n) {
@@ -84,7 +94,6 @@ MambaMatch MambaRadixTree::match(const int32_t* tokens, size_t n, const std::str
   r.node = nodes_.handle(best);
   r.mamba_slot = best == kRoot ? -1 : node(best).mamba;
   touch_path(best);
-  return r;
 }
 
 Status MambaRadixTree::insert(const int32_t* tokens, size_t n, const int64_t* slots, int32_t mamba_slot,
@@ -92,7 +101,14 @@ Status MambaRadixTree::insert(const int32_t* tokens, size_t n, const int64_t* sl
                               NodeHandle* last_node) {
   if (n == 0) return Status::invalid("cannot insert an empty key: the root holds no state");
   if (mamba_slot < 0) return Status::invalid("mamba slot " + std::to_string(mamba_slot) + " is negative");
+  // Memory first: the namespace (invisible until a node uses it), then the
+  // room for a split's upper part and a leaf.
   const int32_t ns = nodes_.intern(extra_key);
+  size_t partial = 0;
+  const size_t cached = descend(ns, tokens, n, &partial);
+  prepare(kNodesPerInsert);
+  const size_t needs[kNodesPerInsert] = {partial, n - cached};
+  reserve_buffers(needs, kNodesPerInsert);
   int32_t cur = kRoot;
   size_t pos = 0;
   while (pos < n) {

@@ -47,6 +47,7 @@ class MambaRadixTree : public DualLruTree<MambaRadixTree, MambaNode> {
   static Status create(int64_t page_size, Callbacks callbacks, std::unique_ptr<MambaRadixTree>* out);
 
   static bool has_aux(const MambaNode& n) { return n.mamba >= 0; }
+  static constexpr size_t kNodesPerInsert = 2;  // a split's upper part and a leaf
   static void on_split(MambaNode& upper, MambaNode& lower);
 
   size_t mamba_evictable_size() const { return mamba_evictable_; }
@@ -56,6 +57,10 @@ class MambaRadixTree : public DualLruTree<MambaRadixTree, MambaNode> {
   // of its last node. Splits a node matched part-way; the best node and its
   // ancestors become most recently used.
   MambaMatch match(const int32_t* tokens, size_t n, const std::string& extra_key);
+  // As match, into *out, whose slots keep their capacity: allocates nothing when
+  // that holds n slots and the match ends on a node boundary (as right after an
+  // insert of the same key).
+  void match_into(const int32_t* tokens, size_t n, const std::string& extra_key, MambaMatch* out);
   // What match would return, without splitting or stamping: the raw match
   // length, and in *usable the tokens up to the deepest node with a state.
   size_t cached_prefix(const int32_t* tokens, size_t n, const std::string& extra_key, size_t* usable) const;
@@ -66,7 +71,8 @@ class MambaRadixTree : public DualLruTree<MambaRadixTree, MambaNode> {
   // the tokens already cached: the caller keeps owning slots[0, prefix_len),
   // the tree takes slots[prefix_len, n). *mamba_exist is true when the end node
   // already had a state: the caller keeps `mamba_slot`; otherwise the tree took
-  // it (a new leaf, or a revived tombstone). `n` must be positive.
+  // it (a new leaf, or a revived tombstone). `n` must be positive. Takes all
+  // its memory before its first change.
   Status insert(const int32_t* tokens, size_t n, const int64_t* slots, int32_t mamba_slot,
                 const std::string& extra_key, size_t* prefix_len, bool* mamba_exist, NodeHandle* node = nullptr);
 

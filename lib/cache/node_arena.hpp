@@ -5,6 +5,11 @@
 // node that reuses its index. Children are found through one hash map keyed by
 // (parent, namespace, first token); namespaces are the `extra_key` strings
 // (LoRA id, cache salt) interned to small integers.
+//
+// Host memory: reserve() takes, before a tree call changes anything, the room
+// every later step needs (node storage, the free-id list, child-map buckets
+// and spare child-map nodes, kept as C++17 node handles), so that create,
+// destroy, link and unlink never allocate once reserved.
 #pragma once
 
 #include <algorithm>
@@ -58,7 +63,25 @@ class NodeArena {
   const Node& operator[](int32_t id) const { return nodes_[static_cast<size_t>(id)]; }
   std::vector<Node>* storage() { return &nodes_; }
   size_t id_limit() const { return nodes_.size(); }  // every id is below this
+  size_t id_limit_capacity() const { return nodes_.capacity(); }  // ids stay below this until create() grows it
   size_t live_count() const { return live_; }
+
+  // Room for `new_nodes` more nodes: create/destroy/link/unlink then allocate
+  // nothing until that many nodes were made. Changes nothing visible.
+  void reserve(size_t new_nodes) {
+    const size_t needed = live_ + new_nodes;
+    if (nodes_.capacity() < needed) nodes_.reserve(std::max(needed, 2 * nodes_.capacity()));
+    const size_t limit = nodes_.capacity();  // no more nodes than this can exist
+    if (free_ids_.capacity() < limit) free_ids_.reserve(limit);
+    if (static_cast<double>(limit) > static_cast<double>(children_.bucket_count()) * children_.max_load_factor()) {
+      children_.reserve(limit);  // no rehash on a link
+    }
+    if (spare_links_.capacity() < limit) spare_links_.reserve(limit);
+    while (children_.size() + spare_links_.size() < limit) {
+      // A placeholder key no child has (parents are >= 0), taken out again at once.
+      spare_links_.push_back(children_.extract(children_.emplace(ChildKey{-1, 0, 0}, -1).first));
+    }
+  }
 
   // A fresh live node. May grow the storage: references to nodes die here.
   int32_t create() {
@@ -123,14 +146,24 @@ class NodeArena {
   void link(int32_t parent, int32_t child) {
     Node& c = nodes_[static_cast<size_t>(child)];
     c.parent = parent;
-    children_[ChildKey{parent, c.ns, c.key.front()}] = child;
+    const ChildKey key{parent, c.ns, c.key.front()};
+    if (spare_links_.empty()) {
+      children_[key] = child;  // not reserved: allocates
+    } else {
+      auto nh = std::move(spare_links_.back());
+      spare_links_.pop_back();
+      nh.key() = key;
+      nh.mapped() = child;
+      children_.insert(std::move(nh));
+    }
     ++nodes_[static_cast<size_t>(parent)].children;
   }
 
   // Precondition: the child's key is unchanged since it was linked.
   void unlink(int32_t child) {
     Node& c = nodes_[static_cast<size_t>(child)];
-    children_.erase(ChildKey{c.parent, c.ns, c.key.front()});
+    auto nh = children_.extract(ChildKey{c.parent, c.ns, c.key.front()});
+    if (spare_links_.size() < spare_links_.capacity()) spare_links_.push_back(std::move(nh));  // no allocation
     --nodes_[static_cast<size_t>(c.parent)].children;
     c.parent = -1;
   }
@@ -154,7 +187,9 @@ class NodeArena {
   std::vector<int32_t> free_ids_;
   size_t live_ = 0;
   uint32_t generations_ = 0;
-  std::unordered_map<ChildKey, int32_t, ChildKeyHash> children_;
+  using ChildMap = std::unordered_map<ChildKey, int32_t, ChildKeyHash>;
+  ChildMap children_;
+  std::vector<typename ChildMap::node_type> spare_links_;  // unused child-map nodes (see reserve)
   std::unordered_map<std::string, int32_t> namespaces_;
 };
 

@@ -5,7 +5,9 @@
 namespace kvp::cache {
 
 SwaCache::SwaCache(alloc::SwaAllocator* allocator)
-    : allocator_(allocator), owned_(static_cast<size_t>(allocator->full().num_ids()) + 1, 0) {}
+    : allocator_(allocator), owned_(static_cast<size_t>(allocator->full().num_ids()) + 1, 0) {
+  handed_.reserve(static_cast<size_t>(allocator->full().num_ids()));
+}
 
 Status SwaCache::make(alloc::SwaAllocator* allocator, size_t window, std::unique_ptr<SwaCache>* out) {
   std::unique_ptr<SwaCache> c(new SwaCache(allocator));
@@ -48,10 +50,7 @@ Status SwaCache::check_own(const int64_t* slots, size_t from, size_t to, size_t 
                                          : " has no window slot; pass swa_evicted_len past it"));
     }
   }
-  std::vector<int64_t> handed(slots + from, slots + to);
-  std::sort(handed.begin(), handed.end());
-  if (std::adjacent_find(handed.begin(), handed.end()) != handed.end()) return Status::invalid("a slot is handed over twice");
-  return Status::ok();
+  return check_distinct(slots + from, to - from, &handed_);
 }
 
 void SwaCache::mark(const int64_t* slots, size_t from, size_t to) {
@@ -95,9 +94,25 @@ Status SwaCache::insert_keep_prefix(const int32_t* tokens, size_t n, const int64
 }
 
 Status SwaCache::lock(NodeHandle node) {
+  if (node == tree_->root()) {
+    int64_t uuid = 0;
+    return tree_->lock(node, &uuid);
+  }
+  // The record of the uuid first, so that nothing allocates once the tree is locked.
+  auto [it, added] = lock_uuids_.try_emplace(node);
+  struct DropUnlessKept {
+    std::map<NodeHandle, std::vector<int64_t>>& map;
+    std::map<NodeHandle, std::vector<int64_t>>::iterator it;
+    bool drop;
+    ~DropUnlessKept() {
+      if (drop) map.erase(it);
+    }
+  } guard{lock_uuids_, it, added};
+  it->second.reserve(it->second.size() + 1);
   int64_t uuid = 0;
   KVPOOL_RETURN_IF_ERROR(tree_->lock(node, &uuid));
-  if (node != tree_->root()) lock_uuids_[node].push_back(uuid);
+  it->second.push_back(uuid);
+  guard.drop = false;
   return Status::ok();
 }
 

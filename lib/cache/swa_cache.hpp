@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "alloc/swa_allocator.hpp"
+#include "cache/handover.hpp"
 #include "cache/swa_radix_tree.hpp"
 #include "util/status.hpp"
 
@@ -52,6 +53,7 @@ class SwaCache {
   std::unique_ptr<SwaRadixTree> tree_;
   std::vector<uint8_t> owned_;  // index = full slot
   std::map<NodeHandle, std::vector<int64_t>> lock_uuids_;
+  mutable std::vector<int64_t> handed_;  // check_own's copy, sized once: inserts allocate nothing here
 };
 
 }  // namespace kvp::cache

@@ -101,9 +101,18 @@ SwaRadixTree::InsertPreview SwaRadixTree::preview_insert(const int32_t* tokens, 
 
 SwaMatch SwaRadixTree::match(const int32_t* tokens, size_t n, const std::string& extra_key) {
   SwaMatch r;
+  match_into(tokens, n, extra_key, &r);
+  return r;
+}
+
+void SwaRadixTree::match_into(const int32_t* tokens, size_t n, const std::string& extra_key, SwaMatch* out) {
+  SwaMatch& r = *out;
+  r.slots.clear();
+  r.slots.reserve(n);  // before the split, the one change before the stamps
   r.node = root();
+  r.matched = 0;
   const int32_t ns = nodes_.find_namespace(extra_key);
-  if (n == 0 || ns < 0) return r;
+  if (n == 0 || ns < 0) return;
   // Live tokens since the last tombstone; "infinite" until the first one.
   size_t run = kNoTombstone;
   int32_t cur = kRoot, best = kRoot;
@@ -136,7 +145,6 @@ SwaMatch SwaRadixTree::match(const int32_t* tokens, size_t n, const std::string&
   r.slots.resize(best_len);
   r.node = nodes_.handle(best);
   touch_path(best);
-  return r;
 }
 
 // Revives tombstone `id` with the caller's slots (one per token of the node).
@@ -145,7 +153,8 @@ SwaMatch SwaRadixTree::match(const int32_t* tokens, size_t n, const std::string&
 // back as its own is kept rather than freed under the node.
 Status SwaRadixTree::take_over(int32_t id, const int64_t* slots) {
   Node& n = node(id);
-  std::vector<int64_t> old;
+  std::vector<int64_t>& old = freed_;  // room reserved by insert
+  old.clear();
   for (size_t i = 0; i < n.value.size(); ++i) {
     if (n.value[i] != slots[i]) old.push_back(n.value[i]);
   }
@@ -162,55 +171,105 @@ Status SwaRadixTree::take_over(int32_t id, const int64_t* slots) {
 // the caller's slot for the node's token i), except slots that are the node's own.
 Status SwaRadixTree::free_duplicates(int32_t id, const int64_t* slots, size_t from, size_t to) {
   const Node& n = node(id);
-  std::vector<int64_t> dup;
+  std::vector<int64_t>& dup = freed_;  // room reserved by insert
+  dup.clear();
   for (size_t i = from; i < to; ++i) {
     if (n.value[i] != slots[i]) dup.push_back(slots[i]);
   }
   return dup.empty() ? Status::ok() : cb_.free_full(dup.data(), dup.size());
 }
 
-Status SwaRadixTree::insert(const int32_t* tokens, size_t n, const int64_t* slots, const std::string& extra_key,
-                            size_t prev_prefix_len, size_t* prefix_len, NodeHandle* last_node, size_t swa_evicted_len) {
-  const int32_t ns = nodes_.intern(extra_key);
+size_t SwaRadixTree::plan_insert(const int32_t* tokens, size_t n, int32_t ns, size_t prev_prefix_len,
+                                 size_t swa_evicted_len) {
+  steps_.clear();
   int32_t cur = kRoot;
   size_t pos = 0;
   while (pos < n) {
-    int32_t c = nodes_.find_child(cur, ns, tokens[pos]);
-    if (c < 0) break;
-    touch(c);
-    const size_t len = match_len(c, tokens + pos, n - pos);
-    if (len < node(c).key.size()) c = split(c, len);
-    if (pos + len > prev_prefix_len) {
-      // Tokens past what the caller got from the tree: its slots are its own.
-      const size_t from = prev_prefix_len > pos ? prev_prefix_len - pos : 0;
+    InsertStep s{};
+    s.node = find_edge(cur, ns, tokens + pos, n - pos, &s.len);
+    if (s.node < 0) break;
+    const Node& x = node(s.node);
+    s.pos = pos;
+    s.split = s.len < x.key.size();
+    // Tokens past what the caller got from the tree: its slots are its own.
+    s.own = pos + s.len > prev_prefix_len;
+    if (s.own) {
+      s.from = prev_prefix_len > pos ? prev_prefix_len - pos : 0;
       // The caller's slots from here on still have window slots.
-      const size_t windowed = std::min(len, std::max(from, swa_evicted_len > pos ? swa_evicted_len - pos : 0));
-      if (node(c).tombstone && node(c).full_lock == 0 && windowed < len) {
-        // Revive only the caller's windowed part; the part before it stays a
-        // tombstone (the caller's slots there are the node's own, or windowless duplicates).
-        KVPOOL_RETURN_IF_ERROR(free_duplicates(c, slots + pos, from, windowed));
-        if (windowed > 0) split(c, windowed);  // `c` is now the lower part
-        KVPOOL_RETURN_IF_ERROR(take_over(c, slots + pos + windowed));
-      } else {
-        // A live node keeps its slots. So does a full-locked tombstone: lock
-        // holders use its old full slots, which must not be freed under them
-        // (later SGLang skips this revive too, PR #29352).
-        KVPOOL_RETURN_IF_ERROR(free_duplicates(c, slots + pos, from, len));
-      }
+      s.windowed = std::min(s.len, std::max(s.from, swa_evicted_len > pos ? swa_evicted_len - pos : 0));
+      // A live node keeps its slots. So does a full-locked tombstone: lock
+      // holders use its old full slots, which must not be freed under them
+      // (later SGLang skips this revive too, PR #29352).
+      s.revive = x.tombstone && x.full_lock == 0 && s.windowed < s.len;
+    }
+    steps_.push_back(s);
+    pos += s.len;
+    cur = s.node;
+    if (s.split) break;  // the split's upper part has no other child to follow
+  }
+  return pos;
+}
+
+void SwaRadixTree::reserve_planned(size_t pos, size_t n, size_t swa_evicted_len) {
+  size_t needs[kNodesPerInsert] = {0, 0, 0, 0};  // the two splits, the two parts of the tail
+  size_t freed = 0, nodes = 0;
+  for (const InsertStep& s : steps_) {
+    if (s.split) needs[0] = s.len;
+    if (s.revive && s.windowed > 0) needs[1] = s.windowed;
+    if (s.own) freed = std::max(freed, std::max(s.len - s.from, s.len - s.windowed));
+  }
+  const size_t mid = windowless_end(pos, n, swa_evicted_len);
+  if (mid < n) {
+    needs[2] = mid - pos;
+    needs[3] = n - mid;
+  }
+  for (size_t need : needs) nodes += need > 0 ? 1 : 0;
+  prepare(nodes);
+  reserve_buffers(needs, kNodesPerInsert);
+  if (freed_.capacity() < freed) freed_.reserve(freed);
+}
+
+void SwaRadixTree::reserve_inserts(const size_t* bounds, size_t inserts) {
+  DualLruTree::reserve_inserts(bounds, inserts);
+  const size_t most = inserts == 0 ? 0 : *std::max_element(bounds, bounds + inserts);
+  if (freed_.capacity() < most) freed_.reserve(most);
+  if (steps_.capacity() < nodes_.id_limit_capacity()) steps_.reserve(nodes_.id_limit_capacity());  // a path is shorter
+}
+
+Status SwaRadixTree::insert(const int32_t* tokens, size_t n, const int64_t* slots, const std::string& extra_key,
+                            size_t prev_prefix_len, size_t* prefix_len, NodeHandle* last_node, size_t swa_evicted_len) {
+  // Memory first: the namespace (invisible until a node uses it), the plan, and
+  // what the planned steps and the tail need.
+  const int32_t ns = nodes_.intern(extra_key);
+  size_t pos = plan_insert(tokens, n, ns, prev_prefix_len, swa_evicted_len);
+  reserve_planned(pos, n, swa_evicted_len);
+  int32_t cur = kRoot;
+  for (const InsertStep& s : steps_) {
+    int32_t c = s.node;
+    touch(c);
+    if (s.split) c = split(c, s.len);
+    const int64_t* own = slots + s.pos;  // the caller's slot for the node's token i is own[i]
+    if (s.revive) {
+      // Revive only the caller's windowed part; the part before it stays a
+      // tombstone (the caller's slots there are the node's own, or windowless duplicates).
+      KVPOOL_RETURN_IF_ERROR(free_duplicates(c, own, s.from, s.windowed));
+      if (s.windowed > 0) split(c, s.windowed);  // `c` is now the lower part
+      KVPOOL_RETURN_IF_ERROR(take_over(c, own + s.windowed));
+    } else if (s.own) {
+      KVPOOL_RETURN_IF_ERROR(free_duplicates(c, own, s.from, s.len));
     }
     cur = c;
-    pos += len;
   }
   *prefix_len = pos;
   if (pos < n) {
-    const size_t windowless_end = std::min(n, std::max(pos, swa_evicted_len));
-    if (windowless_end == n) {
+    const size_t mid = windowless_end(pos, n, swa_evicted_len);
+    if (mid == n) {
       // Nothing of the new part has window KV: caching it would make a tombstone leaf.
       KVPOOL_RETURN_IF_ERROR(cb_.free_full(slots + pos, n - pos));
     } else {
-      if (windowless_end > pos) {
-        cur = add_leaf(cur, ns, tokens + pos, slots + pos, windowless_end - pos, [](Node& t) { t.tombstone = true; });
-        pos = windowless_end;
+      if (mid > pos) {
+        cur = add_leaf(cur, ns, tokens + pos, slots + pos, mid - pos, [](Node& t) { t.tombstone = true; });
+        pos = mid;
       }
       cur = add_leaf(cur, ns, tokens + pos, slots + pos, n - pos, [](Node&) {});
       swa_evictable_ += n - pos;

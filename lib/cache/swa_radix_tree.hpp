@@ -17,6 +17,7 @@
 // - Slots go back through callbacks; the tree knows no allocator.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -61,6 +62,8 @@ class SwaRadixTree : public DualLruTree<SwaRadixTree, SwaNode> {
   size_t window() const { return window_; }
   bool is_tombstone(NodeHandle node) const;
   static bool has_aux(const SwaNode& n) { return !n.tombstone; }
+  // Splits of the last matched node and of a revived tombstone, a tombstone leaf and a live leaf.
+  static constexpr size_t kNodesPerInsert = 4;
   static void on_split(SwaNode& upper, SwaNode& lower);
 
   size_t swa_evictable_size() const { return swa_evictable_; }
@@ -70,6 +73,10 @@ class SwaRadixTree : public DualLruTree<SwaRadixTree, SwaNode> {
   // tokens since the last tombstone. Splits a node matched part-way; the
   // result node and its ancestors become most recently used.
   SwaMatch match(const int32_t* tokens, size_t n, const std::string& extra_key);
+  // As match, into *out, whose slots keep their capacity: allocates nothing when
+  // that holds n slots and the match ends on a node boundary (as right after an
+  // insert of the same key).
+  void match_into(const int32_t* tokens, size_t n, const std::string& extra_key, SwaMatch* out);
   // What match would return, without splitting or stamping: the raw match
   // length, and in *usable the length of the usable prefix.
   size_t cached_prefix(const int32_t* tokens, size_t n, const std::string& extra_key, size_t* usable) const;
@@ -86,6 +93,8 @@ class SwaRadixTree : public DualLruTree<SwaRadixTree, SwaNode> {
   // tombstone, and a new part made of them becomes a tombstone node above the
   // new leaf, or, if the whole new part is windowless, is freed instead of
   // cached (a tombstone leaf could never be used).
+  //
+  // Takes all its memory before its first change (see reserve_inserts).
   Status insert(const int32_t* tokens, size_t n, const int64_t* slots, const std::string& extra_key,
                 size_t prev_prefix_len, size_t* prefix_len, NodeHandle* node = nullptr, size_t swa_evicted_len = 0);
   // What caching tokens[0, n) for a running request would do to window KV,
@@ -110,6 +119,9 @@ class SwaRadixTree : public DualLruTree<SwaRadixTree, SwaNode> {
   Status lock(NodeHandle node, int64_t* uuid);
   Status unlock(NodeHandle node, int64_t uuid);
 
+  // DualLruTree::reserve_inserts, with the scratch the inserts free the caller's slots through.
+  void reserve_inserts(const size_t* bounds, size_t inserts);
+
   // Phase 1 frees least recently used unlocked leaves (full and window KV)
   // with the unlocked childless tombstones above them, until `full_tokens`
   // full tokens are freed. Phase 2, only while fewer than `swa_tokens` window
@@ -130,6 +142,26 @@ class SwaRadixTree : public DualLruTree<SwaRadixTree, SwaNode> {
 
   SwaRadixTree(size_t window, Callbacks callbacks);
 
+  // One matched node of an insert and what the insert does there.
+  struct InsertStep {
+    int32_t node;
+    size_t pos, len;        // the key's tokens [pos, pos + len) lie on the node
+    bool split;             // matched part-way: split after len tokens
+    bool own;               // the caller's slots past prev_prefix_len lie here
+    bool revive;            // a tombstone revived from `windowed` on
+    size_t from, windowed;  // the caller's own tokens from `from`, windowed from `windowed` (node-relative)
+  };
+  // The steps of an insert over the cached part of the key (into steps_),
+  // changing nothing; returns the tokens already cached.
+  size_t plan_insert(const int32_t* tokens, size_t n, int32_t ns, size_t prev_prefix_len, size_t swa_evicted_len);
+  // Where the uncached tail [pos, n) splits into a windowless part (a tombstone
+  // node) and a windowed part (a live leaf); *windowless_end == n: nothing is cached.
+  static size_t windowless_end(size_t pos, size_t n, size_t swa_evicted_len) {
+    return std::min(n, std::max(pos, swa_evicted_len));
+  }
+  // Reserves what the planned steps and the tail [pos, n) need: nodes, their buffers, scratch.
+  void reserve_planned(size_t pos, size_t n, size_t swa_evicted_len);
+
   Status take_over(int32_t id, const int64_t* slots);
   Status free_duplicates(int32_t id, const int64_t* slots, size_t from, size_t to);
   Status evict_leaf(int32_t id, size_t* full_evicted, size_t* swa_evicted);
@@ -137,6 +169,8 @@ class SwaRadixTree : public DualLruTree<SwaRadixTree, SwaNode> {
 
   size_t window_;
   Callbacks cb_;
+  std::vector<InsertStep> steps_;  // plan_insert's output
+  std::vector<int64_t> freed_;     // slots take_over / free_duplicates give back
   size_t swa_evictable_ = 0;
   size_t swa_protected_ = 0;
   int64_t next_uuid_ = 0;

@@ -28,6 +28,16 @@ Status need_swa_cache(const kvpool* pool) {
   return Status::ok();
 }
 
+// A kvseq request owns its state slot from kvseq_begin on, before its first extend
+// gives it a row (whose attachment MambaCache::insert refuses), as kvpool_mamba_free checks too.
+Status refuse_request_state(const kvpool* pool, int32_t slot, const char* what) {
+  if (pool->seqs && pool->seqs->holds_state(slot)) {
+    return Status::invalid(std::string(what) + " " + std::to_string(slot) +
+                           " belongs to a kvseq request; kvseq_finish hands it to the tree");
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 extern "C" {
@@ -59,6 +69,7 @@ KVPOOL_API kvpool_status radix_insert_mamba(kvpool* pool, const int32_t* tokens,
     KVPOOL_RETURN_IF_ERROR(check_same_length(slots_len, tokens_len, "slots", "tokens"));
     KVPOOL_RETURN_IF_ERROR(check_out(prefix_len, "prefix_len"));
     KVPOOL_RETURN_IF_ERROR(check_out(mamba_exist, "mamba_exist"));
+    KVPOOL_RETURN_IF_ERROR(refuse_request_state(p, mamba_slot, "mamba_slot"));
     kvp::cache::NodeHandle last = 0;
     bool exist = false;
     KVPOOL_RETURN_IF_ERROR(

@@ -12,6 +12,7 @@ MambaPool::MambaPool(backend::Backend* backend, const MambaShape& shape, int64_t
       row_slot_(static_cast<size_t>(request_rows), -1),
       ping_pong_(static_cast<size_t>(request_rows), {-1, -1}) {
   slots_.reserve_scratch();  // freeing state slots (after other changes) never allocates
+  scratch_.reserve(static_cast<size_t>(shape.slots));  // free()'s copy of the ids, likewise
 }
 
 Status MambaPool::make(backend::Backend* backend, const MambaShape& shape, int64_t request_rows,

@@ -7,7 +7,10 @@ namespace kvp::seq {
 
 MambaSequences::MambaSequences(alloc::PagedAllocator* allocator, req::RequestTable* table, mamba::MambaPool* states,
                                cache::MambaCache* cache)
-    : Sequences(allocator, table, nullptr), states_(states), mcache_(cache) {}
+    : Sequences(allocator, table, nullptr), states_(states), mcache_(cache) {
+  // Matches right after an insert or a release: into a buffer sized once.
+  if (mcache_ != nullptr) match_.slots.reserve(static_cast<size_t>(table_->max_context_len()));
+}
 
 bool MambaSequences::tree_owns(int64_t slot) const { return mcache_ != nullptr && mcache_->owns_slot(slot); }
 
@@ -40,11 +43,12 @@ Status MambaSequences::match_and_lock(Request* r) {
   r->node = 0;
   int32_t source = -1;
   if (mcache_ != nullptr) {
-    cache::MambaMatch m;
+    r->slots.reserve(r->tokens.size());  // before the match: its split is a change
+    cache::MambaMatch& m = match_;
     KVPOOL_RETURN_IF_ERROR(mcache_->match(r->tokens.data(), r->tokens.size() - 1, r->extra_key, -1, &m));
     KVPOOL_RETURN_IF_ERROR(mcache_->tree().lock(m.node));  // also protects the state copied below
     r->node = m.node;
-    r->slots = std::move(m.slots);
+    r->slots.assign(m.slots.begin(), m.slots.end());
     source = m.mamba_slot;
   }
   // The request's own state slot; evict an unlocked cached state when none is free.
@@ -64,6 +68,11 @@ Status MambaSequences::match_and_lock(Request* r) {
   return Status::ok();
 }
 
+void MambaSequences::reserve_rematch(Request* r) {
+  if (mcache_ != nullptr) mcache_->tree().reserve_match(r->tokens.size());
+  r->slots.reserve(r->tokens.size());
+}
+
 Status MambaSequences::unlock(Request* r) {
   if (mcache_ == nullptr) return Status::ok();
   return mcache_->tree().unlock(r->node);
@@ -76,8 +85,21 @@ Status MambaSequences::on_new_row(Request* r) {
 
 Status MambaSequences::after_chunk(Request*) { return Status::ok(); }
 
+void MambaSequences::reserve_inserts(const std::vector<Request*>& reqs, size_t committed) {
+  std::vector<size_t> bounds;  // per request that caches: its tokens not in the tree yet
+  for (const Request* r : reqs) {
+    const size_t n = committed > 0 ? committed : r->slots.size();
+    if (n <= r->cached) continue;
+    bounds.push_back(n - r->cached);
+    mcache_->tree().reserve_namespace(r->extra_key);
+  }
+  mcache_->tree().reserve_inserts(bounds.data(), bounds.size());
+}
+
 Status MambaSequences::before_chunks(const std::vector<Request*>& reqs) {
   if (mcache_ == nullptr) return Status::ok();
+  // Before the first request's state is forked or a cached state evicted.
+  reserve_inserts(reqs, 0);
   for (Request* r : reqs) {
     if (r->slots.size() > r->cached) KVPOOL_RETURN_IF_ERROR(cache_unfinished(r));
   }
@@ -106,7 +128,7 @@ Status MambaSequences::cache_unfinished(Request* r) {
     KVPOOL_RETURN_IF_ERROR(inserted);
   }
   KVPOOL_RETURN_IF_ERROR(free_slots(r->slots, r->cached, prefix));  // another request cached these first
-  cache::MambaMatch m;
+  cache::MambaMatch& m = match_;
   KVPOOL_RETURN_IF_ERROR(mcache_->match(r->tokens.data(), n, r->extra_key, -1, &m));
   if (m.slots.size() != n) {
     return Status::internal("the mamba radix tree lost tokens just inserted (" + std::to_string(m.slots.size()) + " of " +
@@ -122,6 +144,8 @@ Status MambaSequences::cache_unfinished(Request* r) {
 }
 
 Status MambaSequences::release(Request* r, bool insert, size_t committed) {
+  // The insert below must not allocate once the row is detached.
+  if (insert && mcache_ != nullptr && committed == r->slots.size()) reserve_inserts({r}, committed);
   if (r->row >= 0) KVPOOL_RETURN_IF_ERROR(states_->detach(&r->row, 1, false, -1));
   size_t own_from = r->cached;  // slots[cached, computed) are the request's
   bool state_taken = false;

@@ -41,6 +41,7 @@ class MambaSequences : public Sequences {
  protected:
   Status make_room(size_t tokens, bool evict) override;
   Status match_and_lock(Request* r) override;
+  void reserve_rematch(Request* r) override;
   Status unlock(Request* r) override;
   Status on_new_row(Request* r) override;
   Status before_chunks(const std::vector<Request*>& reqs) override;
@@ -49,11 +50,15 @@ class MambaSequences : public Sequences {
   Status release(Request* r, bool insert, size_t committed) override;
 
  private:
+  // Takes the host memory that caching `reqs` (their first `committed` tokens,
+  // 0: every computed token) needs, before the first change of the caller.
+  void reserve_inserts(const std::vector<Request*>& reqs, size_t committed);
   // Caches slots[0, computed) with a fork of the request's state (see above).
   Status cache_unfinished(Request* r);
 
   mamba::MambaPool* states_;
   cache::MambaCache* mcache_;
+  cache::MambaMatch match_;  // cache_unfinished's match, its slots sized once to max_context_len
 };
 
 }  // namespace kvp::seq

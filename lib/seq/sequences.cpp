@@ -61,6 +61,11 @@ Status Sequences::match_and_lock(Request* r) {
   return Status::ok();
 }
 
+void Sequences::reserve_rematch(Request* r) {
+  if (cache_ != nullptr) cache_->tree().reserve_match(r->tokens.size());  // a split, the lock
+  r->slots.reserve(r->tokens.size());
+}
+
 Status Sequences::unlock(Request* r) {
   if (cache_ == nullptr) return Status::ok();
   return cache_->tree().unlock(r->node);
@@ -363,9 +368,7 @@ Status Sequences::abort(uint64_t id) {
 Status Sequences::retract(uint64_t id, size_t* cached) {
   Request* r = nullptr;
   KVPOOL_RETURN_IF_ERROR(lookup(id, &r));
-  // The match after the release must not allocate: room for its split, lock and slots.
-  if (cache_ != nullptr) cache_->tree().reserve_match(r->tokens.size());
-  r->slots.reserve(r->tokens.size());
+  reserve_rematch(r);  // the match after the release must not allocate
   KVPOOL_RETURN_IF_ERROR(release(r, false, 0));
   KVPOOL_RETURN_IF_ERROR(match_and_lock(r));
   *cached = r->cached;

@@ -98,6 +98,9 @@ class Sequences {
   // With evict false it only checks that it could.
   virtual Status make_room(size_t tokens, bool evict);
   virtual Status match_and_lock(Request* r);
+  // Takes the host memory a match_and_lock of `r` needs (the match's split and the
+  // request's slots), for retract, which matches again after the release.
+  virtual void reserve_rematch(Request* r);
   virtual Status unlock(Request* r);
   virtual Status on_new_row(Request* r);
   // Before the slots of an extend batch are allocated, once its capacity is known to

@@ -6,7 +6,10 @@
 namespace kvp::seq {
 
 SwaSequences::SwaSequences(alloc::SwaAllocator* allocator, req::RequestTable* table, cache::SwaCache* cache, size_t window)
-    : Sequences(nullptr, table, nullptr), swa_(allocator), scache_(cache), window_(window) {}
+    : Sequences(nullptr, table, nullptr), swa_(allocator), scache_(cache), window_(window) {
+  // Matches right after an insert or a release: into a buffer sized once.
+  if (scache_ != nullptr) match_.slots.reserve(static_cast<size_t>(table_->max_context_len()));
+}
 
 bool SwaSequences::tree_owns(int64_t slot) const { return scache_ != nullptr && scache_->owns_slot(slot); }
 
@@ -26,13 +29,20 @@ Status SwaSequences::match_and_lock(Request* r) {
   r->swa_uuid = 0;
   r->window_from = 0;
   if (scache_ == nullptr) return Status::ok();
-  cache::SwaMatch m = scache_->match(r->tokens.data(), r->tokens.size() - 1, r->extra_key);
+  r->slots.reserve(r->tokens.size());  // before the match: its split is a change
+  cache::SwaMatch& m = match_;
+  scache_->tree().match_into(r->tokens.data(), r->tokens.size() - 1, r->extra_key, &m);
   // The usable prefix ends with at least `window` live tokens (or has no tombstone).
   KVPOOL_RETURN_IF_ERROR(scache_->tree().lock(m.node, &r->swa_uuid));
   r->node = m.node;
-  r->slots = std::move(m.slots);
+  r->slots.assign(m.slots.begin(), m.slots.end());
   r->cached = r->prefix_hit = r->slots.size();
   return Status::ok();
+}
+
+void SwaSequences::reserve_rematch(Request* r) {
+  if (scache_ != nullptr) scache_->tree().reserve_match(r->tokens.size());
+  r->slots.reserve(r->tokens.size());
 }
 
 Status SwaSequences::unlock(Request* r) {
@@ -57,7 +67,8 @@ Status SwaSequences::cache_unfinished(Request* r, size_t need) {
       scache_->insert(r->tokens.data(), n, r->slots.data(), r->extra_key, r->cached, swa_evicted, &prefix, nullptr));
   // Usable to the end: the windowed tokens now in the tree are live and, with
   // the request's locked window before `cached`, end the path with a whole window.
-  cache::SwaMatch m = scache_->match(r->tokens.data(), n, r->extra_key);
+  cache::SwaMatch& m = match_;
+  scache_->tree().match_into(r->tokens.data(), n, r->extra_key, &m);
   if (m.slots.size() != n) {
     return Status::internal("the swa radix tree cannot match tokens just inserted (" + std::to_string(m.slots.size()) +
                             " of " + std::to_string(n) + ")");
@@ -71,6 +82,16 @@ Status SwaSequences::cache_unfinished(Request* r, size_t need) {
   r->swa_uuid = uuid;
   r->cached = n;
   return Status::ok();
+}
+
+void SwaSequences::reserve_caching(const std::vector<Request*>& reqs) {
+  std::vector<size_t> bounds;  // per request that caches: its tokens not in the tree yet
+  for (const Request* r : reqs) {
+    if (r->slots.size() <= r->cached) continue;
+    bounds.push_back(r->slots.size() - r->cached);
+    scache_->tree().reserve_namespace(r->extra_key);
+  }
+  scache_->tree().reserve_inserts(bounds.data(), bounds.size());
 }
 
 void SwaSequences::out_of_window(const Request& r, size_t* from, size_t* to) const {
@@ -98,6 +119,7 @@ Status SwaSequences::allocate(const std::vector<Request*>& reqs, size_t total, b
                                  std::to_string(window_free) + " window slots free and " +
                                  std::to_string(window_evictable) + " evictable");
   }
+  if (cache && scache_ != nullptr) reserve_caching(reqs);
   for (Request* r : reqs) {
     size_t from = 0, to = 0;
     out_of_window(*r, &from, &to);

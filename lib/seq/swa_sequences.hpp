@@ -42,6 +42,7 @@ class SwaSequences : public Sequences {
 
  protected:
   Status match_and_lock(Request* r) override;
+  void reserve_rematch(Request* r) override;
   Status unlock(Request* r) override;
   bool tree_owns(int64_t slot) const override;
   bool slot_held(int64_t slot) const override;
@@ -58,6 +59,10 @@ class SwaSequences : public Sequences {
   // `cache`), evicts when short and allocates `total` slots, or fails with
   // OUT_OF_MEMORY having changed nothing.
   Status allocate(const std::vector<Request*>& reqs, size_t total, bool cache, int64_t* out);
+  // Takes, before allocate's first change, the host memory that caching the
+  // computed tokens of `reqs` (cache_unfinished) needs: the tree's inserts, and
+  // the match, lock and unlock after each.
+  void reserve_caching(const std::vector<Request*>& reqs);
   // Caches slots[0, computed) of `r` unless that could leave fewer than `need`
   // window slots free or evictable (see above).
   Status cache_unfinished(Request* r, size_t need);
@@ -65,6 +70,7 @@ class SwaSequences : public Sequences {
   alloc::SwaAllocator* swa_;
   cache::SwaCache* scache_;
   size_t window_;
+  cache::SwaMatch match_;  // cache_unfinished's match, its slots sized once to max_context_len
 };
 
 }  // namespace kvp::seq

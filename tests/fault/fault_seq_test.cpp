@@ -182,19 +182,17 @@ TEST(FaultSeq, HybridLinearMambaNoCache) {
   t.sum.print();
 }
 
-// The two tests below find violations that are not fixed yet (docs/fault_injection.md,
-// "Known gaps"): the swa and mamba radix trees (NodeArena) and the kvseq steps that
-// cache into them (SwaSequences::allocate frees window slots and then inserts;
-// MambaSequences::cache_unfinished forks a state slot and then inserts) are not
-// exception-safe. Run them with --gtest_also_run_disabled_tests.
-TEST(FaultSeq, DISABLED_Swa) {
+// With their trees: SwaSequences::allocate frees out-of-window slots and then
+// inserts, MambaSequences::cache_unfinished forks a state and then inserts, so
+// both reserve the trees' memory before their first change.
+TEST(FaultSeq, Swa) {
   Twin t(kvtest::swa_radix_config(96, 48, 4, 8, 512), "kvseq swa radix");
   auto seen = run(t, 4, 400, {9, 16, 8, 5});
   expect_ops(seen, {"begin", "extend", "extend-oom", "decode", "finish", "abort"}, t.sum.name);
   t.sum.print();
 }
 
-TEST(FaultSeq, DISABLED_HybridLinearMamba) {
+TEST(FaultSeq, HybridLinearMamba) {
   Twin t(kvtest::hybrid_radix_config(96, 20, 4, 512), "kvseq hybrid_linear mamba radix");
   auto seen = run(t, 7, 400, {24, 12, 6, 5});
   expect_ops(seen, {"begin", "extend", "decode", "finish", "abort"}, t.sum.name);

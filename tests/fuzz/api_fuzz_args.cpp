@@ -100,12 +100,10 @@ std::vector<int64_t> Driver::own_slots(size_t max_pages) {
   return slots;
 }
 
-int32_t Driver::row_held_state() {
+int32_t Driver::request_state() {
   if (seqs_.empty()) return 0;
   const uint64_t seq = seqs_[in_.below(seqs_.size())];
-  kvseq_info info = KVSEQ_INFO_INIT;
   int32_t state = 0;
-  if (kvseq_get_info(pool_, seq, &info) != KVPOOL_OK || info.row < 0) return 0;
   if (kvseq_mamba_slot(pool_, seq, &state) != KVPOOL_OK) return 0;
   return state;
 }

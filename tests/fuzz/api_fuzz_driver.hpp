@@ -68,10 +68,9 @@ class Driver {
   std::vector<int64_t> free_list_slots();            // first slots of the pages now free
   std::set<int32_t> seq_rows();                      // rows held by live requests
   const char* extra_key();
-  // The state slot of a live request that has a row (0 if none). Only row-held states are
-  // refused by radix_insert_mamba / kvpool_mamba_free (mamba.h, radix.h); a request's state
-  // before its first extend has no row yet, and handing that one over is the caller's bug.
-  int32_t row_held_state();
+  // The state slot of a live kvseq request (0 if none): radix_insert_mamba and kvpool_mamba_free
+  // refuse it, with or without a row (corpus api_hybrid/rowless-request-state).
+  int32_t request_state();
   void forget_pages_of(const int64_t* slots, size_t n);
   void own_pages_of(const int64_t* slots, size_t n);
 

@@ -350,8 +350,8 @@ void Driver::mamba_alloc_free() {
     switch (in_.below(4)) {
       case 0: wrong = -1; break;
       case 1: wrong = INT32_MAX; break;
-      case 2:  // a request's state slot, held by its row: refused
-        wrong = row_held_state();
+      case 2:  // a kvseq request's state slot: refused
+        wrong = request_state();
         break;
       default: wrong = slots.empty() ? 0 : slots.front(); break;  // listed twice
     }

@@ -197,8 +197,8 @@ void Driver::radix_insert_mamba_op() {
   if (in_.chance(4)) {
     switch (in_.below(4)) {
       case 0: state = in_.chance(2) ? 0 : -1; break;
-      case 1:  // a request's state, held by its row: refused
-        state = row_held_state();
+      case 1:  // a kvseq request's state: refused
+        state = request_state();
         break;
       case 2:
         if (!slots.empty()) slots[in_.below(slots.size())] = wrong_slot();

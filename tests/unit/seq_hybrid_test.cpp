@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <map>
 #include <random>
+#include <string>
 
 #include "seq_test_util.hpp"
 
@@ -208,6 +209,48 @@ TEST(MambaRadixApi, BadInputsChangeNothing) {
   EXPECT_EQ(radix_evict_mamba(mha, 1, &prefix), KVPOOL_ERR_UNSUPPORTED);
   EXPECT_EQ(radix_state_sizes(mha, &prefix, &matched), KVPOOL_ERR_UNSUPPORTED);
   EXPECT_EQ(kvseq_mamba_slot(mha, 1, &state), KVPOOL_ERR_UNSUPPORTED);
+}
+
+// Found by the API fuzzer (corpus api_hybrid/rowless-request-state): a kvseq request owns its
+// state slot from kvseq_begin on, before its first extend gives it a row. radix_insert_mamba
+// took that slot into the tree; it and kvpool_mamba_free must refuse it, changing nothing.
+TEST(KvseqHybrid, RadixAndMambaCallsRefuseARowlessRequestState) {
+  Pool pool(kvtest::hybrid_radix_config(64, 8));
+  const Tokens prompt = kvtest::range(1, 6);
+  uint64_t seq = 0;
+  size_t cached = 0;
+  ASSERT_EQ(kvseq_begin(pool, prompt.data(), prompt.size(), nullptr, &seq, &cached), KVPOOL_OK);
+  kvseq_info info = KVSEQ_INFO_INIT;
+  ASSERT_EQ(kvseq_get_info(pool, seq, &info), KVPOOL_OK);
+  ASSERT_LT(info.row, 0);  // no row yet: its state is attached to nothing
+  int32_t state = 0;
+  ASSERT_EQ(kvseq_mamba_slot(pool, seq, &state), KVPOOL_OK);
+  const kvtest::TreeSizes before = kvtest::tree_sizes(pool);
+  size_t states_before = 0;
+  ASSERT_EQ(kvpool_mamba_available(pool, &states_before), KVPOOL_OK);
+  Slots slots = kvtest::alloc(pool, 4);
+  const Tokens key = kvtest::range(50, 4);
+  size_t prefix = 0;
+  int32_t exist = 0;
+  uint64_t node = 0;
+  EXPECT_EQ(radix_insert_mamba(pool, key.data(), 4, slots.data(), 4, nullptr, state, &prefix, &exist, &node),
+            KVPOOL_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(kvpool_last_error()).find("mamba_slot " + std::to_string(state) + " belongs to a kvseq request"),
+            std::string::npos)
+      << kvpool_last_error();
+  EXPECT_EQ(kvpool_mamba_free(pool, &state, 1), KVPOOL_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(kvpool_last_error()).find("mamba slot " + std::to_string(state) + " belongs to a kvseq request"),
+            std::string::npos)
+      << kvpool_last_error();
+  EXPECT_EQ(kvtest::tree_sizes(pool), before);
+  size_t states_after = 0;
+  ASSERT_EQ(kvpool_mamba_available(pool, &states_after), KVPOOL_OK);
+  EXPECT_EQ(states_after, states_before);
+  ASSERT_EQ(kvalloc_free(pool, slots.data(), slots.size()), KVPOOL_OK);
+  ASSERT_EQ(kvseq_abort(pool, seq), KVPOOL_OK);  // the request still owns its state and gives it back
+  size_t states_end = 0;
+  ASSERT_EQ(kvpool_mamba_available(pool, &states_end), KVPOOL_OK);
+  EXPECT_EQ(states_end, states_before + 1);
 }
 
 // Found by the API fuzzer: inside an open free group evicting cannot make room (the slots become
