@@ -3,7 +3,11 @@
 # worker processes sharing one corpus, for a fixed time; then a table of the
 # executions per target (summed over its workers) and the findings.
 #
-#   scripts/fuzz_long.sh <build-dir> <seconds> <workers-per-target> <out-dir> [corpus-dir]
+#   scripts/fuzz_long.sh <build-dir> <seconds> <workers> <out-dir> [corpus-dir]
+#
+# <workers> is a count for every target, optionally followed by per-target counts
+# ("4,swa=5,mla=3,config=0"; the key is the name after kvpool_ / kvpool_api_; 0 skips
+# the target), so slower targets can get more processes.
 #
 # <out-dir>/<target>/corpus starts from the repository's seeds plus, when given,
 # <corpus-dir>/<target>/ (the corpus a previous long run left), so a run can be
@@ -16,7 +20,7 @@
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-usage="usage: $0 <build-dir> <seconds> <workers-per-target> <out-dir> [corpus-dir]"
+usage="usage: $0 <build-dir> <seconds> <workers> <out-dir> [corpus-dir]"
 build=$(cd "${1:?$usage}" && pwd)
 seconds=${2:?$usage}
 workers=${3:?$usage}
@@ -25,6 +29,20 @@ previous=${5:-}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 corpus=$repo/tests/fuzz/corpus
+
+# The number of workers for a target, from the <workers> argument.
+workers_for() {
+  local key=${1#kvpool_} n=${workers%%,*} pair
+  key=${key#api_}
+  key=${key%_fuzzer}
+  key=${key#fuzzer_}
+  IFS=, read -ra pairs <<< "${workers#*,}"
+  [[ $workers == *,* ]] || pairs=()
+  for pair in "${pairs[@]}"; do
+    [[ ${pair%%=*} == "$key" ]] && n=${pair#*=}
+  done
+  echo "$n"
+}
 
 seed_dirs() {
   case "$1" in
@@ -40,8 +58,12 @@ if ((${#targets[@]} == 0)); then
   exit 1
 fi
 
+active=()
 for target in "${targets[@]}"; do
   name=$(basename "$target")
+  n=$(workers_for "$name")
+  ((n > 0)) || continue
+  active+=("$target")
   dir=$out/$name
   mkdir -p "$dir/corpus" "$dir/artifacts"
   for seed in $(seed_dirs "$name"); do
@@ -50,7 +72,7 @@ for target in "${targets[@]}"; do
   if [[ -n $previous && -d $previous/$name ]]; then cp -r "$previous/$name"/. "$dir/corpus"/; fi
   # -jobs/-workers: W independent processes on one shared corpus folder, each for the whole time.
   (cd "$dir" && exec "$target" -entropic=0 -max_len=512 -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
-     -max_total_time="$seconds" -jobs="$workers" -workers="$workers" -artifact_prefix="$dir/artifacts/" \
+     -max_total_time="$seconds" -jobs="$n" -workers="$n" -artifact_prefix="$dir/artifacts/" \
      corpus > "$dir/driver.log" 2>&1) &
 done
 wait || true
@@ -59,13 +81,13 @@ status=0
 {
   echo "| target | workers | seconds | executions | corpus files | findings |"
   echo "|---|---|---|---|---|---|"
-  for target in "${targets[@]}"; do
+  for target in "${active[@]}"; do
     name=$(basename "$target")
     dir=$out/$name
     execs=$(cat "$dir"/fuzz-*.log 2>/dev/null | awk -F: '/^stat::number_of_executed_units/ {s += $NF} END {print s + 0}')
     findings=$(find "$dir/artifacts" -type f | wc -l)
     ((findings == 0)) || status=1
-    echo "| \`$name\` | $workers | $seconds | $execs | $(find "$dir/corpus" -type f | wc -l) | $findings |"
+    echo "| \`$name\` | $(workers_for "$name") | $seconds | $execs | $(find "$dir/corpus" -type f | wc -l) | $findings |"
   done
 } | tee "$out/summary.md"
 exit $status
