@@ -3,7 +3,7 @@
 # worker processes sharing one corpus, for a fixed time; then a table of the
 # executions per target (summed over its workers) and the findings.
 #
-#   scripts/fuzz_long.sh <build-dir> <seconds> <workers> <out-dir> [corpus-dir]
+#   scripts/fuzz_long.sh <build-dir> <seconds> <workers> <out-dir> [corpus-dir|""] [libFuzzer flags...]
 #
 # <workers> is a count for every target, optionally followed by per-target counts
 # ("4,swa=5,mla=3,config=0"; the key is the name after kvpool_ / kvpool_api_; 0 skips
@@ -20,12 +20,14 @@
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-usage="usage: $0 <build-dir> <seconds> <workers> <out-dir> [corpus-dir]"
+usage="usage: $0 <build-dir> <seconds> <workers> <out-dir> [corpus-dir] [libFuzzer flags...]"
 build=$(cd "${1:?$usage}" && pwd)
 seconds=${2:?$usage}
 workers=${3:?$usage}
 out=${4:?$usage}
 previous=${5:-}
+shift $(($# >= 5 ? 5 : 4))
+extra=("$@")  # e.g. -max_len=128; later flags win over the defaults below
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 corpus=$repo/tests/fuzz/corpus
@@ -73,7 +75,7 @@ for target in "${targets[@]}"; do
   # -jobs/-workers: W independent processes on one shared corpus folder, each for the whole time.
   (cd "$dir" && exec "$target" -entropic=0 -max_len=512 -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
      -max_total_time="$seconds" -jobs="$n" -workers="$n" -artifact_prefix="$dir/artifacts/" \
-     corpus > "$dir/driver.log" 2>&1) &
+     "${extra[@]}" corpus > "$dir/driver.log" 2>&1) &
 done
 wait || true
 
