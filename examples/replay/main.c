@@ -8,6 +8,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,8 +26,9 @@
 
 #define PROG "kvpool-replay"
 
-/* One replay at `capacity` (see pool_config_build); fills *out. */
-static int run_one(const replay_options *o, const trace *t, uint64_t capacity, const char *label, run_summary *out) {
+/* One replay at `capacity` (see pool_config_build); fills *out, and matched[] when not NULL. */
+static int run_one(const replay_options *o, const trace *t, uint64_t capacity, const char *label, run_summary *out,
+                   uint64_t *matched) {
   char err[1024];
   pool_setup setup;
   if (pool_config_build(o, t, capacity, &setup, err, sizeof err)) {
@@ -35,7 +37,16 @@ static int run_one(const replay_options *o, const trace *t, uint64_t capacity, c
   }
   progress bar;
   progress_init(&bar, o->json ? 0 : o->progress, label);
-  replay_params params = {t, setup.json, o->concurrency, o->chunk, o->check_every, o->greedy, progress_update, &bar};
+  replay_params params = {.trace = t,
+                          .config_json = setup.json,
+                          .concurrency = o->concurrency,
+                          .chunk = o->chunk,
+                          .check_every = o->check_every,
+                          .greedy = o->greedy,
+                          .sglang_evict_rule = setup.sglang_evict_rule,
+                          .matched = matched,
+                          .progress = progress_update,
+                          .progress_ctx = &bar};
   memset(out, 0, sizeof *out);
   const int rc = replay_run(&params, &out->r, err, sizeof err);
   progress_end(&bar);
@@ -65,6 +76,21 @@ static int make_dirs(const char *path) {
   }
 }
 
+/* --per-request: one line per request, trace order (the format of SGLang's replay files). */
+static int write_per_request(const char *path, const uint64_t *matched, size_t n) {
+  FILE *f = fopen(path, "w");
+  if (f == NULL) {
+    fprintf(stderr, PROG ": cannot write %s: %s\n", path, strerror(errno));
+    return 1;
+  }
+  for (size_t i = 0; i < n; ++i) fprintf(f, "%" PRIu64 "\n", matched[i]);
+  if (fclose(f) != 0) {
+    fprintf(stderr, PROG ": cannot write %s: %s\n", path, strerror(errno));
+    return 1;
+  }
+  return 0;
+}
+
 static int cmp_u64(const void *a, const void *b) {
   const uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
   return x < y ? -1 : x > y;
@@ -86,7 +112,7 @@ static int sweep(const replay_options *o, const trace *t) {
   for (size_t i = 0; i < n && rc == 0; ++i) {
     char label[64];
     snprintf(label, sizeof label, "sweep %zu/%zu", i + 1, n);
-    rc = run_one(o, t, caps[i], label, &runs[i]);
+    rc = run_one(o, t, caps[i], label, &runs[i], NULL);
   }
   char csv[4200], svg[4200];
   snprintf(csv, sizeof csv, "%s/sweep.csv", o->out_dir);
@@ -139,12 +165,22 @@ int main(int argc, char **argv) {
     options_free(&o);
     return 1;
   }
+  if (o.prompts_only) trace_drop_outputs(&t);
   int rc;
   if (o.sweep != NULL) {
     rc = sweep(&o, &t);
   } else {
     run_summary s;
-    rc = run_one(&o, &t, o.capacity, "replay", &s);
+    uint64_t *matched = NULL;
+    if (o.per_request != NULL && (matched = calloc(t.num_reqs ? t.num_reqs : 1, sizeof *matched)) == NULL) {
+      fprintf(stderr, PROG ": out of memory\n");
+      trace_free(&t);
+      options_free(&o);
+      return 1;
+    }
+    rc = run_one(&o, &t, o.capacity, "replay", &s, matched);
+    if (rc == 0 && matched != NULL) rc = write_per_request(o.per_request, matched, t.num_reqs);
+    free(matched);
     if (rc == 0 && o.json) {
       report_json(stdout, &s);
       putchar('\n');

@@ -27,6 +27,15 @@ void options_usage(FILE *f, const char *prog) {
           "                            reserve (default): start a request only if memory covers what\n"
           "                            all running requests still need; greedy: start whenever fewer\n"
           "                            than --concurrency run (more retractions)\n"
+          "  --prompts-only            drop the outputs (output_length read as 0): prompts are\n"
+          "                            matched, computed and cached, nothing is decoded\n"
+          "  --evict-rule sglang|shortfall\n"
+          "                            how much is evicted when free slots are short: SGLang's\n"
+          "                            scheduler estimate (need + a page per request) whenever\n"
+          "                            free < it, or only the shortfall (default: the config's,\n"
+          "                            else shortfall); sets prefix_cache.evict_rule\n"
+          "  --per-request FILE        write each request's matched tokens at its first admission,\n"
+          "                            one line per request in trace order\n"
           "  --max-requests N          replay only the first N requests\n"
           "  --check-every K           run kvpool_check every K steps (default: only at the end)\n"
           "  --sweep N1,N2,...         one replay per capacity plus an unbounded one; writes\n"
@@ -114,10 +123,11 @@ int options_parse(int argc, char **argv, replay_options *o) {
     if (strcmp(a, "--json") == 0) { o->json = 1; continue; }
     if (strcmp(a, "--progress") == 0) { o->progress = 1; continue; }
     if (strcmp(a, "--no-progress") == 0) { o->progress = 0; continue; }
+    if (strcmp(a, "--prompts-only") == 0) { o->prompts_only = 1; continue; }
     /* Every other option takes a value. */
     static const char *const kValued[] = {"--trace", "--config", "--capacity-tokens", "--page-size", "--policy",
                                           "--concurrency", "--chunk", "--admission", "--max-requests", "--check-every",
-                                          "--sweep", "--out"};
+                                          "--sweep", "--out", "--evict-rule", "--per-request"};
     int known = 0;
     for (size_t k = 0; k < sizeof kValued / sizeof kValued[0]; ++k) known |= strcmp(a, kValued[k]) == 0;
     if (!known) return usage_error(prog, "unknown option", a);
@@ -129,6 +139,13 @@ int options_parse(int argc, char **argv, replay_options *o) {
       o->config_path = val;
     } else if (strcmp(a, "--out") == 0) {
       o->out_dir = val;
+    } else if (strcmp(a, "--per-request") == 0) {
+      o->per_request = val;
+    } else if (strcmp(a, "--evict-rule") == 0) {
+      if (strcmp(val, "sglang") != 0 && strcmp(val, "shortfall") != 0) {
+        return usage_error(prog, "--evict-rule must be sglang or shortfall", val);
+      }
+      o->evict_rule = val;
     } else if (strcmp(a, "--capacity-tokens") == 0) {
       if (!parse_capacity(val, &o->capacity)) return usage_error(prog, "bad --capacity-tokens", val);
     } else if (strcmp(a, "--page-size") == 0) {
@@ -165,6 +182,9 @@ int options_parse(int argc, char **argv, replay_options *o) {
   if (o->trace_path == NULL) return usage_error(prog, "--trace is required", NULL);
   if (o->sweep != NULL && o->capacity != 0) {
     return usage_error(prog, "--sweep and --capacity-tokens exclude each other", NULL);
+  }
+  if (o->sweep != NULL && o->per_request != NULL) {
+    return usage_error(prog, "--per-request writes one replay's requests; it excludes --sweep", NULL);
   }
   return 0;
 }

@@ -18,6 +18,9 @@ typedef struct replay_options {
   uint32_t concurrency;
   uint32_t chunk;           /* 0 = whole prompt */
   int greedy;               /* --admission greedy: admit without reserving memory */
+  int prompts_only;         /* --prompts-only: output lengths read as 0 (SGLang replay's method) */
+  const char *evict_rule;   /* --evict-rule: "sglang" or "shortfall"; NULL = the config's */
+  const char *per_request;  /* --per-request FILE: matched tokens of every request; NULL = none */
   uint64_t check_every;     /* 0 = only at the end */
   size_t max_requests;      /* 0 = all */
   uint64_t *sweep;          /* capacities of --sweep (owned), sweep_len of them */

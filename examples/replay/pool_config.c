@@ -77,6 +77,10 @@ static int apply(const replay_options *o, const trace *t, uint64_t capacity, cJS
     cJSON_DeleteItemFromObjectCaseSensitive(cache, "eviction");
     ok = ok && cJSON_AddStringToObject(cache, "eviction", o->policy) != NULL;
   }
+  if (o->evict_rule != NULL) {
+    cJSON_DeleteItemFromObjectCaseSensitive(cache, "evict_rule");
+    ok = ok && cJSON_AddStringToObject(cache, "evict_rule", o->evict_rule) != NULL;
+  }
   /* Nothing drains KV events during a replay; the queue would only grow. */
   cJSON_DeleteItemFromObjectCaseSensitive(cache, "events");
   if (!ok) return fail(err, err_cap, "out of memory");
@@ -87,6 +91,8 @@ static int apply(const replay_options *o, const trace *t, uint64_t capacity, cJS
   if (cJSON_IsString(kind) && strcmp(kind->valuestring, "radix") != 0) name = kind->valuestring;
   else if (cJSON_IsString(policy)) name = policy->valuestring;
   snprintf(out->policy, sizeof out->policy, "%s", name);
+  const cJSON *rule = cJSON_GetObjectItemCaseSensitive(cache, "evict_rule");
+  out->sglang_evict_rule = cJSON_IsString(rule) && strcmp(rule->valuestring, "sglang") == 0;
   return 0;
 }
 

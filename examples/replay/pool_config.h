@@ -16,6 +16,7 @@ typedef struct pool_setup {
   char *json;        /* the configuration to pass to kvpool_create (owned) */
   uint32_t page_size;
   char policy[16];   /* eviction policy, or the prefix-cache kind when not radix */
+  int sglang_evict_rule; /* prefix_cache.evict_rule is "sglang" */
   int unbounded;     /* the capacity is the "never evict" size */
 } pool_setup;
 

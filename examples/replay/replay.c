@@ -154,6 +154,7 @@ static int begin_request(sched *s, live *r, int first) {
   if (st != KVPOOL_OK) return api_fail(s, "kvseq_begin", st);
   r->computed = (uint32_t)cached;
   if (!first) return 0;
+  if (s->p->matched != NULL) s->p->matched[r->idx] = cached;
   s->res->matched_tokens += cached;
   /* kvseq_begin matches at most len - 1 tokens. When that cap is what stopped it, look
    * whether the tree holds the whole prompt, for the block metric only. */
@@ -170,18 +171,25 @@ static int begin_request(sched *s, live *r, int first) {
   return 0;
 }
 
-/* Frees `need` tokens by eviction if they are short and enough is evictable (kvseq's rule). */
-static int ensure_room(sched *s, uint64_t need) {
+/* Evicts before an allocating call of `need` slots, so that kvseq never evicts and every
+ * evicted token is counted, under the pool's rule (prefix_cache.evict_rule, the rule kvseq
+ * applies internally): the shortfall, if enough is evictable; or, SGLang's scheduler, the
+ * whole `estimate` (need plus a page per request) whenever fewer are free. */
+static int ensure_room(sched *s, uint64_t need, uint64_t estimate) {
   size_t available, evictable, protected_len, uncached, capacity;
   kvpool_status st = kvseq_accounting(s->pool, &available, &evictable, &protected_len, &uncached, &capacity);
   if (st != KVPOOL_OK) return api_fail(s, "kvseq_accounting", st);
-  if (need <= available || need - available > evictable) return 0;
+  const uint64_t wanted = s->p->sglang_evict_rule && estimate > need ? estimate : need;
+  if (wanted <= available || (need > available && need - available > evictable) || evictable == 0) return 0;
   size_t evicted = 0;
-  st = radix_evict(s->pool, (size_t)(need - available), &evicted);
+  st = radix_evict(s->pool, (size_t)(s->p->sglang_evict_rule ? wanted : need - available), &evicted);
   if (st != KVPOOL_OK) return api_fail(s, "radix_evict", st);
   s->res->evicted_tokens += evicted;
   return 0;
 }
+
+/* SGLang's estimate of one request's step of `tokens` tokens: a page more when pages are larger than a token. */
+static uint64_t sglang_estimate(const sched *s, uint64_t tokens) { return s->page == 1 ? tokens : tokens + s->page; }
 
 static int sample_usage(sched *s) {
   size_t available, evictable, protected_len, uncached, capacity;
@@ -196,7 +204,7 @@ static int extend_request(sched *s, live *r, kvpool_status *st) {
   uint32_t chunk = r->tokens - r->computed;
   if (s->p->chunk != 0 && chunk > s->p->chunk) chunk = s->p->chunk;
   const uint64_t pages = pages_for((uint64_t)r->computed + chunk, s->page) - pages_for(r->computed, s->page);
-  if (ensure_room(s, pages * s->page)) return 1;
+  if (ensure_room(s, pages * s->page, sglang_estimate(s, chunk))) return 1;
   const int64_t len = chunk;
   *st = kvseq_extend(s->pool, &r->seq, 1, &len, 1, s->slots, chunk);
   ++s->res->kvseq_calls;
@@ -356,7 +364,7 @@ static int decode(sched *s, int *moved) {
       ++n;
     }
     if (n == 0) return 0;
-    if (ensure_room(s, new_pages * s->page)) return 1;
+    if (ensure_room(s, new_pages * s->page, (uint64_t)n * s->page)) return 1;  /* SGLang: a page per request */
     kvpool_status st = kvseq_decode(s->pool, s->batch_seqs, n, s->batch_tokens, n, s->batch_slots, n);
     ++s->res->kvseq_calls;
     if (st == KVPOOL_OK) {

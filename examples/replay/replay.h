@@ -19,6 +19,8 @@ typedef struct replay_params {
   uint32_t chunk;           /* prefill chunk in tokens; 0 = the whole remaining prompt */
   uint64_t check_every;     /* kvpool_check every K steps; 0 = only at the end */
   int greedy;               /* admit without reserving memory for running requests */
+  int sglang_evict_rule;    /* evict SGLang's whole estimate when free < it (prefix_cache.evict_rule) */
+  uint64_t *matched;        /* NULL, or one entry per trace request: tokens matched at first admission */
   replay_progress_fn progress;
   void *progress_ctx;
 } replay_params;

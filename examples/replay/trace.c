@@ -153,6 +153,17 @@ void trace_free(trace *t) {
   memset(t, 0, sizeof *t);
 }
 
+void trace_drop_outputs(trace *t) {
+  uint32_t longest = 0;
+  for (size_t i = 0; i < t->num_reqs; ++i) {
+    t->reqs[i].output_len = 0;
+    t->reqs[i].output_base = 0;
+    if (t->reqs[i].input_len > longest) longest = t->reqs[i].input_len;
+  }
+  t->output_tokens = 0;
+  t->max_context = longest;
+}
+
 int32_t trace_output_token(const trace *t, size_t i, uint32_t k) {
   return (int32_t)(-1 - (int64_t)(t->reqs[i].output_base + k));
 }

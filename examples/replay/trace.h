@@ -36,6 +36,10 @@ typedef struct trace {
 int trace_load(const char *path, size_t max_reqs, trace *out, char *err, size_t err_cap);
 void trace_free(trace *t);
 
+/* --prompts-only: every output_length becomes 0 (SGLang's replay method: prompts are
+ * matched, computed and cached; nothing is decoded). */
+void trace_drop_outputs(trace *t);
+
 /* Writes request i's prompt followed by its first `decoded` output tokens into
  * out (room for input_len + decoded ids). Prompt id of block h, offset t: h*512+t;
  * output ids are negative and distinct per request, so they never match a prompt. */

@@ -328,6 +328,15 @@ int32_t RadixTree::split(int32_t child, size_t at) {
   return upper;
 }
 
+// SGLang stamps every child it walks into before it splits a partly matched one, so
+// the lower part (the tokens the walk did not match) is refreshed as well and the
+// upper part, a new node, is as recent (spec §3.4 step 3, §3.6). Eviction order
+// under memory pressure depends on it.
+int32_t RadixTree::split_visited(int32_t child, size_t at, uint64_t stamp) {
+  nodes_[static_cast<size_t>(child)].last_access = stamp;
+  return split(child, at);
+}
+
 MatchResult RadixTree::match(const int32_t* tokens, size_t n, const std::string& extra_key) {
   MatchResult r;
   r.last_node = root();
@@ -344,7 +353,7 @@ MatchResult RadixTree::match(const int32_t* tokens, size_t n, const std::string&
     int32_t c = find_child(cur, extra, tokens + pos);
     if (c < 0) break;
     const size_t len = match_len(nodes_[static_cast<size_t>(c)], tokens + pos, n - pos);
-    if (len < nodes_[static_cast<size_t>(c)].key.size()) c = split(c, len);
+    if (len < nodes_[static_cast<size_t>(c)].key.size()) c = split_visited(c, len, stamp);
     const Node& node = nodes_[static_cast<size_t>(c)];
     r.slots.insert(r.slots.end(), node.value.begin(), node.value.end());
     touch(c, stamp);
@@ -370,7 +379,7 @@ size_t RadixTree::match_into(const int32_t* tokens, size_t n, const std::string&
     int32_t c = find_child(cur, extra, tokens + pos);
     if (c < 0) break;
     const size_t len = match_len(nodes_[static_cast<size_t>(c)], tokens + pos, n - pos);
-    if (len < nodes_[static_cast<size_t>(c)].key.size()) c = split(c, len);
+    if (len < nodes_[static_cast<size_t>(c)].key.size()) c = split_visited(c, len, stamp);
     const Node& node = nodes_[static_cast<size_t>(c)];
     std::copy(node.value.begin(), node.value.end(), out + pos);
     touch(c, stamp);
@@ -446,7 +455,7 @@ Status RadixTree::insert(const int32_t* tokens, size_t n, const int64_t* slots, 
     int32_t c = find_child(cur, extra, tokens + pos);
     if (c < 0) break;
     const size_t len = match_len(nodes_[static_cast<size_t>(c)], tokens + pos, n - pos);
-    if (len < nodes_[static_cast<size_t>(c)].key.size()) c = split(c, len);
+    if (len < nodes_[static_cast<size_t>(c)].key.size()) c = split_visited(c, len, stamp);
     Node& node = nodes_[static_cast<size_t>(c)];
     node.priority = std::max(node.priority, priority);
     node.last_access = stamp;
@@ -464,7 +473,7 @@ Status RadixTree::insert(const int32_t* tokens, size_t n, const int64_t* slots, 
     trim(&l.key);
     trim(&l.value);
     l.priority = priority;
-    l.last_access = l.creation = stamp;
+    l.last_access = l.creation = ++clock_;  // after the walk's stamp, as SGLang creates it after the walk
     link_child(cur, leaf);
     evictable_ += n - pos;
     if (hashed_here) {

@@ -148,6 +148,7 @@ class RadixTree {
   void free_node(int32_t id);
   size_t match_len(const Node& node, const int32_t* tokens, size_t n) const;
   int32_t split(int32_t child, size_t at);
+  int32_t split_visited(int32_t child, size_t at, uint64_t stamp);  // split() of a child the walk stamped
   void touch(int32_t id, uint64_t stamp);
   void refresh_order(int32_t id);
   OrderKey order_key(const Node& n, int32_t id) const;

@@ -83,6 +83,8 @@ Status build_pool(::kvpool* pool) {
     pool->seqs = std::make_unique<seq::MambaSequences>(pool->paged.get(), pool->requests.get(), pool->mamba.get(),
                                                        pool->mamba_cache.get());
   }
+  // swa pools keep the shortfall rule: SGLang's hybrid allocator evicts only the shortfall of each pool too.
+  if (pool->seqs && c.prefix_cache.sglang_evict_rule) pool->seqs->set_evict_rule(seq::EvictRule::kSglang);
   return Status::ok();
 }
 

@@ -75,6 +75,7 @@ struct PrefixCacheConfig {
   PrefixCacheKind kind = PrefixCacheKind::kRadix;
   std::string eviction = "lru";
   bool events = false;
+  bool sglang_evict_rule = false;  // evict_rule "sglang": SGLang's whole over-estimate, not the shortfall
 };
 
 struct HostCacheConfig {

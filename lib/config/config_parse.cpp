@@ -286,7 +286,7 @@ Status parse_parallel(const cJSON* obj, int num_layers, ParallelConfig* par) {
 Status parse_prefix_cache(const cJSON* obj, PrefixCacheConfig* pc) {
   if (obj == nullptr) return Status::ok();
   JsonReader r(obj, "$.prefix_cache");
-  std::optional<std::string> kind, eviction;
+  std::optional<std::string> kind, eviction, evict_rule;
   std::optional<bool> events;
   KVPOOL_RETURN_IF_ERROR(r.get_choice("kind", {"radix", "chunk", "none"}, false, &kind));
   if (kind == std::string("chunk")) pc->kind = PrefixCacheKind::kChunk;
@@ -295,8 +295,10 @@ Status parse_prefix_cache(const cJSON* obj, PrefixCacheConfig* pc) {
   pc->eviction = eviction.value_or("lru");
   KVPOOL_RETURN_IF_ERROR(r.get_bool("events", false, &events));
   pc->events = events.value_or(false);
-  if (pc->kind != PrefixCacheKind::kRadix && (eviction || pc->events)) {
-    return Status::config("$.prefix_cache: eviction and events need kind \"radix\", got kind \"" +
+  KVPOOL_RETURN_IF_ERROR(r.get_choice("evict_rule", {"shortfall", "sglang"}, false, &evict_rule));
+  pc->sglang_evict_rule = evict_rule == std::string("sglang");
+  if (pc->kind != PrefixCacheKind::kRadix && (eviction || pc->events || evict_rule)) {
+    return Status::config("$.prefix_cache: eviction, events and evict_rule need kind \"radix\", got kind \"" +
                           kind.value_or("radix") + "\"");
   }
   return r.finish();

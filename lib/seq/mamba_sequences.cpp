@@ -21,20 +21,11 @@ bool MambaSequences::holds_state(int32_t slot) const {
   return false;
 }
 
-Status MambaSequences::make_room(size_t tokens, bool evict) {
-  const size_t available = allocator_->available_tokens();
-  if (tokens <= available) return Status::ok();
-  const size_t shortfall = tokens - available;
-  // Inside an open free group evicted slots become free only at the group's end: they cannot make room now.
-  const bool grouped = allocator_->pages().in_group();
-  const size_t evictable = mcache_ != nullptr && !grouped ? mcache_->tree().full_evictable_size() : 0;
-  if (evictable < shortfall) {
-    return Status::out_of_memory("need " + std::to_string(tokens) + " slots, " + std::to_string(available) +
-                                 " free and " + std::to_string(evictable) + " evictable");
-  }
-  if (!evict) return Status::ok();
+size_t MambaSequences::tree_evictable() const { return mcache_ != nullptr ? mcache_->tree().full_evictable_size() : 0; }
+
+Status MambaSequences::tree_evict(size_t tokens) {
   size_t evicted = 0;
-  return mcache_->evict(shortfall, &evicted);
+  return mcache_->evict(tokens, &evicted);
 }
 
 Status MambaSequences::match_and_lock(Request* r) {

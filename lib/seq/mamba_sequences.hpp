@@ -39,7 +39,8 @@ class MambaSequences : public Sequences {
   bool holds_state(int32_t slot) const override;
 
  protected:
-  Status make_room(size_t tokens, bool evict) override;
+  size_t tree_evictable() const override;
+  Status tree_evict(size_t tokens) override;
   Status match_and_lock(Request* r) override;
   void reserve_rematch(Request* r) override;
   Status unlock(Request* r) override;

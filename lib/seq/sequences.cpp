@@ -92,20 +92,27 @@ Status Sequences::free_slots(const std::vector<int64_t>& slots, size_t from, siz
   return allocator_->free(slots.data() + from, to - from);
 }
 
-Status Sequences::make_room(size_t tokens, bool evict) {
+Status Sequences::make_room(size_t tokens, size_t estimate, bool evict) {
   const size_t available = allocator_->available_tokens();
-  if (tokens <= available) return Status::ok();
-  const size_t shortfall = tokens - available;
+  // SGLang evicts its whole over-estimate as soon as the free slots fall below it
+  // (spec §1.14), even when the allocation itself would fit.
+  const size_t wanted = evict_rule_ == EvictRule::kSglang ? std::max(tokens, estimate) : tokens;
+  if (wanted <= available) return Status::ok();
   // Inside an open free group evicted slots become free only at the group's end: they cannot make room now.
-  const bool grouped = allocator_->pages().in_group();
-  const size_t evictable = cache_ != nullptr && !grouped ? cache_->tree().evictable_size() : 0;
-  if (evictable < shortfall) {
+  const size_t evictable = allocator_->pages().in_group() ? 0 : tree_evictable();
+  if (tokens > available && evictable < tokens - available) {
     return Status::out_of_memory("need " + std::to_string(tokens) + " slots, " + std::to_string(available) +
                                  " free and " + std::to_string(evictable) + " evictable");
   }
-  if (!evict) return Status::ok();
+  if (!evict || evictable == 0) return Status::ok();
+  return tree_evict(evict_rule_ == EvictRule::kSglang ? wanted : tokens - available);
+}
+
+size_t Sequences::tree_evictable() const { return cache_ != nullptr ? cache_->tree().evictable_size() : 0; }
+
+Status Sequences::tree_evict(size_t tokens) {
   size_t evicted = 0;
-  return cache_->evict(shortfall, &evicted);
+  return cache_->evict(tokens, &evicted);
 }
 
 Status Sequences::begin(const int32_t* tokens, size_t n, const std::string& extra_key, uint64_t* id, size_t* cached) {
@@ -192,9 +199,10 @@ Status Sequences::extend(const uint64_t* ids, const int64_t* chunks, size_t n, i
   if (!inserts.empty()) cache_->tree().reserve_inserts(inserts.data(), inserts.size());
   // Check first, so that out of memory changes nothing; before_chunks never lowers
   // free + evictable, so the eviction after it still succeeds.
-  KVPOOL_RETURN_IF_ERROR(make_room(pages * page_, false));
+  const size_t estimate = sglang_estimate(total, n);
+  KVPOOL_RETURN_IF_ERROR(make_room(pages * page_, estimate, false));
   KVPOOL_RETURN_IF_ERROR(before_chunks(reqs));
-  KVPOOL_RETURN_IF_ERROR(make_room(pages * page_, true));
+  KVPOOL_RETURN_IF_ERROR(make_room(pages * page_, estimate, true));
   for (size_t i = 0; i < n; ++i) last[i] = reqs[i]->slots.empty() ? -1 : reqs[i]->slots.back();
   KVPOOL_RETURN_IF_ERROR(allocator_->extend({pre.data(), seq.data(), last.data(), n}, out, out_len));
   return place_chunks(reqs, chunks, rows.data(), rows_needed, out);
@@ -303,7 +311,7 @@ Status Sequences::decode(const uint64_t* ids, const int32_t* tokens, size_t n, i
     reserve_more(&r->tokens, 1);
     reserve_more(&r->slots, 1);
   }
-  KVPOOL_RETURN_IF_ERROR(make_room(pages * page_, true));
+  KVPOOL_RETURN_IF_ERROR(make_room(pages * page_, n * page_, true));  // SGLang: a page per request
   KVPOOL_RETURN_IF_ERROR(allocator_->decode(seq.data(), last.data(), n, out));
   return place_decoded(reqs, tokens, out);
 }

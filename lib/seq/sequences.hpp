@@ -44,10 +44,18 @@ struct Request {
 // The requests of a pool whose KV is fully described by its token slots (mha,
 // mla, nsa, double_sparse), and the base of the variants with a second
 // resource (MambaSequences, SwaSequences), which override the hooks.
+// How much kvseq_extend / kvseq_decode evict from the prefix tree when free slots are short.
+enum class EvictRule {
+  kShortfall,  // exactly what is missing (the default)
+  kSglang,     // SGLang's scheduler: when free < its estimate, evict the whole estimate
+};
+
 class Sequences {
  public:
   // `cache` may be NULL (prefix cache kind "chunk" or "none").
   Sequences(alloc::PagedAllocator* allocator, req::RequestTable* table, cache::PrefixCache* cache);
+  // How much kvseq evicts when an allocation is short (prefix_cache.evict_rule).
+  void set_evict_rule(EvictRule rule) { evict_rule_ = rule; }
   virtual ~Sequences() = default;
   Sequences(const Sequences&) = delete;
   Sequences& operator=(const Sequences&) = delete;
@@ -94,9 +102,17 @@ class Sequences {
   Status place_decoded(const std::vector<Request*>& reqs, const int32_t* tokens, const int64_t* out);
   // Gives requests without a row the next of `rows` (in write_chunks' order).
   Status assign_rows(const std::vector<Request*>& reqs, const int32_t* rows);
-  // Frees enough unlocked cached prefixes for `tokens` more slots, or fails without evicting.
-  // With evict false it only checks that it could.
-  virtual Status make_room(size_t tokens, bool evict);
+  // Frees unlocked cached prefixes so that `tokens` more slots fit, or fails without
+  // evicting. `estimate` is SGLang's over-estimate of the same step (sglang_estimate());
+  // the rule (prefix_cache.evict_rule) decides how much goes. With evict false it only
+  // checks that it could.
+  Status make_room(size_t tokens, size_t estimate, bool evict);
+  // SGLang's scheduler estimate for a step of `batch` requests allocating `tokens` tokens:
+  // the tokens plus a page per request when pages are larger than a token (spec §1.14).
+  size_t sglang_estimate(size_t tokens, size_t batch) const { return page_ == 1 ? tokens : tokens + batch * page_; }
+  // The tree's evictable tokens, and its eviction (the plain and the mamba tree differ).
+  virtual size_t tree_evictable() const;
+  virtual Status tree_evict(size_t tokens);
   virtual Status match_and_lock(Request* r);
   // Takes the host memory a match_and_lock of `r` needs (the match's split and the
   // request's slots), for retract, which matches again after the release.
@@ -122,6 +138,7 @@ class Sequences {
   void mark_request_pages(std::vector<uint8_t>* pages) const;
 
   size_t page_ = 1;
+  EvictRule evict_rule_ = EvictRule::kShortfall;
   alloc::PagedAllocator* allocator_;
   req::RequestTable* table_;
   cache::PrefixCache* cache_;

@@ -194,7 +194,7 @@ TEST(Config, CrossSectionRules) {
   expect_config_error(doc(kModel, kPool, R"("storage": {"backend": "file", "path": "/tmp/x"})"),
                       {"$.storage: got a storage tier without $.host_cache"});
   expect_config_error(doc(kModel, kPool, R"("prefix_cache": {"kind": "chunk", "events": true})"),
-                      {"$.prefix_cache: eviction and events need kind \"radix\""});
+                      {"$.prefix_cache: eviction, events and evict_rule need kind \"radix\""});
   expect_config_error(doc(kModel, kPool, R"("host_cache": {"layout": "page_first_direct"})"),
                       {"$.host_cache.layout: got \"page_first_direct\" with io_backend \"kernel\""});
   expect_config_error(doc(kModel, kPool, R"("host_cache": {"ratio": 0.5})"),
