@@ -64,6 +64,7 @@ void IdAllocator::untake(size_t n) {
 }
 
 Status IdAllocator::check_ids(const int64_t* ids, size_t n, bool collapse_repeats, std::vector<int64_t>* unique) const {
+  bool ascending = true;  // non-decreasing: the usual case (pages taken from a sorted free list)
   for (size_t i = 0; i < n; ++i) {
     const int64_t id = ids[i];
     if (id == 0) return Status::invalid(what_ + " 0 is reserved and never handed out");
@@ -74,6 +75,16 @@ Status IdAllocator::check_ids(const int64_t* ids, size_t n, bool collapse_repeat
       return Status::invalid(what_ + " " + std::to_string(id) +
                              " is not allocated (freed twice, or never handed out)");
     }
+    ascending = ascending && (i == 0 || ids[i - 1] <= id);
+  }
+  if (ascending) {  // already in order: repeats are adjacent, no sort needed
+    if (n > 0 && !collapse_repeats) {
+      const int64_t* repeat = std::adjacent_find(ids, ids + n);
+      if (repeat != ids + n) return Status::invalid(what_ + " " + std::to_string(*repeat) + " is listed twice in one free");
+    }
+    unique->resize(n);
+    unique->resize(static_cast<size_t>(std::unique_copy(ids, ids + n, unique->begin()) - unique->begin()));
+    return Status::ok();
   }
   scratch_.assign(ids, ids + n);
   std::sort(scratch_.begin(), scratch_.end());
@@ -118,11 +129,11 @@ Status IdAllocator::give_back(const int64_t* ids, size_t n, bool collapse_repeat
 void IdAllocator::insert_released(std::vector<int64_t>& ids) {
   Ring& target = need_sort_ ? release_ : free_;
   if (order_ == GiveBackOrder::kAppend) {
-    for (int64_t id : ids) target.push_back(id);
+    target.push_back_range(ids.data(), ids.size());
     return;
   }
-  std::sort(ids.begin(), ids.end());  // in place: nothing to allocate after the owned bits changed
-  for (auto it = ids.rbegin(); it != ids.rend(); ++it) target.push_front(*it);
+  if (!std::is_sorted(ids.begin(), ids.end())) std::sort(ids.begin(), ids.end());  // in place: no allocation
+  target.push_front_range(ids.data(), ids.size());
 }
 
 Status IdAllocator::group_begin() {
