@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <new>
 #include <vector>
 
 #include "alloc/undo_log.hpp"
@@ -15,7 +17,7 @@ namespace kvp::alloc {
 class Ring {
  public:
   Ring(size_t capacity, UndoLog* log, UndoLog::Target target)
-      : data_(capacity == 0 ? 1 : capacity, 0), log_(log), target_(target) {}
+      : data_(capacity == 0 ? 1 : capacity), log_(log), target_(target) {}
 
   size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
@@ -102,7 +104,27 @@ class Ring {
     data_[pos] = id;
   }
 
-  std::vector<int64_t> data_;
+  // Zeroed storage from calloc: a large ring's pages are not touched (faulted in) until
+  // used, so a release list that a pool without need_sort never fills costs no memory.
+  class Storage {
+   public:
+    explicit Storage(size_t n) : n_(n), p_(static_cast<int64_t*>(std::calloc(n, sizeof(int64_t)))) {
+      if (p_ == nullptr) throw std::bad_alloc();
+    }
+    ~Storage() { std::free(p_); }
+    Storage(const Storage&) = delete;
+    Storage& operator=(const Storage&) = delete;
+    size_t size() const { return n_; }
+    int64_t* data() { return p_; }
+    const int64_t* data() const { return p_; }
+    int64_t& operator[](size_t i) { return p_[i]; }
+    int64_t operator[](size_t i) const { return p_[i]; }
+
+   private:
+    size_t n_;
+    int64_t* p_;
+  };
+  Storage data_;
   size_t head_ = 0;
   size_t size_ = 0;
   UndoLog* log_;

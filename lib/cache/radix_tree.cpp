@@ -21,6 +21,8 @@ bool parse_eviction_policy(const std::string& name, EvictionPolicy* out) {
 RadixTree::RadixTree(int64_t page_size, EvictionPolicy policy, bool events)
     : page_(page_size), policy_(policy), events_enabled_(events) {
   namespaces_[""] = 0;
+  evict_values_.reserve(kEvictBatch);
+  evict_ends_.reserve(kEvictBatch);
   reset();
   events_.clear();  // a fresh tree has nothing to clear
 }
@@ -48,15 +50,28 @@ int32_t RadixTree::intern(const std::string& extra_key) {
 }
 
 uint64_t RadixTree::child_hash(int32_t parent, int32_t extra, const int32_t* page_tokens) const {
-  // Word-wise multiply-xorshift over (parent, namespace, first page).
-  uint64_t h = (static_cast<uint64_t>(static_cast<uint32_t>(parent)) << 32) ^ static_cast<uint32_t>(extra);
-  auto mix = [&h](uint64_t v) {
-    h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-    h *= 0xff51afd7ed558ccdull;
-    h ^= h >> 33;
-  };
-  mix(h);
-  for (int64_t i = 0; i < page_; ++i) mix(static_cast<uint32_t>(page_tokens[i]));
+  // (parent, namespace) and the first page read as 64-bit words into four
+  // independent multiply lanes, then one finalising mix: a short dependency chain.
+  uint64_t lane[4] = {((static_cast<uint64_t>(static_cast<uint32_t>(parent)) << 32) ^ static_cast<uint32_t>(extra)) *
+                          0xd6e8feb86659fd93ull,
+                      0x9e3779b97f4a7c15ull, 0xc2b2ae3d27d4eb4full, 0x165667b19e3779f9ull};
+  const size_t bytes = static_cast<size_t>(page_) * sizeof(int32_t);
+  const unsigned char* p = reinterpret_cast<const unsigned char*>(page_tokens);
+  size_t i = 0, w = 0;
+  for (; i + 8 <= bytes; i += 8, ++w) {
+    uint64_t v;
+    std::memcpy(&v, p + i, 8);
+    lane[w & 3] = (lane[w & 3] ^ v) * 0xff51afd7ed558ccdull;
+  }
+  if (i < bytes) {  // an odd page size: the last token
+    uint32_t v;
+    std::memcpy(&v, p + i, 4);
+    lane[w & 3] = (lane[w & 3] ^ v) * 0xff51afd7ed558ccdull;
+  }
+  uint64_t h = lane[0] ^ (lane[1] >> 7) ^ (lane[2] << 11) ^ (lane[3] >> 17) ^ static_cast<uint64_t>(page_);
+  h ^= h >> 33;
+  h *= 0xc4ceb9fe1a85ec53ull;
+  h ^= h >> 29;
   return h;
 }
 
@@ -189,12 +204,33 @@ void RadixTree::free_node(int32_t id) {
   --live_nodes_;
 }
 
+size_t common_tokens(const int32_t* a, const int32_t* b, size_t n) {
+  // One memcmp for the usual whole match; otherwise 64-token blocks, then tokens.
+  if (std::memcmp(a, b, n * sizeof(int32_t)) == 0) return n;
+  constexpr size_t kBlock = 64;
+  size_t i = 0;
+  while (i + kBlock <= n && std::memcmp(a + i, b + i, kBlock * sizeof(int32_t)) == 0) i += kBlock;
+  while (i < n && a[i] == b[i]) ++i;
+  return i;
+}
+
 size_t RadixTree::match_len(const Node& node, const int32_t* tokens, size_t n) const {
   // First differing token, rounded down to a whole page (keys are page multiples).
-  const size_t limit = std::min(node.key.size(), n);
-  const size_t same = static_cast<size_t>(std::mismatch(node.key.data(), node.key.data() + limit, tokens).first -
-                                          node.key.data());
+  const size_t same = common_tokens(node.key.data(), tokens, std::min(node.key.size(), n));
   return same - same % static_cast<size_t>(page_);
+}
+
+void RadixTree::copy_slots(const Node& n, size_t from, size_t count, int64_t* out) const {
+  if (!n.paged) {
+    std::memcpy(out, n.value.data() + from, count * sizeof(int64_t));
+    return;
+  }
+  const size_t P = static_cast<size_t>(page_);
+  const int64_t* first = n.value.data() + from / P;
+  for (size_t p = 0; p < count / P; ++p) {
+    const int64_t base = first[p];
+    for (size_t j = 0; j < P; ++j) out[p * P + j] = base + static_cast<int64_t>(j);
+  }
 }
 
 RadixTree::OrderKey RadixTree::order_key(const Node& n, int32_t id) const {
@@ -213,23 +249,32 @@ RadixTree::OrderKey RadixTree::order_key(const Node& n, int32_t id) const {
 void RadixTree::refresh_order(int32_t id) {
   if (id == kRoot) return;
   Node& n = nodes_[static_cast<size_t>(id)];
+  const bool candidate = n.live && n.children == 0 && n.lock_ref == 0;
+  if (candidate && n.in_order) {  // re-keyed in place: its own set node moves, nothing is allocated
+    const OrderKey key = order_key(n, id);
+    if (key == *n.order_it) return;
+    auto nh = evictable_leaves_.extract(n.order_it);
+    nh.value() = key;
+    n.order_it = evictable_leaves_.insert(evictable_leaves_.end(), std::move(nh));  // LRU: the newest key goes last
+    return;
+  }
   // Set nodes are moved, not reallocated: the node's own, or the prepared spare.
   std::set<OrderKey>::node_type nh;
   if (n.in_order) {
-    nh = evictable_leaves_.extract(n.order_key);
+    nh = evictable_leaves_.extract(n.order_it);
     n.in_order = false;
   }
-  if (n.live && n.children == 0 && n.lock_ref == 0) {
-    n.order_key = order_key(n, id);
+  if (candidate) {
+    const OrderKey key = order_key(n, id);
     if (nh.empty() && !spare_orders_.empty()) {
       nh = std::move(spare_orders_.back());
       spare_orders_.pop_back();
     }
     if (nh.empty()) {
-      evictable_leaves_.insert(n.order_key);
+      n.order_it = evictable_leaves_.insert(evictable_leaves_.end(), key);
     } else {
-      nh.value() = n.order_key;
-      evictable_leaves_.insert(std::move(nh));
+      nh.value() = key;
+      n.order_it = evictable_leaves_.insert(evictable_leaves_.end(), std::move(nh));
     }
     n.in_order = true;
   } else if (!nh.empty() && spare_orders_.size() < spare_orders_.capacity()) {
@@ -251,8 +296,9 @@ int32_t RadixTree::split(int32_t child, size_t at) {
   std::vector<int32_t> key;
   std::vector<int64_t> value;
   take_spare_leaf(at, &key, &value);
+  const size_t values = lower.paged ? pages : at;  // stored values of the upper part
   key.assign(lower.key.begin(), lower.key.begin() + static_cast<long>(at));
-  value.assign(lower.value.begin(), lower.value.begin() + static_cast<long>(at));
+  value.assign(lower.value.begin(), lower.value.begin() + static_cast<long>(values));
   std::vector<Digest> hashes;
   if (!lower.hashes.empty()) hashes.assign(lower.hashes.begin(), lower.hashes.begin() + static_cast<long>(pages));
   const int32_t upper = new_node();  // may reallocate nodes_: index from here on
@@ -262,6 +308,7 @@ int32_t RadixTree::split(int32_t child, size_t at) {
   u.extra = c.extra;
   u.key = std::move(key);
   u.value = std::move(value);
+  u.paged = c.paged;
   u.lock_ref = c.lock_ref;  // locks of the lower part pass through the upper part
   u.priority = c.priority;
   u.hits = c.hits;
@@ -276,7 +323,7 @@ int32_t RadixTree::split(int32_t child, size_t at) {
   u.parent = parent;
   Node& c2 = nodes_[static_cast<size_t>(child)];
   c2.key.erase(c2.key.begin(), c2.key.begin() + static_cast<long>(at));
-  c2.value.erase(c2.value.begin(), c2.value.begin() + static_cast<long>(at));
+  c2.value.erase(c2.value.begin(), c2.value.begin() + static_cast<long>(values));
   link_child(upper, child);
   refresh_order(child);
   refresh_order(upper);
@@ -301,7 +348,8 @@ MatchResult RadixTree::match(const int32_t* tokens, size_t n, const std::string&
     const size_t len = match_len(nodes_[static_cast<size_t>(c)], tokens + pos, n - pos);
     if (len < nodes_[static_cast<size_t>(c)].key.size()) c = split(c, len);
     const Node& node = nodes_[static_cast<size_t>(c)];
-    r.slots.insert(r.slots.end(), node.value.begin(), node.value.end());
+    r.slots.resize(pos + node.key.size());  // within the reserved n: no allocation
+    copy_slots(node, 0, node.key.size(), r.slots.data() + pos);
     touch(c, stamp);
     cur = c;
     pos += len;  // after a split the next page differs, so the next lookup stops the walk
@@ -327,7 +375,7 @@ size_t RadixTree::match_into(const int32_t* tokens, size_t n, const std::string&
     const size_t len = match_len(nodes_[static_cast<size_t>(c)], tokens + pos, n - pos);
     if (len < nodes_[static_cast<size_t>(c)].key.size()) c = split(c, len);
     const Node& node = nodes_[static_cast<size_t>(c)];
-    std::copy(node.value.begin(), node.value.end(), out + pos);
+    copy_slots(node, 0, node.key.size(), out + pos);
     touch(c, stamp);
     cur = c;
     pos += len;
@@ -367,7 +415,18 @@ Status RadixTree::insert(const int32_t* tokens, size_t n, const int64_t* slots, 
   std::vector<int64_t> leaf_value;
   if (cached < n) take_spare_leaf(n - cached, &leaf_key, &leaf_value);
   leaf_key.assign(tokens + cached, tokens + n);
-  leaf_value.assign(slots + cached, slots + n);
+  // One value per page when every page's slots are consecutive (always, for a pool's tree).
+  const size_t P = static_cast<size_t>(page_);
+  bool leaf_paged = P > 1;
+  for (size_t off = cached; leaf_paged && off < n; off += P) {
+    for (size_t j = 1; j < P; ++j) leaf_paged = leaf_paged && slots[off + j] == slots[off] + static_cast<int64_t>(j);
+  }
+  if (leaf_paged) {
+    leaf_value.resize((n - cached) / P);
+    for (size_t p = 0; p < leaf_value.size(); ++p) leaf_value[p] = slots[cached + p * P];
+  } else {
+    leaf_value.assign(slots + cached, slots + n);
+  }
   std::vector<Digest> leaf_hashes;
   std::vector<KvEvent> stored;
   const Digest* prev = events_enabled_ && cached < n ? digest_before(tokens, cached, extra) : nullptr;
@@ -412,6 +471,7 @@ Status RadixTree::insert(const int32_t* tokens, size_t n, const int64_t* slots, 
     l.extra = extra;
     l.key = std::move(leaf_key);  // pos == cached: the walk matched what cached_prefix found
     l.value = std::move(leaf_value);
+    l.paged = leaf_paged;
     l.priority = priority;
     l.last_access = l.creation = stamp;
     link_child(cur, leaf);
@@ -473,14 +533,37 @@ Status RadixTree::evict(size_t tokens, const FreeSlots& free, size_t* evicted) {
     const size_t most = evictable_ / static_cast<size_t>(page_);
     if (events_.capacity() - events_.size() < most) events_.reserve(std::max(events_.size() + most, 2 * events_.capacity()));
   }
+  // The evicted nodes' values are batched (one run per node, in eviction order) and
+  // freed together; the buffers were sized at creation, so nothing here allocates.
+  evict_values_.clear();
+  evict_ends_.clear();
+  bool batch_paged = false;
+  auto flush = [&]() -> Status {
+    if (evict_ends_.empty()) return Status::ok();
+    const Status st = free(evict_values_.data(), evict_ends_.data(), evict_ends_.size(), batch_paged);
+    evict_values_.clear();
+    evict_ends_.clear();
+    return st;
+  };
   while (*evicted < tokens && !evictable_leaves_.empty()) {
     const int32_t id = std::get<2>(*evictable_leaves_.begin());
     Node& n = nodes_[static_cast<size_t>(id)];
-    KVPOOL_RETURN_IF_ERROR(free(n.value.data(), n.value.size()));
-    *evicted += n.value.size();
+    if (!evict_ends_.empty() && (n.paged != batch_paged || evict_ends_.size() == evict_ends_.capacity() ||
+                                 evict_values_.size() + n.value.size() > evict_values_.capacity())) {
+      KVPOOL_RETURN_IF_ERROR(flush());
+    }
+    if (n.value.size() > evict_values_.capacity()) {  // too large to batch: freed alone, before it leaves
+      const size_t end = n.value.size();
+      KVPOOL_RETURN_IF_ERROR(free(n.value.data(), &end, 1, n.paged));
+    } else {
+      batch_paged = n.paged;
+      evict_values_.insert(evict_values_.end(), n.value.begin(), n.value.end());  // within capacity
+      evict_ends_.push_back(evict_values_.size());
+    }
+    *evicted += n.key.size();
     evictable_ -= n.key.size();
     if (events_enabled_) emit_removed(n);
-    auto nh = evictable_leaves_.extract(n.order_key);
+    auto nh = evictable_leaves_.extract(n.order_it);
     if (spare_orders_.size() < spare_orders_.capacity()) spare_orders_.push_back(std::move(nh));  // for the parent
     n.in_order = false;
     const int32_t parent = n.parent;
@@ -488,7 +571,7 @@ Status RadixTree::evict(size_t tokens, const FreeSlots& free, size_t* evicted) {
     free_node(id);
     refresh_order(parent);  // a parent left without children becomes a candidate
   }
-  return Status::ok();
+  return flush();
 }
 
 void RadixTree::reset() {
@@ -576,7 +659,10 @@ void RadixTree::emit_removed(const Node& n) {
 
 void RadixTree::collect_slots(std::vector<int64_t>* out) const {
   for (size_t id = 1; id < nodes_.size(); ++id) {
-    if (nodes_[id].live) out->insert(out->end(), nodes_[id].value.begin(), nodes_[id].value.end());
+    if (!nodes_[id].live) continue;
+    const size_t at = out->size();
+    out->resize(at + nodes_[id].key.size());
+    copy_slots(nodes_[id], 0, nodes_[id].key.size(), out->data() + at);
   }
 }
 
@@ -591,8 +677,9 @@ size_t RadixTree::check(std::string* report, size_t max_lines) const {
     const Node& n = nodes_[id];
     if (!n.live) continue;
     const std::string who = "radix node " + std::to_string(id);
-    if (n.key.size() != n.value.size() || n.key.empty() || n.key.size() % static_cast<size_t>(page_) != 0) {
-      complain(who + " has " + std::to_string(n.key.size()) + " tokens and " + std::to_string(n.value.size()) + " slots");
+    const size_t slots = n.value.size() * (n.paged ? static_cast<size_t>(page_) : 1);
+    if (n.key.size() != slots || n.key.empty() || n.key.size() % static_cast<size_t>(page_) != 0) {
+      complain(who + " has " + std::to_string(n.key.size()) + " tokens and " + std::to_string(slots) + " slots");
       continue;
     }
     if (n.parent < 0 || !nodes_[static_cast<size_t>(n.parent)].live) {

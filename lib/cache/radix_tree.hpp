@@ -26,6 +26,9 @@
 
 namespace kvp::cache {
 
+// Number of leading tokens a[0, n) and b[0, n) share.
+size_t common_tokens(const int32_t* a, const int32_t* b, size_t n);
+
 enum class EvictionPolicy { kLru, kLfu, kFifo, kMru, kFilo, kPriority };
 bool parse_eviction_policy(const std::string& name, EvictionPolicy* out);
 
@@ -49,7 +52,10 @@ struct MatchResult {
 
 class RadixTree {
  public:
-  using FreeSlots = std::function<Status(const int64_t* slots, size_t n)>;
+  // Gives evicted slots back: `runs` runs, run r = values[ends[r-1], ends[r]), one run per
+  // evicted node in eviction order. With `paged` each value is the first slot of a whole
+  // page of consecutive slots (the page's other slots are implied), else one slot per token.
+  using FreeSlots = std::function<Status(const int64_t* values, const size_t* ends, size_t runs, bool paged)>;
 
   RadixTree(int64_t page_size, EvictionPolicy policy, bool events);
 
@@ -107,6 +113,14 @@ class RadixTree {
 
   // Every slot the tree owns (for ownership checks), and an internal consistency check.
   void collect_slots(std::vector<int64_t>* out) const;
+  // Calls f(values, n, paged) with the stored values of every live node (no copy);
+  // paged: one value per page, its first slot.
+  template <class F>
+  void for_each_value(F&& f) const {
+    for (size_t id = 1; id < nodes_.size(); ++id) {
+      if (nodes_[id].live) f(nodes_[id].value.data(), nodes_[id].value.size(), nodes_[id].paged);
+    }
+  }
   size_t check(std::string* report, size_t max_lines) const;
 
  private:
@@ -125,11 +139,17 @@ class RadixTree {
     uint64_t creation = 0;
     uint64_t hits = 0;
     bool in_order = false;
-    OrderKey order_key{};
+    std::set<OrderKey>::iterator order_it{};  // its entry in evictable_leaves_ while in_order
     std::vector<int32_t> key;
+    // The slots of the key's tokens: one per token, or, when `paged`, one per page
+    // (the page's first slot; the others follow it in order), which is what every
+    // node of a pool's tree holds when page_size > 1 (whole allocated pages).
     std::vector<int64_t> value;
+    bool paged = false;
     std::vector<Digest> hashes;  // one per page, when events are on
   };
+  // Writes the slots of node tokens [from, from + count) (page multiples when paged).
+  void copy_slots(const Node& n, size_t from, size_t count, int64_t* out) const;
 
   NodeHandle handle(int32_t id) const;
   int32_t resolve(NodeHandle h) const;  // -1 if stale
@@ -180,6 +200,10 @@ class RadixTree {
   uint64_t clock_ = 0;
   uint32_t generations_ = 0;
   std::vector<KvEvent> events_;
+  // evict()'s batch: the evicted nodes' values and the end of each node's run.
+  static constexpr size_t kEvictBatch = size_t{1} << 16;
+  std::vector<int64_t> evict_values_;
+  std::vector<size_t> evict_ends_;
 };
 
 }  // namespace kvp::cache

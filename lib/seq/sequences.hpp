@@ -120,6 +120,17 @@ class Sequences {
   std::unordered_map<uint64_t, Request> requests_;
   uint64_t next_id_ = 1;
   std::vector<int64_t> match_scratch_;  // cache_computed_pages' match, sized to max_context_len once
+  // Token and slot buffers of finished requests, kept (emptied, capacity intact) for the
+  // next requests: a new request reuses grown memory instead of faulting in fresh pages.
+  static constexpr size_t kSpareBuffers = 8;
+  std::vector<std::vector<int32_t>> spare_tokens_;
+  std::vector<std::vector<int64_t>> spare_slots_;
+  // Moves r's buffers to the spares while there is room (never allocates).
+  void recycle(Request* r);
+  // Scratch of check_batch / decode, reused across calls.
+  std::vector<uint64_t> sorted_ids_;
+  std::vector<int64_t> decode_seq_, decode_last_;
+  std::vector<Request*> decode_reqs_;
 };
 
 }  // namespace kvp::seq

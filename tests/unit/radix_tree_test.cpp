@@ -28,12 +28,23 @@ Slots match(RadixTree& t, const Tokens& key, const std::string& extra = "") {
   return t.match(key.data(), key.size(), extra).slots;
 }
 
-// Frees nothing, but records what the tree hands back.
+// Frees nothing, but records what the tree hands back: every slot (paged values
+// expanded to their page's slots), and the runs, one per evicted node.
 struct Recorder {
+  int64_t page = 1;
   Slots freed;
+  std::vector<Slots> runs;
+  explicit Recorder(int64_t page_size = 1) : page(page_size) {}
   RadixTree::FreeSlots fn() {
-    return [this](const int64_t* s, size_t n) {
-      freed.insert(freed.end(), s, s + n);
+    return [this](const int64_t* values, const size_t* ends, size_t n_runs, bool paged) {
+      for (size_t r = 0, from = 0; r < n_runs; from = ends[r++]) {
+        Slots run;
+        for (size_t i = from; i < ends[r]; ++i) {
+          for (int64_t j = 0; j < (paged ? page : 1); ++j) run.push_back(values[i] + j);
+        }
+        freed.insert(freed.end(), run.begin(), run.end());
+        runs.push_back(run);
+      }
       return Status::ok();
     };
   }
@@ -286,9 +297,10 @@ TEST(RadixEvents, StoredPerPageWithChainedParents) {
   EXPECT_EQ(events[0].block_hash, kvp::cache::event_id(kvp::cache::page_digest(nullptr, page.data(), 4)));
   EXPECT_TRUE(t.take_events().empty());  // drained
 
-  Recorder r;
+  Recorder r(4);
   size_t evicted = 0;
   ASSERT_TRUE(t.evict(8, r.fn(), &evicted).is_ok());
+  EXPECT_EQ(r.freed, (Slots{4, 5, 6, 7, 8, 9, 10, 11}));  // stored per page, handed back whole
   events = t.take_events();
   ASSERT_EQ(events.size(), 2u);
   EXPECT_EQ(events[0].type, EventType::kBlockRemoved);
@@ -308,9 +320,10 @@ TEST(RadixEvents, NoEventsOnSplitAndHashesFollowTheSplit) {
   EXPECT_EQ(events[0].tokens, (Tokens{5, 6}));
   const Tokens first{1, 2};
   EXPECT_EQ(events[0].parent_hash, kvp::cache::event_id(kvp::cache::page_digest(nullptr, first.data(), 2)));
-  Recorder r;
+  Recorder r(2);
   size_t evicted = 0;
   ASSERT_TRUE(t.evict(100, r.fn(), &evicted).is_ok());
+  EXPECT_EQ(r.runs, (std::vector<Slots>{{4, 5}, {8, 9}, {2, 3}}));  // one run per node, in eviction order
   EXPECT_EQ(t.take_events().size(), 3u);  // [3, 4], [5, 6], then [1, 2]: one hash each
   expect_consistent(t);
 }
@@ -337,9 +350,10 @@ TEST(RadixTree, RandomOperationsStayConsistent) {
         ASSERT_TRUE(t.unlock(locked.back()).is_ok());
         locked.pop_back();
       } else {
-        Recorder r;
+        Recorder r(page);
         size_t evicted = 0;
         ASSERT_TRUE(t.evict(rng() % 8, r.fn(), &evicted).is_ok());
+        ASSERT_EQ(r.freed.size(), evicted);
       }
       std::string report;
       ASSERT_EQ(t.check(&report, 20), 0u) << "page " << page << " step " << step << "\n" << report;
