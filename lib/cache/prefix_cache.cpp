@@ -32,8 +32,16 @@ Status PrefixCache::check_handover(const int64_t* slots, size_t n) const {
     if (owned_[static_cast<size_t>(page)] != 0) return Status::invalid("page " + std::to_string(page) + " already belongs to the prefix tree");
     pages.push_back(page);
   }
-  std::sort(pages.begin(), pages.end());
-  if (std::adjacent_find(pages.begin(), pages.end()) != pages.end()) return Status::invalid("a page is handed over twice");
+  // Repeats without sorting: mark each page (0 -> 2, none is the tree's) and look for a
+  // second mark; the marks are cleared before returning.
+  bool twice = false;
+  for (int64_t page : pages) {
+    uint8_t& mark = owned_[static_cast<size_t>(page)];
+    twice = twice || mark == 2;
+    mark = 2;
+  }
+  for (int64_t page : pages) owned_[static_cast<size_t>(page)] = 0;
+  if (twice) return Status::invalid("a page is handed over twice");
   return Status::ok();
 }
 

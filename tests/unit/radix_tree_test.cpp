@@ -8,6 +8,7 @@
 
 #include "cache/page_hash.hpp"
 #include "cache/radix_tree.hpp"
+#include "cache/sha256.hpp"
 
 namespace {
 
@@ -279,6 +280,45 @@ TEST(PageHash, MatchesSha256sumOnTheSameBytes) {
   Tokens many(1000);
   for (size_t i = 0; i < many.size(); ++i) many[i] = static_cast<int32_t>(i * 7919);
   EXPECT_EQ(hex(kvp::cache::page_digest(nullptr, many.data(), many.size())), sha256sum_of(le_bytes(many)));
+}
+
+TEST(PageHash, HardwareAndPortableSha256Agree) {
+  // Both compress paths (the CPU's SHA extensions where present) on every length
+  // around the one- and two-block padding boundaries, and on page digests.
+  std::mt19937 rng(5);
+  for (size_t len = 0; len < 300; ++len) {
+    std::vector<uint8_t> bytes(len);
+    for (auto& b : bytes) b = static_cast<uint8_t>(rng());
+    kvp::cache::Sha256 hw, sw;
+    hw.update(bytes.data(), bytes.size());
+    const auto a = hw.finish();
+    ASSERT_EQ(kvp::cache::Sha256::of(bytes.data(), bytes.size()), a) << "one-shot, length " << len;
+    kvp::cache::Sha256::allow_hardware(false);
+    sw.update(bytes.data(), bytes.size());
+    const auto b = sw.finish();
+    kvp::cache::Sha256::allow_hardware(true);
+    ASSERT_EQ(a, b) << "length " << len;
+  }
+  for (size_t n : {1u, 16u, 40u, 41u, 64u}) {  // short (one-shot) and long pages agree with the incremental hash
+    Tokens toks(n);
+    for (auto& t : toks) t = static_cast<int32_t>(rng());
+    kvp::cache::Sha256 inc;
+    std::vector<uint8_t> le;
+    for (int32_t t : toks) {
+      for (int k = 0; k < 4; ++k) le.push_back(static_cast<uint8_t>(static_cast<uint32_t>(t) >> (8 * k)));
+    }
+    inc.update(le.data(), le.size());
+    EXPECT_EQ(kvp::cache::page_digest(nullptr, toks.data(), n), inc.finish()) << n << " tokens";
+  }
+  Tokens page(16);
+  for (auto& t : page) t = static_cast<int32_t>(rng());
+  const auto first = kvp::cache::page_digest(nullptr, page.data(), page.size());
+  const auto hw = kvp::cache::page_digest(&first, page.data(), page.size());
+  kvp::cache::Sha256::allow_hardware(false);
+  const auto sw = kvp::cache::page_digest(&first, page.data(), page.size());
+  kvp::cache::Sha256::allow_hardware(true);
+  EXPECT_EQ(hw, sw);
+  std::printf("SHA-256 hardware path: %s\n", kvp::cache::Sha256::hardware() ? "yes" : "no (portable only)");
 }
 
 TEST(RadixEvents, StoredPerPageWithChainedParents) {
