@@ -245,8 +245,9 @@ size_t IdAllocator::check(std::string* report, size_t max_lines) const {
   OwnershipView view;
   view.what = what_;
   view.num_ids = num_ids_;
-  view.free = free_.to_vector();
-  view.release = release_.to_vector();
+  free_.parts(&view.free_parts[0].data, &view.free_parts[0].size, &view.free_parts[1].data, &view.free_parts[1].size);
+  release_.parts(&view.release_parts[0].data, &view.release_parts[0].size, &view.release_parts[1].data,
+                 &view.release_parts[1].size);
   view.group = group_;
   view.owned = &owned_;
   view.held_counter = held_;

@@ -61,6 +61,13 @@ class Ring {
     if (first < n) std::memcpy(data_.data(), ids + first, (n - first) * sizeof(int64_t));
     size_ += n;
   }
+  // The contents as at most two contiguous parts, front first.
+  void parts(const int64_t** a, size_t* na, const int64_t** b, size_t* nb) const {
+    *na = std::min(size_, data_.size() - head_);
+    *a = data_.data() + head_;
+    *nb = size_ - *na;
+    *b = data_.data();
+  }
   // Copies the first n elements to out.
   void copy_front(size_t n, int64_t* out) const {
     const size_t first = std::min(n, data_.size() - head_);
