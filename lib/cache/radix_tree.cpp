@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
 
 namespace kvp::cache {
 
@@ -131,12 +132,20 @@ void RadixTree::prepare(size_t new_nodes, size_t orders) {
   }
 }
 
-void RadixTree::take_spare_leaf(size_t tokens, std::vector<int32_t>* key, std::vector<int64_t>* value) {
-  if (tokens > spare_leaf_tokens_ || spare_keys_.empty() || spare_values_.empty()) return;
-  *key = std::move(spare_keys_.back());  // reserved by reserve_inserts(): no allocation
-  spare_keys_.pop_back();
-  *value = std::move(spare_values_.back());
-  spare_values_.pop_back();
+void RadixTree::take_spare_leaf(size_t tokens, size_t values, std::vector<int32_t>* key, std::vector<int64_t>* value) {
+  // Buffers of the exact size; the spares made by reserve_inserts() only when that
+  // allocation fails, so that a prepared insert or split never fails for memory (and
+  // the spares, of the largest key's size, are not handed to every new node).
+  try {
+    key->reserve(tokens);
+    value->reserve(values);
+  } catch (const std::bad_alloc&) {
+    if (tokens > spare_leaf_tokens_ || values > spare_leaf_tokens_ || spare_keys_.empty() || spare_values_.empty()) throw;
+    *key = std::move(spare_keys_.back());  // reserved by reserve_inserts(): no allocation
+    spare_keys_.pop_back();
+    *value = std::move(spare_values_.back());
+    spare_values_.pop_back();
+  }
 }
 
 void RadixTree::reserve_inserts(size_t inserts, size_t tokens) {
@@ -295,8 +304,8 @@ int32_t RadixTree::split(int32_t child, size_t at) {
   const size_t pages = at / static_cast<size_t>(page_);
   std::vector<int32_t> key;
   std::vector<int64_t> value;
-  take_spare_leaf(at, &key, &value);
   const size_t values = lower.paged ? pages : at;  // stored values of the upper part
+  take_spare_leaf(at, values, &key, &value);
   key.assign(lower.key.begin(), lower.key.begin() + static_cast<long>(at));
   value.assign(lower.value.begin(), lower.value.begin() + static_cast<long>(values));
   std::vector<Digest> hashes;
@@ -413,14 +422,14 @@ Status RadixTree::insert(const int32_t* tokens, size_t n, const int64_t* slots, 
   const size_t cached = cached_prefix(tokens, n, extra_key);
   std::vector<int32_t> leaf_key;
   std::vector<int64_t> leaf_value;
-  if (cached < n) take_spare_leaf(n - cached, &leaf_key, &leaf_value);
-  leaf_key.assign(tokens + cached, tokens + n);
   // One value per page when every page's slots are consecutive (always, for a pool's tree).
   const size_t P = static_cast<size_t>(page_);
   bool leaf_paged = P > 1;
   for (size_t off = cached; leaf_paged && off < n; off += P) {
     for (size_t j = 1; j < P; ++j) leaf_paged = leaf_paged && slots[off + j] == slots[off] + static_cast<int64_t>(j);
   }
+  if (cached < n) take_spare_leaf(n - cached, leaf_paged ? (n - cached) / P : n - cached, &leaf_key, &leaf_value);
+  leaf_key.assign(tokens + cached, tokens + n);
   if (leaf_paged) {
     leaf_value.resize((n - cached) / P);
     for (size_t p = 0; p < leaf_value.size(); ++p) leaf_value[p] = slots[cached + p * P];

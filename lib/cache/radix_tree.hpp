@@ -173,8 +173,9 @@ class RadixTree {
   // and room in the free-id list. Linking, ordering and freeing then cannot throw,
   // so a call that runs out of host memory fails before its first change.
   void prepare(size_t new_nodes, size_t orders = 1);
-  // Moves a spare key/slot buffer pair of room for `tokens` into *key / *value, if one is left.
-  void take_spare_leaf(size_t tokens, std::vector<int32_t>* key, std::vector<int64_t>* value);
+  // Gives *key / *value room for `tokens` tokens / `values` values: allocated to size,
+  // or, if that fails, a spare pair made by reserve_inserts() (rethrows if none is left).
+  void take_spare_leaf(size_t tokens, size_t values, std::vector<int32_t>* key, std::vector<int64_t>* value);
   // The child-map entry of `child` under `parent` (end() if missing).
   std::unordered_multimap<uint64_t, int32_t>::iterator child_entry(int32_t parent, int32_t child);
   // The digest of the page that ends at `pos` of a cached key (nullptr at 0 or without hashes).
