@@ -53,7 +53,7 @@ Status PrefixCache::insert(const int32_t* tokens, size_t n, const int64_t* slots
   }
   const size_t prefix = tree_.cached_prefix(tokens, n, extra_key);
   KVPOOL_RETURN_IF_ERROR(check_handover(slots + prefix, n - prefix));
-  KVPOOL_RETURN_IF_ERROR(tree_.insert(tokens, n, slots, extra_key, priority, prefix_len, node));
+  KVPOOL_RETURN_IF_ERROR(tree_.insert(tokens, n, slots, extra_key, priority, prefix_len, node, prefix));
   for (size_t i = *prefix_len; i < n; i += P) owned_[static_cast<size_t>(slots[i] / static_cast<int64_t>(P))] = 1;
   return Status::ok();
 }

@@ -410,7 +410,7 @@ size_t RadixTree::cached_prefix(const int32_t* tokens, size_t n, const std::stri
 }
 
 Status RadixTree::insert(const int32_t* tokens, size_t n, const int64_t* slots, const std::string& extra_key,
-                         int32_t priority, size_t* prefix_len, NodeHandle* last_node) {
+                         int32_t priority, size_t* prefix_len, NodeHandle* last_node, size_t known_cached) {
   if (n % static_cast<size_t>(page_) != 0) {
     return Status::invalid("key length " + std::to_string(n) + " is not a multiple of page_size " +
                            std::to_string(page_));
@@ -419,7 +419,7 @@ Status RadixTree::insert(const int32_t* tokens, size_t n, const int64_t* slots, 
   // Everything that allocates before the first change: the arena and spares (one
   // split and one leaf at most), the leaf's key, slots, page hashes and events.
   prepare(2);
-  const size_t cached = cached_prefix(tokens, n, extra_key);
+  const size_t cached = known_cached != SIZE_MAX ? known_cached : cached_prefix(tokens, n, extra_key);
   std::vector<int32_t> leaf_key;
   std::vector<int64_t> leaf_value;
   // One value per page when every page's slots are consecutive (always, for a pool's tree).

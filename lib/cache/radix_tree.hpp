@@ -13,6 +13,7 @@
 //   the same stamp (SGLang stamps them with one wall-clock reading).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <set>
@@ -89,8 +90,9 @@ class RadixTree {
   // Inserts an aligned key with its slots. *prefix_len receives the tokens that
   // were already cached (the caller keeps owning slots[0, prefix_len)); the tree
   // takes ownership of slots[prefix_len, n).
+  // `cached`, when known, is cached_prefix() of the same key (saves a walk).
   Status insert(const int32_t* tokens, size_t n, const int64_t* slots, const std::string& extra_key,
-                int32_t priority, size_t* prefix_len, NodeHandle* last_node = nullptr);
+                int32_t priority, size_t* prefix_len, NodeHandle* last_node = nullptr, size_t cached = SIZE_MAX);
 
   Status lock(NodeHandle node);
   Status unlock(NodeHandle node);
