@@ -22,6 +22,7 @@ bool parse_eviction_policy(const std::string& name, EvictionPolicy* out) {
 RadixTree::RadixTree(int64_t page_size, EvictionPolicy policy, bool events)
     : page_(page_size), policy_(policy), events_enabled_(events) {
   namespaces_[""] = 0;
+  reserve_children(8);
   evict_values_.reserve(kEvictBatch);
   evict_ends_.reserve(kEvictBatch);
   reset();
@@ -77,40 +78,57 @@ uint64_t RadixTree::child_hash(int32_t parent, int32_t extra, const int32_t* pag
 }
 
 int32_t RadixTree::find_child(int32_t parent, int32_t extra, const int32_t* tokens) const {
-  auto range = children_.equal_range(child_hash(parent, extra, tokens));
-  for (auto it = range.first; it != range.second; ++it) {
-    const Node& c = nodes_[static_cast<size_t>(it->second)];
+  const uint64_t h = child_hash(parent, extra, tokens);
+  const size_t mask = child_table_.size() - 1;
+  for (size_t i = h & mask;; i = (i + 1) & mask) {
+    const ChildSlot& slot = child_table_[i];
+    if (slot.id < 0) return -1;
+    if (slot.hash != h) continue;
+    const Node& c = nodes_[static_cast<size_t>(slot.id)];
     if (c.parent == parent && c.extra == extra &&
         std::memcmp(c.key.data(), tokens, static_cast<size_t>(page_) * sizeof(int32_t)) == 0) {
-      return it->second;
+      return slot.id;
     }
   }
-  return -1;
+}
+
+void RadixTree::reserve_children(size_t links) {
+  if (2 * links <= child_table_.size()) return;
+  size_t size = child_table_.empty() ? 16 : child_table_.size();
+  while (2 * links > size) size *= 2;
+  std::vector<ChildSlot> table(size);  // the only allocation; nothing changed yet
+  const size_t mask = size - 1;
+  for (const ChildSlot& slot : child_table_) {
+    if (slot.id < 0) continue;
+    size_t i = slot.hash & mask;
+    while (table[i].id >= 0) i = (i + 1) & mask;
+    table[i] = slot;
+  }
+  child_table_.swap(table);
 }
 
 void RadixTree::link_child(int32_t parent, int32_t child) {
   Node& c = nodes_[static_cast<size_t>(child)];
   c.parent = parent;
   const uint64_t h = child_hash(parent, c.extra, c.key.data());
-  if (!spare_children_.empty()) {  // prepared: no allocation (and no rehash: prepare reserved the buckets)
-    auto spare = std::move(spare_children_.back());
-    spare_children_.pop_back();
-    spare.key() = h;
-    spare.mapped() = child;
-    children_.insert(std::move(spare));
-  } else {
-    children_.emplace(h, child);
-  }
+  reserve_children(child_links_ + 1);  // prepared: no growth here
+  const size_t mask = child_table_.size() - 1;
+  size_t i = h & mask;
+  while (child_table_[i].id >= 0) i = (i + 1) & mask;
+  child_table_[i] = ChildSlot{h, child};
+  ++child_links_;
   ++nodes_[static_cast<size_t>(parent)].children;
 }
 
-std::unordered_multimap<uint64_t, int32_t>::iterator RadixTree::child_entry(int32_t parent, int32_t child) {
+RadixTree::ChildSlot* RadixTree::child_entry(int32_t parent, int32_t child) {
   const Node& c = nodes_[static_cast<size_t>(child)];
-  auto range = children_.equal_range(child_hash(parent, c.extra, c.key.data()));
-  for (auto it = range.first; it != range.second; ++it) {
-    if (it->second == child) return it;
+  const uint64_t h = child_hash(parent, c.extra, c.key.data());
+  const size_t mask = child_table_.size() - 1;
+  for (size_t i = h & mask;; i = (i + 1) & mask) {
+    ChildSlot& slot = child_table_[i];
+    if (slot.id < 0) return nullptr;
+    if (slot.id == child) return &slot;
   }
-  return children_.end();
 }
 
 void RadixTree::prepare(size_t new_nodes, size_t orders) {
@@ -118,12 +136,7 @@ void RadixTree::prepare(size_t new_nodes, size_t orders) {
     nodes_.reserve(std::max(nodes_.size() + new_nodes, 2 * nodes_.capacity()));
   }
   if (free_ids_.capacity() < nodes_.capacity()) free_ids_.reserve(nodes_.capacity());  // free_node never allocates
-  const size_t links = children_.size() + new_nodes + 1;
-  if (static_cast<double>(links) > static_cast<double>(children_.bucket_count()) * children_.max_load_factor()) {
-    children_.reserve(2 * links);
-  }
-  if (spare_children_.capacity() < new_nodes) spare_children_.reserve(new_nodes);
-  while (spare_children_.size() < new_nodes) spare_children_.push_back(children_.extract(children_.emplace(~0ull, -1)));
+  reserve_children(child_links_ + new_nodes + 1);
   // Room to keep one more order node than asked (refresh_order returns unused ones).
   if (spare_orders_.capacity() < orders + 1) spare_orders_.reserve(orders + 1);
   const OrderKey spare{INT64_MIN, INT64_MIN, INT32_MIN};  // no real key: ids are >= 1
@@ -175,13 +188,21 @@ void RadixTree::reserve_inserts(size_t inserts, size_t tokens) {
 }
 
 void RadixTree::unlink_child(int32_t parent, int32_t child) {
-  const Node& c = nodes_[static_cast<size_t>(child)];
-  auto range = children_.equal_range(child_hash(parent, c.extra, c.key.data()));
-  for (auto it = range.first; it != range.second; ++it) {
-    if (it->second == child) {
-      children_.erase(it);
-      break;
+  ChildSlot* entry = child_entry(parent, child);
+  if (entry != nullptr) {  // backward-shift deletion: later entries of the probe run move up
+    const size_t mask = child_table_.size() - 1;
+    size_t hole = static_cast<size_t>(entry - child_table_.data());
+    for (size_t j = (hole + 1) & mask; child_table_[j].id >= 0; j = (j + 1) & mask) {
+      const size_t home = child_table_[j].hash & mask;
+      // The entry at j may fill the hole unless its home lies cyclically in (hole, j].
+      const bool stays = hole <= j ? (home > hole && home <= j) : (home > hole || home <= j);
+      if (!stays) {
+        child_table_[hole] = child_table_[j];
+        hole = j;
+      }
     }
+    child_table_[hole] = ChildSlot{};
+    --child_links_;
   }
   --nodes_[static_cast<size_t>(parent)].children;
 }
@@ -328,7 +349,7 @@ int32_t RadixTree::split(int32_t child, size_t at) {
     c.hashes.erase(c.hashes.begin(), c.hashes.begin() + static_cast<long>(pages));
   }
   // Same first page: the upper part takes the child's entry in its parent.
-  child_entry(parent, child)->second = upper;
+  child_entry(parent, child)->id = upper;
   u.parent = parent;
   Node& c2 = nodes_[static_cast<size_t>(child)];
   c2.key.erase(c2.key.begin(), c2.key.begin() + static_cast<long>(at));
@@ -586,7 +607,8 @@ Status RadixTree::evict(size_t tokens, const FreeSlots& free, size_t* evicted) {
 void RadixTree::reset() {
   nodes_.clear();
   free_ids_.clear();
-  children_.clear();
+  std::fill(child_table_.begin(), child_table_.end(), ChildSlot{});
+  child_links_ = 0;
   evictable_leaves_.clear();
   live_nodes_ = 0;
   const int32_t root = new_node();

@@ -179,7 +179,13 @@ class RadixTree {
   // or, if that fails, a spare pair made by reserve_inserts() (rethrows if none is left).
   void take_spare_leaf(size_t tokens, size_t values, std::vector<int32_t>* key, std::vector<int64_t>* value);
   // The child-map entry of `child` under `parent` (end() if missing).
-  std::unordered_multimap<uint64_t, int32_t>::iterator child_entry(int32_t parent, int32_t child);
+  struct ChildSlot {
+    uint64_t hash = 0;
+    int32_t id = -1;  // -1: empty
+  };
+  ChildSlot* child_entry(int32_t parent, int32_t child);
+  // Room for `links` child links without growing (grows the table: may allocate).
+  void reserve_children(size_t links);
   // The digest of the page that ends at `pos` of a cached key (nullptr at 0 or without hashes).
   const Digest* digest_before(const int32_t* tokens, size_t pos, int32_t extra) const;
 
@@ -189,11 +195,13 @@ class RadixTree {
   std::vector<Node> nodes_;
   std::vector<int32_t> free_ids_;
   size_t live_nodes_ = 0;
-  std::unordered_multimap<uint64_t, int32_t> children_;
+  // Child links: an open-addressing table (linear probing, at most half full, power-of-two
+  // size) of (hash of parent, namespace and first page; child id); deletion shifts back.
+  std::vector<ChildSlot> child_table_;
+  size_t child_links_ = 0;
   std::unordered_map<std::string, int32_t> namespaces_;
   std::set<OrderKey> evictable_leaves_;
   // Spare container nodes and leaf buffers made by prepare() / reserve_inserts().
-  std::vector<std::unordered_multimap<uint64_t, int32_t>::node_type> spare_children_;
   std::vector<std::set<OrderKey>::node_type> spare_orders_;
   std::vector<std::vector<int32_t>> spare_keys_;
   std::vector<std::vector<int64_t>> spare_values_;

@@ -368,6 +368,50 @@ TEST(RadixEvents, NoEventsOnSplitAndHashesFollowTheSplit) {
   expect_consistent(t);
 }
 
+TEST(RadixTree, ManyChildrenSurviveRemovalsFromTheChildTable) {
+  // Thousands of children under the root and under one inner node, removed in a
+  // shuffled (touched) order: every remaining node must stay reachable (check()) and
+  // matchable, across the child table's growth and its backward-shift deletions.
+  for (int page : {1, 4}) {
+    RadixTree t(page, EvictionPolicy::kLru, false);
+    const size_t P = static_cast<size_t>(page);
+    std::vector<Tokens> keys;
+    int64_t slot = 1;
+    for (int32_t i = 0; i < 3000; ++i) {
+      Tokens k;
+      if (i < 1500) {
+        k.assign(P, 100000 + i);  // one-page keys under the root
+      } else {
+        k.assign(2 * P, 7);  // a shared first page (one inner node) ...
+        k[P] = i;            // ... with 1500 children
+      }
+      Slots v(k.size());
+      for (auto& x : v) x = slot++;
+      insert(t, k, v);
+      keys.push_back(k);
+    }
+    expect_consistent(t);
+    std::mt19937 rng(3);
+    for (int step = 0; step < 40; ++step) {
+      for (int j = 0; j < 50; ++j) match(t, keys[rng() % keys.size()]);  // reorder the LRU
+      Recorder r(page);
+      size_t evicted = 0;
+      ASSERT_TRUE(t.evict(60 * P, r.fn(), &evicted).is_ok());
+      std::string report;
+      ASSERT_EQ(t.check(&report, 20), 0u) << "page " << page << " step " << step << "\n" << report;
+    }
+    for (const Tokens& k : keys) {  // whatever is left still matches with its own slots' count
+      const Slots m = match(t, k);
+      EXPECT_EQ(m.size() % P, 0u);
+    }
+    Recorder r(page);
+    size_t evicted = 0;
+    ASSERT_TRUE(t.evict(SIZE_MAX, r.fn(), &evicted).is_ok());
+    EXPECT_EQ(t.total_size(), 0u);
+    EXPECT_EQ(t.node_count(), 1u);
+  }
+}
+
 TEST(RadixTree, RandomOperationsStayConsistent) {
   std::mt19937 rng(7);
   for (int page : {1, 4}) {
