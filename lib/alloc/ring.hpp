@@ -70,6 +70,7 @@ class Ring {
   }
   // Copies the first n elements to out.
   void copy_front(size_t n, int64_t* out) const {
+    if (n == 0) return;
     const size_t first = std::min(n, data_.size() - head_);
     std::memcpy(out, data_.data() + head_, first * sizeof(int64_t));
     if (first < n) std::memcpy(out + first, data_.data(), (n - first) * sizeof(int64_t));

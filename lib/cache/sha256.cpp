@@ -160,7 +160,7 @@ Sha256::Digest Sha256::of(const void* data, size_t len) {
     return h.finish();
   }
   const size_t blocks = (len + 9 + 63) / 64;
-  std::memcpy(msg, data, len);
+  if (len > 0) std::memcpy(msg, data, len);
   std::memset(msg + len, 0, blocks * 64 - len);
   msg[len] = 0x80;
   const uint64_t bits = static_cast<uint64_t>(len) * 8;
