@@ -1,6 +1,7 @@
 // RadixCache internals (SGLANG_SEMANTICS §3, test scenarios of §8.1), linked directly.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <random>
 #include <string>
@@ -410,6 +411,40 @@ TEST(RadixTree, ManyChildrenSurviveRemovalsFromTheChildTable) {
     EXPECT_EQ(t.total_size(), 0u);
     EXPECT_EQ(t.node_count(), 1u);
   }
+}
+
+TEST(RadixTree, ReservedSparesServePagedAndUnpagedNodes) {
+  // Spare leaf buffers hold a value per page while every node is paged; after an insert
+  // of non-consecutive slots (a node with a value per token) they hold a value per token.
+  // Inserts and splits after reserve_inserts() / reserve_match() must store the same
+  // slots either way.
+  RadixTree t(4, EvictionPolicy::kLru, false);
+  const Tokens a{1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3};
+  const Slots paged{8, 9, 10, 11, 20, 21, 22, 23, 40, 41, 42, 43};
+  size_t bound = a.size();
+  t.reserve_inserts(&bound, 1);
+  EXPECT_EQ(insert(t, a, paged), 0u);
+  t.reserve_match(a.size());
+  EXPECT_EQ(match(t, Tokens(a.begin(), a.begin() + 4)), Slots(paged.begin(), paged.begin() + 4));  // a split
+  expect_consistent(t);
+  const Tokens b{1, 1, 1, 1, 5, 5, 5, 5, 6, 6, 6, 6};
+  const Slots unpaged{8, 9, 10, 11, 60, 62, 61, 63, 70, 71, 72, 74};  // pages not in order
+  bound = 8;
+  t.reserve_inserts(&bound, 1);
+  EXPECT_EQ(insert(t, b, unpaged), 4u);
+  EXPECT_EQ(match(t, b), unpaged);
+  t.reserve_match(b.size());
+  EXPECT_EQ(match(t, Tokens(b.begin(), b.begin() + 8)), Slots(unpaged.begin(), unpaged.begin() + 8));  // splits it
+  EXPECT_EQ(match(t, b), unpaged);
+  EXPECT_EQ(match(t, a), paged);
+  expect_consistent(t);
+  Recorder r(4);
+  size_t evicted = 0;
+  ASSERT_TRUE(t.evict(SIZE_MAX, r.fn(), &evicted).is_ok());
+  Slots freed = r.freed;
+  std::sort(freed.begin(), freed.end());
+  Slots all{8, 9, 10, 11, 20, 21, 22, 23, 40, 41, 42, 43, 60, 61, 62, 63, 70, 71, 72, 74};
+  EXPECT_EQ(freed, all);
 }
 
 TEST(RadixTree, RandomOperationsStayConsistent) {
