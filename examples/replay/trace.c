@@ -171,9 +171,12 @@ int32_t trace_output_token(const trace *t, size_t i, uint32_t k) {
 void trace_expand(const trace *t, size_t i, uint32_t decoded, int32_t *out) {
   const trace_request *r = &t->reqs[i];
   uint32_t pos = 0;
-  for (uint32_t j = 0; j < r->num_blocks; ++j) {
+  for (uint32_t j = 0; j < r->num_blocks && pos < r->input_len; ++j) {
     const int32_t base = t->block_ids[r->block_off + j] * (int32_t)TRACE_BLOCK_TOKENS;
-    for (uint32_t k = 0; k < TRACE_BLOCK_TOKENS && pos < r->input_len; ++k) out[pos++] = base + (int32_t)k;
+    const uint32_t left = r->input_len - pos;
+    const uint32_t count = left < TRACE_BLOCK_TOKENS ? left : TRACE_BLOCK_TOKENS;
+    for (uint32_t k = 0; k < count; ++k) out[pos + k] = base + (int32_t)k;  /* vectorisable: no exit test */
+    pos += count;
   }
   for (uint32_t k = 0; k < decoded; ++k) out[pos++] = trace_output_token(t, i, k);
 }

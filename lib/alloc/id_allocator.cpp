@@ -64,6 +64,7 @@ void IdAllocator::untake(size_t n) {
 }
 
 Status IdAllocator::check_ids(const int64_t* ids, size_t n, bool collapse_repeats, std::vector<int64_t>* unique) const {
+  bool ascending = true;  // non-decreasing: the usual case (pages taken from a sorted free list)
   for (size_t i = 0; i < n; ++i) {
     const int64_t id = ids[i];
     if (id == 0) return Status::invalid(what_ + " 0 is reserved and never handed out");
@@ -74,6 +75,17 @@ Status IdAllocator::check_ids(const int64_t* ids, size_t n, bool collapse_repeat
       return Status::invalid(what_ + " " + std::to_string(id) +
                              " is not allocated (freed twice, or never handed out)");
     }
+    ascending = ascending && (i == 0 || ids[i - 1] <= id);
+  }
+  if (ascending) {  // already in order: repeats are adjacent, no sort needed
+    if (n > 0 && !collapse_repeats) {
+      const int64_t* repeat = std::adjacent_find(ids, ids + n);
+      if (repeat != ids + n) return Status::invalid(what_ + " " + std::to_string(*repeat) + " is listed twice in one free");
+    }
+    if (unique == nullptr) return Status::ok();
+    unique->resize(n);
+    unique->resize(static_cast<size_t>(std::unique_copy(ids, ids + n, unique->begin()) - unique->begin()));
+    return Status::ok();
   }
   scratch_.assign(ids, ids + n);
   std::sort(scratch_.begin(), scratch_.end());
@@ -116,14 +128,67 @@ Status IdAllocator::give_back(const int64_t* ids, size_t n, bool collapse_repeat
   return Status::ok();
 }
 
+Status IdAllocator::give_back_runs(const int64_t* ids, const size_t* ends, size_t runs, bool collapse_repeats) {
+  const size_t n = runs == 0 ? 0 : ends[runs - 1];
+  if (n == 0) return Status::ok();
+  for (size_t i = 0; i < n; ++i) {  // the checks (and messages) of check_ids
+    const int64_t id = ids[i];
+    if (id == 0) return Status::invalid(what_ + " 0 is reserved and never handed out");
+    if (id < 0 || id > num_ids_) {
+      return Status::invalid(what_ + " " + std::to_string(id) + " is out of range [1, " + std::to_string(num_ids_) + "]");
+    }
+    if (owned_[static_cast<size_t>(id)] == 0) {
+      return Status::invalid(what_ + " " + std::to_string(id) + " is not allocated (freed twice, or never handed out)");
+    }
+  }
+  // Repeats: mark each id (owned 1 -> 2) and look for a second mark; the marks are
+  // undone before anything else happens.
+  size_t repeat = n;
+  for (size_t i = 0; i < n; ++i) {
+    uint8_t& bit = owned_[static_cast<size_t>(ids[i])];
+    if (bit == 2 && repeat == n) repeat = i;
+    bit = 2;
+  }
+  if (repeat < n && !collapse_repeats) {
+    for (size_t i = 0; i < n; ++i) owned_[static_cast<size_t>(ids[i])] = 1;
+    return Status::invalid(what_ + " " + std::to_string(ids[repeat]) + " is listed twice in one free");
+  }
+  for (size_t i = 0; i < n; ++i) owned_[static_cast<size_t>(ids[i])] = 1;
+  // What can throw before the first change: the undo records and the group's room.
+  log_.reserve(2 * n);
+  if (in_group_ && group_.capacity() - group_.size() < n) group_.reserve(std::max(group_.size() + n, 2 * group_.capacity()));
+  if (unique_.capacity() < n) unique_.reserve(n);
+  // Per run: its ids not freed yet (first occurrences), then give_back's placement.
+  for (size_t r = 0, from = 0; r < runs; from = ends[r++]) {
+    unique_.clear();
+    for (size_t i = from; i < ends[r]; ++i) {
+      const int64_t id = ids[i];
+      if (owned_[static_cast<size_t>(id)] == 0) continue;  // a repeat, collapsed
+      set_owned(id, false);
+      unique_.push_back(id);  // within the reserved room
+    }
+    if (unique_.empty()) continue;
+    held_ -= unique_.size();
+    if (order_ == GiveBackOrder::kPrependSorted && !std::is_sorted(unique_.begin(), unique_.end())) {
+      std::sort(unique_.begin(), unique_.end());
+    }
+    if (in_group_) {
+      group_.insert(group_.end(), unique_.begin(), unique_.end());
+    } else {
+      insert_released(unique_);
+    }
+  }
+  return Status::ok();
+}
+
 void IdAllocator::insert_released(std::vector<int64_t>& ids) {
   Ring& target = need_sort_ ? release_ : free_;
   if (order_ == GiveBackOrder::kAppend) {
-    for (int64_t id : ids) target.push_back(id);
+    target.push_back_range(ids.data(), ids.size());
     return;
   }
-  std::sort(ids.begin(), ids.end());  // in place: nothing to allocate after the owned bits changed
-  for (auto it = ids.rbegin(); it != ids.rend(); ++it) target.push_front(*it);
+  if (!std::is_sorted(ids.begin(), ids.end())) std::sort(ids.begin(), ids.end());  // in place: no allocation
+  target.push_front_range(ids.data(), ids.size());
 }
 
 Status IdAllocator::group_begin() {
@@ -182,8 +247,9 @@ size_t IdAllocator::check(std::string* report, size_t max_lines) const {
   OwnershipView view;
   view.what = what_;
   view.num_ids = num_ids_;
-  view.free = free_.to_vector();
-  view.release = release_.to_vector();
+  free_.parts(&view.free_parts[0].data, &view.free_parts[0].size, &view.free_parts[1].data, &view.free_parts[1].size);
+  release_.parts(&view.release_parts[0].data, &view.release_parts[0].size, &view.release_parts[1].data,
+                 &view.release_parts[1].size);
   view.group = group_;
   view.owned = &owned_;
   view.held_counter = held_;

@@ -61,6 +61,12 @@ class IdAllocator {
   // Checks ids (range, id 0, owned, and repeats unless `collapse_repeats`) and
   // gives them back per the policy; on error nothing changes.
   Status give_back(const int64_t* ids, size_t n, bool collapse_repeats, bool bypass_group = false);
+  // As give_back() of each run in turn (run r = ids[ends[r-1], ends[r])), with one
+  // check of all ids first and no sorting of runs already in order: the free list ends
+  // up exactly as after one give_back per run. Ids repeated within the batch are
+  // collapsed (`collapse_repeats`) or an error. Allocates nothing beyond give_back's
+  // reserved scratch.
+  Status give_back_runs(const int64_t* ids, const size_t* ends, size_t runs, bool collapse_repeats);
   // The same check without changing anything.
   Status check_give_back(const int64_t* ids, size_t n, bool collapse_repeats) const;
   // Sizes the scratch of give_back for freeing every id at once, so that no give

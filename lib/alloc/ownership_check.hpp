@@ -13,6 +13,13 @@ struct OwnershipView {
   std::string what;  // "slot", "page", "row", "mamba slot"
   int64_t num_ids = 0;
   std::vector<int64_t> free, release, group;
+  // Free / deferred ids given in place (a ring's two contiguous parts), counted in
+  // addition to `free` / `release`: the check copies nothing.
+  struct Span {
+    const int64_t* data = nullptr;
+    size_t size = 0;
+  };
+  Span free_parts[2], release_parts[2];
   const std::vector<uint8_t>* owned = nullptr;  // index = id; [0] reserved
   size_t held_counter = 0;
 };

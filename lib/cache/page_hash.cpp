@@ -1,18 +1,41 @@
 #include "cache/page_hash.hpp"
 
+#include <cstring>
+
 namespace kvp::cache {
 
 Digest page_digest(const Digest* parent, const int32_t* tokens, size_t n) {
+  if (n <= 40) {  // parent digest + tokens fit one short message (a page of up to 40 tokens)
+    uint8_t msg[32 + 4 * 40];
+    size_t len = 0;
+    if (parent != nullptr) {
+      std::memcpy(msg, parent->data(), parent->size());
+      len = parent->size();
+    }
+    for (size_t i = 0; i < n; ++i, len += 4) {
+      const uint32_t t = static_cast<uint32_t>(tokens[i]);
+      msg[len] = static_cast<uint8_t>(t);
+      msg[len + 1] = static_cast<uint8_t>(t >> 8);
+      msg[len + 2] = static_cast<uint8_t>(t >> 16);
+      msg[len + 3] = static_cast<uint8_t>(t >> 24);
+    }
+    return Sha256::of(msg, len);
+  }
   Sha256 h;
   if (parent != nullptr) h.update(parent->data(), parent->size());
-  uint8_t le[4];
-  for (size_t i = 0; i < n; ++i) {
-    const uint32_t t = static_cast<uint32_t>(tokens[i]);
-    le[0] = static_cast<uint8_t>(t);
-    le[1] = static_cast<uint8_t>(t >> 8);
-    le[2] = static_cast<uint8_t>(t >> 16);
-    le[3] = static_cast<uint8_t>(t >> 24);
-    h.update(le, 4);
+  // Tokens as 4-byte little-endian words, 64 at a time.
+  uint8_t le[256];
+  for (size_t i = 0; i < n;) {
+    const size_t count = n - i < 64 ? n - i : 64;
+    for (size_t j = 0; j < count; ++j) {
+      const uint32_t t = static_cast<uint32_t>(tokens[i + j]);
+      le[4 * j] = static_cast<uint8_t>(t);
+      le[4 * j + 1] = static_cast<uint8_t>(t >> 8);
+      le[4 * j + 2] = static_cast<uint8_t>(t >> 16);
+      le[4 * j + 3] = static_cast<uint8_t>(t >> 24);
+    }
+    h.update(le, 4 * count);
+    i += count;
   }
   return h.finish();
 }

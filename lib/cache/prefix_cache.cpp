@@ -32,8 +32,16 @@ Status PrefixCache::check_handover(const int64_t* slots, size_t n) const {
     if (owned_[static_cast<size_t>(page)] != 0) return Status::invalid("page " + std::to_string(page) + " already belongs to the prefix tree");
     pages.push_back(page);
   }
-  std::sort(pages.begin(), pages.end());
-  if (std::adjacent_find(pages.begin(), pages.end()) != pages.end()) return Status::invalid("a page is handed over twice");
+  // Repeats without sorting: mark each page (0 -> 2, none is the tree's) and look for a
+  // second mark; the marks are cleared before returning.
+  bool twice = false;
+  for (int64_t page : pages) {
+    uint8_t& mark = owned_[static_cast<size_t>(page)];
+    twice = twice || mark == 2;
+    mark = 2;
+  }
+  for (int64_t page : pages) owned_[static_cast<size_t>(page)] = 0;
+  if (twice) return Status::invalid("a page is handed over twice");
   return Status::ok();
 }
 
@@ -45,16 +53,32 @@ Status PrefixCache::insert(const int32_t* tokens, size_t n, const int64_t* slots
   }
   const size_t prefix = tree_.cached_prefix(tokens, n, extra_key);
   KVPOOL_RETURN_IF_ERROR(check_handover(slots + prefix, n - prefix));
-  KVPOOL_RETURN_IF_ERROR(tree_.insert(tokens, n, slots, extra_key, priority, prefix_len, node));
+  KVPOOL_RETURN_IF_ERROR(tree_.insert(tokens, n, slots, extra_key, priority, prefix_len, node, prefix));
   for (size_t i = *prefix_len; i < n; i += P) owned_[static_cast<size_t>(slots[i] / static_cast<int64_t>(P))] = 1;
   return Status::ok();
 }
 
 Status PrefixCache::evict(size_t tokens, size_t* evicted) {
   const int64_t P = page_size();
-  return tree_.evict(tokens, [this, P](const int64_t* slots, size_t n) -> Status {
-    KVPOOL_RETURN_IF_ERROR(allocator_->free(slots, n));
-    for (size_t i = 0; i < n; i += static_cast<size_t>(P)) owned_[static_cast<size_t>(slots[i] / P)] = 0;
+  return tree_.evict(tokens, [this, P](const int64_t* values, const size_t* ends, size_t runs, bool paged) -> Status {
+    const size_t n = runs == 0 ? 0 : ends[runs - 1];
+    if (P == 1) {  // slots are the allocator's ids
+      KVPOOL_RETURN_IF_ERROR(allocator_->pages().give_back_runs(values, ends, runs, false));
+      for (size_t i = 0; i < n; ++i) owned_[static_cast<size_t>(values[i])] = 0;
+      return Status::ok();
+    }
+    if (paged) {  // first slots of whole pages (check_handover): the pages, as one batch of runs
+      std::vector<int64_t>& pages = handover_;  // sized for every page at creation: no allocation
+      pages.resize(n);
+      for (size_t i = 0; i < n; ++i) pages[i] = values[i] / P;
+      KVPOOL_RETURN_IF_ERROR(allocator_->pages().give_back_runs(pages.data(), ends, runs, true));
+      for (size_t i = 0; i < n; ++i) owned_[static_cast<size_t>(pages[i])] = 0;
+      return Status::ok();
+    }
+    for (size_t r = 0, from = 0; r < runs; from = ends[r++]) {  // slot per token (not made by this cache)
+      KVPOOL_RETURN_IF_ERROR(allocator_->free(values + from, ends[r] - from));
+      for (size_t i = from; i < ends[r]; i += static_cast<size_t>(P)) owned_[static_cast<size_t>(values[i] / P)] = 0;
+    }
     return Status::ok();
   }, evicted);
 }
@@ -75,18 +99,20 @@ size_t PrefixCache::check(std::string* report, size_t max_lines) const {
     if (problems++ < max_lines) *report += line + "\n";
   };
   const int64_t P = page_size();
-  std::vector<int64_t> slots;
-  tree_.collect_slots(&slots);
   std::vector<uint8_t> seen(owned_.size(), 0);
-  for (size_t i = 0; i < slots.size(); i += static_cast<size_t>(P)) {
-    const int64_t page = slots[i] / P;
-    if (page <= 0 || page >= static_cast<int64_t>(owned_.size())) {
-      complain("the prefix tree holds invalid slot " + std::to_string(slots[i]));
-      continue;
+  // Node by node (every node holds whole pages), without gathering every slot first.
+  tree_.for_each_value([&](const int64_t* slots, size_t n, bool paged) {
+    const size_t step = paged ? 1 : static_cast<size_t>(P);  // a value per page, or a slot per token
+    for (size_t i = 0; i < n; i += step) {
+      const int64_t page = slots[i] / P;
+      if (page <= 0 || page >= static_cast<int64_t>(owned_.size())) {
+        complain("the prefix tree holds invalid slot " + std::to_string(slots[i]));
+        continue;
+      }
+      if (seen[static_cast<size_t>(page)]++ > 0) complain("page " + std::to_string(page) + " is double-owned: two tree nodes");
+      if (!allocator_->pages().owned(page)) complain("page " + std::to_string(page) + " is in the prefix tree but free in the allocator");
     }
-    if (seen[static_cast<size_t>(page)]++ > 0) complain("page " + std::to_string(page) + " is double-owned: two tree nodes");
-    if (!allocator_->pages().owned(page)) complain("page " + std::to_string(page) + " is in the prefix tree but free in the allocator");
-  }
+  });
   for (size_t page = 1; page < owned_.size(); ++page) {
     if ((owned_[page] != 0) != (seen[page] != 0)) complain("page " + std::to_string(page) + " tree-ownership mark is wrong");
   }

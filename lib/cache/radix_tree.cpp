@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
 
 namespace kvp::cache {
 
@@ -21,6 +22,9 @@ bool parse_eviction_policy(const std::string& name, EvictionPolicy* out) {
 RadixTree::RadixTree(int64_t page_size, EvictionPolicy policy, bool events)
     : page_(page_size), policy_(policy), events_enabled_(events) {
   namespaces_[""] = 0;
+  reserve_children(8);
+  evict_values_.reserve(kEvictBatch);
+  evict_ends_.reserve(kEvictBatch);
   reset();
   events_.clear();  // a fresh tree has nothing to clear
 }
@@ -48,53 +52,83 @@ int32_t RadixTree::intern(const std::string& extra_key) {
 }
 
 uint64_t RadixTree::child_hash(int32_t parent, int32_t extra, const int32_t* page_tokens) const {
-  // Word-wise multiply-xorshift over (parent, namespace, first page).
-  uint64_t h = (static_cast<uint64_t>(static_cast<uint32_t>(parent)) << 32) ^ static_cast<uint32_t>(extra);
-  auto mix = [&h](uint64_t v) {
-    h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-    h *= 0xff51afd7ed558ccdull;
-    h ^= h >> 33;
-  };
-  mix(h);
-  for (int64_t i = 0; i < page_; ++i) mix(static_cast<uint32_t>(page_tokens[i]));
+  // (parent, namespace) and the first page read as 64-bit words into four
+  // independent multiply lanes, then one finalising mix: a short dependency chain.
+  uint64_t lane[4] = {((static_cast<uint64_t>(static_cast<uint32_t>(parent)) << 32) ^ static_cast<uint32_t>(extra)) *
+                          0xd6e8feb86659fd93ull,
+                      0x9e3779b97f4a7c15ull, 0xc2b2ae3d27d4eb4full, 0x165667b19e3779f9ull};
+  const size_t bytes = static_cast<size_t>(page_) * sizeof(int32_t);
+  const unsigned char* p = reinterpret_cast<const unsigned char*>(page_tokens);
+  size_t i = 0, w = 0;
+  for (; i + 8 <= bytes; i += 8, ++w) {
+    uint64_t v;
+    std::memcpy(&v, p + i, 8);
+    lane[w & 3] = (lane[w & 3] ^ v) * 0xff51afd7ed558ccdull;
+  }
+  if (i < bytes) {  // an odd page size: the last token
+    uint32_t v;
+    std::memcpy(&v, p + i, 4);
+    lane[w & 3] = (lane[w & 3] ^ v) * 0xff51afd7ed558ccdull;
+  }
+  uint64_t h = lane[0] ^ (lane[1] >> 7) ^ (lane[2] << 11) ^ (lane[3] >> 17) ^ static_cast<uint64_t>(page_);
+  h ^= h >> 33;
+  h *= 0xc4ceb9fe1a85ec53ull;
+  h ^= h >> 29;
   return h;
 }
 
 int32_t RadixTree::find_child(int32_t parent, int32_t extra, const int32_t* tokens) const {
-  auto range = children_.equal_range(child_hash(parent, extra, tokens));
-  for (auto it = range.first; it != range.second; ++it) {
-    const Node& c = nodes_[static_cast<size_t>(it->second)];
+  const uint64_t h = child_hash(parent, extra, tokens);
+  const size_t mask = child_table_.size() - 1;
+  for (size_t i = h & mask;; i = (i + 1) & mask) {
+    const ChildSlot& slot = child_table_[i];
+    if (slot.id < 0) return -1;
+    if (slot.hash != h) continue;
+    const Node& c = nodes_[static_cast<size_t>(slot.id)];
     if (c.parent == parent && c.extra == extra &&
         std::memcmp(c.key.data(), tokens, static_cast<size_t>(page_) * sizeof(int32_t)) == 0) {
-      return it->second;
+      return slot.id;
     }
   }
-  return -1;
+}
+
+void RadixTree::reserve_children(size_t links) {
+  if (2 * links <= child_table_.size()) return;
+  size_t size = child_table_.empty() ? 16 : child_table_.size();
+  while (2 * links > size) size *= 2;
+  std::vector<ChildSlot> table(size);  // the only allocation; nothing changed yet
+  const size_t mask = size - 1;
+  for (const ChildSlot& slot : child_table_) {
+    if (slot.id < 0) continue;
+    size_t i = slot.hash & mask;
+    while (table[i].id >= 0) i = (i + 1) & mask;
+    table[i] = slot;
+  }
+  child_table_.swap(table);
 }
 
 void RadixTree::link_child(int32_t parent, int32_t child) {
   Node& c = nodes_[static_cast<size_t>(child)];
   c.parent = parent;
   const uint64_t h = child_hash(parent, c.extra, c.key.data());
-  if (!spare_children_.empty()) {  // prepared: no allocation (and no rehash: prepare reserved the buckets)
-    auto spare = std::move(spare_children_.back());
-    spare_children_.pop_back();
-    spare.key() = h;
-    spare.mapped() = child;
-    children_.insert(std::move(spare));
-  } else {
-    children_.emplace(h, child);
-  }
+  reserve_children(child_links_ + 1);  // prepared: no growth here
+  const size_t mask = child_table_.size() - 1;
+  size_t i = h & mask;
+  while (child_table_[i].id >= 0) i = (i + 1) & mask;
+  child_table_[i] = ChildSlot{h, child};
+  ++child_links_;
   ++nodes_[static_cast<size_t>(parent)].children;
 }
 
-std::unordered_multimap<uint64_t, int32_t>::iterator RadixTree::child_entry(int32_t parent, int32_t child) {
+RadixTree::ChildSlot* RadixTree::child_entry(int32_t parent, int32_t child) {
   const Node& c = nodes_[static_cast<size_t>(child)];
-  auto range = children_.equal_range(child_hash(parent, c.extra, c.key.data()));
-  for (auto it = range.first; it != range.second; ++it) {
-    if (it->second == child) return it;
+  const uint64_t h = child_hash(parent, c.extra, c.key.data());
+  const size_t mask = child_table_.size() - 1;
+  for (size_t i = h & mask;; i = (i + 1) & mask) {
+    ChildSlot& slot = child_table_[i];
+    if (slot.id < 0) return nullptr;
+    if (slot.id == child) return &slot;
   }
-  return children_.end();
 }
 
 void RadixTree::prepare(size_t new_nodes, size_t orders) {
@@ -102,12 +136,7 @@ void RadixTree::prepare(size_t new_nodes, size_t orders) {
     nodes_.reserve(std::max(nodes_.size() + new_nodes, 2 * nodes_.capacity()));
   }
   if (free_ids_.capacity() < nodes_.capacity()) free_ids_.reserve(nodes_.capacity());  // free_node never allocates
-  const size_t links = children_.size() + new_nodes + 1;
-  if (static_cast<double>(links) > static_cast<double>(children_.bucket_count()) * children_.max_load_factor()) {
-    children_.reserve(2 * links);
-  }
-  if (spare_children_.capacity() < new_nodes) spare_children_.reserve(new_nodes);
-  while (spare_children_.size() < new_nodes) spare_children_.push_back(children_.extract(children_.emplace(~0ull, -1)));
+  reserve_children(child_links_ + new_nodes + 1);
   // Room to keep one more order node than asked (refresh_order returns unused ones).
   if (spare_orders_.capacity() < orders + 1) spare_orders_.reserve(orders + 1);
   const OrderKey spare{INT64_MIN, INT64_MIN, INT32_MIN};  // no real key: ids are >= 1
@@ -116,12 +145,14 @@ void RadixTree::prepare(size_t new_nodes, size_t orders) {
   }
 }
 
-void RadixTree::take_spare_leaf(size_t tokens, std::vector<int32_t>* key, std::vector<int64_t>* value) {
+void RadixTree::take_spare_leaf(size_t tokens, size_t values, std::vector<int32_t>* key, std::vector<int64_t>* value) {
   // Best fit: the smallest spare with room (reserve_leaves() made one per expected use).
   size_t best = spare_leaves_.size();
   for (size_t i = 0; i < spare_leaves_.size(); ++i) {
-    const size_t room = spare_leaves_[i].room();
-    if (room >= tokens && (best == spare_leaves_.size() || room < spare_leaves_[best].room())) best = i;
+    if (spare_leaves_[i].fits(tokens, values) &&
+        (best == spare_leaves_.size() || spare_leaves_[i].room() < spare_leaves_[best].room())) {
+      best = i;
+    }
   }
   if (best == spare_leaves_.size()) return;
   *key = std::move(spare_leaves_[best].key);
@@ -132,28 +163,31 @@ void RadixTree::take_spare_leaf(size_t tokens, std::vector<int32_t>* key, std::v
 
 void RadixTree::reserve_leaves() {
   // Largest needs get the largest spares kept; the rest are made, unused spares dropped.
-  // Nothing changes before the last allocation: the spares move only after it.
+  // Nothing changes before the last allocation: the spares move only after it. A spare's
+  // value buffer holds values_for(need) values (a value per page in a paged tree).
   std::vector<size_t>& needs = leaf_needs_;
   std::sort(needs.begin(), needs.end(), std::greater<size_t>());
   std::sort(spare_leaves_.begin(), spare_leaves_.end(),
             [](const LeafBuffer& a, const LeafBuffer& b) { return a.room() > b.room(); });
   next_leaves_.clear();
   next_leaves_.reserve(needs.size());
+  leaf_reused_.assign(needs.size(), 0);
   size_t kept = 0;  // spare_leaves_[0, kept) are reused, in order
-  for (size_t need : needs) {
-    if (kept < spare_leaves_.size() && spare_leaves_[kept].room() >= need) {
+  for (size_t i = 0; i < needs.size(); ++i) {
+    const size_t need = needs[i];
+    if (kept < spare_leaves_.size() && spare_leaves_[kept].fits(need, values_for(need))) {
       next_leaves_.emplace_back();  // filled from spare_leaves_[kept] below
+      leaf_reused_[i] = 1;
       ++kept;
       continue;
     }
     LeafBuffer b;
     b.key.reserve(need);
-    b.value.reserve(need);
+    b.value.reserve(values_for(need));
     next_leaves_.push_back(std::move(b));
   }
-  size_t j = 0;
-  for (size_t i = 0; i < needs.size() && j < kept; ++i) {
-    if (next_leaves_[i].room() == 0 && needs[i] <= spare_leaves_[j].room()) next_leaves_[i] = std::move(spare_leaves_[j++]);
+  for (size_t i = 0, j = 0; i < needs.size(); ++i) {
+    if (leaf_reused_[i] != 0) next_leaves_[i] = std::move(spare_leaves_[j++]);
   }
   spare_leaves_.swap(next_leaves_);
   next_leaves_.clear();  // the spares not needed now
@@ -172,7 +206,7 @@ void RadixTree::reserve_inserts(const size_t* bounds, size_t inserts) {
 void RadixTree::reserve_match(size_t tokens) {
   prepare(1, 2);
   for (const LeafBuffer& b : spare_leaves_) {
-    if (b.room() >= tokens) return;  // a second call (retract, then its match) allocates nothing
+    if (b.fits(tokens, values_for(tokens))) return;  // a second call (retract, then its match) allocates nothing
   }
   leaf_needs_.assign(1, tokens);
   reserve_leaves();
@@ -194,13 +228,21 @@ void trim(V* v) noexcept {
 }  // namespace
 
 void RadixTree::unlink_child(int32_t parent, int32_t child) {
-  const Node& c = nodes_[static_cast<size_t>(child)];
-  auto range = children_.equal_range(child_hash(parent, c.extra, c.key.data()));
-  for (auto it = range.first; it != range.second; ++it) {
-    if (it->second == child) {
-      children_.erase(it);
-      break;
+  ChildSlot* entry = child_entry(parent, child);
+  if (entry != nullptr) {  // backward-shift deletion: later entries of the probe run move up
+    const size_t mask = child_table_.size() - 1;
+    size_t hole = static_cast<size_t>(entry - child_table_.data());
+    for (size_t j = (hole + 1) & mask; child_table_[j].id >= 0; j = (j + 1) & mask) {
+      const size_t home = child_table_[j].hash & mask;
+      // The entry at j may fill the hole unless its home lies cyclically in (hole, j].
+      const bool stays = hole <= j ? (home > hole && home <= j) : (home > hole || home <= j);
+      if (!stays) {
+        child_table_[hole] = child_table_[j];
+        hole = j;
+      }
     }
+    child_table_[hole] = ChildSlot{};
+    --child_links_;
   }
   --nodes_[static_cast<size_t>(parent)].children;
 }
@@ -232,12 +274,33 @@ void RadixTree::free_node(int32_t id) {
   --live_nodes_;
 }
 
+size_t common_tokens(const int32_t* a, const int32_t* b, size_t n) {
+  // One memcmp for the usual whole match; otherwise 64-token blocks, then tokens.
+  if (std::memcmp(a, b, n * sizeof(int32_t)) == 0) return n;
+  constexpr size_t kBlock = 64;
+  size_t i = 0;
+  while (i + kBlock <= n && std::memcmp(a + i, b + i, kBlock * sizeof(int32_t)) == 0) i += kBlock;
+  while (i < n && a[i] == b[i]) ++i;
+  return i;
+}
+
 size_t RadixTree::match_len(const Node& node, const int32_t* tokens, size_t n) const {
   // First differing token, rounded down to a whole page (keys are page multiples).
-  const size_t limit = std::min(node.key.size(), n);
-  const size_t same = static_cast<size_t>(std::mismatch(node.key.data(), node.key.data() + limit, tokens).first -
-                                          node.key.data());
+  const size_t same = common_tokens(node.key.data(), tokens, std::min(node.key.size(), n));
   return same - same % static_cast<size_t>(page_);
+}
+
+void RadixTree::copy_slots(const Node& n, size_t from, size_t count, int64_t* out) const {
+  if (!n.paged) {
+    std::memcpy(out, n.value.data() + from, count * sizeof(int64_t));
+    return;
+  }
+  const size_t P = static_cast<size_t>(page_);
+  const int64_t* first = n.value.data() + from / P;
+  for (size_t p = 0; p < count / P; ++p) {
+    const int64_t base = first[p];
+    for (size_t j = 0; j < P; ++j) out[p * P + j] = base + static_cast<int64_t>(j);
+  }
 }
 
 RadixTree::OrderKey RadixTree::order_key(const Node& n, int32_t id) const {
@@ -256,23 +319,32 @@ RadixTree::OrderKey RadixTree::order_key(const Node& n, int32_t id) const {
 void RadixTree::refresh_order(int32_t id) {
   if (id == kRoot) return;
   Node& n = nodes_[static_cast<size_t>(id)];
+  const bool candidate = n.live && n.children == 0 && n.lock_ref == 0;
+  if (candidate && n.in_order) {  // re-keyed in place: its own set node moves, nothing is allocated
+    const OrderKey key = order_key(n, id);
+    if (key == *n.order_it) return;
+    auto nh = evictable_leaves_.extract(n.order_it);
+    nh.value() = key;
+    n.order_it = evictable_leaves_.insert(evictable_leaves_.end(), std::move(nh));  // LRU: the newest key goes last
+    return;
+  }
   // Set nodes are moved, not reallocated: the node's own, or the prepared spare.
   std::set<OrderKey>::node_type nh;
   if (n.in_order) {
-    nh = evictable_leaves_.extract(n.order_key);
+    nh = evictable_leaves_.extract(n.order_it);
     n.in_order = false;
   }
-  if (n.live && n.children == 0 && n.lock_ref == 0) {
-    n.order_key = order_key(n, id);
+  if (candidate) {
+    const OrderKey key = order_key(n, id);
     if (nh.empty() && !spare_orders_.empty()) {
       nh = std::move(spare_orders_.back());
       spare_orders_.pop_back();
     }
     if (nh.empty()) {
-      evictable_leaves_.insert(n.order_key);
+      n.order_it = evictable_leaves_.insert(evictable_leaves_.end(), key);
     } else {
-      nh.value() = n.order_key;
-      evictable_leaves_.insert(std::move(nh));
+      nh.value() = key;
+      n.order_it = evictable_leaves_.insert(evictable_leaves_.end(), std::move(nh));
     }
     n.in_order = true;
   } else if (!nh.empty() && spare_orders_.size() < spare_orders_.capacity()) {
@@ -293,9 +365,10 @@ int32_t RadixTree::split(int32_t child, size_t at) {
   const size_t pages = at / static_cast<size_t>(page_);
   std::vector<int32_t> key;
   std::vector<int64_t> value;
-  take_spare_leaf(at, &key, &value);
+  const size_t values = lower.paged ? pages : at;  // stored values of the upper part
+  take_spare_leaf(at, values, &key, &value);
   key.assign(lower.key.begin(), lower.key.begin() + static_cast<long>(at));
-  value.assign(lower.value.begin(), lower.value.begin() + static_cast<long>(at));
+  value.assign(lower.value.begin(), lower.value.begin() + static_cast<long>(values));
   std::vector<Digest> hashes;
   if (!lower.hashes.empty()) hashes.assign(lower.hashes.begin(), lower.hashes.begin() + static_cast<long>(pages));
   const int32_t upper = new_node();  // may reallocate nodes_: index from here on
@@ -305,6 +378,7 @@ int32_t RadixTree::split(int32_t child, size_t at) {
   u.extra = c.extra;
   u.key = std::move(key);
   u.value = std::move(value);
+  u.paged = c.paged;
   trim(&u.key);
   trim(&u.value);
   u.lock_ref = c.lock_ref;  // locks of the lower part pass through the upper part
@@ -317,11 +391,11 @@ int32_t RadixTree::split(int32_t child, size_t at) {
     c.hashes.erase(c.hashes.begin(), c.hashes.begin() + static_cast<long>(pages));
   }
   // Same first page: the upper part takes the child's entry in its parent.
-  child_entry(parent, child)->second = upper;
+  child_entry(parent, child)->id = upper;
   u.parent = parent;
   Node& c2 = nodes_[static_cast<size_t>(child)];
   c2.key.erase(c2.key.begin(), c2.key.begin() + static_cast<long>(at));
-  c2.value.erase(c2.value.begin(), c2.value.begin() + static_cast<long>(at));
+  c2.value.erase(c2.value.begin(), c2.value.begin() + static_cast<long>(values));
   link_child(upper, child);
   refresh_order(child);
   refresh_order(upper);
@@ -355,7 +429,8 @@ MatchResult RadixTree::match(const int32_t* tokens, size_t n, const std::string&
     const size_t len = match_len(nodes_[static_cast<size_t>(c)], tokens + pos, n - pos);
     if (len < nodes_[static_cast<size_t>(c)].key.size()) c = split_visited(c, len, stamp);
     const Node& node = nodes_[static_cast<size_t>(c)];
-    r.slots.insert(r.slots.end(), node.value.begin(), node.value.end());
+    r.slots.resize(pos + node.key.size());  // within the reserved n: no allocation
+    copy_slots(node, 0, node.key.size(), r.slots.data() + pos);
     touch(c, stamp);
     cur = c;
     pos += len;  // after a split the next page differs, so the next lookup stops the walk
@@ -381,7 +456,7 @@ size_t RadixTree::match_into(const int32_t* tokens, size_t n, const std::string&
     const size_t len = match_len(nodes_[static_cast<size_t>(c)], tokens + pos, n - pos);
     if (len < nodes_[static_cast<size_t>(c)].key.size()) c = split_visited(c, len, stamp);
     const Node& node = nodes_[static_cast<size_t>(c)];
-    std::copy(node.value.begin(), node.value.end(), out + pos);
+    copy_slots(node, 0, node.key.size(), out + pos);
     touch(c, stamp);
     cur = c;
     pos += len;
@@ -399,10 +474,7 @@ size_t RadixTree::cached_prefix(const int32_t* tokens, size_t n, const std::stri
     const int32_t c = find_child(cur, ns->second, tokens + pos);
     if (c < 0) break;
     const size_t len = match_len(nodes_[static_cast<size_t>(c)], tokens + pos, n - pos);
-    if (slots != nullptr) {
-      const auto& value = nodes_[static_cast<size_t>(c)].value;
-      std::copy(value.begin(), value.begin() + static_cast<long>(len), slots + pos);
-    }
+    if (slots != nullptr) copy_slots(nodes_[static_cast<size_t>(c)], 0, len, slots + pos);
     pos += len;
     if (len < nodes_[static_cast<size_t>(c)].key.size()) break;
     cur = c;
@@ -411,7 +483,7 @@ size_t RadixTree::cached_prefix(const int32_t* tokens, size_t n, const std::stri
 }
 
 Status RadixTree::insert(const int32_t* tokens, size_t n, const int64_t* slots, const std::string& extra_key,
-                         int32_t priority, size_t* prefix_len, NodeHandle* last_node) {
+                         int32_t priority, size_t* prefix_len, NodeHandle* last_node, size_t known_cached) {
   if (n % static_cast<size_t>(page_) != 0) {
     return Status::invalid("key length " + std::to_string(n) + " is not a multiple of page_size " +
                            std::to_string(page_));
@@ -420,12 +492,23 @@ Status RadixTree::insert(const int32_t* tokens, size_t n, const int64_t* slots, 
   // Everything that allocates before the first change: the arena and spares (one
   // split and one leaf at most), the leaf's key, slots, page hashes and events.
   prepare(2);
-  const size_t cached = cached_prefix(tokens, n, extra_key);
+  const size_t cached = known_cached != SIZE_MAX ? known_cached : cached_prefix(tokens, n, extra_key);
   std::vector<int32_t> leaf_key;
   std::vector<int64_t> leaf_value;
-  if (cached < n) take_spare_leaf(n - cached, &leaf_key, &leaf_value);
+  // One value per page when every page's slots are consecutive (always, for a pool's tree).
+  const size_t P = static_cast<size_t>(page_);
+  bool leaf_paged = P > 1;
+  for (size_t off = cached; leaf_paged && off < n; off += P) {
+    for (size_t j = 1; j < P; ++j) leaf_paged = leaf_paged && slots[off + j] == slots[off] + static_cast<int64_t>(j);
+  }
+  if (cached < n) take_spare_leaf(n - cached, leaf_paged ? (n - cached) / P : n - cached, &leaf_key, &leaf_value);
   leaf_key.assign(tokens + cached, tokens + n);
-  leaf_value.assign(slots + cached, slots + n);
+  if (leaf_paged) {
+    leaf_value.resize((n - cached) / P);
+    for (size_t p = 0; p < leaf_value.size(); ++p) leaf_value[p] = slots[cached + p * P];
+  } else {
+    leaf_value.assign(slots + cached, slots + n);
+  }
   std::vector<Digest> leaf_hashes;
   std::vector<KvEvent> stored;
   const Digest* prev = events_enabled_ && cached < n ? digest_before(tokens, cached, extra) : nullptr;
@@ -470,6 +553,8 @@ Status RadixTree::insert(const int32_t* tokens, size_t n, const int64_t* slots, 
     l.extra = extra;
     l.key = std::move(leaf_key);  // pos == cached: the walk matched what cached_prefix found
     l.value = std::move(leaf_value);
+    l.paged = leaf_paged;
+    if (!leaf_paged && page_ > 1) all_paged_ = false;  // spares need a value per token from now on
     trim(&l.key);
     trim(&l.value);
     l.priority = priority;
@@ -533,14 +618,37 @@ Status RadixTree::evict(size_t tokens, const FreeSlots& free, size_t* evicted) {
     const size_t most = evictable_ / static_cast<size_t>(page_);
     if (events_.capacity() - events_.size() < most) events_.reserve(std::max(events_.size() + most, 2 * events_.capacity()));
   }
+  // The evicted nodes' values are batched (one run per node, in eviction order) and
+  // freed together; the buffers were sized at creation, so nothing here allocates.
+  evict_values_.clear();
+  evict_ends_.clear();
+  bool batch_paged = false;
+  auto flush = [&]() -> Status {
+    if (evict_ends_.empty()) return Status::ok();
+    const Status st = free(evict_values_.data(), evict_ends_.data(), evict_ends_.size(), batch_paged);
+    evict_values_.clear();
+    evict_ends_.clear();
+    return st;
+  };
   while (*evicted < tokens && !evictable_leaves_.empty()) {
     const int32_t id = std::get<2>(*evictable_leaves_.begin());
     Node& n = nodes_[static_cast<size_t>(id)];
-    KVPOOL_RETURN_IF_ERROR(free(n.value.data(), n.value.size()));
-    *evicted += n.value.size();
+    if (!evict_ends_.empty() && (n.paged != batch_paged || evict_ends_.size() == evict_ends_.capacity() ||
+                                 evict_values_.size() + n.value.size() > evict_values_.capacity())) {
+      KVPOOL_RETURN_IF_ERROR(flush());
+    }
+    if (n.value.size() > evict_values_.capacity()) {  // too large to batch: freed alone, before it leaves
+      const size_t end = n.value.size();
+      KVPOOL_RETURN_IF_ERROR(free(n.value.data(), &end, 1, n.paged));
+    } else {
+      batch_paged = n.paged;
+      evict_values_.insert(evict_values_.end(), n.value.begin(), n.value.end());  // within capacity
+      evict_ends_.push_back(evict_values_.size());
+    }
+    *evicted += n.key.size();
     evictable_ -= n.key.size();
     if (events_enabled_) emit_removed(n);
-    auto nh = evictable_leaves_.extract(n.order_key);
+    auto nh = evictable_leaves_.extract(n.order_it);
     if (spare_orders_.size() < spare_orders_.capacity()) spare_orders_.push_back(std::move(nh));  // for the parent
     n.in_order = false;
     const int32_t parent = n.parent;
@@ -548,19 +656,21 @@ Status RadixTree::evict(size_t tokens, const FreeSlots& free, size_t* evicted) {
     free_node(id);
     refresh_order(parent);  // a parent left without children becomes a candidate
   }
-  return Status::ok();
+  return flush();
 }
 
 void RadixTree::reset() {
   nodes_.clear();
   free_ids_.clear();
-  children_.clear();
+  std::fill(child_table_.begin(), child_table_.end(), ChildSlot{});
+  child_links_ = 0;
   evictable_leaves_.clear();
   live_nodes_ = 0;
   const int32_t root = new_node();
   nodes_[static_cast<size_t>(root)].lock_ref = 1;  // the root is never evictable and never counted
   live_nodes_ = 1;
   evictable_ = protected_ = 0;
+  all_paged_ = true;
   if (events_enabled_) events_.push_back(KvEvent{EventType::kAllBlocksCleared, 0, 0, false, {}});
 }
 
@@ -636,7 +746,10 @@ void RadixTree::emit_removed(const Node& n) {
 
 void RadixTree::collect_slots(std::vector<int64_t>* out) const {
   for (size_t id = 1; id < nodes_.size(); ++id) {
-    if (nodes_[id].live) out->insert(out->end(), nodes_[id].value.begin(), nodes_[id].value.end());
+    if (!nodes_[id].live) continue;
+    const size_t at = out->size();
+    out->resize(at + nodes_[id].key.size());
+    copy_slots(nodes_[id], 0, nodes_[id].key.size(), out->data() + at);
   }
 }
 
@@ -651,8 +764,9 @@ size_t RadixTree::check(std::string* report, size_t max_lines) const {
     const Node& n = nodes_[id];
     if (!n.live) continue;
     const std::string who = "radix node " + std::to_string(id);
-    if (n.key.size() != n.value.size() || n.key.empty() || n.key.size() % static_cast<size_t>(page_) != 0) {
-      complain(who + " has " + std::to_string(n.key.size()) + " tokens and " + std::to_string(n.value.size()) + " slots");
+    const size_t slots = n.value.size() * (n.paged ? static_cast<size_t>(page_) : 1);
+    if (n.key.size() != slots || n.key.empty() || n.key.size() % static_cast<size_t>(page_) != 0) {
+      complain(who + " has " + std::to_string(n.key.size()) + " tokens and " + std::to_string(slots) + " slots");
       continue;
     }
     if (n.parent < 0 || !nodes_[static_cast<size_t>(n.parent)].live) {

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <set>
@@ -26,6 +27,9 @@
 #include "util/status.hpp"
 
 namespace kvp::cache {
+
+// Number of leading tokens a[0, n) and b[0, n) share.
+size_t common_tokens(const int32_t* a, const int32_t* b, size_t n);
 
 enum class EvictionPolicy { kLru, kLfu, kFifo, kMru, kFilo, kPriority };
 bool parse_eviction_policy(const std::string& name, EvictionPolicy* out);
@@ -50,7 +54,10 @@ struct MatchResult {
 
 class RadixTree {
  public:
-  using FreeSlots = std::function<Status(const int64_t* slots, size_t n)>;
+  // Gives evicted slots back: `runs` runs, run r = values[ends[r-1], ends[r]), one run per
+  // evicted node in eviction order. With `paged` each value is the first slot of a whole
+  // page of consecutive slots (the page's other slots are implied), else one slot per token.
+  using FreeSlots = std::function<Status(const int64_t* values, const size_t* ends, size_t runs, bool paged)>;
 
   RadixTree(int64_t page_size, EvictionPolicy policy, bool events);
 
@@ -89,8 +96,9 @@ class RadixTree {
   // Inserts an aligned key with its slots. *prefix_len receives the tokens that
   // were already cached (the caller keeps owning slots[0, prefix_len)); the tree
   // takes ownership of slots[prefix_len, n).
+  // `cached`, when known, is cached_prefix() of the same key (saves a walk).
   Status insert(const int32_t* tokens, size_t n, const int64_t* slots, const std::string& extra_key,
-                int32_t priority, size_t* prefix_len, NodeHandle* last_node = nullptr);
+                int32_t priority, size_t* prefix_len, NodeHandle* last_node = nullptr, size_t cached = SIZE_MAX);
 
   Status lock(NodeHandle node);
   Status unlock(NodeHandle node);
@@ -113,6 +121,14 @@ class RadixTree {
 
   // Every slot the tree owns (for ownership checks), and an internal consistency check.
   void collect_slots(std::vector<int64_t>* out) const;
+  // Calls f(values, n, paged) with the stored values of every live node (no copy);
+  // paged: one value per page, its first slot.
+  template <class F>
+  void for_each_value(F&& f) const {
+    for (size_t id = 1; id < nodes_.size(); ++id) {
+      if (nodes_[id].live) f(nodes_[id].value.data(), nodes_[id].value.size(), nodes_[id].paged);
+    }
+  }
   size_t check(std::string* report, size_t max_lines) const;
 
  private:
@@ -131,11 +147,17 @@ class RadixTree {
     uint64_t creation = 0;
     uint64_t hits = 0;
     bool in_order = false;
-    OrderKey order_key{};
+    std::set<OrderKey>::iterator order_it{};  // its entry in evictable_leaves_ while in_order
     std::vector<int32_t> key;
+    // The slots of the key's tokens: one per token, or, when `paged`, one per page
+    // (the page's first slot; the others follow it in order), which is what every
+    // node of a pool's tree holds when page_size > 1 (whole allocated pages).
     std::vector<int64_t> value;
+    bool paged = false;
     std::vector<Digest> hashes;  // one per page, when events are on
   };
+  // Writes the slots of node tokens [from, from + count) (page multiples when paged).
+  void copy_slots(const Node& n, size_t from, size_t count, int64_t* out) const;
 
   NodeHandle handle(int32_t id) const;
   int32_t resolve(NodeHandle h) const;  // -1 if stale
@@ -160,10 +182,24 @@ class RadixTree {
   // and room in the free-id list. Linking, ordering and freeing then cannot throw,
   // so a call that runs out of host memory fails before its first change.
   void prepare(size_t new_nodes, size_t orders = 1);
-  // Moves a spare key/slot buffer pair of room for `tokens` into *key / *value, if one is left.
-  void take_spare_leaf(size_t tokens, std::vector<int32_t>* key, std::vector<int64_t>* value);
+  // Moves the best-fitting spare key/value buffer pair with room for `tokens` tokens and
+  // `values` stored values into *key / *value, if one is left (reserve_inserts() /
+  // reserve_match() made them); otherwise the caller's assign allocates.
+  void take_spare_leaf(size_t tokens, size_t values, std::vector<int32_t>* key, std::vector<int64_t>* value);
+  // The stored values a node of `tokens` tokens may need: one per page while every node
+  // of the tree is paged (page_size > 1), else one per token.
+  size_t values_for(size_t tokens) const {
+    const size_t P = static_cast<size_t>(page_);
+    return P > 1 && all_paged_ ? (tokens + P - 1) / P : tokens;
+  }
   // The child-map entry of `child` under `parent` (end() if missing).
-  std::unordered_multimap<uint64_t, int32_t>::iterator child_entry(int32_t parent, int32_t child);
+  struct ChildSlot {
+    uint64_t hash = 0;
+    int32_t id = -1;  // -1: empty
+  };
+  ChildSlot* child_entry(int32_t parent, int32_t child);
+  // Room for `links` child links without growing (grows the table: may allocate).
+  void reserve_children(size_t links);
   // The digest of the page that ends at `pos` of a cached key (nullptr at 0 or without hashes).
   const Digest* digest_before(const int32_t* tokens, size_t pos, int32_t extra) const;
 
@@ -173,26 +209,38 @@ class RadixTree {
   std::vector<Node> nodes_;
   std::vector<int32_t> free_ids_;
   size_t live_nodes_ = 0;
-  std::unordered_multimap<uint64_t, int32_t> children_;
+  // Child links: an open-addressing table (linear probing, at most half full, power-of-two
+  // size) of (hash of parent, namespace and first page; child id); deletion shifts back.
+  std::vector<ChildSlot> child_table_;
+  size_t child_links_ = 0;
   std::unordered_map<std::string, int32_t> namespaces_;
   std::set<OrderKey> evictable_leaves_;
   // Spare container nodes and leaf buffers made by prepare() / reserve_inserts().
-  std::vector<std::unordered_multimap<uint64_t, int32_t>::node_type> spare_children_;
   std::vector<std::set<OrderKey>::node_type> spare_orders_;
   struct LeafBuffer {
     std::vector<int32_t> key;
     std::vector<int64_t> value;
-    size_t room() const { return std::min(key.capacity(), value.capacity()); }
+    size_t room() const { return key.capacity(); }  // tokens
+    bool fits(size_t tokens, size_t values) const { return key.capacity() >= tokens && value.capacity() >= values; }
   };
   std::vector<LeafBuffer> spare_leaves_;
   std::vector<LeafBuffer> next_leaves_;  // reserve_leaves' scratch (capacity reused)
-  std::vector<size_t> leaf_needs_;       // the room each expected leaf or split needs
+  std::vector<size_t> leaf_needs_;       // the tokens each expected leaf or split needs
+  std::vector<uint8_t> leaf_reused_;     // reserve_leaves' scratch: need i keeps a spare
   void reserve_leaves();                 // makes spare_leaves_ fit leaf_needs_
+  // No node without `paged` was made since the last reset (page_size > 1): the spares'
+  // value buffers need a value per page only (values_for). Cleared until the next reset
+  // by an insert of slots that are not whole pages of consecutive slots.
+  bool all_paged_ = true;
   size_t evictable_ = 0;
   size_t protected_ = 0;
   uint64_t clock_ = 0;
   uint32_t generations_ = 0;
   std::vector<KvEvent> events_;
+  // evict()'s batch: the evicted nodes' values and the end of each node's run.
+  static constexpr size_t kEvictBatch = size_t{1} << 16;
+  std::vector<int64_t> evict_values_;
+  std::vector<size_t> evict_ends_;
 };
 
 }  // namespace kvp::cache

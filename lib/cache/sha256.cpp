@@ -1,6 +1,13 @@
 #include "cache/sha256.hpp"
 
+#include <atomic>
 #include <cstring>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
+#include <immintrin.h>
+#define KVPOOL_SHA_NI 1
+#endif
 
 namespace kvp::cache {
 namespace {
@@ -18,12 +25,77 @@ constexpr uint32_t kRound[64] = {
 
 inline uint32_t rotr(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
 
+#ifdef KVPOOL_SHA_NI
+bool cpu_has_sha_ni() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (__get_cpuid(1, &a, &b, &c, &d) == 0) return false;
+  const bool ssse3 = (c & (1u << 9)) != 0, sse41 = (c & (1u << 19)) != 0;
+  if (__get_cpuid_count(7, 0, &a, &b, &c, &d) == 0) return false;
+  return ssse3 && sse41 && (b & (1u << 29)) != 0;
+}
+
+// One 64-byte block with the SHA extensions (the layout of Intel's reference code:
+// state as ABEF / CDGH, the message schedule with sha256msg1/msg2).
+__attribute__((target("sha,sse4.1,ssse3"))) void compress_sha_ni(uint32_t* state, const uint8_t* block) {
+  const __m128i mask = _mm_set_epi64x(0x0c0d0e0f08090a0bULL, 0x0405060700010203ULL);
+  __m128i tmp = _mm_loadu_si128(reinterpret_cast<const __m128i*>(state));
+  __m128i s1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(state + 4));
+  tmp = _mm_shuffle_epi32(tmp, 0xB1);         // CDAB
+  s1 = _mm_shuffle_epi32(s1, 0x1B);           // EFGH
+  __m128i s0 = _mm_alignr_epi8(tmp, s1, 8);   // ABEF
+  s1 = _mm_blend_epi16(s1, tmp, 0xF0);        // CDGH
+  const __m128i abef = s0, cdgh = s1;
+  __m128i w[16];
+  for (int i = 0; i < 16; ++i) {
+    if (i < 4) {
+      w[i] = _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 16 * i)), mask);
+    } else {
+      __m128i t = _mm_sha256msg1_epu32(w[i - 4], w[i - 3]);
+      t = _mm_add_epi32(t, _mm_alignr_epi8(w[i - 1], w[i - 2], 4));
+      w[i] = _mm_sha256msg2_epu32(t, w[i - 1]);
+    }
+    __m128i msg = _mm_add_epi32(w[i], _mm_loadu_si128(reinterpret_cast<const __m128i*>(kRound + 4 * i)));
+    s1 = _mm_sha256rnds2_epu32(s1, s0, msg);
+    msg = _mm_shuffle_epi32(msg, 0x0E);
+    s0 = _mm_sha256rnds2_epu32(s0, s1, msg);
+  }
+  s0 = _mm_add_epi32(s0, abef);
+  s1 = _mm_add_epi32(s1, cdgh);
+  tmp = _mm_shuffle_epi32(s0, 0x1B);          // FEBA
+  s1 = _mm_shuffle_epi32(s1, 0xB1);           // DCHG
+  s0 = _mm_blend_epi16(tmp, s1, 0xF0);        // DCBA
+  s1 = _mm_alignr_epi8(s1, tmp, 8);           // EFGH
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(state), s0);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(state + 4), s1);
+}
+
+const bool kCpuHasShaNi = cpu_has_sha_ni();
+#else
+const bool kCpuHasShaNi = false;
+#endif
+
+std::atomic<bool> g_use_hardware{kCpuHasShaNi};
+
 }  // namespace
+
+bool Sha256::hardware() { return g_use_hardware.load(std::memory_order_relaxed); }
+
+void Sha256::allow_hardware(bool on) { g_use_hardware.store(on && kCpuHasShaNi, std::memory_order_relaxed); }
+
+void Sha256::compress(const uint8_t* block) {
+#ifdef KVPOOL_SHA_NI
+  if (hardware()) {
+    compress_sha_ni(state_.data(), block);
+    return;
+  }
+#endif
+  compress_portable(block);
+}
 
 Sha256::Sha256()
     : state_{0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19} {}
 
-void Sha256::compress(const uint8_t* block) {
+void Sha256::compress_portable(const uint8_t* block) {
   uint32_t w[64];
   for (int i = 0; i < 16; ++i) {
     w[i] = uint32_t(block[4 * i]) << 24 | uint32_t(block[4 * i + 1]) << 16 | uint32_t(block[4 * i + 2]) << 8 |
@@ -62,6 +134,12 @@ void Sha256::update(const void* data, size_t len) {
   const auto* p = static_cast<const uint8_t*>(data);
   total_bytes_ += len;
   while (len > 0) {
+    if (buffered_ == 0 && len >= 64) {  // whole blocks straight from the input
+      compress(p);
+      p += 64;
+      len -= 64;
+      continue;
+    }
     const size_t take = len < 64 - buffered_ ? len : 64 - buffered_;
     std::memcpy(buffer_.data() + buffered_, p, take);
     buffered_ += take;
@@ -74,15 +152,37 @@ void Sha256::update(const void* data, size_t len) {
   }
 }
 
+Sha256::Digest Sha256::of(const void* data, size_t len) {
+  Sha256 h;
+  uint8_t msg[256];
+  if (len + 9 > sizeof(msg)) {
+    h.update(data, len);
+    return h.finish();
+  }
+  const size_t blocks = (len + 9 + 63) / 64;
+  if (len > 0) std::memcpy(msg, data, len);
+  std::memset(msg + len, 0, blocks * 64 - len);
+  msg[len] = 0x80;
+  const uint64_t bits = static_cast<uint64_t>(len) * 8;
+  for (int i = 0; i < 8; ++i) msg[blocks * 64 - 8 + static_cast<size_t>(i)] = static_cast<uint8_t>(bits >> (56 - 8 * i));
+  for (size_t b = 0; b < blocks; ++b) h.compress(msg + 64 * b);
+  Digest out;
+  for (int i = 0; i < 8; ++i) {
+    out[4 * i] = static_cast<uint8_t>(h.state_[i] >> 24);
+    out[4 * i + 1] = static_cast<uint8_t>(h.state_[i] >> 16);
+    out[4 * i + 2] = static_cast<uint8_t>(h.state_[i] >> 8);
+    out[4 * i + 3] = static_cast<uint8_t>(h.state_[i]);
+  }
+  return out;
+}
+
 Sha256::Digest Sha256::finish() {
   const uint64_t bits = total_bytes_ * 8;
-  const uint8_t pad = 0x80;
-  update(&pad, 1);
-  const uint8_t zero = 0;
-  while (buffered_ != 56) update(&zero, 1);
-  uint8_t length[8];
-  for (int i = 0; i < 8; ++i) length[i] = static_cast<uint8_t>(bits >> (56 - 8 * i));
-  update(length, 8);
+  // 0x80, zeros up to 56 mod 64, the bit length big-endian: at most two blocks.
+  uint8_t tail[72] = {0x80};
+  const size_t zeros = (buffered_ < 56 ? 56 : 120) - buffered_ - 1;
+  for (int i = 0; i < 8; ++i) tail[1 + zeros + static_cast<size_t>(i)] = static_cast<uint8_t>(bits >> (56 - 8 * i));
+  update(tail, 1 + zeros + 8);
   Digest out;
   for (int i = 0; i < 8; ++i) {
     out[4 * i] = static_cast<uint8_t>(state_[i] >> 24);

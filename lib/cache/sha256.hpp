@@ -16,8 +16,17 @@ class Sha256 {
   void update(const void* data, size_t len);
   Digest finish();
 
+  // The digest of one short message, padded in place (no incremental buffering).
+  static Digest of(const void* data, size_t len);
+
+  // Whether compress() uses the CPU's SHA extensions (x86 SHA-NI; detected once).
+  static bool hardware();
+  // Tests: turn the hardware path off (and on again, where the CPU has it).
+  static void allow_hardware(bool on);
+
  private:
   void compress(const uint8_t* block);
+  void compress_portable(const uint8_t* block);
 
   std::array<uint32_t, 8> state_;
   std::array<uint8_t, 64> buffer_{};

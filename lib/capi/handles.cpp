@@ -1,5 +1,7 @@
 #include "capi/handles.hpp"
 
+#include <atomic>
+#include <cstdint>
 #include <mutex>
 #include <unordered_map>
 
@@ -18,6 +20,18 @@ Registry& registry() {
   return *r;
 }
 
+// Bumped by every unregister: a thread's last positive answer stays valid while it is
+// unchanged, so repeated calls on one pool skip the lock and the lookup. (A handle being
+// destroyed by another thread at that moment is a race with or without the cache.)
+std::atomic<uint64_t> g_unregisters{0};
+
+struct LastLive {
+  const void* handle = nullptr;
+  HandleKind kind{};
+  uint64_t unregisters = 0;
+};
+thread_local LastLive t_last;
+
 }  // namespace
 
 void register_handle(const void* handle, HandleKind kind) {
@@ -32,15 +46,22 @@ bool unregister_handle(const void* handle, HandleKind kind) {
   auto it = r.live.find(handle);
   if (it == r.live.end() || it->second != kind) return false;
   r.live.erase(it);
+  g_unregisters.fetch_add(1, std::memory_order_acq_rel);
   return true;
 }
 
 bool is_live_handle(const void* handle, HandleKind kind) {
   if (handle == nullptr) return false;
+  if (t_last.handle == handle && t_last.kind == kind &&
+      t_last.unregisters == g_unregisters.load(std::memory_order_acquire)) {
+    return true;
+  }
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
   auto it = r.live.find(handle);
-  return it != r.live.end() && it->second == kind;
+  if (it == r.live.end() || it->second != kind) return false;
+  t_last = LastLive{handle, kind, g_unregisters.load(std::memory_order_acquire)};
+  return true;
 }
 
 }  // namespace kvp::capi

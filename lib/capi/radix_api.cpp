@@ -46,6 +46,12 @@ KVPOOL_API kvpool_status radix_match(kvpool* pool, const int32_t* tokens, size_t
       return Status(KVPOOL_ERR_BUFFER_TOO_SMALL, "the match has " + std::to_string(would_match) +
                                                      " slots, slots_cap is " + std::to_string(slots_cap));
     }
+    if (slots_cap >= aligned) {  // straight into the caller's buffer: no copy, no allocation
+      kvp::cache::NodeHandle last = 0;
+      *matched = p->cache->tree().match_into(tokens, tokens_len, key, slots, &last);
+      *node = last;
+      return Status::ok();
+    }
     kvp::cache::MatchResult m = p->cache->match(tokens, tokens_len, key);
     if (!m.slots.empty()) std::memcpy(slots, m.slots.data(), m.slots.size() * sizeof(int64_t));
     *matched = m.slots.size();

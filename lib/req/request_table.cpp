@@ -1,5 +1,8 @@
 #include "req/request_table.hpp"
 
+#include <algorithm>
+#include <climits>
+
 #include <string>
 
 namespace kvp::req {
@@ -61,7 +64,15 @@ Status RequestTable::check_columns(int32_t row, size_t start, size_t n) const {
 }
 
 Status RequestTable::check_slots(const int64_t* slots, size_t n) const {
-  for (size_t i = 0; i < n; ++i) {
+  // Branch-free blocks first (vectorised); the exact message comes from the scalar loop.
+  const uint64_t limit = static_cast<uint64_t>(slot_limit_);
+  size_t clean = 0;
+  for (; clean + 64 <= n; clean += 64) {
+    bool bad = false;
+    for (size_t j = 0; j < 64; ++j) bad |= static_cast<uint64_t>(slots[clean + j]) >= limit;
+    if (bad) break;
+  }
+  for (size_t i = clean; i < n; ++i) {
     if (slots[i] < 0 || slots[i] >= slot_limit_) {
       return Status::invalid("slot " + std::to_string(slots[i]) + " at index " + std::to_string(i) +
                              " is out of range [0, " + std::to_string(slot_limit_) + ")");
@@ -72,9 +83,24 @@ Status RequestTable::check_slots(const int64_t* slots, size_t n) const {
 
 Status RequestTable::write(int32_t row, size_t start, const int64_t* slots, size_t n) {
   KVPOOL_RETURN_IF_ERROR(check_columns(row, start, n));
-  KVPOOL_RETURN_IF_ERROR(check_slots(slots, n));
   if (n == 0) return Status::ok();  // nothing to copy (and memcpy from an empty staging_'s NULL is UB)
-  staging_.assign(slots, slots + n);
+  // staging_ holds context_ entries from creation and n <= context_ here: no allocation.
+  if (slot_limit_ > INT32_MAX) {
+    KVPOOL_RETURN_IF_ERROR(check_slots(slots, n));
+    staging_.assign(slots, slots + n);
+  } else {  // narrow and range-check in one branch-free (vectorisable) pass
+    staging_.resize(n);
+    int32_t* dst = staging_.data();
+    uint64_t high = 0;  // nonzero if a slot is negative or >= 2^31
+    int32_t top = 0;
+    for (size_t i = 0; i < n; ++i) {
+      high |= static_cast<uint64_t>(slots[i]) >> 31;
+      const int32_t low = static_cast<int32_t>(static_cast<uint64_t>(slots[i]) & 0x7fffffffu);
+      dst[i] = low;
+      top = std::max(top, low);
+    }
+    if (high != 0 || top >= slot_limit_) return check_slots(slots, n);  // names the first bad slot
+  }
   int32_t* base = table_.as<int32_t>() + static_cast<size_t>(row) * static_cast<size_t>(context_) + start;
   return backend_->from_host(base, staging_.data(), n * sizeof(int32_t));
 }

@@ -19,6 +19,19 @@ Sequences::Sequences(alloc::PagedAllocator* allocator, req::RequestTable* table,
   // size the allocator's free scratch once, so that those frees never allocate.
   if (allocator_ != nullptr) allocator_->reserve_scratch();
   if (cache_ != nullptr && table_ != nullptr) match_scratch_.reset(new int64_t[static_cast<size_t>(table_->max_context_len())]);
+  spare_tokens_.reserve(kSpareBuffers);
+  spare_slots_.reserve(kSpareBuffers);
+}
+
+void Sequences::recycle(Request* r) {
+  if (spare_tokens_.size() < spare_tokens_.capacity() && r->tokens.capacity() > 0) {
+    r->tokens.clear();
+    spare_tokens_.push_back(std::move(r->tokens));  // within capacity: no allocation
+  }
+  if (spare_slots_.size() < spare_slots_.capacity() && r->slots.capacity() > 0) {
+    r->slots.clear();
+    spare_slots_.push_back(std::move(r->slots));
+  }
 }
 
 const Request* Sequences::find(uint64_t id) const {
@@ -36,7 +49,9 @@ Status Sequences::lookup(uint64_t id, Request** out) {
 Status Sequences::check_batch(const uint64_t* ids, size_t n, std::vector<Request*>* reqs) {
   reqs->resize(n);
   for (size_t i = 0; i < n; ++i) KVPOOL_RETURN_IF_ERROR(lookup(ids[i], &(*reqs)[i]));
-  std::vector<uint64_t> sorted(ids, ids + n);
+  if (n < 2) return Status::ok();
+  std::vector<uint64_t>& sorted = sorted_ids_;
+  sorted.assign(ids, ids + n);
   std::sort(sorted.begin(), sorted.end());
   auto repeat = std::adjacent_find(sorted.begin(), sorted.end());
   if (repeat != sorted.end()) return Status::invalid("request " + std::to_string(*repeat) + " appears twice in the batch");
@@ -133,6 +148,14 @@ Status Sequences::begin(const int32_t* tokens, size_t n, const std::string& extr
     }
   } guard{requests_, entry};
   Request& r = entry->second;
+  if (!spare_tokens_.empty()) {  // a finished request's buffers (moves: no allocation)
+    r.tokens = std::move(spare_tokens_.back());
+    spare_tokens_.pop_back();
+  }
+  if (!spare_slots_.empty()) {
+    r.slots = std::move(spare_slots_.back());
+    spare_slots_.pop_back();
+  }
   r.tokens.assign(tokens, tokens + n);
   r.extra_key = extra_key;
   KVPOOL_RETURN_IF_ERROR(match_and_lock(&r));
@@ -290,10 +313,13 @@ Status Sequences::cache_computed_pages(Request* r) {
 }
 
 Status Sequences::decode(const uint64_t* ids, const int32_t* tokens, size_t n, int64_t* out) {
-  std::vector<Request*> reqs;
+  std::vector<Request*>& reqs = decode_reqs_;
   KVPOOL_RETURN_IF_ERROR(check_batch(ids, n, &reqs));
   size_t pages = 0;
-  std::vector<int64_t> seq(n), last(n);
+  std::vector<int64_t>& seq = decode_seq_;
+  std::vector<int64_t>& last = decode_last_;
+  seq.resize(n);
+  last.resize(n);
   for (size_t i = 0; i < n; ++i) {
     const Request& r = *reqs[i];
     if (r.row < 0 || r.slots.size() != r.tokens.size()) {
@@ -361,6 +387,7 @@ Status Sequences::finish(uint64_t id, size_t committed) {
                            std::to_string(r->slots.size()) + " computed tokens");
   }
   KVPOOL_RETURN_IF_ERROR(release(r, true, committed));
+  recycle(r);
   requests_.erase(id);
   return Status::ok();
 }
@@ -369,6 +396,7 @@ Status Sequences::abort(uint64_t id) {
   Request* r = nullptr;
   KVPOOL_RETURN_IF_ERROR(lookup(id, &r));
   KVPOOL_RETURN_IF_ERROR(release(r, false, 0));
+  recycle(r);
   requests_.erase(id);
   return Status::ok();
 }
@@ -410,8 +438,8 @@ size_t Sequences::check_attribution(std::string* report, size_t max_lines) const
   mark_request_pages(&attributed);
   size_t problems = 0;
   for (int64_t page = 1; page <= pages.num_ids(); ++page) {
-    const bool tree = tree_owns(page * static_cast<int64_t>(page_));
-    if (pages.owned(page) && !tree && attributed[static_cast<size_t>(page)] == 0) {
+    // The cheap tests first: most pages are free or a request's.
+    if (pages.owned(page) && attributed[static_cast<size_t>(page)] == 0 && !tree_owns(page * static_cast<int64_t>(page_))) {
       if (problems++ < max_lines) {
         *report += pages.what() + " " + std::to_string(page) + " leaked: held, but owned by no request and no tree node\n";
       }

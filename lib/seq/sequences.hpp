@@ -147,6 +147,17 @@ class Sequences {
   // The prefix matches of begin/retract/extend, max_context_len entries made once
   // (left uninitialized: only the part a match writes is ever touched).
   std::unique_ptr<int64_t[]> match_scratch_;
+  // Token and slot buffers of finished requests, kept (emptied, capacity intact) for the
+  // next requests: a new request reuses grown memory instead of faulting in fresh pages.
+  static constexpr size_t kSpareBuffers = 8;
+  std::vector<std::vector<int32_t>> spare_tokens_;
+  std::vector<std::vector<int64_t>> spare_slots_;
+  // Moves r's buffers to the spares while there is room (never allocates).
+  void recycle(Request* r);
+  // Scratch of check_batch / decode, reused across calls.
+  std::vector<uint64_t> sorted_ids_;
+  std::vector<int64_t> decode_seq_, decode_last_;
+  std::vector<Request*> decode_reqs_;
 };
 
 }  // namespace kvp::seq

@@ -821,7 +821,7 @@ void BM_Replay(benchmark::State& state, bool decode) {
 
 void len_page_args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"len", "page"});
-  b->ArgsProduct({{1024, 8192, 32768}, {1, 16, 64}});
+  b->ArgsProduct({{1024, 2048, 8192, 32768}, {1, 16, 64}});
 }
 
 }  // namespace

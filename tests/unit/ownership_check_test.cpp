@@ -58,6 +58,26 @@ TEST(OwnershipCheck, ReportsDoubleOwnedIds) {
   EXPECT_NE(report.find("page 4 is double-owned: listed again in the release list"), std::string::npos) << report;
 }
 
+TEST(OwnershipCheck, ListsGivenInPlaceCountLikeVectors) {
+  // The ring form (two contiguous parts, no copy) gives the same verdicts as the vectors.
+  std::vector<uint8_t> owned;
+  OwnershipView v = healthy(&owned);
+  const int64_t part_a[] = {4}, part_b[] = {3}, deferred[] = {5};
+  v.free.clear();
+  v.release.clear();
+  v.free_parts[0] = {part_a, 1};
+  v.free_parts[1] = {part_b, 1};
+  v.release_parts[0] = {deferred, 1};
+  size_t problems = 0;
+  EXPECT_EQ(check(v, &problems), "");
+  v.free_parts[1] = {};  // page 3 vanished
+  const std::string report = check(v, &problems);
+  EXPECT_NE(report.find("page 3 leaked: neither held nor free"), std::string::npos) << report;
+  EXPECT_NE(report.find("accounting: free 1 + deferred 1"), std::string::npos) << report;
+  v.free_parts[1] = {deferred, 1};  // page 5 free and deferred
+  EXPECT_NE(check(v, &problems).find("page 5 is double-owned: listed again in the release list"), std::string::npos);
+}
+
 TEST(OwnershipCheck, ReportsBadIdsAndCounters) {
   std::vector<uint8_t> owned;
   OwnershipView v = healthy(&owned);

@@ -1,6 +1,8 @@
 // Pool handle lifecycle: create, create from file, destroy in any order, bad handles.
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -45,6 +47,19 @@ TEST(Pool, DestroyIsNullSafeAndIdempotent) {
   kvpool_destroy(pool);
   kvpool_destroy(pool);  // a finalizer running after an explicit close: ignored
   EXPECT_EQ(kvpool_backend(pool), nullptr);
+  EXPECT_NE(std::string(kvpool_last_error()).find("not a live kvpool handle"), std::string::npos);
+}
+
+TEST(Pool, HandleJustUsedIsRejectedOnceDestroyedElsewhere) {
+  // The live-handle check remembers a thread's last live pool; a destroy (here from
+  // another thread) must still be seen on the next call.
+  kvpool* pool = nullptr;
+  ASSERT_EQ(kvpool_create(kConfig.data(), kConfig.size(), &pool), KVPOOL_OK);
+  size_t n = 0;
+  ASSERT_EQ(kvalloc_available(pool, &n), KVPOOL_OK);
+  ASSERT_EQ(kvalloc_available(pool, &n), KVPOOL_OK);  // answered from the remembered check
+  std::thread([pool] { kvpool_destroy(pool); }).join();
+  EXPECT_EQ(kvalloc_available(pool, &n), KVPOOL_ERR_INVALID_ARGUMENT);
   EXPECT_NE(std::string(kvpool_last_error()).find("not a live kvpool handle"), std::string::npos);
 }
 

@@ -1,6 +1,7 @@
 // RadixCache internals (SGLANG_SEMANTICS §3, test scenarios of §8.1), linked directly.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <random>
 #include <string>
@@ -8,6 +9,7 @@
 
 #include "cache/page_hash.hpp"
 #include "cache/radix_tree.hpp"
+#include "cache/sha256.hpp"
 
 namespace {
 
@@ -28,12 +30,23 @@ Slots match(RadixTree& t, const Tokens& key, const std::string& extra = "") {
   return t.match(key.data(), key.size(), extra).slots;
 }
 
-// Frees nothing, but records what the tree hands back.
+// Frees nothing, but records what the tree hands back: every slot (paged values
+// expanded to their page's slots), and the runs, one per evicted node.
 struct Recorder {
+  int64_t page = 1;
   Slots freed;
+  std::vector<Slots> runs;
+  explicit Recorder(int64_t page_size = 1) : page(page_size) {}
   RadixTree::FreeSlots fn() {
-    return [this](const int64_t* s, size_t n) {
-      freed.insert(freed.end(), s, s + n);
+    return [this](const int64_t* values, const size_t* ends, size_t n_runs, bool paged) {
+      for (size_t r = 0, from = 0; r < n_runs; from = ends[r++]) {
+        Slots run;
+        for (size_t i = from; i < ends[r]; ++i) {
+          for (int64_t j = 0; j < (paged ? page : 1); ++j) run.push_back(values[i] + j);
+        }
+        freed.insert(freed.end(), run.begin(), run.end());
+        runs.push_back(run);
+      }
       return Status::ok();
     };
   }
@@ -270,6 +283,45 @@ TEST(PageHash, MatchesSha256sumOnTheSameBytes) {
   EXPECT_EQ(hex(kvp::cache::page_digest(nullptr, many.data(), many.size())), sha256sum_of(le_bytes(many)));
 }
 
+TEST(PageHash, HardwareAndPortableSha256Agree) {
+  // Both compress paths (the CPU's SHA extensions where present) on every length
+  // around the one- and two-block padding boundaries, and on page digests.
+  std::mt19937 rng(5);
+  for (size_t len = 0; len < 300; ++len) {
+    std::vector<uint8_t> bytes(len);
+    for (auto& b : bytes) b = static_cast<uint8_t>(rng());
+    kvp::cache::Sha256 hw, sw;
+    hw.update(bytes.data(), bytes.size());
+    const auto a = hw.finish();
+    ASSERT_EQ(kvp::cache::Sha256::of(bytes.data(), bytes.size()), a) << "one-shot, length " << len;
+    kvp::cache::Sha256::allow_hardware(false);
+    sw.update(bytes.data(), bytes.size());
+    const auto b = sw.finish();
+    kvp::cache::Sha256::allow_hardware(true);
+    ASSERT_EQ(a, b) << "length " << len;
+  }
+  for (size_t n : {1u, 16u, 40u, 41u, 64u}) {  // short (one-shot) and long pages agree with the incremental hash
+    Tokens toks(n);
+    for (auto& t : toks) t = static_cast<int32_t>(rng());
+    kvp::cache::Sha256 inc;
+    std::vector<uint8_t> le;
+    for (int32_t t : toks) {
+      for (int k = 0; k < 4; ++k) le.push_back(static_cast<uint8_t>(static_cast<uint32_t>(t) >> (8 * k)));
+    }
+    inc.update(le.data(), le.size());
+    EXPECT_EQ(kvp::cache::page_digest(nullptr, toks.data(), n), inc.finish()) << n << " tokens";
+  }
+  Tokens page(16);
+  for (auto& t : page) t = static_cast<int32_t>(rng());
+  const auto first = kvp::cache::page_digest(nullptr, page.data(), page.size());
+  const auto hw = kvp::cache::page_digest(&first, page.data(), page.size());
+  kvp::cache::Sha256::allow_hardware(false);
+  const auto sw = kvp::cache::page_digest(&first, page.data(), page.size());
+  kvp::cache::Sha256::allow_hardware(true);
+  EXPECT_EQ(hw, sw);
+  std::printf("SHA-256 hardware path: %s\n", kvp::cache::Sha256::hardware() ? "yes" : "no (portable only)");
+}
+
 TEST(RadixEvents, StoredPerPageWithChainedParents) {
   RadixTree t(4, EvictionPolicy::kLru, true);
   EXPECT_TRUE(t.take_events().empty());
@@ -286,9 +338,10 @@ TEST(RadixEvents, StoredPerPageWithChainedParents) {
   EXPECT_EQ(events[0].block_hash, kvp::cache::event_id(kvp::cache::page_digest(nullptr, page.data(), 4)));
   EXPECT_TRUE(t.take_events().empty());  // drained
 
-  Recorder r;
+  Recorder r(4);
   size_t evicted = 0;
   ASSERT_TRUE(t.evict(8, r.fn(), &evicted).is_ok());
+  EXPECT_EQ(r.freed, (Slots{4, 5, 6, 7, 8, 9, 10, 11}));  // stored per page, handed back whole
   events = t.take_events();
   ASSERT_EQ(events.size(), 2u);
   EXPECT_EQ(events[0].type, EventType::kBlockRemoved);
@@ -308,11 +361,90 @@ TEST(RadixEvents, NoEventsOnSplitAndHashesFollowTheSplit) {
   EXPECT_EQ(events[0].tokens, (Tokens{5, 6}));
   const Tokens first{1, 2};
   EXPECT_EQ(events[0].parent_hash, kvp::cache::event_id(kvp::cache::page_digest(nullptr, first.data(), 2)));
-  Recorder r;
+  Recorder r(2);
   size_t evicted = 0;
   ASSERT_TRUE(t.evict(100, r.fn(), &evicted).is_ok());
+  EXPECT_EQ(r.runs, (std::vector<Slots>{{4, 5}, {8, 9}, {2, 3}}));  // one run per node, in eviction order
   EXPECT_EQ(t.take_events().size(), 3u);  // [3, 4], [5, 6], then [1, 2]: one hash each
   expect_consistent(t);
+}
+
+TEST(RadixTree, ManyChildrenSurviveRemovalsFromTheChildTable) {
+  // Thousands of children under the root and under one inner node, removed in a
+  // shuffled (touched) order: every remaining node must stay reachable (check()) and
+  // matchable, across the child table's growth and its backward-shift deletions.
+  for (int page : {1, 4}) {
+    RadixTree t(page, EvictionPolicy::kLru, false);
+    const size_t P = static_cast<size_t>(page);
+    std::vector<Tokens> keys;
+    int64_t slot = 1;
+    for (int32_t i = 0; i < 3000; ++i) {
+      Tokens k;
+      if (i < 1500) {
+        k.assign(P, 100000 + i);  // one-page keys under the root
+      } else {
+        k.assign(2 * P, 7);  // a shared first page (one inner node) ...
+        k[P] = i;            // ... with 1500 children
+      }
+      Slots v(k.size());
+      for (auto& x : v) x = slot++;
+      insert(t, k, v);
+      keys.push_back(k);
+    }
+    expect_consistent(t);
+    std::mt19937 rng(3);
+    for (int step = 0; step < 40; ++step) {
+      for (int j = 0; j < 50; ++j) match(t, keys[rng() % keys.size()]);  // reorder the LRU
+      Recorder r(page);
+      size_t evicted = 0;
+      ASSERT_TRUE(t.evict(60 * P, r.fn(), &evicted).is_ok());
+      std::string report;
+      ASSERT_EQ(t.check(&report, 20), 0u) << "page " << page << " step " << step << "\n" << report;
+    }
+    for (const Tokens& k : keys) {  // whatever is left still matches with its own slots' count
+      const Slots m = match(t, k);
+      EXPECT_EQ(m.size() % P, 0u);
+    }
+    Recorder r(page);
+    size_t evicted = 0;
+    ASSERT_TRUE(t.evict(SIZE_MAX, r.fn(), &evicted).is_ok());
+    EXPECT_EQ(t.total_size(), 0u);
+    EXPECT_EQ(t.node_count(), 1u);
+  }
+}
+
+TEST(RadixTree, ReservedSparesServePagedAndUnpagedNodes) {
+  // Spare leaf buffers hold a value per page while every node is paged; after an insert
+  // of non-consecutive slots (a node with a value per token) they hold a value per token.
+  // Inserts and splits after reserve_inserts() / reserve_match() must store the same
+  // slots either way.
+  RadixTree t(4, EvictionPolicy::kLru, false);
+  const Tokens a{1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3};
+  const Slots paged{8, 9, 10, 11, 20, 21, 22, 23, 40, 41, 42, 43};
+  size_t bound = a.size();
+  t.reserve_inserts(&bound, 1);
+  EXPECT_EQ(insert(t, a, paged), 0u);
+  t.reserve_match(a.size());
+  EXPECT_EQ(match(t, Tokens(a.begin(), a.begin() + 4)), Slots(paged.begin(), paged.begin() + 4));  // a split
+  expect_consistent(t);
+  const Tokens b{1, 1, 1, 1, 5, 5, 5, 5, 6, 6, 6, 6};
+  const Slots unpaged{8, 9, 10, 11, 60, 62, 61, 63, 70, 71, 72, 74};  // pages not in order
+  bound = 8;
+  t.reserve_inserts(&bound, 1);
+  EXPECT_EQ(insert(t, b, unpaged), 4u);
+  EXPECT_EQ(match(t, b), unpaged);
+  t.reserve_match(b.size());
+  EXPECT_EQ(match(t, Tokens(b.begin(), b.begin() + 8)), Slots(unpaged.begin(), unpaged.begin() + 8));  // splits it
+  EXPECT_EQ(match(t, b), unpaged);
+  EXPECT_EQ(match(t, a), paged);
+  expect_consistent(t);
+  Recorder r(4);
+  size_t evicted = 0;
+  ASSERT_TRUE(t.evict(SIZE_MAX, r.fn(), &evicted).is_ok());
+  Slots freed = r.freed;
+  std::sort(freed.begin(), freed.end());
+  Slots all{8, 9, 10, 11, 20, 21, 22, 23, 40, 41, 42, 43, 60, 61, 62, 63, 70, 71, 72, 74};
+  EXPECT_EQ(freed, all);
 }
 
 TEST(RadixTree, RandomOperationsStayConsistent) {
@@ -337,9 +469,10 @@ TEST(RadixTree, RandomOperationsStayConsistent) {
         ASSERT_TRUE(t.unlock(locked.back()).is_ok());
         locked.pop_back();
       } else {
-        Recorder r;
+        Recorder r(page);
         size_t evicted = 0;
         ASSERT_TRUE(t.evict(rng() % 8, r.fn(), &evicted).is_ok());
+        ASSERT_EQ(r.freed.size(), evicted);
       }
       std::string report;
       ASSERT_EQ(t.check(&report, 20), 0u) << "page " << page << " step " << step << "\n" << report;

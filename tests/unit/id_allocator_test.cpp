@@ -1,0 +1,127 @@
+// IdAllocator's batched give-back (give_back_runs, used by radix eviction) and the
+// free ring's block copies, against the one-id-at-a-time behaviour they replace.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "alloc/id_allocator.hpp"
+#include "alloc/ring.hpp"
+
+namespace {
+
+using kvp::alloc::GiveBackOrder;
+using kvp::alloc::IdAllocator;
+using kvp::alloc::Ring;
+using kvp::alloc::UndoLog;
+using Ids = std::vector<int64_t>;
+
+std::string picture(const IdAllocator& a) {
+  std::string s = "held " + std::to_string(a.held()) + " free";
+  for (int64_t id : a.free_list()) s += " " + std::to_string(id);
+  s += " release";
+  for (int64_t id : a.release_list()) s += " " + std::to_string(id);
+  s += " owned";
+  for (int64_t id = 1; id <= a.num_ids(); ++id) s += a.owned(id) ? "1" : "0";
+  return s;
+}
+
+TEST(IdAllocatorRuns, SameStateAsOneGiveBackPerRun) {
+  std::mt19937_64 rng(11);
+  for (GiveBackOrder order : {GiveBackOrder::kAppend, GiveBackOrder::kPrependSorted}) {
+    for (bool need_sort : {false, true}) {
+      for (int group = 0; group < 2; ++group) {
+        for (int round = 0; round < 20; ++round) {
+          IdAllocator a(64, order, need_sort, "page"), b(64, order, need_sort, "page");
+          Ids taken(40);
+          ASSERT_TRUE(a.take(taken.size(), taken.data()).is_ok());
+          ASSERT_TRUE(b.take(taken.size(), taken.data()).is_ok());
+          std::shuffle(taken.begin(), taken.end(), rng);
+          if (round % 2 == 0) std::sort(taken.begin(), taken.begin() + 20);  // some runs in order
+          std::vector<size_t> ends;
+          for (size_t at = 0; at < 30;) {  // free 30 of the 40 in runs of 1..7
+            at = std::min<size_t>(30, at + 1 + rng() % 7);
+            ends.push_back(at);
+          }
+          if (group) {
+            ASSERT_TRUE(a.group_begin().is_ok());
+            ASSERT_TRUE(b.group_begin().is_ok());
+          }
+          for (size_t r = 0, from = 0; r < ends.size(); from = ends[r++]) {
+            ASSERT_TRUE(a.give_back(taken.data() + from, ends[r] - from, order == GiveBackOrder::kPrependSorted).is_ok());
+          }
+          ASSERT_TRUE(b.give_back_runs(taken.data(), ends.data(), ends.size(), order == GiveBackOrder::kPrependSorted).is_ok());
+          if (group) {
+            ASSERT_TRUE(a.group_end().is_ok());
+            ASSERT_TRUE(b.group_end().is_ok());
+          }
+          EXPECT_EQ(picture(b), picture(a));
+          std::string report;
+          EXPECT_EQ(b.check(&report, 10), 0u) << report;
+        }
+      }
+    }
+  }
+}
+
+TEST(IdAllocatorRuns, RestoreUndoesABatch) {
+  IdAllocator a(32, GiveBackOrder::kPrependSorted, false, "page");
+  Ids taken(20);
+  ASSERT_TRUE(a.take(taken.size(), taken.data()).is_ok());
+  const std::string before = picture(a);
+  a.backup();
+  const Ids ids{9, 3, 4, 17, 12, 5};
+  const std::vector<size_t> ends{2, 3, 6};
+  ASSERT_TRUE(a.give_back_runs(ids.data(), ends.data(), ends.size(), true).is_ok());
+  EXPECT_NE(picture(a), before);
+  a.restore();
+  EXPECT_EQ(picture(a), before);
+}
+
+TEST(IdAllocatorRuns, BadBatchesChangeNothing) {
+  IdAllocator a(16, GiveBackOrder::kAppend, false, "slot");
+  Ids taken(8);
+  ASSERT_TRUE(a.take(taken.size(), taken.data()).is_ok());  // 1..8
+  const std::string before = picture(a);
+  const Ids not_held{1, 2, 12};
+  const std::vector<size_t> one{3};
+  EXPECT_FALSE(a.give_back_runs(not_held.data(), one.data(), 1, false).is_ok());
+  EXPECT_EQ(picture(a), before);
+  const Ids repeated{1, 2, 3, 2};
+  const std::vector<size_t> two{2, 4};
+  const kvp::Status st = a.give_back_runs(repeated.data(), two.data(), 2, false);
+  EXPECT_FALSE(st.is_ok());
+  EXPECT_NE(st.message().find("listed twice"), std::string::npos) << st.message();
+  EXPECT_EQ(picture(a), before);
+  ASSERT_TRUE(a.give_back_runs(repeated.data(), two.data(), 2, true).is_ok());  // collapsed
+  EXPECT_EQ(a.held(), 5u);
+}
+
+TEST(RingBlocks, RangesEqualSinglePushesAcrossTheWrap) {
+  for (size_t head_shift = 0; head_shift < 9; ++head_shift) {
+    UndoLog log;
+    Ring a(9, &log, UndoLog::Target::kFreeRing), b(9, &log, UndoLog::Target::kFreeRing);
+    for (int64_t i = 0; i < 3; ++i) {
+      a.push_back(100 + i);
+      b.push_back(100 + i);
+    }
+    a.pop_front(0);
+    for (size_t k = 0; k < head_shift; ++k) {  // rotate both rings
+      const int64_t v = a.at(0);
+      a.pop_front(1);
+      a.push_back(v);
+      b.pop_front(1);
+      b.push_back(v);
+    }
+    const Ids front{1, 2, 3}, back{7, 8};
+    for (auto it = front.rbegin(); it != front.rend(); ++it) a.push_front(*it);
+    b.push_front_range(front.data(), front.size());
+    for (int64_t v : back) a.push_back(v);
+    b.push_back_range(back.data(), back.size());
+    EXPECT_EQ(a.to_vector(), b.to_vector()) << "shift " << head_shift;
+  }
+}
+
+}  // namespace
