@@ -1,6 +1,6 @@
 // API fuzz target, mha family: paged (and page 1) pools with the radix prefix
 // cache. The first byte picks the config: page size 1/4/16, disaggregation
-// mode (need_sort), eviction policy, KV events, and whether the program may
+// mode (need_sort), eviction policy, KV events, the kvseq eviction rule, and whether the program may
 // allocate slots directly (kvalloc_*) or only through kvseq_* / radix_*.
 #include <string>
 
@@ -21,7 +21,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       std::to_string(page) + R"(, "max_total_tokens": )" + std::to_string(tokens) +
       R"(, "max_running_requests": 4, "max_context_len": 64, "disaggregation_mode": ")" + modes[(v / 3) % 3] +
       R"("}, "prefix_cache": {"kind": "radix", "eviction": ")" + evictions[(v / 18) % 4] +
-      R"(", "events": )" + ((v / 72) % 2 ? "true" : "false") + "}}";
+      R"(", "events": )" + ((v / 72) % 2 ? "true" : "false") + R"(, "evict_rule": ")" +
+      (v >= 144 ? "sglang" : "shortfall") + "\"}}";
   kvfuzz::run_api_program(json, fam, in);
   return 0;
 }

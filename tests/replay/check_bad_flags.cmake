@@ -12,6 +12,9 @@ set(cases
   "--trace|${TRACE}|--sweep|1M|--capacity-tokens|2M"
   "--trace|${TRACE}|--admission|eager"
   "--trace|${TRACE}|--chunk"
+  "--trace|${TRACE}|--evict-rule|lazy"
+  "--trace|${TRACE}|--evict-rule"
+  "--trace|${TRACE}|--sweep|1M|--per-request|${OUT}/x.txt"
   "--trace")
 foreach(case IN LISTS cases)
   string(REPLACE "|" ";" args "${case}")

@@ -107,6 +107,8 @@ TEST(Config, ChoicesListTheAllowedValues) {
                       {"$.model.attention: got \"gqa\"", "\"hybrid_linear\""});
   expect_config_error(doc(kModel, kPool, R"("prefix_cache": {"eviction": "random"})"),
                       {"$.prefix_cache.eviction: got \"random\"", "\"priority\""});
+  expect_config_error(doc(kModel, kPool, R"("prefix_cache": {"evict_rule": "lazy"})"),
+                      {"$.prefix_cache.evict_rule: got \"lazy\"", "\"shortfall\"", "\"sglang\""});
   expect_config_error(doc(kModel, R"("pool": {"device": "gpu0", "max_total_tokens": 1024, "max_context_len": 256})"),
                       {"$.pool.device: got \"gpu0\", expected \"cpu\", \"cuda\" or \"cuda:N\""});
   expect_config_error(doc(kModel, R"("pool": {"device": "cuda:x", "max_total_tokens": 1024, "max_context_len": 256})"),
@@ -207,7 +209,7 @@ TEST(Config, CrossSectionRules) {
 TEST(Config, AllSectionsAccepted) {
   const std::string json = doc(kModel, kPool,
                                R"("version": 1, "parallel": {"tp_size": 2, "tp_rank": 1, "start_layer": 0, "end_layer": 3},
-      "prefix_cache": {"kind": "radix", "eviction": "priority", "events": true},
+      "prefix_cache": {"kind": "radix", "eviction": "priority", "events": true, "evict_rule": "sglang"},
       "host_cache": {"ratio": 3.0, "size_bytes": 0, "layout": "page_first_direct", "write_policy": "write_back", "io_backend": "direct"},
       "storage": {"backend": "file", "path": "/tmp/kv", "prefetch_policy": "timeout", "prefetch_threshold_tokens": 128,
                   "prefetch_timeout_base_s": 2.0, "prefetch_timeout_per_ki_token_s": 0.5})");

@@ -169,4 +169,59 @@ TEST(RadixApi, BadInputsAndUnsupportedPools) {
   EXPECT_EQ(radix_lock(swa, 1), KVPOOL_ERR_INVALID_ARGUMENT);  // swa pools have a tree: a stale handle
 }
 
+// SGLang stamps the child a match walks into before it splits it (spec §3.4 step 3): the
+// split-off lower part is as recent as the match, so an LRU eviction takes an older leaf
+// first. Before this was kept, the lower part kept its old time and went first, and the
+// replay under eviction drifted from SGLang's (issue 11; replay.sglang_per_request).
+TEST(RadixApi, PartialMatchRefreshesTheSplitOffPart) {
+  Pool pool(config(4, false));
+  const Tokens a{1, 2, 3, 4, 5, 6, 7, 8}, b{50, 51, 52, 53};
+  Slots sa = kvtest::alloc(pool, 8), sb = kvtest::alloc(pool, 4);
+  size_t prefix = 0;
+  uint64_t node = 0;
+  ASSERT_EQ(radix_insert(pool, a.data(), a.size(), sa.data(), sa.size(), nullptr, 0, &prefix, &node), KVPOOL_OK);
+  ASSERT_EQ(radix_insert(pool, b.data(), b.size(), sb.data(), sb.size(), nullptr, 0, &prefix, &node), KVPOOL_OK);
+  // Matches a's first page only: a splits into [1..4] and [5..8], both touched now.
+  const Tokens query{1, 2, 3, 4, 9, 9, 9, 9};
+  Slots out(query.size(), -1);
+  size_t matched = 0;
+  ASSERT_EQ(radix_match(pool, query.data(), query.size(), nullptr, out.data(), out.size(), &matched, &node), KVPOOL_OK);
+  ASSERT_EQ(matched, 4u);
+  size_t evicted = 0;
+  ASSERT_EQ(radix_evict(pool, 4, &evicted), KVPOOL_OK);
+  EXPECT_EQ(evicted, 4u);
+  // b, untouched since its insert, went; a's lower part [5..8] is still cached.
+  ASSERT_EQ(radix_match(pool, a.data(), a.size(), nullptr, out.data(), out.size(), &matched, &node), KVPOOL_OK);
+  EXPECT_EQ(matched, 8u);
+  ASSERT_EQ(radix_match(pool, b.data(), b.size(), nullptr, out.data(), out.size(), &matched, &node), KVPOOL_OK);
+  EXPECT_EQ(matched, 0u);
+  kvtest::expect_consistent(pool);
+}
+
+// An insert that splits a node stamps the lower part too, and its new leaf is newer than both.
+TEST(RadixApi, InsertSplitStampsTheLowerPartAndTheNewLeafIsNewest) {
+  Pool pool(config(4, false));
+  const Tokens a{1, 2, 3, 4, 5, 6, 7, 8}, b{50, 51, 52, 53}, c{1, 2, 3, 4, 60, 61, 62, 63};
+  Slots sa = kvtest::alloc(pool, 8), sb = kvtest::alloc(pool, 4), sc = kvtest::alloc(pool, 8);
+  size_t prefix = 0;
+  uint64_t node = 0;
+  ASSERT_EQ(radix_insert(pool, a.data(), a.size(), sa.data(), sa.size(), nullptr, 0, &prefix, &node), KVPOOL_OK);
+  ASSERT_EQ(radix_insert(pool, b.data(), b.size(), sb.data(), sb.size(), nullptr, 0, &prefix, &node), KVPOOL_OK);
+  ASSERT_EQ(radix_insert(pool, c.data(), c.size(), sc.data(), sc.size(), nullptr, 0, &prefix, &node), KVPOOL_OK);
+  ASSERT_EQ(prefix, 4u);
+  ASSERT_EQ(kvalloc_free(pool, sc.data(), 4), KVPOOL_OK);  // the duplicate page stays with the caller
+  Slots out(8, -1);
+  size_t matched = 0, evicted = 0;
+  // Oldest first: b, then a's lower part [5..8] (stamped by the insert's walk), then c's leaf.
+  ASSERT_EQ(radix_evict(pool, 4, &evicted), KVPOOL_OK);
+  ASSERT_EQ(radix_match(pool, b.data(), b.size(), nullptr, out.data(), out.size(), &matched, &node), KVPOOL_OK);
+  EXPECT_EQ(matched, 0u);
+  ASSERT_EQ(radix_evict(pool, 4, &evicted), KVPOOL_OK);
+  ASSERT_EQ(radix_match(pool, a.data(), a.size(), nullptr, out.data(), out.size(), &matched, &node), KVPOOL_OK);
+  EXPECT_EQ(matched, 4u);  // [5..8] went
+  ASSERT_EQ(radix_match(pool, c.data(), c.size(), nullptr, out.data(), out.size(), &matched, &node), KVPOOL_OK);
+  EXPECT_EQ(matched, 8u);  // c's leaf stays
+  kvtest::expect_consistent(pool);
+}
+
 }  // namespace

@@ -155,6 +155,36 @@ TEST(Kvseq, OutOfMemoryEvictsFirstAndOtherwiseChangesNothing) {
   expect_accounting(pool);
 }
 
+// prefix_cache.evict_rule: the default evicts only what an allocation lacks; "sglang" evicts
+// SGLang's whole scheduler estimate (the chunk plus a page per request) as soon as fewer
+// slots are free than that estimate, even when the allocation itself fits (spec §1.14).
+TEST(Kvseq, EvictRuleShortfallOrSglangEstimate) {
+  for (const char* rule : {"shortfall", "sglang"}) {
+    std::string json = config(4, 32);
+    json.replace(json.find(R"("kind": "radix")"), 15, std::string(R"("kind": "radix", "evict_rule": ")") + rule + "\"");
+    Pool pool(json);
+    const uint64_t a = begin(pool, range(1, 16));
+    ASSERT_EQ(extend(pool, {a}, {16}), KVPOOL_OK);
+    ASSERT_EQ(kvseq_finish(pool, a, 16), KVPOOL_OK);  // 16 tokens cached and evictable, 16 free
+    const uint64_t b = begin(pool, range(100, 13));
+    ASSERT_EQ(extend(pool, {b}, {13}), KVPOOL_OK) << kvpool_last_error();  // 4 pages: fits in the 16 free
+    size_t available = 0, evictable = 0, protected_len = 0, uncached = 0, capacity = 0;
+    ASSERT_EQ(kvseq_accounting(pool, &available, &evictable, &protected_len, &uncached, &capacity), KVPOOL_OK);
+    if (std::string(rule) == "shortfall") {
+      EXPECT_EQ(evictable, 16u) << "nothing was short, nothing goes";
+      EXPECT_EQ(available, 0u);
+    } else {
+      EXPECT_EQ(evictable, 0u) << "13 + 4 > 16 free: SGLang evicts 17 tokens (a's whole node)";
+      EXPECT_EQ(available, 16u);
+    }
+    expect_accounting(pool);
+    // Decode: the estimate is a page per request. b holds 13 of its 16 slots' page: no new page needed,
+    // and nothing more is evictable either way.
+    ASSERT_EQ(kvseq_finish(pool, b, 13), KVPOOL_OK);
+    expect_accounting(pool);
+  }
+}
+
 // Found by the API fuzzer: inside an open free group, evicted slots only become free when the
 // group ends, so evicting could not make room; extend evicted anyway and then failed.
 TEST(Kvseq, OutOfMemoryInsideAFreeGroupEvictsNothing) {
