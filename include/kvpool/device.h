@@ -329,7 +329,8 @@ KVPOOL_API kvpool_status kvpool_mamba_fork_async(kvpool *pool, int32_t src, int3
  *
  * `dst[i]` receives `src[i]`'s states (SGLang's copy_from with index tensors).
  * Both arrays are device memory on a CUDA pool, where slot ranges are checked
- * on the device (fault); a CPU pool also checks that every slot is allocated.
+ * on the device (fault); a CPU pool also checks that every slot is allocated and
+ * that no destination is the state slot of a live kvseq request (refused, nothing copied).
  * Destinations must be distinct and must not be sources of the same call.
  *
  * @param[in] pool    A live hybrid_linear pool.

@@ -43,6 +43,10 @@ KVPOOL_API kvpool_status kvpool_mamba_alloc(kvpool *pool, int32_t *slots, size_t
 
 /**
  * @brief Return state slots to the back of the free list.
+ *
+ * Refuses slots the prefix tree, a request row (kvreq_free_hybrid() frees those) or a
+ * live kvseq request (from kvseq_begin on: "mamba slot N belongs to a kvseq request") holds.
+ *
  * @param[in] pool      A live hybrid_linear pool.
  * @param[in] slots     Allocated slots, each once.
  * @param[in] slots_len Number of slots.
@@ -54,13 +58,19 @@ KVPOOL_API kvpool_status kvpool_mamba_free(kvpool *pool, const int32_t *slots, s
  * @brief Copy every layer's conv and temporal state from @p src to @p dst.
  * @param[in] pool A live hybrid_linear pool.
  * @param[in] src  An allocated slot.
- * @param[in] dst  An allocated slot.
- * @return #KVPOOL_OK or #KVPOOL_ERR_INVALID_ARGUMENT.
+ * @param[in] dst  An allocated slot, not the state slot of a live kvseq request (from
+ *                 kvseq_begin on, row or not).
+ * @return #KVPOOL_OK or #KVPOOL_ERR_INVALID_ARGUMENT (nothing copied; for a kvseq
+ *         request's state: "dst N belongs to a kvseq request").
  */
 KVPOOL_API kvpool_status kvpool_mamba_copy(kvpool *pool, int32_t src, int32_t dst);
 
 /**
  * @brief Allocate one slot and copy @p src into it.
+ *
+ * The target is always a free slot, so no live state is overwritten; @p src may be
+ * any allocated slot (a kvseq request's state included: it is only read).
+ *
  * @param[in]  pool A live hybrid_linear pool.
  * @param[in]  src  An allocated slot.
  * @param[out] dst  Receives the new slot.

@@ -212,7 +212,8 @@ KVPOOL_API kvpool_status radix_page_hash(const int32_t *tokens, size_t tokens_le
  * @param[in]  tokens_len Number of tokens.
  * @param[in]  extra_key  Namespace, or NULL.
  * @param[in]  cow_slot   A mamba slot the caller allocated (kvpool_mamba_alloc()) that receives
- *                        the node's state if one matched, or -1 for no copy.
+ *                        the node's state if one matched, or -1 for no copy. Neither the tree's
+ *                        nor the state slot of a live kvseq request (from kvseq_begin on).
  * @param[out] slots      Receives the cached slots of the usable prefix.
  * @param[in]  slots_cap  Capacity of @p slots (tokens_len always suffices).
  * @param[out] matched    Receives the number of usable tokens.
@@ -220,7 +221,8 @@ KVPOOL_API kvpool_status radix_page_hash(const int32_t *tokens, size_t tokens_le
  * @param[out] mamba_slot Receives the node's state slot, owned by the tree (-1 at the root).
  * @return #KVPOOL_OK; #KVPOOL_ERR_BUFFER_TOO_SMALL (*matched tells the need; nothing else
  *         changes); #KVPOOL_ERR_UNSUPPORTED (not a hybrid_linear pool with a radix cache);
- *         #KVPOOL_ERR_INVALID_ARGUMENT (e.g. @p cow_slot not allocated or the tree's).
+ *         #KVPOOL_ERR_INVALID_ARGUMENT (nothing changes; e.g. @p cow_slot not allocated, the
+ *         tree's, or a kvseq request's: "cow_slot N belongs to a kvseq request").
  */
 KVPOOL_API kvpool_status radix_match_mamba(kvpool *pool, const int32_t *tokens, size_t tokens_len,
                                            const char *extra_key, int32_t cow_slot, int64_t *slots, size_t slots_cap,
@@ -240,11 +242,13 @@ KVPOOL_API kvpool_status radix_match_mamba(kvpool *pool, const int32_t *tokens, 
  * @param[in]  slots       One allocated slot per token.
  * @param[in]  slots_len   Must equal @p tokens_len.
  * @param[in]  extra_key   Namespace, or NULL.
- * @param[in]  mamba_slot  An allocated state slot that no request row and not the tree holds.
+ * @param[in]  mamba_slot  An allocated state slot that no request row, no live kvseq request
+ *                         (from kvseq_begin on, row or not) and not the tree holds.
  * @param[out] prefix_len  Receives the number of leading tokens already cached.
  * @param[out] mamba_exist Receives 1 if the tree kept its own state (the caller keeps @p mamba_slot), else 0.
  * @param[out] node        Receives the node of the last token (NULL allowed).
- * @return #KVPOOL_OK; #KVPOOL_ERR_UNSUPPORTED; #KVPOOL_ERR_INVALID_ARGUMENT (nothing changes).
+ * @return #KVPOOL_OK; #KVPOOL_ERR_UNSUPPORTED; #KVPOOL_ERR_INVALID_ARGUMENT (nothing changes;
+ *         a kvseq request's state: "mamba_slot N belongs to a kvseq request").
  */
 KVPOOL_API kvpool_status radix_insert_mamba(kvpool *pool, const int32_t *tokens, size_t tokens_len,
                                             const int64_t *slots, size_t slots_len, const char *extra_key,

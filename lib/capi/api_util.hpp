@@ -46,6 +46,18 @@ inline Status need_mamba(const ::kvpool* pool) {
   return Status::ok();
 }
 
+// A kvseq request owns its state slot from kvseq_begin on, also before its first extend
+// gives it a row (MambaPool::attached sees only row-held slots): no other call may
+// take that slot, free it or copy into it. `what` names the argument ("mamba_slot",
+// "cow_slot", "dst"); `hint` (may be "") follows the message after "; ".
+inline Status refuse_request_state(const ::kvpool* pool, int32_t slot, const char* what, const char* hint) {
+  if (pool->seqs && pool->seqs->holds_state(slot)) {
+    return Status::invalid(std::string(what) + " " + std::to_string(slot) + " belongs to a kvseq request" +
+                           (hint[0] != '\0' ? "; " + std::string(hint) : std::string()));
+  }
+  return Status::ok();
+}
+
 inline Status check_out(const void* out, const char* name) {
   if (out == nullptr) return Status::invalid(std::string(name) + " is NULL");
   return Status::ok();

@@ -68,6 +68,8 @@ KVPOOL_API kvpool_status kvpool_mamba_copy_async(kvpool* pool, const int32_t* sr
       for (size_t i = 0; i < src_len; ++i) {  // every slot checked before any copy
         KVPOOL_RETURN_IF_ERROR(p->mamba->check_owned(src[i], ("src[" + std::to_string(i) + "]").c_str()));
         KVPOOL_RETURN_IF_ERROR(p->mamba->check_owned(dst[i], ("dst[" + std::to_string(i) + "]").c_str()));
+        KVPOOL_RETURN_IF_ERROR(kvp::capi::refuse_request_state(p, dst[i], ("dst[" + std::to_string(i) + "]").c_str(),
+                                                               "the copy would overwrite its state"));
       }
       for (size_t i = 0; i < src_len; ++i) KVPOOL_RETURN_IF_ERROR(p->mamba->copy(src[i], dst[i]));
       return Status::ok();

@@ -6,6 +6,7 @@ using kvp::Status;
 using kvp::capi::check_array;
 using kvp::capi::check_out;
 using kvp::capi::need_mamba;
+using kvp::capi::refuse_request_state;
 using kvp::capi::with_pool;
 
 extern "C" {
@@ -37,9 +38,7 @@ KVPOOL_API kvpool_status kvpool_mamba_free(kvpool* pool, const int32_t* slots, s
       if (p->mamba_cache && p->mamba_cache->owns_state(slots[i])) {
         return Status::invalid("mamba slot " + std::to_string(slots[i]) + " belongs to the prefix tree");
       }
-      if (p->seqs && p->seqs->holds_state(slots[i])) {
-        return Status::invalid("mamba slot " + std::to_string(slots[i]) + " belongs to a kvseq request");
-      }
+      KVPOOL_RETURN_IF_ERROR(refuse_request_state(p, slots[i], "mamba slot", "kvseq_finish or kvseq_abort frees it"));
     }
     return p->mamba->free_unattached(slots, slots_len);
   });
@@ -48,6 +47,7 @@ KVPOOL_API kvpool_status kvpool_mamba_free(kvpool* pool, const int32_t* slots, s
 KVPOOL_API kvpool_status kvpool_mamba_copy(kvpool* pool, int32_t src, int32_t dst) {
   return with_pool("kvpool_mamba_copy", pool, [&](kvpool* p) -> Status {
     KVPOOL_RETURN_IF_ERROR(need_mamba(p));
+    KVPOOL_RETURN_IF_ERROR(refuse_request_state(p, dst, "dst", "the copy would overwrite its state"));
     return p->mamba->copy(src, dst);
   });
 }

@@ -8,6 +8,7 @@ using kvp::capi::check_array;
 using kvp::capi::check_out;
 using kvp::capi::check_same_length;
 using kvp::capi::key_of;
+using kvp::capi::refuse_request_state;
 using kvp::capi::with_pool;
 
 namespace {
@@ -28,16 +29,6 @@ Status need_swa_cache(const kvpool* pool) {
   return Status::ok();
 }
 
-// A kvseq request owns its state slot from kvseq_begin on, before its first extend
-// gives it a row (whose attachment MambaCache::insert refuses), as kvpool_mamba_free checks too.
-Status refuse_request_state(const kvpool* pool, int32_t slot, const char* what) {
-  if (pool->seqs && pool->seqs->holds_state(slot)) {
-    return Status::invalid(std::string(what) + " " + std::to_string(slot) +
-                           " belongs to a kvseq request; kvseq_finish hands it to the tree");
-  }
-  return Status::ok();
-}
-
 }  // namespace
 
 extern "C" {
@@ -53,6 +44,9 @@ KVPOOL_API kvpool_status radix_match_mamba(kvpool* pool, const int32_t* tokens, 
     KVPOOL_RETURN_IF_ERROR(check_out(node, "node"));
     KVPOOL_RETURN_IF_ERROR(check_out(mamba_slot, "mamba_slot"));
     if (cow_slot < -1) return Status::invalid("cow_slot is " + std::to_string(cow_slot) + ", expected a mamba slot or -1");
+    if (cow_slot >= 0) {
+      KVPOOL_RETURN_IF_ERROR(refuse_request_state(p, cow_slot, "cow_slot", "the copy would overwrite its state"));
+    }
     return kvp::capi::radix_match_two_level(p, tokens, tokens_len, key_of(extra_key), cow_slot, slots, slots_cap,
                                             matched, node, mamba_slot);
   });
@@ -69,7 +63,7 @@ KVPOOL_API kvpool_status radix_insert_mamba(kvpool* pool, const int32_t* tokens,
     KVPOOL_RETURN_IF_ERROR(check_same_length(slots_len, tokens_len, "slots", "tokens"));
     KVPOOL_RETURN_IF_ERROR(check_out(prefix_len, "prefix_len"));
     KVPOOL_RETURN_IF_ERROR(check_out(mamba_exist, "mamba_exist"));
-    KVPOOL_RETURN_IF_ERROR(refuse_request_state(p, mamba_slot, "mamba_slot"));
+    KVPOOL_RETURN_IF_ERROR(refuse_request_state(p, mamba_slot, "mamba_slot", "kvseq_finish hands it to the tree"));
     kvp::cache::NodeHandle last = 0;
     bool exist = false;
     KVPOOL_RETURN_IF_ERROR(

@@ -10,7 +10,8 @@ MambaPool::MambaPool(backend::Backend* backend, const MambaShape& shape, int64_t
       shape_(shape),
       slots_(shape.slots, alloc::GiveBackOrder::kAppend, false, "mamba slot"),
       row_slot_(static_cast<size_t>(request_rows), -1),
-      ping_pong_(static_cast<size_t>(request_rows), {-1, -1}) {
+      ping_pong_(static_cast<size_t>(request_rows), {-1, -1}),
+      kept_(shape.ping_pong ? static_cast<size_t>(shape.slots) + 1 : 0, {-1, -1}) {
   slots_.reserve_scratch();  // freeing state slots (after other changes) never allocates
   scratch_.reserve(static_cast<size_t>(shape.slots));  // free()'s copy of the ids, likewise
 }
@@ -121,7 +122,7 @@ Status MambaPool::free_unattached(const int32_t* slots, size_t n) {
 Status MambaPool::free(const int32_t* slots, size_t n) {
   scratch_.assign(slots, slots + n);
   KVPOOL_RETURN_IF_ERROR(slots_.give_back(scratch_.data(), n, false));
-  for (size_t i = 0; i < n; ++i) kept_.erase(slots[i]);
+  for (size_t i = 0; i < n && !kept_.empty(); ++i) kept_[static_cast<size_t>(slots[i])] = {-1, -1};
   return Status::ok();
 }
 
@@ -195,7 +196,7 @@ Status MambaPool::check_reuse(const int32_t* reuse, size_t n, size_t* new_slots)
                              " already belongs to an allocated row");
     }
     kept.push_back(reuse[i]);
-    if (shape_.ping_pong && kept_.count(reuse[i]) == 0) fresh += 2;
+    if (shape_.ping_pong && kept_[static_cast<size_t>(reuse[i])][0] < 0) fresh += 2;
   }
   std::sort(kept.begin(), kept.end());
   if (std::adjacent_find(kept.begin(), kept.end()) != kept.end()) {
@@ -217,10 +218,10 @@ Status MambaPool::attach(const int32_t* rows, const int32_t* reuse, size_t n, in
     row_slot_[row] = slot;
     slots_out[i] = slot;
     if (!shape_.ping_pong) continue;
-    auto kept = kept_.find(slot);
-    if (kept != kept_.end()) {
-      ping_pong_[row] = kept->second;
-      kept_.erase(kept);
+    std::array<int32_t, 2>& kept = kept_[static_cast<size_t>(slot)];
+    if (kept[0] >= 0) {
+      ping_pong_[row] = kept;
+      kept = {-1, -1};
     } else {
       int32_t pair[2];
       KVPOOL_RETURN_IF_ERROR(alloc(pair, 2));
@@ -241,6 +242,8 @@ Status MambaPool::check_detach(const int32_t* rows, size_t n, bool free_state, i
   return Status::ok();
 }
 
+// Allocates nothing: kept_ and free()'s scratch are sized at creation, the ids to free
+// fit on the stack, and check_detach has refused what give_back could refuse.
 Status MambaPool::detach(const int32_t* rows, size_t n, bool free_state, int32_t keep) {
   for (size_t i = 0; i < n; ++i) {
     const size_t row = static_cast<size_t>(rows[i]);
@@ -249,14 +252,15 @@ Status MambaPool::detach(const int32_t* rows, size_t n, bool free_state, int32_t
     row_slot_[row] = -1;
     ping_pong_[row] = {-1, -1};
     if (!free_state) {
-      if (shape_.ping_pong) kept_[slot] = pp;
+      if (shape_.ping_pong) kept_[static_cast<size_t>(slot)] = pp;
       continue;
     }
-    std::vector<int32_t> release = {slot};
+    std::array<int32_t, 3> release = {slot, -1, -1};
+    size_t count = 1;
     for (int k = 0; k < 2 && shape_.ping_pong; ++k) {
-      if (k != keep) release.push_back(pp[static_cast<size_t>(k)]);
+      if (k != keep) release[count++] = pp[static_cast<size_t>(k)];
     }
-    KVPOOL_RETURN_IF_ERROR(free(release.data(), release.size()));
+    KVPOOL_RETURN_IF_ERROR(free(release.data(), count));
   }
   return Status::ok();
 }
@@ -265,7 +269,7 @@ void MambaPool::clear() {
   slots_.clear();
   std::fill(row_slot_.begin(), row_slot_.end(), -1);
   std::fill(ping_pong_.begin(), ping_pong_.end(), std::array<int32_t, 2>{-1, -1});
-  kept_.clear();
+  std::fill(kept_.begin(), kept_.end(), std::array<int32_t, 2>{-1, -1});
   backend_->zero(conv_.data(), conv_.bytes());
   backend_->zero(ssm_.data(), ssm_.bytes());
 }

@@ -90,7 +90,9 @@ class MambaPool {
   backend::DeviceMemory conv_, ssm_, inter_conv_, inter_ssm_;
   std::vector<int32_t> row_slot_;                   // -1 = none
   std::vector<std::array<int32_t, 2>> ping_pong_;   // -1 = none
-  std::map<int32_t, std::array<int32_t, 2>> kept_;  // ping-pong slots of states kept past their row
+  // Ping-pong slots of states kept past their row, by state slot ({-1, -1} = none). Sized at
+  // creation, so that detach records a kept pair without allocating after a row changed.
+  std::vector<std::array<int32_t, 2>> kept_;
   std::vector<int64_t> scratch_;
 };
 

@@ -112,7 +112,16 @@ class Twin {
 
   // Seqs and rows the pictures describe (ids are the same in both pools).
   kvtest::PoolStateOptions opts;
+  // More of the public picture, appended to pool_state's (e.g. buffer contents,
+  // hybrid rows' state slots); made without injection.
+  std::function<std::string(kvpool*)> extra;
   Summary sum;
+
+  std::string picture(kvpool* p) const {
+    std::string s = kvtest::pool_state(p, opts);
+    if (extra) s += extra(p);
+    return s;
+  }
 
   // Makes the call `f(pool, out)` on both pools as described above; `out` has
   // `out_len` entries (allocated here, before arming). Returns the reference's
@@ -121,7 +130,7 @@ class Twin {
   kvpool_status call(const char* fn, size_t out_len, F&& f, Out* result = nullptr) {
     Out out_b(out_len, -7), out_a(out_len, -7);
     const kvpool_status ref = f(b_, out_b);
-    const std::string before = kvtest::pool_state(a_, opts);
+    const std::string before = picture(a_);
     ++sum.calls;
     for (uint64_t n = 1;; ++n) {
       std::fill(out_a.begin(), out_a.end(), -7);
@@ -143,7 +152,7 @@ class Twin {
       } else {
         expect_clean_failure(fn, st, ref, n);
       }
-      const std::string after = kvtest::pool_state(a_, opts);
+      const std::string after = picture(a_);
       EXPECT_EQ(after, before) << fn << " with allocation " << n << " failing changed the pool:\n"
                                << kvtest::first_difference(before, after);
       std::string report;
@@ -154,7 +163,7 @@ class Twin {
         return ref;
       }
     }
-    const std::string pa = kvtest::pool_state(a_, opts), pb = kvtest::pool_state(b_, opts);
+    const std::string pa = picture(a_), pb = picture(b_);
     EXPECT_EQ(pa, pb) << fn << ": the pool under test differs from the reference:\n" << kvtest::first_difference(pb, pa);
     if (result != nullptr) *result = out_b;
     return ref;

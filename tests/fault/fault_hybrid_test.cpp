@@ -2,9 +2,13 @@
 // allocators, driven directly (not through kvseq): radix_match / insert / lock /
 // unlock / evict on hybrid_linear and swa pools, radix_match_mamba /
 // radix_insert_mamba / radix_evict_mamba, kvpool_mamba_alloc / free / fork /
-// copy, radix_insert_swa / radix_evict_swa, kvalloc_free_swa / translate_swa.
+// copy, radix_insert_swa / radix_evict_swa, kvalloc_free_swa / translate_swa,
+// radix_reset on both trees; and the hybrid request rows (kvreq_alloc_hybrid /
+// kvreq_free_hybrid / kvreq_mamba_slots), with and without pool.mamba_extra_buffer.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
 #include <random>
 #include <string>
 #include <vector>
@@ -169,6 +173,12 @@ void fork_and_copy(Twin& t) {
   free_state(t, src);
 }
 
+// radix_reset: refused while a node is locked (changing nothing), else empties the tree.
+void reset(Twin& t, const std::vector<uint64_t>& locked) {
+  const kvpool_status st = t.call("radix_reset", 0, [&](kvpool* p, Out&) { return radix_reset(p); });
+  EXPECT_EQ(st, locked.empty() ? KVPOOL_OK : KVPOOL_ERR_INVALID_ARGUMENT) << kvpool_last_error();
+}
+
 TEST(FaultHybrid, MambaRadixCalls) {
   Twin t(kvtest::hybrid_radix_config(96, 12, 2, 512), "radix / mamba calls, hybrid_linear");
   std::mt19937 rng(11);
@@ -198,8 +208,13 @@ TEST(FaultHybrid, MambaRadixCalls) {
     } else {
       fork_and_copy(t);
     }
+    if (step == 100 || step == 200) {  // once with the locks held (refused), once without
+      if (step == 200) unlock_all(t, &locked);
+      reset(t, locked);
+    }
   }
   unlock_all(t, &locked);
+  reset(t, locked);
   t.sum.print();
 }
 
@@ -292,8 +307,156 @@ TEST(FaultHybrid, SwaRadixCalls) {
       const size_t tokens = 1 + rng() % 8;
       evict(t, tokens);
     }
+    if (step == 100 || step == 200) {  // once with the locks held (refused), once without
+      if (step == 200) unlock_all(t, &locked);
+      reset(t, locked);
+    }
   }
   unlock_all(t, &locked);
+  reset(t, locked);
+  t.sum.print();
+}
+
+// The state slot and ping-pong slots of every live hybrid row, read with kvreq_mamba_slots.
+std::string row_states(kvpool* p, const std::vector<int32_t>& rows) {
+  std::string out = "hybrid rows:";
+  for (int32_t row : rows) {
+    int32_t slot = -9, pp[2] = {-9, -9};
+    const kvpool_status st = kvreq_mamba_slots(p, row, &slot, pp, 2);
+    out += " " + std::to_string(row) + ":" + std::to_string(st) + "/" + std::to_string(slot) + "/" +
+           std::to_string(pp[0]) + "/" + std::to_string(pp[1]);
+  }
+  return out + "\n";
+}
+
+// kvreq_alloc_hybrid (fresh or reused states), kvreq_free_hybrid (with or without
+// the states, keeping a ping-pong slot or not), kvreq_mamba_slots, and the
+// kvpool_mamba_alloc / free of the states the caller holds between requests.
+void hybrid_rows_workload(Twin& t, bool ping_pong, unsigned seed, int steps) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> rows;
+  std::vector<int32_t> held;  // states the caller holds: kept past their row, or allocated directly
+  // With ping-pong slots, states kept past their row keep their pair; they are only reused (freeing
+  // such a state with kvpool_mamba_free would leave its pair allocated).
+  std::vector<int32_t> kept;
+  t.extra = [&rows](kvpool* p) { return row_states(p, rows); };
+  for (int step = 0; step < steps && t.ok(); ++step) {
+    const int op = static_cast<int>(rng() % 10);
+    if (op < 4) {
+      const size_t batch = 1 + rng() % 3;
+      std::vector<int32_t> reuse;
+      std::vector<int32_t> pool_of = held;
+      pool_of.insert(pool_of.end(), kept.begin(), kept.end());
+      for (size_t i = 0; i < batch; ++i) {
+        if (!pool_of.empty() && rng() % 2 == 0) {
+          const size_t k = rng() % pool_of.size();
+          reuse.push_back(pool_of[k]);
+          pool_of.erase(pool_of.begin() + static_cast<long>(k));
+        } else {
+          reuse.push_back(-1);
+        }
+      }
+      if (rng() % 16 == 0 && !rows.empty()) {  // a state a row holds: refused
+        int32_t slot = -1, pp[2];
+        if (kvreq_mamba_slots(t.b(), rows[0], &slot, pp, 2) == KVPOOL_OK) reuse[0] = slot;
+      }
+      Out out;
+      const kvpool_status st = t.call(
+          "kvreq_alloc_hybrid", 2 * batch,
+          [&](kvpool* p, Out& o) {
+            int32_t r[3] = {-1, -1, -1}, sl[3] = {-1, -1, -1};
+            const kvpool_status s = kvreq_alloc_hybrid(p, reuse.data(), batch, r, batch, sl, batch);
+            for (size_t i = 0; i < batch; ++i) {
+              o[i] = r[i];
+              o[batch + i] = sl[i];
+            }
+            return s;
+          },
+          &out);
+      EXPECT_TRUE(st == KVPOOL_OK || st == KVPOOL_ERR_OUT_OF_MEMORY || st == KVPOOL_ERR_INVALID_ARGUMENT)
+          << kvpool_last_error();
+      if (st == KVPOOL_OK) {
+        for (size_t i = 0; i < batch; ++i) {
+          rows.push_back(static_cast<int32_t>(out[i]));
+          held.erase(std::remove(held.begin(), held.end(), reuse[i]), held.end());
+          kept.erase(std::remove(kept.begin(), kept.end(), reuse[i]), kept.end());
+        }
+      }
+    } else if (op < 7 && !rows.empty()) {
+      const size_t n = 1 + rng() % std::min<size_t>(2, rows.size());
+      std::vector<int32_t> batch(rows.end() - static_cast<long>(n), rows.end());
+      const int32_t free_state = rng() % 3 == 0 ? 0 : 1;
+      const int32_t keep = ping_pong ? static_cast<int32_t>(rng() % 3) - 1 : -1;
+      std::vector<std::array<int32_t, 3>> before;  // state, ping-pong 0, ping-pong 1 of each row
+      for (int32_t row : batch) {
+        Out s;
+        t.call(
+            "kvreq_mamba_slots", 3,
+            [&](kvpool* p, Out& o) {
+              int32_t slot = -1, pp[2] = {-1, -1};
+              const kvpool_status r = kvreq_mamba_slots(p, row, &slot, pp, 2);
+              o[0] = slot;
+              o[1] = pp[0];
+              o[2] = pp[1];
+              return r;
+            },
+            &s);
+        before.push_back({static_cast<int32_t>(s[0]), static_cast<int32_t>(s[1]), static_cast<int32_t>(s[2])});
+      }
+      const kvpool_status st = t.call("kvreq_free_hybrid", 0, [&](kvpool* p, Out&) {
+        return kvreq_free_hybrid(p, batch.data(), batch.size(), free_state, keep);
+      });
+      EXPECT_EQ(st, KVPOOL_OK) << kvpool_last_error();
+      if (st == KVPOOL_OK) {
+        rows.resize(rows.size() - n);
+        for (const auto& b : before) {
+          if (free_state == 0) {
+            (ping_pong ? kept : held).push_back(b[0]);  // its ping-pong slots stay with it
+          } else if (ping_pong && keep >= 0) {
+            held.push_back(b[1 + static_cast<size_t>(keep)]);
+          }
+        }
+      }
+    } else if (op < 8 && !rows.empty() && rng() % 4 == 0) {  // kvreq_free on a hybrid row: refused
+      const int32_t row = rows.back();
+      t.call("kvreq_free", 0, [&](kvpool* p, Out&) { return kvreq_free(p, &row, 1); });
+    } else if (op < 9) {
+      int32_t state = -1;
+      if (alloc_state(t, &state) == KVPOOL_OK) held.push_back(state);
+    } else if (!held.empty()) {
+      const size_t k = rng() % held.size();
+      free_state(t, held[k]);
+      held.erase(held.begin() + static_cast<long>(k));
+    }
+  }
+  while (!rows.empty()) {
+    const int32_t row = rows.back();
+    EXPECT_EQ(t.call("kvreq_free_hybrid", 0, [&](kvpool* p, Out&) { return kvreq_free_hybrid(p, &row, 1, 1, -1); }),
+              KVPOOL_OK);
+    rows.pop_back();
+  }
+  t.extra = nullptr;
+}
+
+// 4 layers (full attention at 3), 10 request rows, 20 state slots.
+std::string hybrid_rows_config(bool extra_buffer) {
+  return std::string(R"({"model": {"num_layers": 4, "attention": "hybrid_linear", "kv_heads": 2, "head_dim": 8,
+      "full_attention_layers": [3], "mamba": {"conv_shape": [4, 3], "ssm_shape": [2, 4, 4],
+      "conv_dtype": "f32", "ssm_dtype": "f32"}},
+      "pool": {"kv_dtype": "f32", "max_total_tokens": 64, "max_running_requests": 10, "mamba_cache_size": 20,
+               "max_context_len": 32, "mamba_extra_buffer": )") +
+         (extra_buffer ? "true" : "false") + R"(}, "prefix_cache": {"kind": "none"}})";
+}
+
+TEST(FaultHybrid, HybridRows) {
+  Twin t(hybrid_rows_config(false), "kvreq_*_hybrid, hybrid_linear");
+  hybrid_rows_workload(t, false, 13, 300);
+  t.sum.print();
+}
+
+TEST(FaultHybrid, HybridRowsExtraBuffer) {
+  Twin t(hybrid_rows_config(true), "kvreq_*_hybrid, hybrid_linear with mamba_extra_buffer");
+  hybrid_rows_workload(t, true, 14, 300);
   t.sum.print();
 }
 

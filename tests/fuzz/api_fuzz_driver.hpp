@@ -68,8 +68,9 @@ class Driver {
   std::vector<int64_t> free_list_slots();            // first slots of the pages now free
   std::set<int32_t> seq_rows();                      // rows held by live requests
   const char* extra_key();
-  // The state slot of a live kvseq request (0 if none): radix_insert_mamba and kvpool_mamba_free
-  // refuse it, with or without a row (corpus api_hybrid/rowless-request-state).
+  // The state slot of a live kvseq request (0 if none): radix_insert_mamba, kvpool_mamba_free and
+  // the copy targets (radix_match_mamba's cow_slot, kvpool_mamba_copy's dst) refuse it, with or
+  // without a row (corpus api_hybrid/rowless-request-state).
   int32_t request_state();
   void forget_pages_of(const int64_t* slots, size_t n);
   void own_pages_of(const int64_t* slots, size_t n);

@@ -339,6 +339,17 @@ void Driver::mamba_alloc_free() {
       states_.insert(slots.begin(), slots.begin() + static_cast<long>(n));
       if (n > 0) direct_ = true;
     }
+    if (st == KVPOOL_OK && n > 0 && in_.chance(3)) {
+      // A copy into the new slot (from it, or from a kvseq request's state, which is only read),
+      // or into a kvseq request's state: refused, it would overwrite the request's state.
+      const int32_t req = request_state();
+      const bool into_request = req > 0 && in_.chance(2);
+      const int32_t src = into_request || req <= 0 ? slots[0] : req;
+      const int32_t dst = into_request ? req : slots[0];
+      const kvpool_status c = call("kvpool_mamba_copy", {INV, UNS}, false, [&] { return kvpool_mamba_copy(pool_, src, dst); });
+      if (into_request && c == KVPOOL_OK) fail("kvpool_mamba_copy", "copied into a kvseq request's state slot");
+      if (!into_request && c != KVPOOL_OK) fail("kvpool_mamba_copy", "refused a copy into an own slot");
+    }
     return;
   }
   std::vector<int32_t> slots;

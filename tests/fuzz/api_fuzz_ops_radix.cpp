@@ -169,9 +169,13 @@ void Driver::radix_match_mamba_op() {
     case 2:
       cow = in_.chance(2) ? 0 : INT32_MAX;  // reserved / out of range
       break;
+    case 3:  // a kvseq request's state (0 without requests): refused, it would be overwritten
+      cow = request_state();
+      break;
     default:
       break;
   }
+  const bool request_cow = cow > 0 && states_.count(cow) == 0;
   size_t matched = 0;
   uint64_t node = 0;
   int32_t tree_state = -1;
@@ -179,6 +183,7 @@ void Driver::radix_match_mamba_op() {
   kvpool_status st = call("radix_match_mamba", {INV, UNS, BTS}, false, [&] {
     return radix_match_mamba(pool_, t.data(), t.size(), key, cow, slots.data(), t.size(), &matched, &node, &tree_state);
   });
+  if (st == KVPOOL_OK && request_cow) fail("radix_match_mamba", "copied into a kvseq request's state slot");
   if (st != KVPOOL_OK) return;
   if (matched == 0) root_ = node;
   if (nodes_.size() < kMaxNodes) nodes_.push_back(node);

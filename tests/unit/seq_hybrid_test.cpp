@@ -5,6 +5,7 @@
 #include <random>
 #include <string>
 
+#include "kvpool/device.h"
 #include "seq_test_util.hpp"
 
 namespace {
@@ -251,6 +252,78 @@ TEST(KvseqHybrid, RadixAndMambaCallsRefuseARowlessRequestState) {
   size_t states_end = 0;
   ASSERT_EQ(kvpool_mamba_available(pool, &states_end), KVPOOL_OK);
   EXPECT_EQ(states_end, states_before + 1);
+}
+
+// The copy targets of radix_match_mamba (cow_slot), kvpool_mamba_copy and kvpool_mamba_copy_async
+// (dst) overwrote a kvseq request's state slot, with or without a row. They now refuse it as
+// radix_insert_mamba and kvpool_mamba_free do, changing nothing; a fork only reads its source
+// (its target is a free slot), so forking a request's state still works.
+TEST(KvseqHybrid, CopyTargetsRefuseARequestState) {
+  Pool pool(kvtest::hybrid_radix_config(64, 10));
+  // A cached sequence with a state the tree owns, whose copy a match would hand out.
+  Slots cached = kvtest::alloc(pool, 4);
+  int32_t tree_state = 0;
+  ASSERT_EQ(kvpool_mamba_alloc(pool, &tree_state, 1), KVPOOL_OK);
+  const Tokens key = kvtest::range(50, 4);
+  size_t prefix = 0;
+  int32_t exist = 0;
+  uint64_t node = 0;
+  ASSERT_EQ(radix_insert_mamba(pool, key.data(), 4, cached.data(), 4, nullptr, tree_state, &prefix, &exist, &node),
+            KVPOOL_OK)
+      << kvpool_last_error();
+  int32_t other = 0;
+  ASSERT_EQ(kvpool_mamba_alloc(pool, &other, 1), KVPOOL_OK);
+
+  // One request without a row yet, one with a row (after its first extend).
+  const uint64_t rowless = kvtest::seq_begin(pool, kvtest::range(1, 6));
+  const uint64_t with_row = kvtest::seq_begin(pool, kvtest::range(100, 6));
+  ASSERT_EQ(kvtest::seq_extend(pool, {with_row}, {6}), KVPOOL_OK) << kvpool_last_error();
+  for (const uint64_t seq : {rowless, with_row}) {
+    int32_t state = 0;
+    ASSERT_EQ(kvseq_mamba_slot(pool, seq, &state), KVPOOL_OK);
+    const std::vector<float> conv(12, 3.5f), ssm(32, -1.25f);
+    ASSERT_EQ(kvpool_mamba_write(pool, 0, state, conv.data(), 48, ssm.data(), 128), KVPOOL_OK) << kvpool_last_error();
+    const std::string before = kvtest::pool_state(pool);
+    const std::string mine = std::to_string(state) + " belongs to a kvseq request";
+
+    std::vector<int64_t> slots(4, -7);
+    size_t matched = 0;
+    int32_t matched_state = -1;
+    EXPECT_EQ(radix_match_mamba(pool, key.data(), 4, nullptr, state, slots.data(), 4, &matched, &node, &matched_state),
+              KVPOOL_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(kvpool_last_error()).find("cow_slot " + mine), std::string::npos) << kvpool_last_error();
+    EXPECT_EQ(kvpool_mamba_copy(pool, other, state), KVPOOL_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(kvpool_last_error()).find("kvpool_mamba_copy: dst " + mine), std::string::npos)
+        << kvpool_last_error();
+    EXPECT_EQ(kvpool_mamba_copy_async(pool, &other, 1, &state, 1, nullptr), KVPOOL_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(kvpool_last_error()).find("dst[0] " + mine), std::string::npos) << kvpool_last_error();
+    EXPECT_EQ(kvtest::pool_state(pool), before);
+    std::vector<float> conv_now(12), ssm_now(32);
+    ASSERT_EQ(kvpool_mamba_read(pool, 0, state, conv_now.data(), 48, ssm_now.data(), 128), KVPOOL_OK);
+    EXPECT_EQ(conv_now, conv);  // untouched
+    EXPECT_EQ(ssm_now, ssm);
+
+    // The request's state as the source is fine: it is only read.
+    EXPECT_EQ(kvpool_mamba_copy(pool, state, other), KVPOOL_OK) << kvpool_last_error();
+    int32_t forked = 0;
+    ASSERT_EQ(kvpool_mamba_fork(pool, state, &forked), KVPOOL_OK) << kvpool_last_error();
+    EXPECT_NE(forked, state);
+    ASSERT_EQ(kvpool_mamba_read(pool, 0, forked, conv_now.data(), 48, ssm_now.data(), 128), KVPOOL_OK);
+    EXPECT_EQ(conv_now, conv);
+    ASSERT_EQ(kvpool_mamba_free(pool, &forked, 1), KVPOOL_OK);
+  }
+  // A slot of the caller's own is still a valid copy target.
+  std::vector<int64_t> slots(4, -7);
+  size_t matched = 0;
+  int32_t matched_state = -1;
+  EXPECT_EQ(radix_match_mamba(pool, key.data(), 4, nullptr, other, slots.data(), 4, &matched, &node, &matched_state),
+            KVPOOL_OK)
+      << kvpool_last_error();
+  EXPECT_EQ(matched, 4u);
+  EXPECT_EQ(matched_state, tree_state);
+  ASSERT_EQ(kvseq_abort(pool, rowless), KVPOOL_OK);
+  ASSERT_EQ(kvseq_abort(pool, with_row), KVPOOL_OK);
+  ASSERT_EQ(kvpool_mamba_free(pool, &other, 1), KVPOOL_OK);
 }
 
 // Found by the API fuzzer: inside an open free group evicting cannot make room (the slots become
