@@ -38,3 +38,14 @@ foreach(cap unb 16M 4M 1M)
   string(JSON matched GET "${json}" matched_tokens)
   message(STATUS "${cap}: all ${n_want} requests equal SGLang's (${matched} tokens matched)")
 endforeach()
+
+# SGLang's replay with "evict only the shortfall" (examples/data/sglang_replay/README.md gives the
+# ratios): the same replay with --evict-rule shortfall gives the same totals.
+foreach(pair "1M;0.146015" "4M;0.378518" "16M;0.639560")
+  list(GET pair 0 cap)
+  list(GET pair 1 ratio)
+  run_replay(json --trace ${TRACE} --prompts-only --evict-rule shortfall --page-size 16 --concurrency 1
+             --policy lru --capacity-tokens ${cap} --json)
+  expect_raw("${json}" token_hit_ratio ${ratio})
+  message(STATUS "${cap}, shortfall: token hit ratio ${ratio}, as SGLang's")
+endforeach()
