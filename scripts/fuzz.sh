@@ -12,26 +12,15 @@
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=common.sh
+source "$repo/scripts/common.sh"
 build=${1:?usage: $0 <build-dir> [seconds] [libFuzzer flags...]}
 seconds=${2:-60}
 shift $(($# >= 2 ? 2 : 1))
 build=$(cd "$build" && pwd)
-corpus=$repo/tests/fuzz/corpus
 
-# The seed folders or files of a target, by its name.
-seed_dirs() {
-  case "$1" in
-    kvpool_config_fuzzer) echo "$corpus"/*.json "$repo"/examples/configs/*.json ;;
-    kvpool_api_fuzzer_*) echo "$corpus/api_${1#kvpool_api_fuzzer_}" ;;
-    *) echo "fuzz.sh: no seed corpus known for $1" >&2; return 1 ;;
-  esac
-}
-
-mapfile -t targets < <(find "$build/tests/fuzz" -maxdepth 1 -type f -perm -u+x -name 'kvpool_*_fuzzer*' | sort)
-if ((${#targets[@]} == 0)); then
-  echo "fuzz.sh: no libFuzzer targets in $build/tests/fuzz (configure with -DKVPOOL_BUILD_FUZZERS=ON and clang)" >&2
-  exit 1
-fi
+mapfile -t targets < <(fuzz_targets "$build")
+((${#targets[@]} > 0 && ${#targets[0]} > 0)) || exit 1
 
 mkdir -p "$build/fuzz-artifacts"
 for target in "${targets[@]}"; do
@@ -39,7 +28,7 @@ for target in "${targets[@]}"; do
   work=$build/fuzz-work/$name
   rm -rf "$work"
   mkdir -p "$work"
-  for seed in $(seed_dirs "$name"); do
+  for seed in $(fuzz_seeds "$repo" "$name"); do
     if [[ -d $seed ]]; then cp -r "$seed"/. "$work"/; else cp "$seed" "$work"/; fi
   done
   flags=(-max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1

@@ -20,6 +20,8 @@
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=common.sh
+source "$repo/scripts/common.sh"
 usage="usage: $0 <build-dir> <seconds> <workers> <out-dir> [corpus-dir] [libFuzzer flags...]"
 build=$(cd "${1:?$usage}" && pwd)
 seconds=${2:?$usage}
@@ -30,7 +32,6 @@ shift $(($# >= 5 ? 5 : 4))
 extra=("$@")  # e.g. -max_len=128; later flags win over the defaults below
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
-corpus=$repo/tests/fuzz/corpus
 
 # The number of workers for a target, from the <workers> argument.
 workers_for() {
@@ -46,19 +47,8 @@ workers_for() {
   echo "$n"
 }
 
-seed_dirs() {
-  case "$1" in
-    kvpool_config_fuzzer) echo "$corpus"/*.json "$repo"/examples/configs/*.json ;;
-    kvpool_api_fuzzer_*) echo "$corpus/api_${1#kvpool_api_fuzzer_}" ;;
-    *) echo "fuzz_long.sh: no seed corpus known for $1" >&2; return 1 ;;
-  esac
-}
-
-mapfile -t targets < <(find "$build/tests/fuzz" -maxdepth 1 -type f -perm -u+x -name 'kvpool_*_fuzzer*' | sort)
-if ((${#targets[@]} == 0)); then
-  echo "fuzz_long.sh: no libFuzzer targets in $build/tests/fuzz" >&2
-  exit 1
-fi
+mapfile -t targets < <(fuzz_targets "$build")
+((${#targets[@]} > 0 && ${#targets[0]} > 0)) || exit 1
 
 active=()
 for target in "${targets[@]}"; do
@@ -68,7 +58,7 @@ for target in "${targets[@]}"; do
   active+=("$target")
   dir=$out/$name
   mkdir -p "$dir/corpus" "$dir/artifacts"
-  for seed in $(seed_dirs "$name"); do
+  for seed in $(fuzz_seeds "$repo" "$name"); do
     if [[ -d $seed ]]; then cp -r "$seed"/. "$dir/corpus"/; else cp "$seed" "$dir/corpus"/; fi
   done
   if [[ -n $previous && -d $previous/$name ]]; then cp -r "$previous/$name"/. "$dir/corpus"/; fi
