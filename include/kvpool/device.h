@@ -345,6 +345,55 @@ KVPOOL_API kvpool_status kvpool_mamba_fork_async(kvpool *pool, int32_t src, int3
 KVPOOL_API kvpool_status kvpool_mamba_copy_async(kvpool *pool, const int32_t *src, size_t src_len,
                                                  const int32_t *dst, size_t dst_len, void *stream);
 
+/**
+ * @brief kvseq_extend() with the request-table writes enqueued on a stream and the new
+ *        slots written to a device array.
+ *
+ * The request bookkeeping is the host's (ids, tokens, prefix matches, the tree), so
+ * `seqs` and `chunk_lens` are host arrays and the new slots are decided on the host
+ * exactly as kvseq_extend() decides them. The whole batch's table writes (new rows'
+ * cached prefixes, every request's new slots) and the copy of the slots into `slots`
+ * are one upload and one kernel on `stream`, whatever the batch size; nothing waits
+ * for the device. Works with both free lists (`"free_list": "device"` runs on the
+ * list's host mirror, see docs/cuda.md). On a CPU pool `slots` is host memory and
+ * the call is kvseq_extend().
+ *
+ * @param[in]  pool           A live pool with kvseq support.
+ * @param[in]  seqs           Host: request ids (each once).
+ * @param[in]  seqs_len       Batch size.
+ * @param[in]  chunk_lens     Host: tokens to compute per request (>= 1).
+ * @param[in]  chunk_lens_len Must equal @p seqs_len.
+ * @param[out] slots          Device: receives the new tokens' slots, request-major.
+ * @param[in]  slots_len      Must equal the sum of @p chunk_lens.
+ * @param[in]  stream         `cudaStream_t` as `void *`.
+ * @return As kvseq_extend(), plus #KVPOOL_ERR_CUDA (nothing changed) and
+ *         #KVPOOL_ERR_DEVICE_FAULT if the pool is faulted.
+ */
+KVPOOL_API kvpool_status kvseq_extend_async(kvpool *pool, const uint64_t *seqs, size_t seqs_len,
+                                            const int64_t *chunk_lens, size_t chunk_lens_len, int64_t *slots,
+                                            size_t slots_len, void *stream);
+
+/**
+ * @brief kvseq_decode() with the request-table writes enqueued on a stream and the new
+ *        slots written to a device array.
+ *
+ * One upload and one kernel on `stream` for the whole batch; nothing waits for the
+ * device. On a CPU pool `slots` is host memory and the call is kvseq_decode().
+ *
+ * @param[in]  pool       A live pool with kvseq support.
+ * @param[in]  seqs       Host: request ids whose prompt is fully computed (each once).
+ * @param[in]  seqs_len   Batch size.
+ * @param[in]  tokens     Host: the token appended to each request.
+ * @param[in]  tokens_len Must equal @p seqs_len.
+ * @param[out] slots      Device: receives one slot per request.
+ * @param[in]  slots_len  Must equal @p seqs_len.
+ * @param[in]  stream     `cudaStream_t` as `void *`.
+ * @return As kvseq_extend_async().
+ */
+KVPOOL_API kvpool_status kvseq_decode_async(kvpool *pool, const uint64_t *seqs, size_t seqs_len,
+                                            const int32_t *tokens, size_t tokens_len, int64_t *slots,
+                                            size_t slots_len, void *stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -388,6 +388,27 @@ Status DevicePages::list(bool release, std::vector<int64_t>* out) const {
   return read_ring(view_.free_ring, free_, out);
 }
 
+Status DevicePages::load(const std::vector<int64_t>& free, const std::vector<int64_t>& release) {
+  if (!release.empty() && !need_sort_) return Status::internal("a release list without need_sort");
+  const int64_t n = num_pages();
+  if (static_cast<int64_t>(free.size() + release.size()) > n) return Status::internal("more free pages than pages");
+  std::vector<uint32_t> bits(static_cast<size_t>(n / 32 + 1), 0);
+  for (int64_t id = 1; id <= n; ++id) bits[static_cast<size_t>(id / 32)] |= 1u << (id % 32);
+  for (const std::vector<int64_t>* list : {&free, &release}) {
+    for (int64_t id : *list) {
+      if (id < 1 || id > n) return Status::internal("page " + std::to_string(id) + " out of range in a mirrored list");
+      bits[static_cast<size_t>(id / 32)] &= ~(1u << (id % 32));
+    }
+  }
+  // The rings first: until the positions below change, nothing reads the entries written.
+  KVPOOL_RETURN_IF_ERROR(upload(view_.free_ring, free.data(), free.size()));
+  if (need_sort_) KVPOOL_RETURN_IF_ERROR(upload(view_.release_ring, release.data(), release.size()));
+  KVPOOL_RETURN_IF_ERROR(backend_->from_host(view_.owned, bits.data(), bits.size() * sizeof(uint32_t)));
+  free_ = devk::RingPos{0, static_cast<int64_t>(free.size())};
+  release_ = devk::RingPos{0, static_cast<int64_t>(release.size())};
+  return Status::ok();
+}
+
 Status DevicePages::check(std::string* report, size_t max_lines, size_t* problems) const {
   OwnershipView view;
   view.what = what();

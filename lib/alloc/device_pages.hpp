@@ -81,6 +81,10 @@ class DevicePages {
   Status clear();
   // The free (or release) list, front first.
   Status list(bool release, std::vector<int64_t>* out) const;
+  // Makes the device lists equal to the given ones (every other page owned): the
+  // host mirror's lists, after kvseq_* / radix_* changed them (capi/device_mirror.hpp).
+  // Synchronous; on failure the device lists are as before.
+  Status load(const std::vector<int64_t>& free, const std::vector<int64_t>& release);
   // Ownership invariant (every page free exactly once or owned); appends problems to `report`.
   Status check(std::string* report, size_t max_lines, size_t* problems) const;
 

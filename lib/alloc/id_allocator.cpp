@@ -28,6 +28,28 @@ void IdAllocator::clear() {
   for (int64_t i = 0; i < num_ids_; ++i) free_.push_back(i + 1);
 }
 
+Status IdAllocator::assign_lists(const std::vector<int64_t>& free, const std::vector<int64_t>& release) {
+  if (in_group_ || log_.active()) return Status::invalid("the lists cannot be replaced inside a free group or snapshot");
+  if (!release.empty() && !need_sort_) return Status::invalid("a release list needs need_sort");
+  std::vector<uint8_t> listed(static_cast<size_t>(num_ids_) + 1, 0);
+  for (const std::vector<int64_t>* list : {&free, &release}) {
+    for (int64_t id : *list) {
+      if (id < 1 || id > num_ids_ || listed[static_cast<size_t>(id)] != 0) {
+        return Status::internal(what_ + " " + std::to_string(id) + " is out of range or listed twice");
+      }
+      listed[static_cast<size_t>(id)] = 1;
+    }
+  }
+  // Storage is sized for every id: nothing below allocates.
+  free_.clear();
+  release_.clear();
+  free_.push_back_range(free.data(), free.size());
+  release_.push_back_range(release.data(), release.size());
+  for (int64_t id = 1; id <= num_ids_; ++id) owned_[static_cast<size_t>(id)] = listed[static_cast<size_t>(id)] ^ 1;
+  held_ = static_cast<size_t>(num_ids_) - free.size() - release.size();
+  return Status::ok();
+}
+
 void IdAllocator::set_owned(int64_t id, bool owned) {
   uint8_t& bit = owned_[static_cast<size_t>(id)];
   log_.record(UndoLog::Target::kOwned, id, bit);

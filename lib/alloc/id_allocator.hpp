@@ -88,6 +88,10 @@ class IdAllocator {
   void merge_and_sort();
   void clear();
 
+  // Replaces the lists (front first); every other id becomes owned. Each id may appear
+  // once; on error nothing changes. No group or snapshot may be open.
+  Status assign_lists(const std::vector<int64_t>& free, const std::vector<int64_t>& release);
+
   std::vector<int64_t> free_list() const { return free_.to_vector(); }
   std::vector<int64_t> release_list() const { return release_.to_vector(); }
 

@@ -18,6 +18,7 @@ const char* fault_op_name(int32_t op) {
     case kOpMoveKv: return "kvpool_move_kv_async";
     case kOpHostCall: return "a host-array allocator call";
     case kOpMambaCopy: return "kvpool_mamba_copy_async";
+    case kOpSeqWrite: return "the request-table writes of a kvseq_* call";
     default: return "an unknown device operation";
   }
 }

@@ -52,6 +52,7 @@ enum FaultOp : int32_t {
   kOpMoveKv = 11,     // kvpool_move_kv_async
   kOpHostCall = 12,   // a synchronous host-array call routed through the device engine
   kOpMambaCopy = 13,  // kvpool_mamba_copy_async
+  kOpSeqWrite = 14,   // the request-table writes of a kvseq_* call
 };
 
 // The record in device memory. `code` is written first (atomicCAS from 0): the

@@ -3,6 +3,7 @@
 
 #include "capi/api_util.hpp"
 #include "capi/device_alloc_api.hpp"
+#include "capi/device_mirror.hpp"
 #include "kvpool/alloc.h"
 #include "kvpool/check.h"
 
@@ -40,8 +41,8 @@ std::string summary(const kvpool* p) {
     s += std::to_string(p->swa->full().held()) + " slots and " + std::to_string(p->swa->swa().held()) +
          " window slots held";
   } else if (p->device_pages) {
-    s += std::to_string(p->device_pages->held_pages()) + " " + p->device_pages->what() + "s held, " +
-         std::to_string(p->device_pages->available_pages()) + " free (device free list)";
+    s += std::to_string(kvp::capi::held_pages(p)) + " " + p->device_pages->what() + "s held, " +
+         std::to_string(kvp::capi::available_pages(p)) + " free (device free list)";
   } else {
     s += std::to_string(p->paged->pages().held()) + " " + p->paged->pages().what() + "s held, " +
          std::to_string(p->paged->pages().available()) + " free";
@@ -80,7 +81,10 @@ KVPOOL_API kvpool_status kvpool_check(const kvpool* pool, char* report, size_t r
     if (report == nullptr && report_cap > 0) return Status::invalid("report is NULL but report_cap is not 0");
     std::string text;
     size_t device_problems = 0;  // a device free list: downloaded and checked first
-    if (p->device_pages) KVPOOL_RETURN_IF_ERROR(kvp::capi::device_check(p, &text, kMaxReportLines, &device_problems));
+    if (p->device_pages) {  // the host mirror and the device lists must agree first
+      KVPOOL_RETURN_IF_ERROR(kvp::capi::sync_lists(p));
+      KVPOOL_RETURN_IF_ERROR(kvp::capi::device_check(p, &text, kMaxReportLines, &device_problems));
+    }
     const size_t problems = device_problems + check_all(p, &text);
     if (problems == 0) {
       if (report != nullptr && report_cap > 0) copy_report(summary(p), report, report_cap);  // no summary nobody reads
@@ -119,9 +123,9 @@ KVPOOL_API kvpool_status kvpool_get_stats(const kvpool* pool, kvpool_stats* out)
       s.token_available = pages.available() * page;
       s.token_held = pages.held() * page;
       s.token_pending = pages.pending() * page;
-      if (p->device_pages) {  // the host lists of `paged` are unused
-        s.token_available = p->device_pages->available_pages() * page;
-        s.token_held = p->device_pages->held_pages() * page;
+      if (p->device_pages) {  // whichever copy of the lists is current
+        s.token_available = kvp::capi::available_pages(p) * page;
+        s.token_held = kvp::capi::held_pages(p) * page;
       }
     }
     s.req_capacity = static_cast<uint64_t>(p->requests->row_ids().num_ids());

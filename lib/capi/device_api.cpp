@@ -9,6 +9,7 @@
 #include "alloc/device_kernels.hpp"
 #include "capi/api_util.hpp"
 #include "capi/device_alloc_api.hpp"
+#include "capi/device_mirror.hpp"
 #include "capi/device_util.hpp"
 #include "kvpool/device.h"
 
@@ -22,13 +23,15 @@ using kvp::capi::with_pool;
 namespace {
 
 // Allocator calls: a token or paged allocator, and on CUDA a device free list.
-Status need_device_allocator(const kvpool* p) {
+// The device lists are brought up to date first when kvseq_* / radix_* changed the host mirror.
+Status need_device_allocator(kvpool* p) {
   if (p->swa) return Status::unsupported("the swa allocator has no stream-ordered allocation (its lists live on the host)");
   if (on_device(p) && !p->device_pages) {
     return Status::unsupported("stream-ordered allocation needs the free list in device memory: create the pool with "
                                "\"pool\": {\"free_list\": \"device\"}");
   }
-  return kvp::capi::device_fault_status(p);
+  KVPOOL_RETURN_IF_ERROR(kvp::capi::device_fault_status(p));
+  return kvp::capi::use_device_list(p);
 }
 
 // CPU pools: the host copy of a length array must equal the "device" one.

@@ -83,6 +83,12 @@ Status build_pool(::kvpool* pool) {
     pool->seqs = std::make_unique<seq::MambaSequences>(pool->paged.get(), pool->requests.get(), pool->mamba.get(),
                                                        pool->mamba_cache.get());
   }
+  if (pool->seqs) {  // a CUDA pool batches kvseq's request-table writes (req/table_writes.hpp)
+    std::unique_ptr<req::TableWrites> writes;
+    KVPOOL_RETURN_IF_ERROR(
+        req::TableWrites::make(pool->backend.get(), pool->requests.get(), pool->device_fault.get(), &writes));
+    pool->seqs->set_table_writes(std::move(writes));
+  }
   // swa pools keep the shortfall rule: SGLang's hybrid allocator evicts only the shortfall of each pool too.
   if (pool->seqs && c.prefix_cache.sglang_evict_rule) pool->seqs->set_evict_rule(seq::EvictRule::kSglang);
   return Status::ok();

@@ -30,6 +30,15 @@ struct Counters {
   uint64_t rejected_calls = 0;
 };
 
+// pool.free_list "device": which copy of the KV free list is current. The host mirror
+// (`paged`) serves kvseq_* / radix_*, the device lists the stream-ordered calls; each
+// side catches up when it is next used (capi/device_mirror.hpp).
+enum class ListHome : uint8_t {
+  kBoth,    // identical
+  kHost,    // kvseq_* / radix_* changed the host mirror since
+  kDevice,  // device.h calls or host-array kvalloc_* changed the device lists since
+};
+
 }  // namespace kvp
 
 struct kvpool {
@@ -44,6 +53,7 @@ struct kvpool {
   // pool.free_list "device": the KV free list in device memory (alloc/device_pages.hpp).
   // `paged` then only supplies the geometry and the host-side argument checks.
   std::unique_ptr<kvp::alloc::DevicePages> device_pages;
+  kvp::ListHome list_home = kvp::ListHome::kBoth;
   // Exactly one of the two KV allocators exists.
   std::unique_ptr<kvp::alloc::PagedAllocator> paged;
   std::unique_ptr<kvp::alloc::SwaAllocator> swa;

@@ -15,7 +15,7 @@ using kvp::capi::with_pool;
 
 namespace {
 
-Status need_cache(const kvpool* pool) {
+Status need_cache(kvpool* pool) {
   KVPOOL_RETURN_IF_ERROR(kvp::capi::need_host_free_list(pool));
   if (!pool->cache && !pool->mamba_cache && !pool->swa_cache) {
     return Status::unsupported("the pool has no radix prefix cache (prefix_cache.kind is not \"radix\", or a "

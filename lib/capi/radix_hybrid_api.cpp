@@ -13,7 +13,7 @@ using kvp::capi::with_pool;
 
 namespace {
 
-Status need_mamba_cache(const kvpool* pool) {
+Status need_mamba_cache(kvpool* pool) {
   KVPOOL_RETURN_IF_ERROR(kvp::capi::need_host_free_list(pool));
   if (!pool->mamba_cache) {
     return Status::unsupported("the pool has no mamba radix cache (attention is not \"hybrid_linear\", "
@@ -22,7 +22,7 @@ Status need_mamba_cache(const kvpool* pool) {
   return Status::ok();
 }
 
-Status need_swa_cache(const kvpool* pool) {
+Status need_swa_cache(kvpool* pool) {
   if (!pool->swa_cache) {
     return Status::unsupported("the pool has no swa radix cache (attention is not \"swa\" or prefix_cache.kind is not \"radix\")");
   }

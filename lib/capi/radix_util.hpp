@@ -5,15 +5,14 @@
 #include <cstring>
 #include <string>
 
+#include "capi/device_mirror.hpp"
 #include "capi/pool_handle.hpp"
 
 namespace kvp::capi {
 
-// The radix trees keep slot ids on the host: a pool whose free list lives on the device has none.
-inline Status need_host_free_list(const ::kvpool* pool) {
-  if (!pool->config.pool.device_free_list) return Status::ok();
-  return Status::unsupported("the radix cache keeps slots on the host; use pool.free_list \"host\"");
-}
+// The radix trees keep slot ids on the host: with a device free list they run on its
+// host mirror, brought up to date first (capi/device_mirror.hpp).
+inline Status need_host_free_list(::kvpool* pool) { return use_host_list(pool); }
 
 // The namespace of a radix key: NULL is the default ("").
 inline std::string key_of(const char* extra_key) { return extra_key == nullptr ? std::string() : std::string(extra_key); }

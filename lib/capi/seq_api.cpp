@@ -2,6 +2,9 @@
 #include <cstring>
 
 #include "capi/api_util.hpp"
+#include "capi/device_mirror.hpp"
+#include "capi/device_alloc_api.hpp"
+#include "kvpool/device.h"
 #include "kvpool/seq.h"
 
 using kvp::Status;
@@ -12,16 +15,15 @@ using kvp::capi::with_pool;
 
 namespace {
 
-Status need_seqs(const kvpool* pool) {
-  if (pool->config.pool.device_free_list) {
-    return Status::unsupported("kvseq keeps slots on the host; use pool.free_list \"host\"");
-  }
+// kvseq keeps slot ids on the host: with a device free list it runs on the list's
+// host mirror, brought up to date first (capi/device_mirror.hpp).
+Status need_seqs(kvpool* pool) {
   if (!pool->seqs) {
     return Status::unsupported("kvseq does not support attention \"" +
                                std::string(kvp::config::attention_name(pool->config.model.attention)) +
                                "\" with pool.mamba_extra_buffer");
   }
-  return Status::ok();
+  return kvp::capi::use_host_list(pool);
 }
 
 // Allocation results count in kvpool_get_stats() like the kvalloc_* calls they make.
@@ -71,6 +73,34 @@ KVPOOL_API kvpool_status kvseq_decode(kvpool* pool, const uint64_t* seqs, size_t
     KVPOOL_RETURN_IF_ERROR(check_same_length(tokens_len, seqs_len, "tokens", "seqs"));
     KVPOOL_RETURN_IF_ERROR(check_same_length(slots_len, seqs_len, "slots", "seqs"));
     return counted(p, p->seqs->decode(seqs, tokens, seqs_len, slots));
+  });
+}
+
+KVPOOL_API kvpool_status kvseq_extend_async(kvpool* pool, const uint64_t* seqs, size_t seqs_len,
+                                            const int64_t* chunk_lens, size_t chunk_lens_len, int64_t* slots,
+                                            size_t slots_len, void* stream) {
+  return with_pool("kvseq_extend_async", pool, [&](kvpool* p) -> Status {
+    KVPOOL_RETURN_IF_ERROR(need_seqs(p));
+    KVPOOL_RETURN_IF_ERROR(check_array(seqs, seqs_len, "seqs"));
+    KVPOOL_RETURN_IF_ERROR(check_array(chunk_lens, chunk_lens_len, "chunk_lens"));
+    KVPOOL_RETURN_IF_ERROR(check_array(slots, slots_len, "slots"));
+    KVPOOL_RETURN_IF_ERROR(check_same_length(chunk_lens_len, seqs_len, "chunk_lens", "seqs"));
+    KVPOOL_RETURN_IF_ERROR(kvp::capi::device_fault_status(p));
+    return counted(p, p->seqs->extend_async(seqs, chunk_lens, seqs_len, slots, slots_len, stream));
+  });
+}
+
+KVPOOL_API kvpool_status kvseq_decode_async(kvpool* pool, const uint64_t* seqs, size_t seqs_len, const int32_t* tokens,
+                                            size_t tokens_len, int64_t* slots, size_t slots_len, void* stream) {
+  return with_pool("kvseq_decode_async", pool, [&](kvpool* p) -> Status {
+    KVPOOL_RETURN_IF_ERROR(need_seqs(p));
+    KVPOOL_RETURN_IF_ERROR(check_array(seqs, seqs_len, "seqs"));
+    KVPOOL_RETURN_IF_ERROR(check_array(tokens, tokens_len, "tokens"));
+    KVPOOL_RETURN_IF_ERROR(check_array(slots, slots_len, "slots"));
+    KVPOOL_RETURN_IF_ERROR(check_same_length(tokens_len, seqs_len, "tokens", "seqs"));
+    KVPOOL_RETURN_IF_ERROR(check_same_length(slots_len, seqs_len, "slots", "seqs"));
+    KVPOOL_RETURN_IF_ERROR(kvp::capi::device_fault_status(p));
+    return counted(p, p->seqs->decode_async(seqs, tokens, seqs_len, slots, stream));
   });
 }
 

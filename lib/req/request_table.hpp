@@ -20,6 +20,7 @@ class RequestTable {
 
   int64_t rows() const { return rows_.num_ids() + 1; }
   int64_t max_context_len() const { return context_; }
+  int64_t slot_limit() const { return slot_limit_; }
   const backend::DeviceMemory& memory() const { return table_; }
   alloc::IdAllocator& row_ids() { return rows_; }
   const alloc::IdAllocator& row_ids() const { return rows_; }

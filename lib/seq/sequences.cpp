@@ -19,6 +19,7 @@ Sequences::Sequences(alloc::PagedAllocator* allocator, req::RequestTable* table,
   // size the allocator's free scratch once, so that those frees never allocate.
   if (allocator_ != nullptr) allocator_->reserve_scratch();
   if (cache_ != nullptr && table_ != nullptr) match_scratch_.reset(new int64_t[static_cast<size_t>(table_->max_context_len())]);
+  if (table_ != nullptr) writes_ = req::make_host_table_writes(table_);  // pool_build sets the CUDA one
   spare_tokens_.reserve(kSpareBuffers);
   spare_slots_.reserve(kSpareBuffers);
 }
@@ -219,7 +220,12 @@ Status Sequences::extend(const uint64_t* ids, const int64_t* chunks, size_t n, i
     const size_t aligned = static_cast<size_t>(seq[i]) - static_cast<size_t>(seq[i]) % page_;
     if (cache_ != nullptr && aligned > r.cached) inserts.push_back(aligned - r.cached);
   }
-  if (!inserts.empty()) cache_->tree().reserve_inserts(inserts.data(), inserts.size());
+  if (!inserts.empty()) {
+    cache_->tree().reserve_inserts(inserts.data(), inserts.size());
+    size_t cacheable = 0;
+    for (size_t k : inserts) cacheable += k;
+    reserve_redirects(inserts.size(), cacheable);
+  }
   // Check first, so that out of memory changes nothing; before_chunks never lowers
   // free + evictable, so the eviction after it still succeeds.
   const size_t estimate = sglang_estimate(total, n);
@@ -248,32 +254,111 @@ Status Sequences::place_chunks(const std::vector<Request*>& reqs, const int64_t*
     return st;
   }
   KVPOOL_RETURN_IF_ERROR(assign_rows(reqs, rows));
+  // Caching the batch's pages may point rows at slots another request cached first: those
+  // writes are staged and applied together after the loop (one batch, not one per request).
+  stage_redirects_ = true;
+  Status cached = Status::ok();
   size_t o = 0;
-  for (size_t i = 0; i < reqs.size(); ++i) {
+  for (size_t i = 0; i < reqs.size() && cached.is_ok(); ++i) {
     Request& r = *reqs[i];
     const size_t chunk = static_cast<size_t>(chunks[i]);
     r.slots.insert(r.slots.end(), out + o, out + o + chunk);
     o += chunk;
-    KVPOOL_RETURN_IF_ERROR(after_chunk(&r));
+    cached = after_chunk(&r);
   }
+  stage_redirects_ = false;
+  const Status flushed = flush_redirects();
+  return cached.is_ok() ? flushed : cached;
+}
+
+void Sequences::reserve_redirects(size_t requests, size_t slots) {
+  reserve_more(&redirects_, requests);
+  reserve_more(&redirect_slots_, slots);
+  reserve_more(&duplicates_, slots);
+}
+
+Status Sequences::redirect_row(Request* r, size_t from, const int64_t* tree_slots, size_t n, size_t dup_from) {
+  if (!stage_redirects_) {
+    const Status st = table_->write(r->row, from, tree_slots, n);
+    if (!st.is_ok()) return st;
+    return free_slots(r->slots, dup_from, dup_from + n);
+  }
+  // Room was reserved by extend(): these appends do not allocate.
+  redirects_.push_back(Redirect{r->row, from, n, redirect_slots_.size()});
+  redirect_slots_.insert(redirect_slots_.end(), tree_slots, tree_slots + n);
+  duplicates_.insert(duplicates_.end(), r->slots.begin() + static_cast<long>(dup_from),
+                     r->slots.begin() + static_cast<long>(dup_from + n));
   return Status::ok();
+}
+
+Status Sequences::flush_redirects() {
+  if (redirects_.empty()) return Status::ok();
+  Status st = writes_->reserve(redirects_.size(), redirect_slots_.size());
+  for (size_t i = 0; i < redirects_.size() && st.is_ok(); ++i) {
+    const Redirect& d = redirects_[i];
+    st = writes_->add(d.row, d.start, redirect_slots_.data() + d.offset, d.count);
+  }
+  if (st.is_ok()) {
+    st = writes_->flush(stream_, nullptr, nullptr, 0);
+  } else {
+    writes_->discard();
+  }
+  // The duplicates are freed only once their row no longer names them. If the batch
+  // failed, each row is written on its own; a row that still cannot be written keeps its
+  // duplicates allocated (reported: they stay out of the free list rather than be reused).
+  Status result = Status::ok();
+  for (const Redirect& d : redirects_) {
+    if (!st.is_ok()) {
+      const Status w = table_->write(d.row, d.start, redirect_slots_.data() + d.offset, d.count);
+      if (!w.is_ok()) {
+        if (result.is_ok()) {
+          result = Status(w.code(), w.message() + " (while pointing request row " + std::to_string(d.row) +
+                                        " at cached pages: its " + std::to_string(d.count) +
+                                        " duplicate slots stay allocated)");
+        }
+        continue;
+      }
+    }
+    const Status f = allocator_->free(duplicates_.data() + d.offset, d.count);
+    if (result.is_ok() && !f.is_ok()) result = f;
+  }
+  redirects_.clear();
+  redirect_slots_.clear();
+  duplicates_.clear();
+  return result;
 }
 
 Status Sequences::write_chunks(const std::vector<Request*>& reqs, const int64_t* chunks, const int32_t* rows,
                                const int64_t* out) const {
-  size_t next_row = 0, o = 0;
+  // One batch: the new slots of every request first (request order, so that the staged
+  // values begin with `out`), then the cached prefixes of new rows.
+  size_t runs = reqs.size(), values = 0;
   for (size_t i = 0; i < reqs.size(); ++i) {
-    const Request& r = *reqs[i];
-    int32_t row = r.row;
-    if (row < 0) {  // a new row: the cached prefix first
-      row = rows[next_row++];
-      KVPOOL_RETURN_IF_ERROR(table_->write(row, 0, r.slots.data(), r.slots.size()));
+    values += static_cast<size_t>(chunks[i]);
+    if (reqs[i]->row < 0) {
+      ++runs;
+      values += reqs[i]->slots.size();
     }
+  }
+  Status st = writes_->reserve(runs, values);
+  size_t next_row = 0, o = 0;
+  for (size_t i = 0; i < reqs.size() && st.is_ok(); ++i) {
+    const Request& r = *reqs[i];
+    const int32_t row = r.row >= 0 ? r.row : rows[next_row++];
     const size_t chunk = static_cast<size_t>(chunks[i]);
-    KVPOOL_RETURN_IF_ERROR(table_->write(row, r.slots.size(), out + o, chunk));
+    st = writes_->add(row, r.slots.size(), out + o, chunk);
     o += chunk;
   }
-  return Status::ok();
+  next_row = 0;
+  for (size_t i = 0; i < reqs.size() && st.is_ok(); ++i) {
+    const Request& r = *reqs[i];
+    if (r.row < 0) st = writes_->add(rows[next_row++], 0, r.slots.data(), r.slots.size());
+  }
+  if (!st.is_ok()) {
+    writes_->discard();
+    return st;
+  }
+  return writes_->flush(stream_, out, device_out_, o);
 }
 
 Status Sequences::cache_computed_pages(Request* r) {
@@ -284,7 +369,7 @@ Status Sequences::cache_computed_pages(Request* r) {
   // (a copy to the device on a CUDA pool), while nothing has changed yet.
   const size_t held =
       cache_->tree().cached_prefix(r->tokens.data(), aligned, r->extra_key, match_scratch_.get());
-  if (held > r->cached) {
+  if (held > r->cached && !stage_redirects_) {
     const Status st = table_->write(r->row, r->cached, match_scratch_.get() + r->cached, held - r->cached);
     if (!st.is_ok()) {
       return Status(st.code(), st.message() + " (while caching request row " + std::to_string(r->row) +
@@ -294,8 +379,14 @@ Status Sequences::cache_computed_pages(Request* r) {
   size_t prefix = 0;
   KVPOOL_RETURN_IF_ERROR(cache_->insert(r->tokens.data(), aligned, r->slots.data(), r->extra_key, 0, &prefix, nullptr));
   // Another request cached [cached, prefix) first (prefix == held: the insert measures
-  // the cached prefix the same way): ours are duplicates.
-  KVPOOL_RETURN_IF_ERROR(free_slots(r->slots, r->cached, prefix));
+  // the cached prefix the same way): ours are duplicates. Inside an extend batch the row
+  // is pointed at the tree's slots later, with the other rows, and the duplicates are
+  // freed then.
+  if (stage_redirects_ && prefix > r->cached) {
+    KVPOOL_RETURN_IF_ERROR(redirect_row(r, r->cached, match_scratch_.get() + r->cached, prefix - r->cached, r->cached));
+  } else {
+    KVPOOL_RETURN_IF_ERROR(free_slots(r->slots, r->cached, prefix));
+  }
   // Into a buffer sized at creation: nothing here allocates (the tree was prepared).
   cache::NodeHandle last_node = 0;
   const size_t matched = cache_->tree().match_into(r->tokens.data(), aligned, r->extra_key, match_scratch_.get(), &last_node);
@@ -344,19 +435,52 @@ Status Sequences::decode(const uint64_t* ids, const int32_t* tokens, size_t n, i
 
 Status Sequences::place_decoded(const std::vector<Request*>& reqs, const int32_t* tokens, const int64_t* out) {
   const size_t n = reqs.size();
-  // Table writes (device memory on a CUDA pool) before any request changes, as in extend.
-  for (size_t i = 0; i < n; ++i) {
-    const Status st = table_->write(reqs[i]->row, reqs[i]->slots.size(), out + i, 1);
-    if (!st.is_ok()) {
-      undo_allocation(out, n);
-      return st;
-    }
+  // Table writes (device memory on a CUDA pool: one batch) before any request changes, as in extend.
+  Status st = writes_->reserve(n, n);
+  for (size_t i = 0; i < n && st.is_ok(); ++i) st = writes_->add(reqs[i]->row, reqs[i]->slots.size(), out + i, 1);
+  if (st.is_ok()) {
+    st = writes_->flush(stream_, out, device_out_, n);
+  } else {
+    writes_->discard();
+  }
+  if (!st.is_ok()) {
+    undo_allocation(out, n);
+    return st;
   }
   for (size_t i = 0; i < n; ++i) {  // room reserved by the caller: no allocation
     reqs[i]->tokens.push_back(tokens[i]);
     reqs[i]->slots.push_back(out[i]);
   }
   return Status::ok();
+}
+
+namespace {
+
+// Sets a Sequences member for one call and restores it on every return path.
+template <class T>
+struct ScopedValue {
+  T* slot;
+  T saved;
+  ScopedValue(T* s, T value) : slot(s), saved(*s) { *s = value; }
+  ~ScopedValue() { *slot = saved; }
+};
+
+}  // namespace
+
+Status Sequences::extend_async(const uint64_t* ids, const int64_t* chunks, size_t n, int64_t* device_out,
+                               size_t out_len, void* stream) {
+  host_out_.resize(out_len);  // before anything changes (it may allocate)
+  ScopedValue<void*> s(&stream_, stream);
+  ScopedValue<int64_t*> o(&device_out_, device_out);
+  return extend(ids, chunks, n, host_out_.data(), out_len);
+}
+
+Status Sequences::decode_async(const uint64_t* ids, const int32_t* tokens, size_t n, int64_t* device_out,
+                               void* stream) {
+  host_out_.resize(n);
+  ScopedValue<void*> s(&stream_, stream);
+  ScopedValue<int64_t*> o(&device_out_, device_out);
+  return decode(ids, tokens, n, host_out_.data());
 }
 
 Status Sequences::release(Request* r, bool insert, size_t committed) {

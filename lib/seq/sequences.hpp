@@ -17,6 +17,7 @@
 #include "alloc/paged_allocator.hpp"
 #include "cache/prefix_cache.hpp"
 #include "req/request_table.hpp"
+#include "req/table_writes.hpp"
 #include "util/status.hpp"
 
 namespace kvp::seq {
@@ -56,6 +57,8 @@ class Sequences {
   Sequences(alloc::PagedAllocator* allocator, req::RequestTable* table, cache::PrefixCache* cache);
   // How much kvseq evicts when an allocation is short (prefix_cache.evict_rule).
   void set_evict_rule(EvictRule rule) { evict_rule_ = rule; }
+  // How the request-table writes of a call are applied (req/table_writes.hpp); set once at creation.
+  void set_table_writes(std::unique_ptr<req::TableWrites> writes) { writes_ = std::move(writes); }
   virtual ~Sequences() = default;
   Sequences(const Sequences&) = delete;
   Sequences& operator=(const Sequences&) = delete;
@@ -63,6 +66,11 @@ class Sequences {
   Status begin(const int32_t* tokens, size_t n, const std::string& extra_key, uint64_t* id, size_t* cached);
   virtual Status extend(const uint64_t* ids, const int64_t* chunks, size_t n, int64_t* out, size_t out_len);
   virtual Status decode(const uint64_t* ids, const int32_t* tokens, size_t n, int64_t* out);
+  // The stream-ordered forms: the same work, the table writes enqueued on `stream`, and the
+  // new slots also written to the device array `device_out` (host memory on CPU pools).
+  Status extend_async(const uint64_t* ids, const int64_t* chunks, size_t n, int64_t* device_out, size_t out_len,
+                      void* stream);
+  Status decode_async(const uint64_t* ids, const int32_t* tokens, size_t n, int64_t* device_out, void* stream);
   Status finish(uint64_t id, size_t committed);
   Status abort(uint64_t id);
   Status retract(uint64_t id, size_t* cached);
@@ -132,6 +140,14 @@ class Sequences {
   virtual bool slot_held(int64_t slot) const;
   virtual Status free_slots(const std::vector<int64_t>& slots, size_t from, size_t to);
   Status cache_computed_pages(Request* r);
+  // Points a request's row at the tree's slots for [from, from + n) (they replace its duplicates):
+  // at once, or, inside an extend batch, staged for flush_redirects().
+  Status redirect_row(Request* r, size_t from, const int64_t* tree_slots, size_t n, size_t dup_from);
+  // Applies the staged redirects with one batch of table writes, then frees the duplicates they
+  // replaced (one synchronous write per request if the batch fails).
+  Status flush_redirects();
+  // Room for the redirects of an extend batch whose requests cache at most `slots` new slots.
+  void reserve_redirects(size_t requests, size_t slots);
   virtual Status release(Request* r, bool insert, size_t committed);
   size_t check_requests(std::string* report, size_t max_lines, bool has_tree) const;
   // Marks every slot id (page with page_size > 1) a request owns (slots[cached, computed)).
@@ -158,6 +174,21 @@ class Sequences {
   std::vector<uint64_t> sorted_ids_;
   std::vector<int64_t> decode_seq_, decode_last_;
   std::vector<Request*> decode_reqs_;
+  // The table writes of a call; the stream and device output of the *_async forms (NULL: the
+  // legacy default stream, no device output).
+  std::unique_ptr<req::TableWrites> writes_;
+  void* stream_ = nullptr;
+  int64_t* device_out_ = nullptr;
+  std::vector<int64_t> host_out_;  // the *_async forms' host copy of the new slots
+  // Redirects staged inside an extend batch (see redirect_row): per request its row, first
+  // column, count and offset in redirect_slots_, and the duplicates to free afterwards.
+  struct Redirect {
+    int32_t row;
+    size_t start, count, offset;
+  };
+  bool stage_redirects_ = false;
+  std::vector<Redirect> redirects_;
+  std::vector<int64_t> redirect_slots_, duplicates_;
 };
 
 }  // namespace kvp::seq

@@ -1,0 +1,236 @@
+// The CUDA half of req::TableWrites: kvseq's request-table writes staged in
+// pinned host memory, then one copy of the runs, one of the values and one
+// kernel on the caller's stream. Four staging sets rotate, each released by an
+// event, so that the host never waits unless the device is four calls behind.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "alloc/device_kernels.hpp"
+#include "device_common.cuh"
+#include "req/table_writes.hpp"
+#include "util/fault_injection.hpp"
+
+namespace kvp::req {
+namespace {
+
+using devk::cuda_status;
+
+struct ApplyParams {
+  int32_t* table;
+  int64_t rows, context, slot_limit;
+  const TableRun* runs;
+  int64_t n_runs;
+  const int32_t* values;
+  int64_t n_values;
+  int64_t* out;
+  int64_t out_n;
+  backend::FaultRecord* fault;
+  int* host_flag;
+};
+
+// A warp per run (grid-stride), then every thread copies part of `out`. The host
+// checked rows, columns and slots; the kernel checks again so that a bad run can
+// only fault the pool, never write outside the table.
+__global__ void apply_runs_kernel(ApplyParams p) {
+  if (kvp_faulted(p.fault)) return;
+  const int64_t thread = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t threads = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const int lane = static_cast<int>(threadIdx.x & 31);
+  for (int64_t r = thread >> 5; r < p.n_runs; r += threads >> 5) {
+    const TableRun run = p.runs[r];
+    if (run.row <= 0 || run.row >= p.rows) {
+      if (lane == 0) kvp_raise(p.fault, p.host_flag, backend::kFaultBadRow, backend::kOpSeqWrite, r, run.row, p.rows);
+      continue;
+    }
+    if (run.start < 0 || run.count < 0 || run.start + static_cast<int64_t>(run.count) > p.context ||
+        run.offset < 0 || run.offset + static_cast<int64_t>(run.count) > p.n_values) {
+      if (lane == 0) {
+        kvp_raise(p.fault, p.host_flag, backend::kFaultBadColumns, backend::kOpSeqWrite, r,
+                  static_cast<int64_t>(run.start) + run.count, p.context);
+      }
+      continue;
+    }
+    int32_t* dst = p.table + run.row * p.context + run.start;
+    const int32_t* src = p.values + run.offset;
+    for (int k = lane; k < run.count; k += 32) {
+      const int32_t v = src[k];
+      if (v < 0 || v >= p.slot_limit) {
+        kvp_raise(p.fault, p.host_flag, backend::kFaultSlotOutOfRange, backend::kOpSeqWrite, run.offset + k, v,
+                  p.slot_limit);
+      } else {
+        dst[k] = v;
+      }
+    }
+  }
+  for (int64_t i = thread; i < p.out_n; i += threads) p.out[i] = p.values[i];
+}
+
+class DeviceTableWrites final : public TableWrites {
+ public:
+  DeviceTableWrites(RequestTable* table, backend::DeviceFault* fault, int device)
+      : table_(table), fault_(fault), device_(device) {}
+  ~DeviceTableWrites() override {
+    for (Staging& s : sets_) release(&s);
+  }
+
+  Status reserve(size_t runs, size_t values) override {
+    KVPOOL_RETURN_IF_ERROR(devk::use_device(device_));
+    Staging& s = sets_[current_];
+    if (n_runs_ == 0 && n_values_ == 0 && s.in_flight) {  // a new call: the set's last copies must be done
+      KVPOOL_RETURN_IF_ERROR(cuda_status(cudaEventSynchronize(s.done), "cudaEventSynchronize (table staging)"));
+      s.in_flight = false;
+    }
+    KVPOOL_RETURN_IF_ERROR(grow(&s.runs, n_runs_ + runs, sizeof(TableRun)));
+    return grow(&s.values, n_values_ + values, sizeof(int32_t));
+  }
+
+  Status add(int32_t row, size_t start, const int64_t* slots, size_t n) override {
+    KVPOOL_RETURN_IF_ERROR(table_->check_columns(row, start, n));
+    if (n == 0) return Status::ok();
+    Staging& s = sets_[current_];
+    if (s.runs.capacity < n_runs_ + 1 || s.values.capacity < n_values_ + n) {
+      return Status::internal("table writes staged beyond their reservation");
+    }
+    const int64_t limit = table_->slot_limit();
+    int32_t* dst = static_cast<int32_t*>(s.values.host) + n_values_;
+    uint64_t high = 0;  // nonzero if a slot is negative or >= 2^31
+    int32_t top = 0;
+    for (size_t i = 0; i < n; ++i) {  // narrow and range-check in one vectorisable pass
+      high |= static_cast<uint64_t>(slots[i]) >> 31;
+      const int32_t low = static_cast<int32_t>(static_cast<uint64_t>(slots[i]) & 0x7fffffffu);
+      dst[i] = low;
+      top = std::max(top, low);
+    }
+    if (high != 0 || top >= limit) return table_->check_slots(slots, n);  // names the first bad slot
+    static_cast<TableRun*>(s.runs.host)[n_runs_++] =
+        TableRun{row, static_cast<int32_t>(start), static_cast<int32_t>(n), static_cast<int32_t>(n_values_)};
+    n_values_ += n;
+    return Status::ok();
+  }
+
+  Status flush(void* stream, const int64_t*, int64_t* out, size_t out_n) override {
+    const size_t runs = n_runs_, values = n_values_;
+    n_runs_ = n_values_ = 0;
+    if (runs == 0 && (out == nullptr || out_n == 0)) return Status::ok();
+    if (out_n > values) return Status::internal("more output slots than staged values");
+    KVPOOL_RETURN_IF_ERROR(devk::use_device(device_));
+    Staging& s = sets_[current_];
+    cudaStream_t st = static_cast<cudaStream_t>(stream);
+    KVP_INJECTION_POINT("table runs upload");
+    KVPOOL_RETURN_IF_ERROR(cuda_status(
+        cudaMemcpyAsync(s.runs.device, s.runs.host, runs * sizeof(TableRun), cudaMemcpyHostToDevice, st),
+        "cudaMemcpyAsync (table runs)"));
+    KVP_INJECTION_POINT("table values upload");
+    KVPOOL_RETURN_IF_ERROR(cuda_status(
+        cudaMemcpyAsync(s.values.device, s.values.host, values * sizeof(int32_t), cudaMemcpyHostToDevice, st),
+        "cudaMemcpyAsync (table values)"));
+    ApplyParams p{};
+    p.table = table_->memory().as<int32_t>();
+    p.rows = table_->rows();
+    p.context = table_->max_context_len();
+    p.slot_limit = table_->slot_limit();
+    p.runs = static_cast<const TableRun*>(s.runs.device);
+    p.n_runs = static_cast<int64_t>(runs);
+    p.values = static_cast<const int32_t*>(s.values.device);
+    p.n_values = static_cast<int64_t>(values);
+    p.out = out;
+    p.out_n = out == nullptr ? 0 : static_cast<int64_t>(out_n);
+    p.fault = fault_->record();
+    p.host_flag = fault_->host_flag();
+    const int64_t warps_blocks = (static_cast<int64_t>(runs) + 7) / 8, out_blocks = (p.out_n + 255) / 256;
+    const unsigned blocks = static_cast<unsigned>(std::clamp<int64_t>(std::max(warps_blocks, out_blocks), 1, 1024));
+    KVP_INJECTION_POINT("apply_runs_kernel launch");
+    apply_runs_kernel<<<blocks, 256, 0, st>>>(p);
+    KVPOOL_RETURN_IF_ERROR(devk::launch_status("apply_runs kernel launch"));
+    // The kernel is enqueued: the call has succeeded. If the event cannot be recorded,
+    // the set is released by a whole-device wait instead.
+    s.in_flight = true;
+    if (cudaEventRecord(s.done, st) != cudaSuccess) {
+      (void)cudaGetLastError();
+      s.in_flight = cudaDeviceSynchronize() != cudaSuccess;
+    }
+    current_ = (current_ + 1) % kSets;
+    return Status::ok();
+  }
+
+  void discard() override { n_runs_ = n_values_ = 0; }
+  bool deferred() const override { return true; }
+
+  Status init() {
+    KVPOOL_RETURN_IF_ERROR(devk::use_device(device_));
+    for (Staging& s : sets_) {
+      KVP_INJECTION_POINT("table staging event");
+      KVPOOL_RETURN_IF_ERROR(
+          cuda_status(cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming), "cudaEventCreate (table staging)"));
+    }
+    return Status::ok();
+  }
+
+ private:
+  struct Region {
+    void* host = nullptr;    // pinned
+    void* device = nullptr;
+    size_t capacity = 0;     // elements
+  };
+  struct Staging {
+    Region runs, values;
+    cudaEvent_t done = nullptr;
+    bool in_flight = false;
+  };
+  static constexpr int kSets = 4;
+
+  // Grows a region to at least `need` elements (geometrically), keeping what is staged.
+  Status grow(Region* r, size_t need, size_t elem) {
+    if (need <= r->capacity) return Status::ok();
+    const size_t capacity = std::max({need, 2 * r->capacity, size_t{4096}});
+    void* host = nullptr;
+    void* device = nullptr;
+    KVP_INJECTION_POINT("table staging host allocation");
+    KVPOOL_RETURN_IF_ERROR(cuda_status(cudaMallocHost(&host, capacity * elem), "cudaMallocHost (table staging)"));
+    Status st = inject::device_call("table staging device allocation");
+    if (st.is_ok()) st = cuda_status(cudaMalloc(&device, capacity * elem), "cudaMalloc (table staging)");
+    if (!st.is_ok()) {
+      cudaFreeHost(host);
+      return st;
+    }
+    const size_t staged = r == &sets_[current_].runs ? n_runs_ : n_values_;
+    if (staged > 0) std::memcpy(host, r->host, staged * elem);
+    cudaFreeHost(r->host);  // the set is not in flight (reserve waited for it)
+    cudaFree(r->device);
+    r->host = host;
+    r->device = device;
+    r->capacity = capacity;
+    return Status::ok();
+  }
+
+  void release(Staging* s) {
+    if (s->in_flight) cudaEventSynchronize(s->done);
+    cudaFreeHost(s->runs.host);
+    cudaFree(s->runs.device);
+    cudaFreeHost(s->values.host);
+    cudaFree(s->values.device);
+    if (s->done != nullptr) cudaEventDestroy(s->done);
+  }
+
+  RequestTable* table_;
+  backend::DeviceFault* fault_;
+  int device_;
+  Staging sets_[kSets];
+  int current_ = 0;
+  size_t n_runs_ = 0, n_values_ = 0;  // staged in sets_[current_]
+};
+
+}  // namespace
+
+Status make_device_table_writes(RequestTable* table, backend::DeviceFault* fault, int device,
+                                std::unique_ptr<TableWrites>* out) {
+  std::unique_ptr<DeviceTableWrites> w(new DeviceTableWrites(table, fault, device));
+  KVPOOL_RETURN_IF_ERROR(w->init());
+  *out = std::move(w);
+  return Status::ok();
+}
+
+}  // namespace kvp::req
