@@ -376,8 +376,134 @@ void bench_set_kv(int n, int reps, double ceiling, cudaStream_t stream) {
 
 }  // namespace
 
+
+// --- the request path as an engine takes it (issue 10) ----------------------------
+// A CUDA pool of Llama-3.1-8B's KV (32 layers, 8 KV heads x 128, bf16), 450K tokens,
+// page 16, radix cache; prompts of `prompt` tokens whose first `shared` tokens are
+// shared in groups of 8 (fresh tokens every round, so every round does the same
+// work; the tree keeps each round's pages, so from the second round on the extend
+// also evicts). Per round: kvseq_begin per request, one kvseq_extend of every whole
+// prompt, 8 kvseq_decode steps, kvseq_finish per request. Host time of each call;
+// the extend and decode calls are timed while a spin kernel keeps their stream busy
+// (5 ms / 1 ms), so a call that synchronized would take at least that long: such
+// samples are counted as "synced".
+struct SeqPath {
+  bool device_list;
+  bool async;
+  const char* name;
+};
+
+kvpool* make_seq_pool(bool device_list) {
+  const std::string json =
+      "{\"model\": {\"num_layers\": 32, \"kv_heads\": 8, \"head_dim\": 128}, \"pool\": {\"device\": \"cuda\", "
+      "\"kv_dtype\": \"bf16\", \"page_size\": 16, \"max_total_tokens\": 450000, \"max_context_len\": 4096, "
+      "\"max_running_requests\": 1100" +
+      std::string(device_list ? ", \"free_list\": \"device\"" : "") + "}, \"prefix_cache\": {\"kind\": \"radix\"}}";
+  kvpool* pool = nullptr;
+  CHECK_KV(kvpool_create(json.data(), json.size(), &pool));
+  return pool;
+}
+
+void report_seq(const SeqPath& path, const char* metric, int bs, int prompt, const std::vector<double>& v,
+                double goal, double spin_us) {
+  const Stats s = stats_of(v);
+  size_t synced = 0;
+  for (double x : v) synced += spin_us > 0 && x >= 0.9 * spin_us ? 1 : 0;
+  std::printf(
+      "{\"metric\": \"%s\", \"path\": \"%s\", \"page_size\": 16, \"batch\": %d, \"prompt\": %d, \"median\": %.3f, "
+      "\"p10\": %.3f, \"p90\": %.3f, \"unit\": \"us\", \"n\": %zu, \"synced\": %zu, \"goal\": %.3f, \"goal_met\": %s}\n",
+      metric, path.name, bs, prompt, s.median, s.p10, s.p90, v.size(), synced, goal,
+      goal <= 0 || s.median <= goal ? "true" : "false");
+  std::fflush(stdout);
+}
+
+void bench_seq(const SeqPath& path, int bs, int prompt, int shared, int rounds, cudaStream_t stream) {
+  kvpool* pool = make_seq_pool(path.device_list);
+  cudaStream_t s = path.async ? stream : nullptr;  // the host-array calls use the legacy default stream
+  std::mt19937 rng(static_cast<unsigned>(bs * 7919 + prompt));
+  std::uniform_int_distribution<int32_t> tok(0, 120000);
+  int64_t* d_slots = nullptr;
+  CHECK_CUDA(cudaMalloc(&d_slots, static_cast<size_t>(bs) * prompt * sizeof(int64_t)));
+  std::vector<int64_t> slots(static_cast<size_t>(bs) * prompt);
+  std::vector<double> begin_us, extend_us, decode_us, finish_us;
+  const double extend_spin_us = 5000, decode_spin_us = 1000;
+  const long long cycles_per_us = 1980;  // H100 SXM boost clock; the spin only needs to be long
+  for (int round = -1; round < rounds; ++round) {  // round -1 warms up (staging buffers grow)
+    std::vector<std::vector<int32_t>> prompts(static_cast<size_t>(bs));
+    for (int i = 0; i < bs; ++i) {
+      if (i % 8 == 0) {
+        prompts[static_cast<size_t>(i)].resize(static_cast<size_t>(shared));
+        for (auto& x : prompts[static_cast<size_t>(i)]) x = tok(rng);
+      } else {
+        prompts[static_cast<size_t>(i)].assign(prompts[static_cast<size_t>(i / 8 * 8)].begin(),
+                                               prompts[static_cast<size_t>(i / 8 * 8)].begin() + shared);
+      }
+      while (prompts[static_cast<size_t>(i)].size() < static_cast<size_t>(prompt)) prompts[static_cast<size_t>(i)].push_back(tok(rng));
+    }
+    std::vector<uint64_t> ids(static_cast<size_t>(bs));
+    std::vector<int64_t> chunks(static_cast<size_t>(bs));
+    CHECK_CUDA(cudaDeviceSynchronize());
+    double t_begin = 0;
+    size_t total = 0;
+    for (int i = 0; i < bs; ++i) {
+      size_t cached = 0;
+      const auto t0 = Clock::now();
+      CHECK_KV(kvseq_begin(pool, prompts[static_cast<size_t>(i)].data(), static_cast<size_t>(prompt), nullptr,
+                           &ids[static_cast<size_t>(i)], &cached));
+      t_begin += std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+      chunks[static_cast<size_t>(i)] = prompt - static_cast<int64_t>(cached);
+      total += static_cast<size_t>(chunks[static_cast<size_t>(i)]);
+    }
+    CHECK_CUDA(cudaDeviceSynchronize());
+    spin_kernel<<<1, 1, 0, s>>>(static_cast<long long>(extend_spin_us) * cycles_per_us);
+    auto t0 = Clock::now();
+    if (path.async) {
+      CHECK_KV(kvseq_extend_async(pool, ids.data(), ids.size(), chunks.data(), chunks.size(), d_slots, total, s));
+    } else {
+      CHECK_KV(kvseq_extend(pool, ids.data(), ids.size(), chunks.data(), chunks.size(), slots.data(), total));
+    }
+    const double t_extend = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+    std::vector<int32_t> next(static_cast<size_t>(bs));
+    for (int step = 0; step < 8; ++step) {
+      for (auto& x : next) x = tok(rng);
+      CHECK_CUDA(cudaDeviceSynchronize());
+      spin_kernel<<<1, 1, 0, s>>>(static_cast<long long>(decode_spin_us) * cycles_per_us);
+      t0 = Clock::now();
+      if (path.async) {
+        CHECK_KV(kvseq_decode_async(pool, ids.data(), ids.size(), next.data(), next.size(), d_slots, ids.size(), s));
+      } else {
+        CHECK_KV(kvseq_decode(pool, ids.data(), ids.size(), next.data(), next.size(), slots.data(), ids.size()));
+      }
+      const double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+      if (round >= 0) decode_us.push_back(us);
+    }
+    CHECK_CUDA(cudaDeviceSynchronize());
+    double t_finish = 0;
+    for (int i = 0; i < bs; ++i) {
+      const auto t1 = Clock::now();
+      CHECK_KV(kvseq_finish(pool, ids[static_cast<size_t>(i)], static_cast<size_t>(prompt + 8)));
+      t_finish += std::chrono::duration<double, std::micro>(Clock::now() - t1).count();
+    }
+    if (round >= 0) {
+      begin_us.push_back(t_begin / bs);
+      extend_us.push_back(t_extend);
+      finish_us.push_back(t_finish / bs);
+    }
+  }
+  CHECK_CUDA(cudaDeviceSynchronize());
+  char report_text[256];
+  CHECK_KV(kvpool_check(pool, report_text, sizeof(report_text)));
+  const double extend_goal = bs == 1 ? 15 : bs == 32 ? 150 : bs == 256 ? 1000 : 0;
+  report_seq(path, "kvseq_begin_us_per_request", bs, prompt, begin_us, 3, 0);
+  report_seq(path, "kvseq_extend_us", bs, prompt, extend_us, prompt == 1536 ? extend_goal : 0, extend_spin_us);
+  report_seq(path, "kvseq_decode_us", bs, prompt, decode_us, 10, decode_spin_us);
+  report_seq(path, "kvseq_finish_us_per_request", bs, prompt, finish_us, 3, 0);
+  CHECK_CUDA(cudaFree(d_slots));
+  kvpool_destroy(pool);
+}
+
 int main(int argc, char** argv) {
-  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;  // [--quick] [--seq]
   const int reps = quick ? 20 : 300;
   cudaDeviceProp prop{};
   CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
@@ -386,6 +512,18 @@ int main(int argc, char** argv) {
               prop.multiProcessorCount, reps, g_h200 ? "SGLANG_H200" : "SGLANG_H100");
   cudaStream_t stream;
   CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  const bool seq_only = argc > 1 && std::strcmp(argv[argc - 1], "--seq") == 0;
+  const SeqPath paths[] = {{false, false, "host list, kvseq_*"},
+                           {false, true, "host list, kvseq_*_async"},
+                           {true, true, "device list, kvseq_*_async"}};
+  for (const SeqPath& path : paths) {
+    for (int bs : {1, 32, 256}) bench_seq(path, bs, 1536, 1024, bs == 1 ? (quick ? 10 : 100) : bs == 32 ? (quick ? 4 : 20) : (quick ? 2 : 6), stream);
+    bench_seq(path, 1024, 384, 256, quick ? 2 : 4, stream);  // decode at batch 1024 (shorter prompts to fit)
+  }
+  if (seq_only) {
+    CHECK_CUDA(cudaStreamDestroy(stream));
+    return 0;
+  }
   bench_floor(reps, stream);
   for (int page : {16, 64}) {
     for (int bs : {1, 32, 256}) bench_extend(page, bs, reps, stream);
