@@ -1,12 +1,17 @@
 // The CUDA half of req::TableWrites: kvseq's request-table writes staged in
-// pinned host memory, then one copy of the runs, one of the values and one
-// kernel on the caller's stream. Four staging sets rotate, each released by an
+// mapped pinned host memory, which the kernel reads directly, so that a call
+// costs one kernel launch and one event record on the caller's stream (a copy
+// to device memory first would add an enqueue and change nothing: the bytes
+// cross PCIe once either way). Four staging sets rotate, each released by an
 // event, so that the host never waits unless the device is four calls behind.
+// Sets grow geometrically; a grown set's old buffers are freed only with the
+// writer, because cudaFreeHost waits for the whole device.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "alloc/device_kernels.hpp"
 #include "device_common.cuh"
@@ -74,6 +79,7 @@ class DeviceTableWrites final : public TableWrites {
       : table_(table), fault_(fault), device_(device) {}
   ~DeviceTableWrites() override {
     for (Staging& s : sets_) release(&s);
+    for (void* p : retired_) cudaFreeHost(p);
   }
 
   Status reserve(size_t runs, size_t values) override {
@@ -119,20 +125,12 @@ class DeviceTableWrites final : public TableWrites {
     KVPOOL_RETURN_IF_ERROR(devk::use_device(device_));
     Staging& s = sets_[current_];
     cudaStream_t st = static_cast<cudaStream_t>(stream);
-    KVP_INJECTION_POINT("table runs upload");
-    KVPOOL_RETURN_IF_ERROR(cuda_status(
-        cudaMemcpyAsync(s.runs.device, s.runs.host, runs * sizeof(TableRun), cudaMemcpyHostToDevice, st),
-        "cudaMemcpyAsync (table runs)"));
-    KVP_INJECTION_POINT("table values upload");
-    KVPOOL_RETURN_IF_ERROR(cuda_status(
-        cudaMemcpyAsync(s.values.device, s.values.host, values * sizeof(int32_t), cudaMemcpyHostToDevice, st),
-        "cudaMemcpyAsync (table values)"));
     ApplyParams p{};
     p.table = table_->memory().as<int32_t>();
     p.rows = table_->rows();
     p.context = table_->max_context_len();
     p.slot_limit = table_->slot_limit();
-    p.runs = static_cast<const TableRun*>(s.runs.device);
+    p.runs = static_cast<const TableRun*>(s.runs.device);  // the mapped pinned buffers
     p.n_runs = static_cast<int64_t>(runs);
     p.values = static_cast<const int32_t*>(s.values.device);
     p.n_values = static_cast<int64_t>(values);
@@ -171,8 +169,8 @@ class DeviceTableWrites final : public TableWrites {
 
  private:
   struct Region {
-    void* host = nullptr;    // pinned
-    void* device = nullptr;
+    void* host = nullptr;    // pinned, mapped
+    void* device = nullptr;  // the same memory as the device sees it
     size_t capacity = 0;     // elements
   };
   struct Staging {
@@ -186,32 +184,36 @@ class DeviceTableWrites final : public TableWrites {
   Status grow(Region* r, size_t need, size_t elem) {
     if (need <= r->capacity) return Status::ok();
     const size_t capacity = std::max({need, 2 * r->capacity, size_t{4096}});
+    reserve_retired();
     void* host = nullptr;
     void* device = nullptr;
     KVP_INJECTION_POINT("table staging host allocation");
-    KVPOOL_RETURN_IF_ERROR(cuda_status(cudaMallocHost(&host, capacity * elem), "cudaMallocHost (table staging)"));
-    Status st = inject::device_call("table staging device allocation");
-    if (st.is_ok()) st = cuda_status(cudaMalloc(&device, capacity * elem), "cudaMalloc (table staging)");
+    KVPOOL_RETURN_IF_ERROR(
+        cuda_status(cudaHostAlloc(&host, capacity * elem, cudaHostAllocMapped), "cudaHostAlloc (table staging)"));
+    const Status st = cuda_status(cudaHostGetDevicePointer(&device, host, 0), "cudaHostGetDevicePointer (table staging)");
     if (!st.is_ok()) {
       cudaFreeHost(host);
       return st;
     }
     const size_t staged = r == &sets_[current_].runs ? n_runs_ : n_values_;
     if (staged > 0) std::memcpy(host, r->host, staged * elem);
-    cudaFreeHost(r->host);  // the set is not in flight (reserve waited for it)
-    cudaFree(r->device);
+    if (r->host != nullptr) retired_.push_back(r->host);  // room reserved above: no allocation
     r->host = host;
     r->device = device;
     r->capacity = capacity;
     return Status::ok();
   }
 
+  // Room for one more retired buffer, taken before a new buffer exists (so that
+  // recording the old one cannot fail).
+  void reserve_retired() {
+    if (retired_.capacity() == retired_.size()) retired_.reserve(2 * retired_.size() + 8);
+  }
+
   void release(Staging* s) {
     if (s->in_flight) cudaEventSynchronize(s->done);
     cudaFreeHost(s->runs.host);
-    cudaFree(s->runs.device);
     cudaFreeHost(s->values.host);
-    cudaFree(s->values.device);
     if (s->done != nullptr) cudaEventDestroy(s->done);
   }
 
@@ -221,6 +223,7 @@ class DeviceTableWrites final : public TableWrites {
   Staging sets_[kSets];
   int current_ = 0;
   size_t n_runs_ = 0, n_values_ = 0;  // staged in sets_[current_]
+  std::vector<void*> retired_;        // outgrown staging buffers (cudaFreeHost would wait for the device)
 };
 
 }  // namespace
