@@ -907,7 +907,7 @@ KVPOOL_OUT_BYTES(uint8_t, digest, digest_len)
 KVPOOL_OUT_ARRAY(int64_t, event_fields, event_fields_len)  /* kvpool_take_events_flat (below) */
 KVPOOL_OUT_ARRAY(int32_t, event_tokens, event_tokens_len)
 /* seq.h */
-KVPOOL_IN_ARRAY(uint64_t, seqs, seqs_len)        /* kvseq_extend, kvseq_decode */
+KVPOOL_IN_ARRAY(uint64_t, seqs, seqs_len)        /* kvseq_extend, kvseq_decode (and their _async) */
 KVPOOL_IN_ARRAY(int64_t, chunk_lens, chunk_lens_len)
 /* device.h (through the kvpool_addr_* wrappers below): only the host copies
  * of the lengths are arrays; every other pointer is a kvpool_addr. */
@@ -1018,6 +1018,8 @@ KVPOOL_RAW(kvpool_addr_move_kv_async)
 KVPOOL_RAW(kvpool_addr_mamba_alloc_async)
 KVPOOL_RAW(kvpool_addr_mamba_fork_async)
 KVPOOL_RAW(kvpool_addr_mamba_copy_async)
+KVPOOL_RAW(kvpool_addr_seq_extend_async)
+KVPOOL_RAW(kvpool_addr_seq_decode_async)
 
 /* ------------------------------------------------------------------------ */
 /* Declarations that must precede the headers                                */
@@ -1153,7 +1155,10 @@ struct kvpool {};
  * kvalloc_extend_pages, which are host arrays: language arrays as usual,
  * and the slot outputs of kvpool_mamba_alloc_async/kvpool_mamba_fork_async
  * (host ids, as kvpool_mamba_alloc/kvpool_mamba_fork: an int32 array and a
- * returned int32), where only the stream is an address.
+ * returned int32), where only the stream is an address, and the request ids,
+ * chunk lengths and tokens of kvseq_extend_async/kvseq_decode_async (host
+ * arrays, as in kvseq_extend/kvseq_decode), where only the slots and the
+ * stream are addresses.
  * C takes one `batch` for both host arrays of an extend; if their lengths
  * differ, the shorter one is passed as NULL (with the longer length), which
  * the library rejects with KVPOOL_ERR_INVALID_ARGUMENT ("... is NULL but its
@@ -1277,6 +1282,22 @@ static kvpool_status kvpool_addr_mamba_copy_async(kvpool *pool, kvpool_addr src,
   return kvpool_mamba_copy_async(pool, KVPOOL_ADDR_PTR(const int32_t *, src), src_len,
                                  KVPOOL_ADDR_PTR(const int32_t *, dst), dst_len, KVPOOL_ADDR_PTR(void *, stream));
 }
+
+/* The request ids, chunk lengths and tokens of the kvseq calls are HOST
+ * arrays (as in seq.h); only the slots and the stream are addresses. */
+static kvpool_status kvpool_addr_seq_extend_async(kvpool *pool, const uint64_t *seqs, size_t seqs_len,
+                                                 const int64_t *chunk_lens, size_t chunk_lens_len, kvpool_addr slots,
+                                                 size_t slots_len, kvpool_addr stream) {
+  return kvseq_extend_async(pool, seqs, seqs_len, chunk_lens, chunk_lens_len, KVPOOL_ADDR_PTR(int64_t *, slots),
+                            slots_len, KVPOOL_ADDR_PTR(void *, stream));
+}
+
+static kvpool_status kvpool_addr_seq_decode_async(kvpool *pool, const uint64_t *seqs, size_t seqs_len,
+                                                 const int32_t *tokens, size_t tokens_len, kvpool_addr slots,
+                                                 size_t slots_len, kvpool_addr stream) {
+  return kvseq_decode_async(pool, seqs, seqs_len, tokens, tokens_len, KVPOOL_ADDR_PTR(int64_t *, slots), slots_len,
+                            KVPOOL_ADDR_PTR(void *, stream));
+}
 %}
 typedef uintptr_t kvpool_addr;
 %rename(kvpool_create_with_allocator) kvpool_addr_create_with_allocator;
@@ -1295,6 +1316,8 @@ typedef uintptr_t kvpool_addr;
 %rename(kvpool_mamba_alloc_async) kvpool_addr_mamba_alloc_async;
 %rename(kvpool_mamba_fork_async) kvpool_addr_mamba_fork_async;
 %rename(kvpool_mamba_copy_async) kvpool_addr_mamba_copy_async;
+%rename(kvseq_extend_async) kvpool_addr_seq_extend_async;
+%rename(kvseq_decode_async) kvpool_addr_seq_decode_async;
 kvpool_status kvpool_addr_create_with_allocator(const char *json, size_t json_len, kvpool_addr allocator, kvpool **out);
 kvpool_status kvpool_addr_synchronize(kvpool *pool, kvpool_addr stream);
 kvpool_status kvpool_addr_extend_async(kvpool *pool, const int64_t *prefix_lens_host, size_t prefix_lens_host_len,
@@ -1330,6 +1353,11 @@ kvpool_status kvpool_addr_mamba_alloc_async(kvpool *pool, int32_t *slots, size_t
 kvpool_status kvpool_addr_mamba_fork_async(kvpool *pool, int32_t src, int32_t *dst, kvpool_addr stream);
 kvpool_status kvpool_addr_mamba_copy_async(kvpool *pool, kvpool_addr src, size_t src_len, kvpool_addr dst,
                                           size_t dst_len, kvpool_addr stream);
+kvpool_status kvpool_addr_seq_extend_async(kvpool *pool, const uint64_t *seqs, size_t seqs_len, const int64_t *chunk_lens,
+                                          size_t chunk_lens_len, kvpool_addr slots, size_t slots_len,
+                                          kvpool_addr stream);
+kvpool_status kvpool_addr_seq_decode_async(kvpool *pool, const uint64_t *seqs, size_t seqs_len, const int32_t *tokens,
+                                          size_t tokens_len, kvpool_addr slots, size_t slots_len, kvpool_addr stream);
 
 /* KV events for the bindings: radix_take_events with each event as six int64
  * fields (type, has_parent, block_hash, parent_hash, token_offset,

@@ -824,7 +824,9 @@
   // counterparts and report bad input directly (INVALID_ARGUMENT). The
   // allocator calls need "pool": {"free_list": "device"} on a CUDA pool.
   // The slot ids of mambaAllocAsync/mambaForkAsync are host values (returned
-  // as by mambaAlloc/mambaFork): only their stream is an address.
+  // as by mambaAlloc/mambaFork): only their stream is an address. The request
+  // ids, chunk lengths and tokens of seqExtendAsync/seqDecodeAsync are Java
+  // arrays as in seqExtend/seqDecode: only their slots and stream are addresses.
   // Lengths are element counts (byte counts for k/v/nope/rope); a negative
   // one throws IllegalArgumentException.
   // ---------------------------------------------------------------------
@@ -993,6 +995,33 @@
    */
   public void mambaCopyAsync(long src, long srcLen, long dst, long dstLen, long stream) {
     Kvpool.kvpool_mamba_copy_async(this, src, length(srcLen, "srcLen"), dst, length(dstLen, "dstLen"), stream);
+  }
+
+  /**
+   * {@link #seqExtend} with the request-table writes enqueued on the stream and the new slots
+   * written to the address slots: request seqs[i] gets chunkLens[i] (>= 1) more prompt tokens.
+   * seqs and chunkLens are host arrays; the new slots are decided on the host exactly as
+   * seqExtend decides them. All or nothing for the batch.
+   * @param slots    address: receives slotsLen = sum(chunkLens) slots (int64), request-major
+   * @param slotsLen number of new slots
+   * @param stream   cudaStream_t (0: default stream)
+   * @throws KvPoolException OUT_OF_MEMORY (nothing changes), INVALID_ARGUMENT
+   */
+  public void seqExtendAsync(long[] seqs, long[] chunkLens, long slots, long slotsLen, long stream) {
+    Objects.requireNonNull(seqs, "seqs");
+    Objects.requireNonNull(chunkLens, "chunkLens");
+    Kvpool.kvseq_extend_async(this, seqs, chunkLens, slots, length(slotsLen, "slotsLen"), stream);
+  }
+
+  /**
+   * {@link #seqDecode} with the request-table writes enqueued on the stream: appends tokens[i] to
+   * request seqs[i] (host arrays) and writes one slot per request to the address slots
+   * (slotsLen = seqs.length int64 values).
+   */
+  public void seqDecodeAsync(long[] seqs, int[] tokens, long slots, long slotsLen, long stream) {
+    Objects.requireNonNull(seqs, "seqs");
+    Objects.requireNonNull(tokens, "tokens");
+    Kvpool.kvseq_decode_async(this, seqs, tokens, slots, length(slotsLen, "slotsLen"), stream);
   }
 
   // ---------------------------------------------------------------------

@@ -16,7 +16,9 @@
 // need "pool": {"free_list": "device"} on a CUDA pool. Lengths are element
 // counts (byte counts for k/v/nope/rope). The slot ids of MambaAllocAsync and
 // MambaForkAsync are host values (returned as by MambaAlloc and MambaFork):
-// only their stream is an address.
+// only their stream is an address. The request ids, chunk lengths and tokens
+// of SeqExtendAsync and SeqDecodeAsync are C# arrays as in SeqExtend and
+// SeqDecode: only their slots and stream are addresses.
 namespace KvPool {
 
   public partial class Pool {
@@ -162,6 +164,33 @@ namespace KvPool {
     public void MambaCopyAsync(global::System.IntPtr src, ulong srcLen, global::System.IntPtr dst, ulong dstLen,
                                global::System.IntPtr stream) {
       Kvpool.kvpool_mamba_copy_async(this, src, srcLen, dst, dstLen, stream);
+    }
+
+    /// <summary>SeqExtend with the request-table writes enqueued on the stream and the new slots
+    /// written to the address slots: request seqs[i] gets chunkLens[i] (>= 1) more prompt tokens.
+    /// seqs and chunkLens are host arrays; the new slots are decided on the host exactly as SeqExtend
+    /// decides them. All or nothing for the batch.</summary>
+    /// <param name="seqs">Request ids (host array, each once).</param>
+    /// <param name="chunkLens">Tokens to compute per request (host array).</param>
+    /// <param name="slots">Address: receives slotsLen = sum(chunkLens) slots (int64), request-major.</param>
+    /// <param name="slotsLen">Number of new slots.</param>
+    /// <param name="stream">cudaStream_t (IntPtr.Zero: default stream).</param>
+    /// <exception cref="KvPoolException">Status.OutOfMemory (nothing changes), InvalidArgument.</exception>
+    public void SeqExtendAsync(ulong[] seqs, long[] chunkLens, global::System.IntPtr slots, ulong slotsLen,
+                               global::System.IntPtr stream) {
+      NotNull(seqs, "seqs");
+      NotNull(chunkLens, "chunkLens");
+      Kvpool.kvseq_extend_async(this, seqs, Len(seqs), chunkLens, Len(chunkLens), slots, slotsLen, stream);
+    }
+
+    /// <summary>SeqDecode with the request-table writes enqueued on the stream: appends tokens[i] to
+    /// request seqs[i] (host arrays) and writes one slot per request to the address slots (slotsLen =
+    /// seqs.Length int64 values).</summary>
+    public void SeqDecodeAsync(ulong[] seqs, int[] tokens, global::System.IntPtr slots, ulong slotsLen,
+                               global::System.IntPtr stream) {
+      NotNull(seqs, "seqs");
+      NotNull(tokens, "tokens");
+      Kvpool.kvseq_decode_async(this, seqs, Len(seqs), tokens, Len(tokens), slots, slotsLen, stream);
     }
 
     /// <summary>The host length arrays of one batch must have one length each per request.</summary>

@@ -315,5 +315,97 @@ namespace KvPool.Tests {
       Configs.Expect(Status.InvalidArgument, () => Pool.WithAllocator(Configs.Paged, zeroed).Dispose());
       Configs.Expect(Status.Config, () => Pool.WithAllocator("{", IntPtr.Zero).Dispose());
     }
+
+    /// <summary>A request's state as comparable values: SeqInfo's fields, then its slots.</summary>
+    private static List<long> SeqState(Pool pool, ulong seq) {
+      SeqInfo info = pool.SeqInfo(seq);
+      var state = new List<long> { info.Row, (long)info.Tokens, (long)info.Computed, (long)info.Cached,
+                                   (long)info.PrefixHit };
+      state.AddRange(pool.SeqSlots(seq));
+      return state;
+    }
+
+    private static void SameState(string what, Pool host, Pool dev, params ulong[] seqs) {
+      foreach (ulong seq in seqs) {
+        CollectionAssert.AreEqual(SeqState(host, seq), SeqState(dev, seq), what + ": request " + seq);
+      }
+      Assert.AreEqual(PrefixCacheTests.CheckAccounting(host).ToString(), PrefixCacheTests.CheckAccounting(dev).ToString(),
+                      what);
+    }
+
+    [Test]
+    public void SeqMatchesHostCalls() {
+      using (Pool host = new Pool(PrefixCacheTests.Cache))
+      using (Pool dev = new Pool(PrefixCacheTests.Cache)) {
+        // Two requests with a shared 8-token prefix, begun on both pools.
+        int[] promptA = PrefixCacheTests.Tokens(100, 10);
+        int[] promptB = new int[11];
+        Array.Copy(promptA, promptB, 8);
+        promptB[8] = 500;
+        promptB[9] = 501;
+        promptB[10] = 502;
+        ulong a = host.Begin(promptA).Seq;
+        ulong b = host.Begin(promptB).Seq;
+        Assert.AreEqual(a, dev.Begin(promptA).Seq);
+        Assert.AreEqual(b, dev.Begin(promptB).Seq);
+
+        // Two prefill chunks of the batch: {6, 5} then {4, 6}.
+        foreach (long[] chunks in new[] { new long[] { 6, 5 }, new long[] { 4, 6 } }) {
+          long[] wantChunk = host.SeqExtend(new[] { a, b }, chunks);
+          IntPtr chunkSlots = Longs(new long[wantChunk.Length]);
+          dev.SeqExtendAsync(new[] { a, b }, chunks, chunkSlots, (ulong)wantChunk.Length, IntPtr.Zero);
+          dev.Synchronize(IntPtr.Zero);
+          CollectionAssert.AreEqual(wantChunk, ReadLongs(chunkSlots, wantChunk.Length));
+          SameState("SeqExtendAsync", host, dev, a, b);
+        }
+
+        // A third request reuses A's cached prefix (two whole pages).
+        int[] promptC = (int[])promptA.Clone();
+        promptC[8] = 7;
+        promptC[9] = 8;
+        SeqBegin hc = host.Begin(promptC);
+        SeqBegin dc = dev.Begin(promptC);
+        Assert.AreEqual(hc.Seq, dc.Seq);
+        Assert.AreEqual(8UL, hc.Cached);
+        Assert.AreEqual(8UL, dc.Cached);
+        ulong c = hc.Seq;
+        long[] want = host.SeqExtend(new[] { c }, new long[] { 2 });
+        IntPtr slots = Longs(0, 0);
+        dev.SeqExtendAsync(new[] { c }, new long[] { 2 }, slots, 2, IntPtr.Zero);
+        CollectionAssert.AreEqual(want, ReadLongs(slots, 2));
+        SameState("SeqExtendAsync (cached prefix)", host, dev, a, b, c);
+
+        // A decode step of all three.
+        ulong[] seqs = { a, b, c };
+        int[] tokens = { 901, 902, 903 };
+        long[] wantDecode = host.SeqDecode(seqs, tokens);
+        IntPtr decSlots = Longs(0, 0, 0);
+        dev.SeqDecodeAsync(seqs, tokens, decSlots, 3, IntPtr.Zero);
+        dev.Synchronize(IntPtr.Zero);
+        CollectionAssert.AreEqual(wantDecode, ReadLongs(decSlots, 3));
+        SameState("SeqDecodeAsync", host, dev, a, b, c);
+
+        // A slot count other than the batch's is rejected and changes nothing.
+        List<long> before = SeqState(dev, a);
+        Configs.Expect(Status.InvalidArgument, () => dev.SeqDecodeAsync(seqs, tokens, decSlots, 2, IntPtr.Zero));
+        ulong d = dev.Begin(PrefixCacheTests.Tokens(300, 6)).Seq;
+        IntPtr big = Longs(new long[6]);
+        Configs.Expect(Status.InvalidArgument, () => dev.SeqExtendAsync(new[] { d }, new long[] { 6 }, big, 5,
+                                                                         IntPtr.Zero));
+        Configs.Expect(Status.InvalidArgument, () => dev.SeqExtendAsync(new[] { d }, new long[] { 6, 1 }, big, 6,
+                                                                         IntPtr.Zero));
+        CollectionAssert.AreEqual(before, SeqState(dev, a));
+        Assert.AreEqual(0UL, dev.SeqInfo(d).Computed);
+        PrefixCacheTests.CheckAccounting(dev);
+        dev.SeqExtendAsync(new[] { d }, new long[] { 6 }, big, 6, IntPtr.Zero);
+        foreach (ulong seq in seqs) {
+          host.Finish(seq, 11);
+          dev.Finish(seq, 11);
+        }
+        dev.Abort(d);
+        PrefixCacheTests.CheckAccounting(host);
+        PrefixCacheTests.CheckAccounting(dev);
+      }
+    }
   }
 }

@@ -10,7 +10,7 @@ namespace KvPool.Tests {
   [TestFixture]
   public class PrefixCacheTests {
     // page_size 4, 128 tokens, a radix cache with LRU eviction and KV events.
-    const string Cache =
+    internal const string Cache =
         "{\"model\":{\"num_layers\":2,\"kv_heads\":2,\"head_dim\":8}," +
         "\"pool\":{\"kv_dtype\":\"f32\",\"page_size\":4,\"max_total_tokens\":128,\"max_running_requests\":8," +
         "\"max_context_len\":256},\"prefix_cache\":{\"kind\":\"radix\",\"eviction\":\"lru\",\"events\":true}}";
@@ -18,7 +18,7 @@ namespace KvPool.Tests {
     static readonly string Chunk =
         Cache.Replace("{\"kind\":\"radix\",\"eviction\":\"lru\",\"events\":true}", "{\"kind\":\"chunk\"}");
 
-    static int[] Tokens(int from, int n) {
+    internal static int[] Tokens(int from, int n) {
       return Enumerable.Range(from, n).ToArray();
     }
 
@@ -26,7 +26,7 @@ namespace KvPool.Tests {
       return a.Skip(from).Take(n).ToArray();
     }
 
-    static Accounting CheckAccounting(Pool pool) {
+    internal static Accounting CheckAccounting(Pool pool) {
       Accounting a = pool.Accounting();
       Assert.AreEqual(128UL, a.Capacity);
       Assert.IsTrue(a.Holds, a.ToString());

@@ -15,15 +15,17 @@ import "strconv"
 // next call (or Synchronize) gives ErrDeviceFault, and ClearAllocator clears
 // it. On a CPU pool the calls run at once with the results of their host
 // counterparts (Extend, Decode, Alloc, ReqWriteBatch, LastLoc, SetKV, GetKV,
-// MoveKV, MambaAlloc, MambaFork, MambaCopy) and report bad input directly
-// (ErrInvalidArgument).
+// MoveKV, MambaAlloc, MambaFork, MambaCopy, SeqExtend, SeqDecode) and report
+// bad input directly (ErrInvalidArgument).
 //
 // The allocator calls need `"pool": {"free_list": "device"}` on a CUDA pool.
 // The *Host length slices (ExtendAsync, DecodeAsync, ExtendPages) are
 // ordinary Go slices: the host copies of the device lengths, used for the
 // capacity check. The slot ids of MambaAllocAsync and MambaForkAsync are
 // host values too (returned as with MambaAlloc and MambaFork): only their
-// stream is an address.
+// stream is an address. The request ids, chunk lengths and tokens of
+// SeqExtendAsync and SeqDecodeAsync are Go slices as in SeqExtend and
+// SeqDecode: only their slots and stream are addresses.
 //
 // Lengths are element counts (bytes for kBytes, vBytes, nopeBytes,
 // ropeBytes); a negative one gives ErrInvalidArgument.
@@ -253,4 +255,34 @@ func (p *Pool) MambaCopyAsync(src uintptr, srcLen int, dst uintptr, dstLen int, 
 		return err
 	}
 	return p.call(func(h SwigcptrKvpool) error { return Kvpool_mamba_copy_async(h, src, c[0], dst, c[1], stream) })
+}
+
+// SeqExtendAsync is SeqExtend with the request-table writes enqueued on
+// stream and the new slots written to the address slots: request seqs[i]
+// gets chunkLens[i] (>= 1) more prompt tokens, and slots receives slotsLen =
+// sum(chunkLens) slots, request-major. seqs and chunkLens are host slices;
+// the new slots are decided on the host exactly as SeqExtend decides them.
+// All-or-nothing for the batch (ErrOutOfMemory changes nothing).
+func (p *Pool) SeqExtendAsync(seqs []uint64, chunkLens []int64, slots uintptr, slotsLen int, stream uintptr) error {
+	n, err := counts("kvseq_extend_async", []string{"slotsLen"}, slotsLen)
+	if err != nil {
+		return err
+	}
+	return p.call(func(h SwigcptrKvpool) error {
+		return Kvseq_extend_async(h, seqs, chunkLens, slots, n[0], stream)
+	})
+}
+
+// SeqDecodeAsync is SeqDecode with the request-table writes enqueued on
+// stream: tokens[i] is appended to request seqs[i] (whose prompt is fully
+// computed), and the address slots receives one slot per request (slotsLen
+// = len(seqs)). seqs and tokens are host slices.
+func (p *Pool) SeqDecodeAsync(seqs []uint64, tokens []int32, slots uintptr, slotsLen int, stream uintptr) error {
+	n, err := counts("kvseq_decode_async", []string{"slotsLen"}, slotsLen)
+	if err != nil {
+		return err
+	}
+	return p.call(func(h SwigcptrKvpool) error {
+		return Kvseq_decode_async(h, seqs, tokens, slots, n[0], stream)
+	})
 }

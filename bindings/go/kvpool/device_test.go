@@ -403,3 +403,100 @@ func TestHostBuffer(t *testing.T) {
 	_, err = kvpool.NewHostBuffer(-1)
 	wantCode(t, err, kvpool.ErrInvalidArgument)
 }
+
+func TestDeviceSeqMatchesHostCalls(t *testing.T) {
+	host := open(t, cacheConfig)
+	dev := open(t, cacheConfig)
+
+	// Two requests with a shared 8-token prefix, begun on both pools.
+	promptA := tokenRange(100, 10)
+	promptB := append(tokenRange(100, 8), tokenRange(500, 3)...)
+	begin := func(p *kvpool.Pool, prompt []int32) uint64 {
+		t.Helper()
+		seq, _, err := p.Begin(prompt, "")
+		must(t, err)
+		return seq
+	}
+	a, b := begin(host, promptA), begin(host, promptB)
+	if da, db := begin(dev, promptA), begin(dev, promptB); da != a || db != b {
+		t.Fatalf("request ids differ: host %d, %d, device %d, %d", a, b, da, db)
+	}
+	sameState := func(what string, seqs ...uint64) {
+		t.Helper()
+		for _, s := range seqs {
+			if hi, di := seqInfo(t, host, s), seqInfo(t, dev, s); hi != di {
+				t.Fatalf("%s: SeqInfo(%d) host %+v, device %+v", what, s, hi, di)
+			}
+			hs, err := host.SeqSlots(s)
+			must(t, err)
+			ds, err := dev.SeqSlots(s)
+			must(t, err)
+			wantInts(t, what+": SeqSlots", ds, hs)
+		}
+		if ha, da := wantAccounting(t, host), wantAccounting(t, dev); ha != da {
+			t.Fatalf("%s: accounting host %+v, device %+v", what, ha, da)
+		}
+	}
+
+	// Two prefill chunks of the batch: [6, 5] then [4, 6].
+	for _, chunks := range [][]int64{{6, 5}, {4, 6}} {
+		want, err := host.SeqExtend([]uint64{a, b}, chunks)
+		must(t, err)
+		slots := hostInt64s(t, make([]int64, len(want))...)
+		must(t, dev.SeqExtendAsync([]uint64{a, b}, chunks, slots.Addr(), len(want), 0))
+		must(t, dev.Synchronize(0))
+		wantInts(t, "SeqExtendAsync", slots.Int64s(), want)
+		sameState("SeqExtendAsync", a, b)
+	}
+
+	// A third request reuses A's cached prefix (two whole pages).
+	promptC := append(tokenRange(100, 8), 7, 8)
+	c, cached, err := host.Begin(promptC, "")
+	must(t, err)
+	dc, dcached, err := dev.Begin(promptC, "")
+	must(t, err)
+	if dc != c || dcached != cached || cached != 8 {
+		t.Fatalf("Begin C: host (%d, %d), device (%d, %d), want 8 cached", c, cached, dc, dcached)
+	}
+	want, err := host.SeqExtend([]uint64{c}, []int64{2})
+	must(t, err)
+	slots := hostInt64s(t, 0, 0)
+	must(t, dev.SeqExtendAsync([]uint64{c}, []int64{2}, slots.Addr(), 2, 0))
+	wantInts(t, "SeqExtendAsync (cached prefix)", slots.Int64s(), want)
+	sameState("SeqExtendAsync (cached prefix)", a, b, c)
+
+	// A decode step of all three.
+	seqs, tokens := []uint64{a, b, c}, []int32{901, 902, 903}
+	wantDecode, err := host.SeqDecode(seqs, tokens)
+	must(t, err)
+	decSlots := hostInt64s(t, 0, 0, 0)
+	must(t, dev.SeqDecodeAsync(seqs, tokens, decSlots.Addr(), 3, 0))
+	must(t, dev.Synchronize(0))
+	wantInts(t, "SeqDecodeAsync", decSlots.Int64s(), wantDecode)
+	sameState("SeqDecodeAsync", a, b, c)
+
+	// A slot count other than the batch's is rejected and changes nothing.
+	before := seqInfo(t, dev, a)
+	wantCode(t, dev.SeqDecodeAsync(seqs, tokens, decSlots.Addr(), 2, 0), kvpool.ErrInvalidArgument)
+	wantCode(t, dev.SeqDecodeAsync(seqs, tokens, decSlots.Addr(), -1, 0), kvpool.ErrInvalidArgument)
+	d, _, err := dev.Begin(tokenRange(300, 6), "")
+	must(t, err)
+	big := hostInt64s(t, make([]int64, 6)...)
+	wantCode(t, dev.SeqExtendAsync([]uint64{d}, []int64{6}, big.Addr(), 5, 0), kvpool.ErrInvalidArgument)
+	wantCode(t, dev.SeqExtendAsync([]uint64{d}, []int64{6, 1}, big.Addr(), 6, 0), kvpool.ErrInvalidArgument)
+	if after := seqInfo(t, dev, a); after != before {
+		t.Fatalf("SeqInfo after failed calls = %+v, want %+v", after, before)
+	}
+	if info := seqInfo(t, dev, d); info.Computed != 0 {
+		t.Fatalf("SeqInfo of the failed extend = %+v, want nothing computed", info)
+	}
+	wantAccounting(t, dev)
+	must(t, dev.SeqExtendAsync([]uint64{d}, []int64{6}, big.Addr(), 6, 0))
+	for _, s := range seqs {
+		must(t, host.Finish(s, 11))
+		must(t, dev.Finish(s, 11))
+	}
+	must(t, dev.Abort(d))
+	wantAccounting(t, host)
+	wantAccounting(t, dev)
+}

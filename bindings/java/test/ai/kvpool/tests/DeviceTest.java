@@ -12,6 +12,8 @@ import ai.kvpool.AllocList;
 import ai.kvpool.DType;
 import ai.kvpool.KvPoolException;
 import ai.kvpool.Pool;
+import ai.kvpool.SeqBegin;
+import ai.kvpool.SeqInfo;
 import ai.kvpool.Status;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
@@ -337,5 +339,95 @@ public class DeviceTest {
     expect(Status.INVALID_ARGUMENT, () -> Pool.withAllocator(Configs.PAGED, Pool.address(zeroed)).close());
     expect(Status.CONFIG, () -> Pool.withAllocator("{", 0).close());
     assertEquals(11, Status.DEVICE_FAULT.swigValue());
+  }
+
+  /** A request's state as comparable values: SeqInfo's fields, then its slots. */
+  private static List<Long> seqState(Pool pool, long seq) {
+    SeqInfo info = pool.seqInfo(seq);
+    List<Long> state = new ArrayList<>(Arrays.asList((long) info.getRow(), info.getTokens(), info.getComputed(),
+        info.getCached(), info.getPrefixHit()));
+    for (long slot : pool.seqSlots(seq)) {
+      state.add(slot);
+    }
+    return state;
+  }
+
+  private static void sameState(String what, Pool host, Pool dev, long... seqs) {
+    for (long seq : seqs) {
+      assertEquals(what + ": request " + seq, seqState(host, seq), seqState(dev, seq));
+    }
+    assertEquals(what, PrefixCacheTest.accounting(host).toString(), PrefixCacheTest.accounting(dev).toString());
+  }
+
+  @Test
+  public void seqMatchesHostCalls() {
+    try (Pool host = new Pool(PrefixCacheTest.CACHE); Pool dev = new Pool(PrefixCacheTest.CACHE)) {
+      // Two requests with a shared 8-token prefix, begun on both pools.
+      int[] promptA = PrefixCacheTest.tokens(100, 10);
+      int[] promptB = Arrays.copyOf(promptA, 11);
+      promptB[8] = 500;
+      promptB[9] = 501;
+      promptB[10] = 502;
+      long a = host.begin(promptA, null).getSeq();
+      long b = host.begin(promptB, null).getSeq();
+      assertEquals(a, dev.begin(promptA, null).getSeq());
+      assertEquals(b, dev.begin(promptB, null).getSeq());
+
+      // Two prefill chunks of the batch: {6, 5} then {4, 6}.
+      for (long[] chunks : new long[][] {{6, 5}, {4, 6}}) {
+        long[] want = host.seqExtend(new long[] {a, b}, chunks);
+        ByteBuffer slots = longs(new long[want.length]);
+        dev.seqExtendAsync(new long[] {a, b}, chunks, addr(slots), want.length, 0);
+        dev.synchronize(0);
+        assertArrayEquals(want, read(slots, want.length));
+        sameState("seqExtendAsync", host, dev, a, b);
+      }
+
+      // A third request reuses A's cached prefix (two whole pages).
+      int[] promptC = Arrays.copyOf(promptA, 10);
+      promptC[8] = 7;
+      promptC[9] = 8;
+      SeqBegin hc = host.begin(promptC, null);
+      SeqBegin dc = dev.begin(promptC, null);
+      assertEquals(hc.getSeq(), dc.getSeq());
+      assertEquals(8, hc.getCached());
+      assertEquals(8, dc.getCached());
+      long c = hc.getSeq();
+      long[] want = host.seqExtend(new long[] {c}, new long[] {2});
+      ByteBuffer slots = longs(0, 0);
+      dev.seqExtendAsync(new long[] {c}, new long[] {2}, addr(slots), 2, 0);
+      assertArrayEquals(want, read(slots, 2));
+      sameState("seqExtendAsync (cached prefix)", host, dev, a, b, c);
+
+      // A decode step of all three.
+      long[] seqs = {a, b, c};
+      int[] tokens = {901, 902, 903};
+      long[] wantDecode = host.seqDecode(seqs, tokens);
+      ByteBuffer decSlots = longs(0, 0, 0);
+      dev.seqDecodeAsync(seqs, tokens, addr(decSlots), 3, 0);
+      dev.synchronize(0);
+      assertArrayEquals(wantDecode, read(decSlots, 3));
+      sameState("seqDecodeAsync", host, dev, a, b, c);
+
+      // A slot count other than the batch's is rejected and changes nothing.
+      List<Long> before = seqState(dev, a);
+      expect(Status.INVALID_ARGUMENT, () -> dev.seqDecodeAsync(seqs, tokens, addr(decSlots), 2, 0));
+      assertThrows(IllegalArgumentException.class, () -> dev.seqDecodeAsync(seqs, tokens, addr(decSlots), -1, 0));
+      long d = dev.begin(PrefixCacheTest.tokens(300, 6), null).getSeq();
+      ByteBuffer big = longs(new long[6]);
+      expect(Status.INVALID_ARGUMENT, () -> dev.seqExtendAsync(new long[] {d}, new long[] {6}, addr(big), 5, 0));
+      expect(Status.INVALID_ARGUMENT, () -> dev.seqExtendAsync(new long[] {d}, new long[] {6, 1}, addr(big), 6, 0));
+      assertEquals(before, seqState(dev, a));
+      assertEquals(0, dev.seqInfo(d).getComputed());
+      PrefixCacheTest.accounting(dev);
+      dev.seqExtendAsync(new long[] {d}, new long[] {6}, addr(big), 6, 0);
+      for (long seq : seqs) {
+        host.finish(seq, 11);
+        dev.finish(seq, 11);
+      }
+      dev.abort(d);
+      PrefixCacheTest.accounting(host);
+      PrefixCacheTest.accounting(dev);
+    }
   }
 }
