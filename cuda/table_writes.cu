@@ -89,8 +89,14 @@ class DeviceTableWrites final : public TableWrites {
       KVPOOL_RETURN_IF_ERROR(cuda_status(cudaEventSynchronize(s.done), "cudaEventSynchronize (table staging)"));
       s.in_flight = false;
     }
-    KVPOOL_RETURN_IF_ERROR(grow(&s.runs, n_runs_ + runs, sizeof(TableRun)));
-    return grow(&s.values, n_values_ + values, sizeof(int32_t));
+    // Every set grows together: a set reached for the first time later would otherwise
+    // pin fresh memory in the middle of a run.
+    for (int k = 0; k < kSets; ++k) {
+      const int i = (current_ + k) % kSets;  // the current set first: its staged entries are kept
+      KVPOOL_RETURN_IF_ERROR(grow(&sets_[i].runs, n_runs_ + runs, sizeof(TableRun), k == 0 ? n_runs_ : 0));
+      KVPOOL_RETURN_IF_ERROR(grow(&sets_[i].values, n_values_ + values, sizeof(int32_t), k == 0 ? n_values_ : 0));
+    }
+    return Status::ok();
   }
 
   Status add(int32_t row, size_t start, const int64_t* slots, size_t n) override {
@@ -180,8 +186,9 @@ class DeviceTableWrites final : public TableWrites {
   };
   static constexpr int kSets = 4;
 
-  // Grows a region to at least `need` elements (geometrically), keeping what is staged.
-  Status grow(Region* r, size_t need, size_t elem) {
+  // Grows a region to at least `need` elements (geometrically), keeping its first `staged`
+  // elements. The old buffer is retired, not freed: a kernel may still read it.
+  Status grow(Region* r, size_t need, size_t elem, size_t staged) {
     if (need <= r->capacity) return Status::ok();
     const size_t capacity = std::max({need, 2 * r->capacity, size_t{4096}});
     reserve_retired();
@@ -195,7 +202,6 @@ class DeviceTableWrites final : public TableWrites {
       cudaFreeHost(host);
       return st;
     }
-    const size_t staged = r == &sets_[current_].runs ? n_runs_ : n_values_;
     if (staged > 0) std::memcpy(host, r->host, staged * elem);
     if (r->host != nullptr) retired_.push_back(r->host);  // room reserved above: no allocation
     r->host = host;
