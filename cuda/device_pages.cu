@@ -22,12 +22,22 @@ using backend::FaultRecord;
 
 // --- extend ----------------------------------------------------------------
 
+// Every kernel that moves the free list also stores its new position (computed by
+// the host) in the pool's device cursor, which a captured graph decode reads at replay
+// time (graph_decode_kernel). Only thread 0 of block 0 writes it; nothing else in the
+// same kernel reads it.
+__device__ __forceinline__ void store_cursor(RingPos* cursor, RingPos next) {
+  if (cursor != nullptr && blockIdx.x == 0 && threadIdx.x == 0) *cursor = next;
+}
+
 constexpr int kExtendThreads = 256;
 constexpr int kExtendChunk = 1024;  // tokens of one request per block (4 per thread)
 constexpr int kExtendTokensPerThread = kExtendChunk / kExtendThreads;
 
 struct ExtendParams {
   ExtendArgs a;
+  RingPos* cursor;
+  RingPos next;
   const int64_t* ring;
   int64_t head;
   int64_t cap;
@@ -62,6 +72,7 @@ __global__ void __launch_bounds__(kExtendThreads) extend_kernel(ExtendParams p) 
   using Reduce = cub::BlockReduce<unsigned long long, kExtendThreads>;
   __shared__ typename Reduce::TempStorage reduce_tmp;
   __shared__ unsigned long long s_before;
+  store_cursor(p.cursor, p.next);
   __shared__ int s_stop;
   const ExtendArgs& a = p.a;
   const int64_t r = blockIdx.x;
@@ -181,6 +192,8 @@ constexpr int kDecodeThreads = 512;  // 1024 would cap registers at 64 and spill
 
 struct DecodeParams {
   DecodeArgs a;
+  RingPos* cursor;
+  RingPos next;
   const int64_t* ring;
   int64_t head;
   int64_t cap;
@@ -197,6 +210,7 @@ struct DecodeParams {
 __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(DecodeParams p) {
   using Scan = cub::BlockScan<Pair, kDecodeThreads, cub::BLOCK_SCAN_RAKING>;
   __shared__ typename Scan::TempStorage scan_tmp;
+  store_cursor(p.cursor, p.next);
   if (block_faulted(p.fault)) return;
   const DecodeArgs& a = p.a;
   const int64_t P = p.page.size;
@@ -250,10 +264,104 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(DecodeParams p) 
   }
 }
 
+
+// --- decode inside a captured graph -------------------------------------------------
+
+struct GraphDecodeParams {
+  const int64_t* seq_lens;
+  const int64_t* last_locs;
+  int64_t batch;
+  int64_t* out;
+  const int64_t* ring;
+  RingPos* cursor;
+  int64_t cap;
+  uint32_t* owned;
+  PageMath page;
+  int64_t slot_limit;
+  FaultRecord* fault;
+  int* flag;
+};
+
+// decode_kernel for graph replays: nothing comes from the host at launch time. Pass 1
+// checks every request and counts the new pages; the capacity check against the
+// cursor is the device's (a step past the watermark faults before anything is
+// written); pass 2 hands out pages as decode_kernel does, and thread 0 advances the
+// cursor. One block, as decode_kernel.
+__global__ void __launch_bounds__(kDecodeThreads) graph_decode_kernel(GraphDecodeParams p) {
+  using Scan = cub::BlockScan<long long, kDecodeThreads, cub::BLOCK_SCAN_RAKING>;
+  using Reduce = cub::BlockReduce<long long, kDecodeThreads>;
+  __shared__ union {
+    typename Scan::TempStorage scan;
+    typename Reduce::TempStorage reduce;
+  } tmp;
+  __shared__ long long s_need;
+  __shared__ RingPos s_pos;
+  if (block_faulted(p.fault)) return;
+  const int64_t P = p.page.size;
+  long long need = 0;
+  bool bad = false;
+  for (int64_t i = threadIdx.x; i < p.batch; i += kDecodeThreads) {
+    const int64_t seq = p.seq_lens[i], last = p.last_locs[i];
+    if (seq < 1) {
+      kvp_raise(p.fault, p.flag, backend::kFaultBadLength, backend::kOpDecodeGraph, i, seq, seq - 1);
+      bad = true;
+    } else if ((seq == 1 && last != -1) || (seq > 1 && (last < 0 || last >= p.slot_limit)) ||
+               (P > 1 && p.page.mod(last + 2) != p.page.mod(seq))) {
+      kvp_raise(p.fault, p.flag, backend::kFaultBadLastLoc, backend::kOpDecodeGraph, i, last, seq - 1);
+      bad = true;
+    } else {
+      need += (P == 1 || p.page.mod(seq) == 1) ? 1 : 0;
+    }
+  }
+  const long long total = Reduce(tmp.reduce).Sum(need);  // valid in thread 0
+  const int any_bad = __syncthreads_or(bad ? 1 : 0);
+  if (threadIdx.x == 0) {
+    s_need = total;
+    s_pos = *p.cursor;
+  }
+  __syncthreads();
+  if (any_bad) return;
+  if (s_need > s_pos.count) {
+    if (threadIdx.x == 0) {
+      kvp_raise(p.fault, p.flag, backend::kFaultPastWatermark, backend::kOpDecodeGraph, -1, s_need, s_pos.count);
+    }
+    return;
+  }
+  long long carry = 0;
+  for (int64_t tile = 0; tile < p.batch; tile += kDecodeThreads) {
+    const int64_t i = tile + threadIdx.x;
+    long long mine = 0;
+    int64_t seq = 0, last = -1;
+    if (i < p.batch) {
+      seq = p.seq_lens[i];
+      last = p.last_locs[i];
+      mine = (P == 1 || p.page.mod(seq) == 1) ? 1 : 0;
+    }
+    long long excl = 0, tile_total = 0;
+    Scan(tmp.scan).ExclusiveSum(mine, excl, tile_total);
+    if (i < p.batch) {
+      if (mine == 0) {
+        p.out[i] = last + 1;
+      } else {
+        const int64_t page = p.ring[ring_index(s_pos.head, carry + excl, p.cap)];
+        if (page < 1 || page > p.cap || (atomicOr(&p.owned[word_of(page)], bit_of(page)) & bit_of(page))) {
+          kvp_raise(p.fault, p.flag, backend::kFaultCorrupt, backend::kOpDecodeGraph, i, page);
+        }
+        p.out[i] = page * P;
+      }
+    }
+    carry += tile_total;
+    __syncthreads();  // tmp is reused by the next tile
+  }
+  if (threadIdx.x == 0) *p.cursor = RingPos{(s_pos.head + s_need) % p.cap, s_pos.count - s_need};
+}
+
 // --- alloc(n) ----------------------------------------------------------------
 
 __global__ void alloc_kernel(const int64_t* ring, int64_t head, int64_t cap, uint32_t* owned, PageMath page,
-                             int64_t* out, int64_t slots, FaultRecord* fault, int* flag) {
+                             int64_t* out, int64_t slots, FaultRecord* fault, int* flag, RingPos* cursor,
+                             RingPos next) {
+  store_cursor(cursor, next);
   if (kvp_faulted(fault)) return;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; t < slots; t += stride) {
@@ -273,7 +381,8 @@ __global__ void alloc_kernel(const int64_t* ring, int64_t head, int64_t cap, uin
 // is cleared atomically, so an id listed twice (or not allocated) is caught
 // by whichever thread comes second.
 __global__ void free_append_kernel(const int64_t* pages, int64_t n, int64_t* ring, int64_t start, int64_t cap,
-                                   uint32_t* owned, FaultRecord* fault, int* flag) {
+                                   uint32_t* owned, FaultRecord* fault, int* flag, RingPos* cursor, RingPos next) {
+  store_cursor(cursor, next);
   if (kvp_faulted(fault)) return;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
@@ -321,8 +430,10 @@ constexpr int kSmallSort = 1024;
 // writes the ids at ring positions start + rank.
 __global__ void __launch_bounds__(kSmallSort) free_sorted_small_kernel(const int64_t* pages, int n, int64_t* ring,
                                                                        int64_t start, int64_t cap, uint32_t* owned,
-                                                                       FaultRecord* fault, int* flag) {
+                                                                       FaultRecord* fault, int* flag, RingPos* cursor,
+                                                                       RingPos next) {
   __shared__ int64_t s[kSmallSort];
+  store_cursor(cursor, next);
   if (block_faulted(fault)) return;
   const int i = static_cast<int>(threadIdx.x);
   if (i < n) s[i] = pages[i];
@@ -434,7 +545,9 @@ __device__ __forceinline__ void compact_bits(uint32_t* bits, int64_t words, int6
 
 __global__ void __launch_bounds__(kCompactThreads) compact_bits_kernel(uint32_t* bits, int64_t words, int64_t* ring,
                                                                        int64_t start, int64_t cap,
-                                                                       FaultRecord* fault) {
+                                                                       FaultRecord* fault, RingPos* cursor,
+                                                                       RingPos next) {
+  store_cursor(cursor, next);
   compact_bits(bits, words, ring, start, cap, fault);
 }
 
@@ -446,7 +559,9 @@ __global__ void __launch_bounds__(kCompactThreads) free_sorted_large_kernel(cons
                                                                             int64_t* ring, int64_t start,
                                                                             int64_t cap, uint32_t* owned,
                                                                             uint32_t* bits, int64_t words,
-                                                                            FaultRecord* fault, int* flag) {
+                                                                            FaultRecord* fault, int* flag,
+                                                                            RingPos* cursor, RingPos next) {
+  store_cursor(cursor, next);
   if (block_faulted(fault)) return;
   for (int64_t i = threadIdx.x; i < n; i += kCompactThreads) mark_freed(pages, i, cap, owned, bits, fault, flag);
   compact_bits(bits, words, ring, start, cap, fault);
@@ -454,7 +569,8 @@ __global__ void __launch_bounds__(kCompactThreads) free_sorted_large_kernel(cons
 
 // --- reset and host-path checks ------------------------------------------------
 
-__global__ void iota_kernel(int64_t* ring, int64_t n) {
+__global__ void iota_kernel(int64_t* ring, int64_t n, RingPos* cursor) {
+  store_cursor(cursor, RingPos{0, n});
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) ring[i] = i + 1;
 }
@@ -483,9 +599,10 @@ Status use_device(int device) {
   return cuda_status(cudaSetDevice(device), "cudaSetDevice");
 }
 
-Status extend(const PagesView& v, RingPos free, const ExtendArgs& a, void* stream) {
+Status extend(const PagesView& v, RingPos free, RingPos next, const ExtendArgs& a, void* stream) {
   KVPOOL_RETURN_IF_ERROR(use_device(v.device));
-  ExtendParams p{a, v.free_ring, free.head, v.num_pages, v.owned, page_math(v), v.slot_limit, v.fault, v.host_flag};
+  ExtendParams p{a,       v.cursor,   next, v.free_ring, free.head, v.num_pages, v.owned, page_math(v), v.slot_limit,
+                 v.fault, v.host_flag};
   const int64_t chunks = a.max_extend <= 0 ? 1 : (a.max_extend + kExtendChunk - 1) / kExtendChunk;
   if (a.batch > INT32_MAX || chunks > 65535) {
     return Status::invalid("extend batch too large for one launch (" + std::to_string(a.batch) + " requests, " +
@@ -497,45 +614,58 @@ Status extend(const PagesView& v, RingPos free, const ExtendArgs& a, void* strea
   return launch_status("extend kernel launch");
 }
 
-Status decode(const PagesView& v, RingPos free, const DecodeArgs& a, void* stream) {
+Status decode(const PagesView& v, RingPos free, RingPos next, const DecodeArgs& a, void* stream) {
   KVPOOL_RETURN_IF_ERROR(use_device(v.device));
-  DecodeParams p{a, v.free_ring, free.head, v.num_pages, v.owned, page_math(v), v.slot_limit, v.fault, v.host_flag};
+  DecodeParams p{a,          v.cursor, next, v.free_ring, free.head, v.num_pages, v.owned, page_math(v), v.slot_limit,
+                 v.fault,    v.host_flag};
   KVP_INJECTION_POINT("decode_kernel launch");
   decode_kernel<<<1, kDecodeThreads, 0, as_stream(stream)>>>(p);
   return launch_status("decode kernel launch");
 }
 
-Status alloc(const PagesView& v, RingPos free, int64_t* out, int64_t pages, void* stream) {
+Status decode_graph(const PagesView& v, const int64_t* seq_lens, const int64_t* last_locs, int64_t batch,
+                    int64_t* out, void* stream) {
+  if (batch == 0) return Status::ok();
+  KVPOOL_RETURN_IF_ERROR(use_device(v.device));
+  GraphDecodeParams p{seq_lens, last_locs, batch, out, v.free_ring, v.cursor, v.num_pages, v.owned, page_math(v),
+                      v.slot_limit, v.fault, v.host_flag};
+  KVP_INJECTION_POINT("graph_decode_kernel launch");
+  graph_decode_kernel<<<1, kDecodeThreads, 0, as_stream(stream)>>>(p);
+  return launch_status("graph decode kernel launch");
+}
+
+Status alloc(const PagesView& v, RingPos free, RingPos next, int64_t* out, int64_t pages, void* stream) {
   if (pages == 0) return Status::ok();
   KVPOOL_RETURN_IF_ERROR(use_device(v.device));
   const int64_t slots = pages * v.page_size;
   KVP_INJECTION_POINT("alloc_kernel launch");
   alloc_kernel<<<blocks_for(slots, 256), 256, 0, as_stream(stream)>>>(v.free_ring, free.head, v.num_pages, v.owned,
-                                                                      page_math(v), out, slots, v.fault, v.host_flag);
+                                                                      page_math(v), out, slots, v.fault, v.host_flag,
+                                                                      v.cursor, next);
   return launch_status("alloc kernel launch");
 }
 
 Status free_pages(const PagesView& v, const int64_t* pages, int64_t n, int64_t* ring, int64_t start, bool sorted,
-                  void* stream) {
+                  RingPos next, void* stream) {
   if (n == 0) return Status::ok();
   KVPOOL_RETURN_IF_ERROR(use_device(v.device));
   cudaStream_t s = as_stream(stream);
   if (!sorted) {
     KVP_INJECTION_POINT("free_append_kernel launch");
     free_append_kernel<<<blocks_for(n, 256), 256, 0, s>>>(pages, n, ring, start, v.num_pages, v.owned, v.fault,
-                                                          v.host_flag);
+                                                          v.host_flag, v.cursor, next);
     return launch_status("free kernel launch");
   }
   if (n <= kSmallSort) {
     const int threads = static_cast<int>((n + 31) / 32 * 32);
     KVP_INJECTION_POINT("free_sorted_small_kernel launch");
     free_sorted_small_kernel<<<1, threads, 0, s>>>(pages, static_cast<int>(n), ring, start, v.num_pages, v.owned,
-                                                   v.fault, v.host_flag);
+                                                   v.fault, v.host_flag, v.cursor, next);
     return launch_status("free kernel launch");
   }
   KVP_INJECTION_POINT("free_sorted_large_kernel launch");
   free_sorted_large_kernel<<<1, kCompactThreads, 0, s>>>(pages, n, ring, start, v.num_pages, v.owned, v.scratch_bits,
-                                                         bitmap_words(v), v.fault, v.host_flag);
+                                                         bitmap_words(v), v.fault, v.host_flag, v.cursor, next);
   return launch_status("free kernel launch");
 }
 
@@ -549,7 +679,7 @@ Status merge(const PagesView& v, RingPos free, RingPos release, void* stream) {
   KVPOOL_RETURN_IF_ERROR(launch_status("merge mark kernel launch"));
   KVP_INJECTION_POINT("compact_bits_kernel launch");
   compact_bits_kernel<<<1, kCompactThreads, 0, s>>>(v.scratch_bits, bitmap_words(v), v.free_ring, 0, v.num_pages,
-                                                    v.fault);
+                                                    v.fault, v.cursor, RingPos{0, n});
   return launch_status("merge compact kernel launch");
 }
 
@@ -560,7 +690,7 @@ Status reset(const PagesView& v, void* stream) {
   KVPOOL_RETURN_IF_ERROR(cuda_status(cudaMemsetAsync(v.owned, 0, bytes, s), "cudaMemsetAsync (owned bitmap)"));
   KVPOOL_RETURN_IF_ERROR(cuda_status(cudaMemsetAsync(v.scratch_bits, 0, bytes, s), "cudaMemsetAsync (scratch)"));
   KVP_INJECTION_POINT("iota_kernel launch");
-  iota_kernel<<<blocks_for(v.num_pages, 256), 256, 0, s>>>(v.free_ring, v.num_pages);
+  iota_kernel<<<blocks_for(v.num_pages, 256), 256, 0, s>>>(v.free_ring, v.num_pages, v.cursor);
   return launch_status("free-list reset kernel launch");
 }
 

@@ -346,6 +346,71 @@ KVPOOL_API kvpool_status kvpool_mamba_copy_async(kvpool *pool, const int32_t *sr
                                                  const int32_t *dst, size_t dst_len, void *stream);
 
 /**
+ * @brief A decode allocation that a CUDA graph can capture once and replay for many steps.
+ *
+ * kvalloc_decode_async() takes the free-list position and the page count from the host
+ * when it is called, so a captured copy would replay them unchanged. This call reads
+ * everything when the kernel runs: the free-list position from the pool's device
+ * cursor (which every device allocator call keeps current), the lengths and
+ * `last_locs` from device memory, and it counts the new pages and checks the capacity
+ * on the device. A step that needs more pages than are free faults the pool (sticky,
+ * #KVPOOL_ERR_DEVICE_FAULT at the next call, with a message naming the watermark) and
+ * allocates nothing. Same slots as kvalloc_decode_async() for the same lengths.
+ *
+ * The host counters do not move when the kernel runs: after running the step (eagerly
+ * or as graph replays), and before any other allocator call on the pool, call
+ * kvalloc_decode_graph_advance() with the number of steps that ran. Before replaying,
+ * kvalloc_decode_watermark() says how many steps fit. Neither synchronizes.
+ * Not available with need_sort (disaggregation) pools. On a CPU pool the call is
+ * kvalloc_decode() on host arrays, at once (advance then only checks its arguments).
+ *
+ * @param[in]  pool      A pool with `free_list` "device" (or a CPU pool).
+ * @param[in]  batch     Number of requests.
+ * @param[in]  seq_lens  Device: lengths including the new token, read when the step runs.
+ * @param[in]  last_locs Device: slot of token seq-2 (-1 when seq is 1), read when the step runs.
+ * @param[out] slots     Device: one slot per request.
+ * @param[in]  stream    `cudaStream_t` as `void *` (the capturing stream).
+ * @return #KVPOOL_OK (enqueued or captured); #KVPOOL_ERR_INVALID_ARGUMENT; #KVPOOL_ERR_UNSUPPORTED
+ *         (host free list on CUDA, swa, need_sort); #KVPOOL_ERR_DEVICE_FAULT if the pool is faulted.
+ */
+KVPOOL_API kvpool_status kvalloc_decode_graph_async(kvpool *pool, size_t batch, const int64_t *seq_lens,
+                                                    const int64_t *last_locs, int64_t *slots, void *stream);
+
+/**
+ * @brief How many consecutive decode steps fit in the free list (a graph's watermark).
+ *
+ * Step k gives every request one more token (lengths `seq_lens_host[i] + k`); a step
+ * takes a page for each request whose new length starts one. Host arithmetic on the
+ * host's counters, no synchronization.
+ *
+ * @param[in]  pool          A pool with a token or paged allocator.
+ * @param[in]  seq_lens_host Lengths at the first step (including its new token, >= 1).
+ * @param[in]  batch         Number of requests (>= 1).
+ * @param[out] steps         Receives the number of steps that fit.
+ * @return #KVPOOL_OK, #KVPOOL_ERR_INVALID_ARGUMENT, #KVPOOL_ERR_UNSUPPORTED (swa; host free list on CUDA).
+ */
+KVPOOL_API kvpool_status kvalloc_decode_watermark(const kvpool *pool, const int64_t *seq_lens_host, size_t batch,
+                                                  size_t *steps);
+
+/**
+ * @brief Record that `steps` decode steps of kvalloc_decode_graph_async() ran.
+ *
+ * The host counters advance exactly as the device cursor did (the pages those steps
+ * took, from `seq_lens_host` at the first of them). No synchronization. If the steps
+ * needed more pages than were free, a replay faulted the pool: the call returns
+ * #KVPOOL_ERR_INVALID_ARGUMENT and changes nothing (kvpool_synchronize() reports the fault;
+ * kvalloc_clear() recovers).
+ *
+ * @param[in] pool          The pool of the graph.
+ * @param[in] seq_lens_host Lengths at the first step that ran (including its new token).
+ * @param[in] batch         Number of requests.
+ * @param[in] steps         Steps that ran since the last advance.
+ * @return #KVPOOL_OK, #KVPOOL_ERR_INVALID_ARGUMENT, #KVPOOL_ERR_UNSUPPORTED, #KVPOOL_ERR_DEVICE_FAULT.
+ */
+KVPOOL_API kvpool_status kvalloc_decode_graph_advance(kvpool *pool, const int64_t *seq_lens_host, size_t batch,
+                                                      size_t steps);
+
+/**
  * @brief kvseq_extend() with the request-table writes enqueued on a stream and the new
  *        slots written to a device array.
  *

@@ -14,6 +14,12 @@
 
 namespace kvp::devk {
 
+// Position of a list in its ring: entries head, head+1, ... (mod num_pages).
+struct RingPos {
+  int64_t head = 0;
+  int64_t count = 0;
+};
+
 // The device state of one pool's page allocator (fixed after construction).
 struct PagesView {
   int64_t* free_ring = nullptr;     // num_pages entries
@@ -21,6 +27,9 @@ struct PagesView {
   uint32_t* owned = nullptr;        // bit per page id 0..num_pages
   uint32_t* scratch_bits = nullptr; // same size; all zero between calls (sorting frees, merge)
   uint64_t* result = nullptr;       // one word: host-path validation result
+  // The free list's position in device memory, stored by every kernel that moves it
+  // (the host computes the new position) and read and advanced by the graph decode.
+  RingPos* cursor = nullptr;
   int64_t num_pages = 0;            // ids 1..num_pages; ring capacity
   int64_t page_size = 1;
   int page_shift = 0;               // log2(page_size) when a power of two, else -1
@@ -30,11 +39,6 @@ struct PagesView {
   int device = 0;
 };
 
-// Position of a list in its ring: entries head, head+1, ... (mod num_pages).
-struct RingPos {
-  int64_t head = 0;
-  int64_t count = 0;
-};
 
 struct ExtendArgs {
   const int64_t* prefix_lens;
@@ -62,15 +66,22 @@ struct DecodeArgs {
 // Makes the pool's device current (cheap when it already is).
 Status use_device(int device);
 
-// Page allocator. Each consumes the front of `free` (the caller then advances its counters).
-Status extend(const PagesView& v, RingPos free, const ExtendArgs& a, void* stream);
-Status decode(const PagesView& v, RingPos free, const DecodeArgs& a, void* stream);
-Status alloc(const PagesView& v, RingPos free, int64_t* out, int64_t pages, void* stream);
+// Page allocator. Each consumes the front of `free` (the caller then advances its counters);
+// `next` is the free list's position afterwards, stored in the device cursor.
+Status extend(const PagesView& v, RingPos free, RingPos next, const ExtendArgs& a, void* stream);
+Status decode(const PagesView& v, RingPos free, RingPos next, const DecodeArgs& a, void* stream);
+Status alloc(const PagesView& v, RingPos free, RingPos next, int64_t* out, int64_t pages, void* stream);
+// The decode step of a captured graph: the position comes from the device cursor and the
+// pages needed from the device lengths, both read when the kernel runs; a step that needs
+// more pages than are free faults the pool (kFaultPastWatermark) and changes nothing.
+// The host counters are not touched (see DevicePages::graph_advance).
+Status decode_graph(const PagesView& v, const int64_t* seq_lens, const int64_t* last_locs, int64_t batch,
+                    int64_t* out, void* stream);
 // Gives `n` device page ids back into `ring` starting at ring position `start`:
 // in the given order (append) or sorted ascending (prepend; `start` is then the new head).
 // Ids must be allocated and distinct; otherwise the pool faults and nothing is written.
 Status free_pages(const PagesView& v, const int64_t* pages, int64_t n, int64_t* ring, int64_t start, bool sorted,
-                  void* stream);
+                  RingPos next, void* stream);
 // Free list := sorted(free U release), at ring positions 0.. of the free ring.
 Status merge(const PagesView& v, RingPos free, RingPos release, void* stream);
 // Ring 1..num_pages, nothing owned.

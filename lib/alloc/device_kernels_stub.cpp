@@ -11,10 +11,11 @@ Status no_cuda() { return Status::unsupported("this build of kvpool has no CUDA 
 }  // namespace
 
 Status use_device(int) { return no_cuda(); }
-Status extend(const PagesView&, RingPos, const ExtendArgs&, void*) { return no_cuda(); }
-Status decode(const PagesView&, RingPos, const DecodeArgs&, void*) { return no_cuda(); }
-Status alloc(const PagesView&, RingPos, int64_t*, int64_t, void*) { return no_cuda(); }
-Status free_pages(const PagesView&, const int64_t*, int64_t, int64_t*, int64_t, bool, void*) { return no_cuda(); }
+Status extend(const PagesView&, RingPos, RingPos, const ExtendArgs&, void*) { return no_cuda(); }
+Status decode(const PagesView&, RingPos, RingPos, const DecodeArgs&, void*) { return no_cuda(); }
+Status alloc(const PagesView&, RingPos, RingPos, int64_t*, int64_t, void*) { return no_cuda(); }
+Status decode_graph(const PagesView&, const int64_t*, const int64_t*, int64_t, int64_t*, void*) { return no_cuda(); }
+Status free_pages(const PagesView&, const int64_t*, int64_t, int64_t*, int64_t, bool, RingPos, void*) { return no_cuda(); }
 Status merge(const PagesView&, RingPos, RingPos, void*) { return no_cuda(); }
 Status reset(const PagesView&, void*) { return no_cuda(); }
 Status first_not_owned(const PagesView&, const int64_t*, int64_t, void*, int64_t* index) {

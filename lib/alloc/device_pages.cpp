@@ -106,6 +106,37 @@ Status decode_need(const int64_t* seq_lens, size_t batch, int64_t page_size, uin
   return Status::ok();
 }
 
+Status decode_steps_pages(const int64_t* seq_lens, size_t batch, int64_t page_size, uint64_t steps, uint64_t* pages) {
+  const uint64_t P = static_cast<uint64_t>(page_size);
+  // Lengths 1, P + 1, 2P + 1, ... start a page: count(x) of them in [1, x].
+  auto count = [P](uint64_t x) { return x == 0 ? 0 : (x - 1) / P + 1; };
+  uint64_t total = 0;
+  for (size_t i = 0; i < batch; ++i) {
+    if (seq_lens[i] < 1) return Status::invalid(at(i) + "sequence length " + std::to_string(seq_lens[i]) + " is below 1");
+    const uint64_t s0 = static_cast<uint64_t>(seq_lens[i]);
+    total += count(s0 + steps - 1) - count(s0 - 1);
+  }
+  *pages = total;
+  return Status::ok();
+}
+
+Status decode_watermark(const int64_t* seq_lens, size_t batch, int64_t page_size, uint64_t free_pages,
+                        uint64_t* steps) {
+  if (batch == 0) return Status::invalid("an empty batch takes no pages: its watermark is unbounded");
+  uint64_t pages = 0;
+  KVPOOL_RETURN_IF_ERROR(decode_steps_pages(seq_lens, batch, page_size, 0, &pages));  // checks the lengths
+  // Every P steps each request takes at least one page: `hi` steps cannot fit.
+  const uint64_t P = static_cast<uint64_t>(page_size);
+  uint64_t lo = 0, hi = (free_pages / batch + 1) * P + 1;
+  while (lo + 1 < hi) {  // invariant: lo steps fit, hi steps do not
+    const uint64_t mid = lo + (hi - lo) / 2;
+    KVPOOL_RETURN_IF_ERROR(decode_steps_pages(seq_lens, batch, page_size, mid, &pages));
+    (pages <= free_pages ? lo : hi) = mid;
+  }
+  *steps = lo;
+  return Status::ok();
+}
+
 Status DevicePages::make(backend::Backend* backend, int device, int64_t num_pages, int64_t page_size, bool need_sort,
                          backend::DeviceFault* fault, std::unique_ptr<DevicePages>* out) {
   std::unique_ptr<DevicePages> d(new DevicePages());
@@ -125,12 +156,14 @@ Status DevicePages::make(backend::Backend* backend, int device, int64_t num_page
   KVPOOL_RETURN_IF_ERROR(backend::DeviceMemory::make(backend, bitmap_bytes, &d->owned_));
   KVPOOL_RETURN_IF_ERROR(backend::DeviceMemory::make(backend, bitmap_bytes, &d->scratch_bits_));
   KVPOOL_RETURN_IF_ERROR(backend::DeviceMemory::make(backend, sizeof(uint64_t), &d->result_));
+  KVPOOL_RETURN_IF_ERROR(backend::DeviceMemory::make(backend, sizeof(devk::RingPos), &d->cursor_));
   if (need_sort) KVPOOL_RETURN_IF_ERROR(backend::DeviceMemory::make(backend, ring_bytes, &d->release_ring_));
   v.free_ring = d->free_ring_.as<int64_t>();
   v.release_ring = need_sort ? d->release_ring_.as<int64_t>() : nullptr;
   v.owned = d->owned_.as<uint32_t>();
   v.scratch_bits = d->scratch_bits_.as<uint32_t>();
   v.result = d->result_.as<uint64_t>();
+  v.cursor = d->cursor_.as<devk::RingPos>();
   KVPOOL_RETURN_IF_ERROR(d->clear());
   *out = std::move(d);
   return Status::ok();
@@ -143,6 +176,11 @@ Status DevicePages::prepare(uint64_t pages, bool hint, void* stream) {
     return merge_async(stream);
   }
   return Status::ok();
+}
+
+devk::RingPos DevicePages::after_take(uint64_t pages) const {
+  const int64_t n = static_cast<int64_t>(pages);
+  return devk::RingPos{(free_.head + n) % num_pages(), free_.count - n};
 }
 
 void DevicePages::consume(uint64_t pages) {
@@ -187,7 +225,7 @@ Status DevicePages::extend_async(const ExtendNeed& need, size_t batch, const int
                      static_cast<int64_t>(need.sum_prefix),
                      new_pages,
                      static_cast<int64_t>(need.max_extend)};
-  KVPOOL_RETURN_IF_ERROR(devk::extend(view_, free_, a, stream));
+  KVPOOL_RETURN_IF_ERROR(devk::extend(view_, free_, after_take(need.pages), a, stream));
   consume(need.pages);
   return Status::ok();
 }
@@ -202,7 +240,7 @@ Status DevicePages::decode_async(uint64_t pages, uint64_t sum_seq, size_t batch,
   KVPOOL_RETURN_IF_ERROR(prepare(pages, batch > static_cast<size_t>(free_.count), stream));
   devk::DecodeArgs a{seq_lens,   last_locs, static_cast<int64_t>(batch), slots, static_cast<int64_t>(pages),
                      static_cast<int64_t>(sum_seq), new_pages};
-  KVPOOL_RETURN_IF_ERROR(devk::decode(view_, free_, a, stream));
+  KVPOOL_RETURN_IF_ERROR(devk::decode(view_, free_, after_take(pages), a, stream));
   consume(pages);
   return Status::ok();
 }
@@ -220,7 +258,7 @@ Status DevicePages::alloc_async(int64_t* slots, size_t n, void* stream) {
   }
   if (pages == 0) return Status::ok();
   KVPOOL_RETURN_IF_ERROR(prepare(pages, false, stream));
-  KVPOOL_RETURN_IF_ERROR(devk::alloc(view_, free_, slots, static_cast<int64_t>(pages), stream));
+  KVPOOL_RETURN_IF_ERROR(devk::alloc(view_, free_, after_take(pages), slots, static_cast<int64_t>(pages), stream));
   consume(pages);
   return Status::ok();
 }
@@ -238,7 +276,9 @@ Status DevicePages::free_pages_async(const int64_t* pages, size_t n, void* strea
   // Append after the last entry (FIFO), or prepend: the new head is n entries before the old one.
   const int64_t start = sorted ? (target.head - count % num_pages() + num_pages()) % num_pages()
                                : (target.head + target.count) % num_pages();
-  KVPOOL_RETURN_IF_ERROR(devk::free_pages(view_, pages, count, ring, start, sorted, stream));
+  devk::RingPos next = free_;  // a release list leaves the free list where it is
+  if (!need_sort_) next = devk::RingPos{sorted ? start : free_.head, free_.count + count};
+  KVPOOL_RETURN_IF_ERROR(devk::free_pages(view_, pages, count, ring, start, sorted, next, stream));
   if (sorted) target.head = start;
   target.count += count;
   return Status::ok();
@@ -388,6 +428,29 @@ Status DevicePages::list(bool release, std::vector<int64_t>* out) const {
   return read_ring(view_.free_ring, free_, out);
 }
 
+// --- CUDA graphs -----------------------------------------------------------------
+
+Status DevicePages::decode_graph_async(size_t batch, const int64_t* seq_lens, const int64_t* last_locs,
+                                       int64_t* slots, void* stream) {
+  if (need_sort_) {
+    return Status::unsupported("a graph decode cannot merge deferred frees: not available with need_sort "
+                               "(disaggregation_mode other than \"none\")");
+  }
+  return devk::decode_graph(view_, seq_lens, last_locs, static_cast<int64_t>(batch), slots, stream);
+}
+
+Status DevicePages::graph_advance(const int64_t* seq_lens, size_t batch, uint64_t steps) {
+  uint64_t pages = 0;
+  KVPOOL_RETURN_IF_ERROR(decode_steps_pages(seq_lens, batch, page_size(), steps, &pages));
+  if (pages > static_cast<uint64_t>(free_.count)) {
+    return Status::invalid(std::to_string(steps) + " decode steps take " + std::to_string(pages) + " pages but only " +
+                           std::to_string(free_.count) +
+                           " were free: a replay past the watermark faulted the pool (kvpool_synchronize)");
+  }
+  consume(pages);
+  return Status::ok();
+}
+
 Status DevicePages::load(const std::vector<int64_t>& free, const std::vector<int64_t>& release) {
   if (!release.empty() && !need_sort_) return Status::internal("a release list without need_sort");
   const int64_t n = num_pages();
@@ -404,7 +467,9 @@ Status DevicePages::load(const std::vector<int64_t>& free, const std::vector<int
   KVPOOL_RETURN_IF_ERROR(upload(view_.free_ring, free.data(), free.size()));
   if (need_sort_) KVPOOL_RETURN_IF_ERROR(upload(view_.release_ring, release.data(), release.size()));
   KVPOOL_RETURN_IF_ERROR(backend_->from_host(view_.owned, bits.data(), bits.size() * sizeof(uint32_t)));
-  free_ = devk::RingPos{0, static_cast<int64_t>(free.size())};
+  const devk::RingPos cursor{0, static_cast<int64_t>(free.size())};
+  KVPOOL_RETURN_IF_ERROR(backend_->from_host(view_.cursor, &cursor, sizeof(cursor)));
+  free_ = cursor;
   release_ = devk::RingPos{0, static_cast<int64_t>(release.size())};
   return Status::ok();
 }

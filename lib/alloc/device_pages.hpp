@@ -43,6 +43,13 @@ Status extend_need(const int64_t* prefix_lens, const int64_t* seq_lens, size_t b
 // Pages a decode batch takes (seq >= 1 checked); also the sum of the lengths.
 Status decode_need(const int64_t* seq_lens, size_t batch, int64_t page_size, uint64_t* pages, uint64_t* sum_seq);
 
+// Pages that `steps` consecutive decode steps take, the first with lengths `seq_lens`
+// (each >= 1, including the new token; each step adds one token per request).
+Status decode_steps_pages(const int64_t* seq_lens, size_t batch, int64_t page_size, uint64_t steps, uint64_t* pages);
+// The most such steps that `free_pages` pages cover (the watermark of a captured decode).
+Status decode_watermark(const int64_t* seq_lens, size_t batch, int64_t page_size, uint64_t free_pages,
+                        uint64_t* steps);
+
 class DevicePages {
  public:
   static Status make(backend::Backend* backend, int device, int64_t num_pages, int64_t page_size, bool need_sort,
@@ -70,6 +77,15 @@ class DevicePages {
   // Folds the release list into the free list, sorted (a no-op when it is empty).
   Status merge_async(void* stream);
 
+  // --- CUDA graphs: a decode step captured once and replayed ------------------
+  // Enqueues a decode whose position, page count and capacity check come from device
+  // memory when it runs (devk::decode_graph); host counters are left alone. Not for
+  // need_sort pools (a replay cannot merge the release list).
+  Status decode_graph_async(size_t batch, const int64_t* seq_lens, const int64_t* last_locs, int64_t* slots,
+                            void* stream);
+  // Records that `steps` graph decode steps ran: the host counters advance as the device cursor did.
+  Status graph_advance(const int64_t* seq_lens, size_t batch, uint64_t steps);
+
   // --- synchronous (host arrays); validation and messages as the CPU allocator ---
   Status alloc_host(int64_t* out, size_t n);
   Status free_host(const PagedAllocator& geometry, const int64_t* slots, size_t n);
@@ -94,6 +110,8 @@ class DevicePages {
   // (a batch-specific upper bound) or the exact need exceeds the free list.
   Status prepare(uint64_t pages, bool hint, void* stream);
   void consume(uint64_t pages);
+  // The free list's position after taking `pages` from its front.
+  devk::RingPos after_take(uint64_t pages) const;
   Status scratch(size_t words, int64_t** out);
   Status upload(int64_t* device, const int64_t* host, size_t n);
   Status download(int64_t* host, const int64_t* device, size_t n) const;
@@ -104,7 +122,7 @@ class DevicePages {
   bool need_sort_ = false;
   devk::PagesView view_;
   devk::RingPos free_, release_;
-  backend::DeviceMemory free_ring_, release_ring_, owned_, scratch_bits_, result_;
+  backend::DeviceMemory free_ring_, release_ring_, owned_, scratch_bits_, result_, cursor_;
   backend::DeviceMemory host_scratch_;  // host-array calls: inputs and outputs on the device
 };
 

@@ -19,6 +19,7 @@ const char* fault_op_name(int32_t op) {
     case kOpHostCall: return "a host-array allocator call";
     case kOpMambaCopy: return "kvpool_mamba_copy_async";
     case kOpSeqWrite: return "the request-table writes of a kvseq_* call";
+    case kOpDecodeGraph: return "kvalloc_decode_graph_async (a replayed decode step)";
     default: return "an unknown device operation";
   }
 }
@@ -44,6 +45,10 @@ std::string describe_fault(const FaultRecord& r) {
     case kFaultCorrupt: what = "page " + v + " was in the free list but is owned (internal error)"; break;
     case kFaultReservedId: what = "id 0 is reserved and never handed out"; break;
     case kFaultSlotOutOfRange: what = "slot " + v + " is out of range [0, " + d + ")"; break;
+    case kFaultPastWatermark:
+      what = "the decode step needs " + v + " new pages but only " + d +
+             " are free: the graph was replayed past its watermark (kvalloc_decode_watermark); nothing was allocated";
+      break;
     default: what = "fault code " + std::to_string(r.code) + " (value " + v + ", detail " + d + ")"; break;
   }
   std::string where = r.index >= 0 ? "element " + std::to_string(r.index) + ": " : "";

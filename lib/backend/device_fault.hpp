@@ -34,6 +34,7 @@ enum FaultCode : int32_t {
   kFaultCorrupt = 9,          // free-list page already owned (internal): value = page
   kFaultReservedId = 10,      // id 0 (reserved padding page/slot): value = 0
   kFaultSlotOutOfRange = 11,  // a KV slot outside [0, slot limit): value = slot, detail = limit
+  kFaultPastWatermark = 12,   // a graph decode step needs more pages than are free: value = need, detail = free
 };
 
 // Which call enqueued the faulting kernel. Append only.
@@ -53,6 +54,7 @@ enum FaultOp : int32_t {
   kOpHostCall = 12,   // a synchronous host-array call routed through the device engine
   kOpMambaCopy = 13,  // kvpool_mamba_copy_async
   kOpSeqWrite = 14,   // the request-table writes of a kvseq_* call
+  kOpDecodeGraph = 15,  // kvalloc_decode_graph_async (a replayed decode step)
 };
 
 // The record in device memory. `code` is written first (atomicCAS from 0): the

@@ -196,6 +196,48 @@ KVPOOL_API kvpool_status kvalloc_decode_async(kvpool* pool, const int64_t* seq_l
   });
 }
 
+KVPOOL_API kvpool_status kvalloc_decode_graph_async(kvpool* pool, size_t batch, const int64_t* seq_lens,
+                                                    const int64_t* last_locs, int64_t* slots, void* stream) {
+  return with_pool("kvalloc_decode_graph_async", pool, [&](kvpool* p) -> Status {
+    KVPOOL_RETURN_IF_ERROR(check_array(seq_lens, batch, "seq_lens"));
+    KVPOOL_RETURN_IF_ERROR(check_array(last_locs, batch, "last_locs"));
+    KVPOOL_RETURN_IF_ERROR(check_array(slots, batch, "slots"));
+    KVPOOL_RETURN_IF_ERROR(need_device_allocator(p));
+    if (on_device(p)) {
+      return count_alloc_call(p, true, p->device_pages->decode_graph_async(batch, seq_lens, last_locs, slots, stream));
+    }
+    return count_alloc_call(p, true, p->paged->decode(seq_lens, last_locs, batch, slots));
+  });
+}
+
+KVPOOL_API kvpool_status kvalloc_decode_watermark(const kvpool* pool, const int64_t* seq_lens_host, size_t batch,
+                                                  size_t* steps) {
+  return with_pool("kvalloc_decode_watermark", pool, [&](kvpool* p) -> Status {
+    KVPOOL_RETURN_IF_ERROR(check_array(seq_lens_host, batch, "seq_lens_host"));
+    KVPOOL_RETURN_IF_ERROR(check_out(steps, "steps"));
+    if (p->swa) return Status::unsupported("the swa allocator has no pages (no graph decode)");
+    if (on_device(p) && !p->device_pages) {
+      return Status::unsupported("a graph decode needs the free list in device memory (\"free_list\": \"device\")");
+    }
+    uint64_t n = 0;
+    KVPOOL_RETURN_IF_ERROR(kvp::alloc::decode_watermark(seq_lens_host, batch, p->paged->page_size(),
+                                                        kvp::capi::available_pages(p), &n));
+    *steps = static_cast<size_t>(n);
+    return Status::ok();
+  });
+}
+
+KVPOOL_API kvpool_status kvalloc_decode_graph_advance(kvpool* pool, const int64_t* seq_lens_host, size_t batch,
+                                                      size_t steps) {
+  return with_pool("kvalloc_decode_graph_advance", pool, [&](kvpool* p) -> Status {
+    KVPOOL_RETURN_IF_ERROR(check_array(seq_lens_host, batch, "seq_lens_host"));
+    KVPOOL_RETURN_IF_ERROR(need_device_allocator(p));
+    if (on_device(p)) return p->device_pages->graph_advance(seq_lens_host, batch, steps);
+    uint64_t pages = 0;  // CPU pools allocated at the call: only the arguments are checked
+    return kvp::alloc::decode_steps_pages(seq_lens_host, batch, p->paged->page_size(), steps, &pages);
+  });
+}
+
 KVPOOL_API kvpool_status kvalloc_alloc_async(kvpool* pool, int64_t* slots, size_t slots_len, void* stream) {
   return with_pool("kvalloc_alloc_async", pool, [&](kvpool* p) -> Status {
     KVPOOL_RETURN_IF_ERROR(check_array(slots, slots_len, "slots"));
