@@ -385,8 +385,8 @@ void bench_set_kv(int n, int reps, double ceiling, cudaStream_t stream) {
 // also evicts). Per round: kvseq_begin per request, one kvseq_extend of every whole
 // prompt, 8 kvseq_decode steps, kvseq_finish per request. Host time of each call;
 // the extend and decode calls are timed while a spin kernel keeps their stream busy
-// (5 ms / 1 ms), so a call that synchronized would take at least that long: such
-// samples are counted as "synced".
+// (20 ms / 2 ms): a call that returned faster than the spin but found its stream
+// drained (cudaStreamQuery) waited for the device, and is counted as "synced".
 struct SeqPath {
   bool device_list;
   bool async;
@@ -405,10 +405,8 @@ kvpool* make_seq_pool(bool device_list) {
 }
 
 void report_seq(const SeqPath& path, const char* metric, int bs, int prompt, const std::vector<double>& v,
-                double goal, double spin_us) {
+                double goal, size_t synced) {
   const Stats s = stats_of(v);
-  size_t synced = 0;
-  for (double x : v) synced += spin_us > 0 && x >= 0.9 * spin_us ? 1 : 0;
   std::printf(
       "{\"metric\": \"%s\", \"path\": \"%s\", \"page_size\": 16, \"batch\": %d, \"prompt\": %d, \"median\": %.3f, "
       "\"p10\": %.3f, \"p90\": %.3f, \"unit\": \"us\", \"n\": %zu, \"synced\": %zu, \"goal\": %.3f, \"goal_met\": %s}\n",
@@ -426,7 +424,10 @@ void bench_seq(const SeqPath& path, int bs, int prompt, int shared, int rounds, 
   CHECK_CUDA(cudaMalloc(&d_slots, static_cast<size_t>(bs) * prompt * sizeof(int64_t)));
   std::vector<int64_t> slots(static_cast<size_t>(bs) * prompt);
   std::vector<double> begin_us, extend_us, decode_us, finish_us;
-  const double extend_spin_us = 5000, decode_spin_us = 1000;
+  const double extend_spin_us = 20000, decode_spin_us = 2000;
+  size_t extend_synced = 0, decode_synced = 0;
+  // True when the call returned before the spin ended yet the stream is idle: it waited.
+  auto waited = [&](double us, double spin_us) { return us < spin_us && cudaStreamQuery(s) == cudaSuccess; };
   const long long cycles_per_us = 1980;  // H100 SXM boost clock; the spin only needs to be long
   for (int round = -1; round < rounds; ++round) {  // round -1 warms up (staging buffers grow)
     std::vector<std::vector<int32_t>> prompts(static_cast<size_t>(bs));
@@ -463,6 +464,7 @@ void bench_seq(const SeqPath& path, int bs, int prompt, int shared, int rounds, 
       CHECK_KV(kvseq_extend(pool, ids.data(), ids.size(), chunks.data(), chunks.size(), slots.data(), total));
     }
     const double t_extend = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+    if (round >= 0) extend_synced += waited(t_extend, extend_spin_us) ? 1 : 0;
     std::vector<int32_t> next(static_cast<size_t>(bs));
     for (int step = 0; step < 8; ++step) {
       for (auto& x : next) x = tok(rng);
@@ -475,7 +477,10 @@ void bench_seq(const SeqPath& path, int bs, int prompt, int shared, int rounds, 
         CHECK_KV(kvseq_decode(pool, ids.data(), ids.size(), next.data(), next.size(), slots.data(), ids.size()));
       }
       const double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
-      if (round >= 0) decode_us.push_back(us);
+      if (round >= 0) {
+        decode_us.push_back(us);
+        decode_synced += waited(us, decode_spin_us) ? 1 : 0;
+      }
     }
     CHECK_CUDA(cudaDeviceSynchronize());
     double t_finish = 0;
@@ -495,8 +500,8 @@ void bench_seq(const SeqPath& path, int bs, int prompt, int shared, int rounds, 
   CHECK_KV(kvpool_check(pool, report_text, sizeof(report_text)));
   const double extend_goal = bs == 1 ? 15 : bs == 32 ? 150 : bs == 256 ? 1000 : 0;
   report_seq(path, "kvseq_begin_us_per_request", bs, prompt, begin_us, 3, 0);
-  report_seq(path, "kvseq_extend_us", bs, prompt, extend_us, prompt == 1536 ? extend_goal : 0, extend_spin_us);
-  report_seq(path, "kvseq_decode_us", bs, prompt, decode_us, 10, decode_spin_us);
+  report_seq(path, "kvseq_extend_us", bs, prompt, extend_us, prompt == 1536 ? extend_goal : 0, extend_synced);
+  report_seq(path, "kvseq_decode_us", bs, prompt, decode_us, 10, decode_synced);
   report_seq(path, "kvseq_finish_us_per_request", bs, prompt, finish_us, 3, 0);
   CHECK_CUDA(cudaFree(d_slots));
   kvpool_destroy(pool);
