@@ -396,10 +396,10 @@ KVPOOL_API kvpool_status kvalloc_decode_watermark(const kvpool *pool, const int6
  * @brief Record that `steps` decode steps of kvalloc_decode_graph_async() ran.
  *
  * The host counters advance exactly as the device cursor did (the pages those steps
- * took, from `seq_lens_host` at the first of them). No synchronization. If the steps
- * needed more pages than were free, a replay faulted the pool: the call returns
- * #KVPOOL_ERR_INVALID_ARGUMENT and changes nothing (kvpool_synchronize() reports the fault;
- * kvalloc_clear() recovers).
+ * took, from `seq_lens_host` at the first of them). No synchronization. Steps that take
+ * more pages than the host counts free are refused (#KVPOOL_ERR_INVALID_ARGUMENT, nothing
+ * changes); a replay past the watermark has faulted the pool, which then answers
+ * #KVPOOL_ERR_DEVICE_FAULT (with the step's message) until kvalloc_clear().
  *
  * @param[in] pool          The pool of the graph.
  * @param[in] seq_lens_host Lengths at the first step that ran (including its new token).

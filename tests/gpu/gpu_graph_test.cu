@@ -203,14 +203,16 @@ TEST(DecodeGraph, AReplayPastTheWatermarkFaultsCleanly) {
   ASSERT_LT(room, 63u);
   for (size_t k = 0; k < room; ++k) CUDA_OK(cudaGraphLaunch(exec, s));
   ASSERT_EQ(kvpool_synchronize(lane.pool.get(), s), KVPOOL_OK) << kvpool_last_error();
+  // Telling the host of more steps than fit is refused (nothing ran past the watermark yet).
+  EXPECT_EQ(kvalloc_decode_graph_advance(lane.pool.get(), seq0.data(), seq0.size(), room + 1),
+            KVPOOL_ERR_INVALID_ARGUMENT);
   CUDA_OK(cudaGraphLaunch(exec, s));  // one step past the watermark
   EXPECT_EQ(kvpool_synchronize(lane.pool.get(), s), KVPOOL_ERR_DEVICE_FAULT);
   const std::string message = kvpool_last_error();
   EXPECT_NE(message.find("watermark"), std::string::npos) << message;
   EXPECT_EQ(message.find("internal"), std::string::npos) << message;
-  // The host was told of more steps than fit: refused, nothing changes.
-  EXPECT_EQ(kvalloc_decode_graph_advance(lane.pool.get(), seq0.data(), seq0.size(), room + 1),
-            KVPOOL_ERR_INVALID_ARGUMENT);
+  // A faulted pool reports the fault to every call until kvalloc_clear.
+  EXPECT_EQ(kvalloc_decode_graph_advance(lane.pool.get(), seq0.data(), seq0.size(), room), KVPOOL_ERR_DEVICE_FAULT);
   EXPECT_EQ(kvalloc_clear(lane.pool.get()), KVPOOL_OK) << kvpool_last_error();
   EXPECT_EQ(kvpool_synchronize(lane.pool.get(), s), KVPOOL_OK);
   char report[512];
