@@ -36,6 +36,25 @@ Status counted(kvpool* pool, const Status& st) {
   return st;
 }
 
+// The arguments of kvseq_extend and kvseq_extend_async (slots: host or device memory).
+Status check_extend_args(const uint64_t* seqs, size_t seqs_len, const int64_t* chunk_lens, size_t chunk_lens_len,
+                         const int64_t* slots, size_t slots_len) {
+  KVPOOL_RETURN_IF_ERROR(check_array(seqs, seqs_len, "seqs"));
+  KVPOOL_RETURN_IF_ERROR(check_array(chunk_lens, chunk_lens_len, "chunk_lens"));
+  KVPOOL_RETURN_IF_ERROR(check_array(slots, slots_len, "slots"));
+  return check_same_length(chunk_lens_len, seqs_len, "chunk_lens", "seqs");
+}
+
+// The arguments of kvseq_decode and kvseq_decode_async.
+Status check_decode_args(const uint64_t* seqs, size_t seqs_len, const int32_t* tokens, size_t tokens_len,
+                         const int64_t* slots, size_t slots_len) {
+  KVPOOL_RETURN_IF_ERROR(check_array(seqs, seqs_len, "seqs"));
+  KVPOOL_RETURN_IF_ERROR(check_array(tokens, tokens_len, "tokens"));
+  KVPOOL_RETURN_IF_ERROR(check_array(slots, slots_len, "slots"));
+  KVPOOL_RETURN_IF_ERROR(check_same_length(tokens_len, seqs_len, "tokens", "seqs"));
+  return check_same_length(slots_len, seqs_len, "slots", "seqs");
+}
+
 }  // namespace
 
 extern "C" {
@@ -55,10 +74,7 @@ KVPOOL_API kvpool_status kvseq_extend(kvpool* pool, const uint64_t* seqs, size_t
                                       size_t chunk_lens_len, int64_t* slots, size_t slots_len) {
   return with_pool("kvseq_extend", pool, [&](kvpool* p) -> Status {
     KVPOOL_RETURN_IF_ERROR(need_seqs(p));
-    KVPOOL_RETURN_IF_ERROR(check_array(seqs, seqs_len, "seqs"));
-    KVPOOL_RETURN_IF_ERROR(check_array(chunk_lens, chunk_lens_len, "chunk_lens"));
-    KVPOOL_RETURN_IF_ERROR(check_array(slots, slots_len, "slots"));
-    KVPOOL_RETURN_IF_ERROR(check_same_length(chunk_lens_len, seqs_len, "chunk_lens", "seqs"));
+    KVPOOL_RETURN_IF_ERROR(check_extend_args(seqs, seqs_len, chunk_lens, chunk_lens_len, slots, slots_len));
     return counted(p, p->seqs->extend(seqs, chunk_lens, seqs_len, slots, slots_len));
   });
 }
@@ -67,11 +83,7 @@ KVPOOL_API kvpool_status kvseq_decode(kvpool* pool, const uint64_t* seqs, size_t
                                       size_t tokens_len, int64_t* slots, size_t slots_len) {
   return with_pool("kvseq_decode", pool, [&](kvpool* p) -> Status {
     KVPOOL_RETURN_IF_ERROR(need_seqs(p));
-    KVPOOL_RETURN_IF_ERROR(check_array(seqs, seqs_len, "seqs"));
-    KVPOOL_RETURN_IF_ERROR(check_array(tokens, tokens_len, "tokens"));
-    KVPOOL_RETURN_IF_ERROR(check_array(slots, slots_len, "slots"));
-    KVPOOL_RETURN_IF_ERROR(check_same_length(tokens_len, seqs_len, "tokens", "seqs"));
-    KVPOOL_RETURN_IF_ERROR(check_same_length(slots_len, seqs_len, "slots", "seqs"));
+    KVPOOL_RETURN_IF_ERROR(check_decode_args(seqs, seqs_len, tokens, tokens_len, slots, slots_len));
     return counted(p, p->seqs->decode(seqs, tokens, seqs_len, slots));
   });
 }
@@ -81,10 +93,7 @@ KVPOOL_API kvpool_status kvseq_extend_async(kvpool* pool, const uint64_t* seqs, 
                                             size_t slots_len, void* stream) {
   return with_pool("kvseq_extend_async", pool, [&](kvpool* p) -> Status {
     KVPOOL_RETURN_IF_ERROR(need_seqs(p));
-    KVPOOL_RETURN_IF_ERROR(check_array(seqs, seqs_len, "seqs"));
-    KVPOOL_RETURN_IF_ERROR(check_array(chunk_lens, chunk_lens_len, "chunk_lens"));
-    KVPOOL_RETURN_IF_ERROR(check_array(slots, slots_len, "slots"));
-    KVPOOL_RETURN_IF_ERROR(check_same_length(chunk_lens_len, seqs_len, "chunk_lens", "seqs"));
+    KVPOOL_RETURN_IF_ERROR(check_extend_args(seqs, seqs_len, chunk_lens, chunk_lens_len, slots, slots_len));
     KVPOOL_RETURN_IF_ERROR(kvp::capi::device_fault_status(p));
     return counted(p, p->seqs->extend_async(seqs, chunk_lens, seqs_len, slots, slots_len, stream));
   });
@@ -94,11 +103,7 @@ KVPOOL_API kvpool_status kvseq_decode_async(kvpool* pool, const uint64_t* seqs, 
                                             size_t tokens_len, int64_t* slots, size_t slots_len, void* stream) {
   return with_pool("kvseq_decode_async", pool, [&](kvpool* p) -> Status {
     KVPOOL_RETURN_IF_ERROR(need_seqs(p));
-    KVPOOL_RETURN_IF_ERROR(check_array(seqs, seqs_len, "seqs"));
-    KVPOOL_RETURN_IF_ERROR(check_array(tokens, tokens_len, "tokens"));
-    KVPOOL_RETURN_IF_ERROR(check_array(slots, slots_len, "slots"));
-    KVPOOL_RETURN_IF_ERROR(check_same_length(tokens_len, seqs_len, "tokens", "seqs"));
-    KVPOOL_RETURN_IF_ERROR(check_same_length(slots_len, seqs_len, "slots", "seqs"));
+    KVPOOL_RETURN_IF_ERROR(check_decode_args(seqs, seqs_len, tokens, tokens_len, slots, slots_len));
     KVPOOL_RETURN_IF_ERROR(kvp::capi::device_fault_status(p));
     return counted(p, p->seqs->decode_async(seqs, tokens, seqs_len, slots, stream));
   });
