@@ -53,6 +53,13 @@ struct header_check_device_api {
   kvpool_status (*mamba_alloc_async)(kvpool *, int32_t *, size_t, void *);
   kvpool_status (*mamba_fork_async)(kvpool *, int32_t, int32_t *, void *);
   kvpool_status (*mamba_copy_async)(kvpool *, const int32_t *, size_t, const int32_t *, size_t, void *);
+  kvpool_status (*decode_graph_async)(kvpool *, size_t, const int64_t *, const int64_t *, int64_t *, void *);
+  kvpool_status (*decode_watermark)(const kvpool *, const int64_t *, size_t, size_t *);
+  kvpool_status (*decode_graph_advance)(kvpool *, const int64_t *, size_t, size_t);
+  kvpool_status (*seq_extend_async)(kvpool *, const uint64_t *, size_t, const int64_t *, size_t, int64_t *, size_t,
+                                    void *);
+  kvpool_status (*seq_decode_async)(kvpool *, const uint64_t *, size_t, const int32_t *, size_t, int64_t *, size_t,
+                                    void *);
 };
 
 const struct header_check_device_api *header_check_device(void);
@@ -61,7 +68,9 @@ const struct header_check_device_api *header_check_device(void) {
       kvpool_create_with_allocator, kvpool_synchronize,    kvalloc_extend_async,    kvalloc_extend_pages,
       kvalloc_decode_async,         kvalloc_alloc_async,   kvalloc_free_pages_async, kvreq_write_batch_async,
       kvreq_last_loc_async,         kvpool_set_kv_async,   kvpool_set_mla_kv_async, kvpool_get_kv_async,
-      kvpool_move_kv_async,         kvpool_mamba_alloc_async, kvpool_mamba_fork_async, kvpool_mamba_copy_async};
+      kvpool_move_kv_async,         kvpool_mamba_alloc_async, kvpool_mamba_fork_async, kvpool_mamba_copy_async,
+      kvalloc_decode_graph_async,   kvalloc_decode_watermark, kvalloc_decode_graph_advance, kvseq_extend_async,
+      kvseq_decode_async};
   return &api;
 }
 
