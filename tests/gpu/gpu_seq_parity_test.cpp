@@ -35,10 +35,22 @@ PoolPtr make_pool(const std::string& json) {
   return PoolPtr(p);
 }
 
+// page > 0: an mha pool of that page size; page 0: hybrid_linear (mamba states); page -1: swa.
 std::string config(int64_t page, const char* device_part) {
-  return R"({"model": {"num_layers": 1, "kv_heads": 1, "head_dim": 8}, "pool": {)" + std::string(device_part) +
-         R"("kv_dtype": "f32", "page_size": )" + std::to_string(page) +
-         R"(, "max_total_tokens": 3072, "max_context_len": 512, "max_running_requests": 24},)"
+  std::string model = R"({"model": {"num_layers": 1, "kv_heads": 1, "head_dim": 8}, "pool": {)";
+  std::string extra = R"("page_size": )" + std::to_string(page) + ", ";
+  if (page == 0) {
+    model = R"({"model": {"num_layers": 4, "attention": "hybrid_linear", "kv_heads": 2, "head_dim": 8,
+      "full_attention_layers": [3], "mamba": {"conv_shape": [4, 3], "ssm_shape": [2, 4, 4],
+      "conv_dtype": "f32", "ssm_dtype": "f32"}}, "pool": {)";
+    extra = R"("mamba_cache_size": 160, )";
+  } else if (page < 0) {
+    model = R"({"model": {"num_layers": 4, "attention": "swa", "kv_heads": 2, "head_dim": 8, "sliding_window": 8,
+      "swa_layer_pattern": "SF"}, "pool": {)";
+    extra = R"("swa_full_tokens_ratio": 0.5, )";
+  }
+  return model + std::string(device_part) + R"("kv_dtype": "f32", )" + extra +
+         R"("max_total_tokens": 3072, "max_context_len": 512, "max_running_requests": 24},)"
          R"( "prefix_cache": {"kind": "radix", "eviction": "lru"}})";
 }
 
@@ -86,8 +98,10 @@ class SeqParity {
     lanes_.push_back({"cpu", make_pool(config(page, R"("device": "cpu", )")), false});
     lanes_.push_back({"cuda host list", make_pool(config(page, R"("device": "cuda:0", )")), false});
     lanes_.push_back({"cuda host list, async", make_pool(config(page, R"("device": "cuda:0", )")), true});
-    lanes_.push_back({"cuda device list, async",
-                      make_pool(config(page, R"("device": "cuda:0", "free_list": "device", )")), true});
+    if (page >= 0) {  // swa pools have no device free list (docs/cuda.md)
+      lanes_.push_back({"cuda device list, async",
+                        make_pool(config(page, R"("device": "cuda:0", "free_list": "device", )")), true});
+    }
     EXPECT_EQ(cudaStreamCreate(&stream_), cudaSuccess);
     for (int g = 0; g < 4; ++g) prefixes_.push_back(tokens(static_cast<size_t>(rand(16, 160))));
   }
@@ -309,9 +323,10 @@ uint64_t seed_now() {
 
 TEST(SeqParity, EveryBackendAndFreeListGivesTheSameSlots) {
   KVPOOL_REQUIRE_CUDA_DEVICE();
-  for (int64_t page : {1, 16}) {
+  for (int64_t page : {1, 16, 0, -1}) {  // mha page 1 and 16, hybrid_linear, swa
     const uint64_t seed = seed_now();
-    std::printf("kvseq parity: page %lld, seed %llu\n", static_cast<long long>(page), static_cast<unsigned long long>(seed));
+    std::printf("kvseq parity: %s, seed %llu\n", page > 0 ? ("mha page " + std::to_string(page)).c_str() : page == 0 ? "hybrid_linear" : "swa",
+                static_cast<unsigned long long>(seed));
     SeqParity t(page, seed);
     t.run(600);
     if (::testing::Test::HasFailure()) return;
