@@ -309,6 +309,68 @@ void bench_decode(int page, int bs, int reps, cudaStream_t stream) {
   kvpool_destroy(pool);
 }
 
+// A decode step captured once (kvalloc_decode_graph_async plus a kernel that appends
+// the new slots as the next step's last_locs and advances the lengths, as an engine's
+// graph would) and replayed `steps` times: GPU time per replay (CUDA events around all
+// replays, divided) and host time per cudaGraphLaunch; then kvalloc_decode_graph_advance.
+__global__ void next_step_kernel(int64_t* seq, int64_t* last, const int64_t* out, int64_t batch) {
+  for (int64_t i = threadIdx.x; i < batch; i += blockDim.x) {
+    last[i] = out[i];
+    seq[i] += 1;
+  }
+}
+
+void bench_graph_decode(int page, int bs, int steps, cudaStream_t stream) {
+  kvpool* pool = make_pool(page, true, 1 << 22, 16);
+  std::vector<int64_t> seq, last;
+  for (int i = 0; i < bs; ++i) {
+    seq.push_back(2);  // one token stored: its page is real
+    last.push_back(own_page(pool, page));
+  }
+  int64_t* d_seq = to_device(seq);
+  int64_t* d_last = to_device(last);
+  int64_t* d_out = nullptr;
+  CHECK_CUDA(cudaMalloc(&d_out, static_cast<size_t>(bs) * 8));
+  size_t room = 0;
+  CHECK_KV(kvalloc_decode_watermark(pool, seq.data(), seq.size(), &room));
+  if (room < static_cast<size_t>(steps)) {
+    std::fprintf(stderr, "graph decode: only %zu steps fit\n", room);
+    std::exit(1);
+  }
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  CHECK_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  CHECK_KV(kvalloc_decode_graph_async(pool, static_cast<size_t>(bs), d_seq, d_last, d_out, stream));
+  next_step_kernel<<<1, 256, 0, stream>>>(d_seq, d_last, d_out, bs);
+  CHECK_CUDA(cudaStreamEndCapture(stream, &graph));
+  CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  cudaEvent_t a, b;
+  CHECK_CUDA(cudaEventCreate(&a));
+  CHECK_CUDA(cudaEventCreate(&b));
+  CHECK_CUDA(cudaEventRecord(a, stream));
+  const auto t0 = Clock::now();
+  for (int k = 0; k < steps; ++k) CHECK_CUDA(cudaGraphLaunch(exec, stream));
+  const double host_us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / steps;
+  CHECK_CUDA(cudaEventRecord(b, stream));
+  CHECK_CUDA(cudaEventSynchronize(b));
+  float ms = 0;
+  CHECK_CUDA(cudaEventElapsedTime(&ms, a, b));
+  CHECK_KV(kvalloc_decode_graph_advance(pool, seq.data(), seq.size(), static_cast<size_t>(steps)));
+  CHECK_KV(kvpool_synchronize(pool, stream));
+  char text[256];
+  CHECK_KV(kvpool_check(pool, text, sizeof(text)));
+  std::printf("{\"metric\": \"graph_decode_step\", \"page_size\": %d, \"batch\": %d, \"steps\": %d, "
+              "\"gpu_us_per_step\": %.3f, \"host_us_per_launch\": %.3f, \"check\": \"%s\"}\n",
+              page, bs, steps, ms * 1e3 / steps, host_us, text);
+  std::fflush(stdout);
+  CHECK_CUDA(cudaGraphExecDestroy(exec));
+  CHECK_CUDA(cudaGraphDestroy(graph));
+  cudaFree(d_seq);
+  cudaFree(d_last);
+  cudaFree(d_out);
+  kvpool_destroy(pool);
+}
+
 void bench_floor(int reps, cudaStream_t stream) {
   std::vector<double> host, gpu;
   time_call(
@@ -525,6 +587,7 @@ int main(int argc, char** argv) {
     for (int bs : {1, 32, 256}) bench_seq(path, bs, 1536, 1024, bs == 1 ? (quick ? 10 : 100) : bs == 32 ? (quick ? 4 : 20) : (quick ? 2 : 6), stream);
     bench_seq(path, 1024, 384, 256, quick ? 2 : 4, stream);  // decode at batch 1024 (shorter prompts to fit)
   }
+  for (int bs : {1, 256, 1024}) bench_graph_decode(16, bs, quick ? 100 : 2000, stream);
   if (seq_only) {
     CHECK_CUDA(cudaStreamDestroy(stream));
     return 0;
