@@ -20,8 +20,10 @@ Sequences::Sequences(alloc::PagedAllocator* allocator, req::RequestTable* table,
   if (allocator_ != nullptr) allocator_->reserve_scratch();
   if (cache_ != nullptr && table_ != nullptr) match_scratch_.reset(new int64_t[static_cast<size_t>(table_->max_context_len())]);
   if (table_ != nullptr) writes_ = req::make_host_table_writes(table_);  // pool_build sets the CUDA one
-  spare_tokens_.reserve(kSpareBuffers);
-  spare_slots_.reserve(kSpareBuffers);
+  const size_t spares =
+      table_ != nullptr ? std::min(kMaxSpareBuffers, static_cast<size_t>(table_->rows())) : size_t{8};
+  spare_tokens_.reserve(spares);
+  spare_slots_.reserve(spares);
 }
 
 void Sequences::recycle(Request* r) {
@@ -35,28 +37,38 @@ void Sequences::recycle(Request* r) {
   }
 }
 
-const Request* Sequences::find(uint64_t id) const {
-  auto it = requests_.find(id);
-  return it == requests_.end() ? nullptr : &it->second;
-}
+const Request* Sequences::find(uint64_t id) const { return index_.find(id); }
 
 Status Sequences::lookup(uint64_t id, Request** out) {
-  auto it = requests_.find(id);
-  if (it == requests_.end()) return Status::invalid("request " + std::to_string(id) + " does not exist (finished, aborted or never begun)");
-  *out = &it->second;
+  Request* r = index_.find(id);
+  if (r == nullptr) return Status::invalid("request " + std::to_string(id) + " does not exist (finished, aborted or never begun)");
+  *out = r;
   return Status::ok();
+}
+
+void Sequences::forget(uint64_t id) {
+  index_.erase(id);
+  requests_.erase(id);
 }
 
 Status Sequences::check_batch(const uint64_t* ids, size_t n, std::vector<Request*>* reqs) {
   reqs->resize(n);
-  for (size_t i = 0; i < n; ++i) KVPOOL_RETURN_IF_ERROR(lookup(ids[i], &(*reqs)[i]));
-  if (n < 2) return Status::ok();
-  std::vector<uint64_t>& sorted = sorted_ids_;
-  sorted.assign(ids, ids + n);
+  // Repeats: each request is stamped with this call's number as it is looked up (O(n),
+  // no sort); a request already carrying it appears twice.
+  const uint64_t stamp = ++batch_stamp_;
+  bool repeated = false;
+  for (size_t i = 0; i < n; ++i) {
+    Request*& r = (*reqs)[i];
+    KVPOOL_RETURN_IF_ERROR(lookup(ids[i], &r));
+    repeated = repeated || r->batch_stamp == stamp;
+    r->batch_stamp = stamp;
+  }
+  if (!repeated) return Status::ok();
+  // Error path (nothing changed): the smallest repeated id, as the message always named.
+  std::vector<uint64_t> sorted(ids, ids + n);
   std::sort(sorted.begin(), sorted.end());
-  auto repeat = std::adjacent_find(sorted.begin(), sorted.end());
-  if (repeat != sorted.end()) return Status::invalid("request " + std::to_string(*repeat) + " appears twice in the batch");
-  return Status::ok();
+  const uint64_t repeat = *std::adjacent_find(sorted.begin(), sorted.end());
+  return Status::invalid("request " + std::to_string(repeat) + " appears twice in the batch");
 }
 
 Status Sequences::match_and_lock(Request* r) {
@@ -136,18 +148,20 @@ Status Sequences::begin(const int32_t* tokens, size_t n, const std::string& extr
   if (n > static_cast<size_t>(table_->max_context_len())) {
     return Status::invalid(std::to_string(n) + " tokens exceed max_context_len " + std::to_string(table_->max_context_len()));
   }
-  // The request's map entry is made first, so that nothing can fail once its
-  // prefix is locked (and, hybrid_linear, its state slot taken); it is erased again
-  // if the match fails or throws.
+  // The request's map and index entries are made first, so that nothing can fail once
+  // its prefix is locked (and, hybrid_linear, its state slot taken); they are erased
+  // again if the match fails or throws.
+  index_.reserve(requests_.size() + 1);
   auto entry = requests_.try_emplace(next_id_).first;
+  index_.insert(next_id_, &entry->second);
   struct EraseUnlessKept {
-    std::unordered_map<uint64_t, Request>& map;
-    std::unordered_map<uint64_t, Request>::iterator it;
+    Sequences* seqs;
+    uint64_t id;
     bool keep = false;
     ~EraseUnlessKept() {
-      if (!keep) map.erase(it);
+      if (!keep) seqs->forget(id);
     }
-  } guard{requests_, entry};
+  } guard{this, next_id_};
   Request& r = entry->second;
   if (!spare_tokens_.empty()) {  // a finished request's buffers (moves: no allocation)
     r.tokens = std::move(spare_tokens_.back());
@@ -157,6 +171,11 @@ Status Sequences::begin(const int32_t* tokens, size_t n, const std::string& extr
     r.slots = std::move(spare_slots_.back());
     spare_slots_.pop_back();
   }
+  // Room for the prompt and some decoded tokens (a quarter of the prompt, at least a page),
+  // so that the first decode steps append without moving the buffers.
+  const size_t room = std::min(static_cast<size_t>(table_->max_context_len()), n + std::max(n / 4, page_));
+  r.tokens.reserve(room);
+  if (cache_ != nullptr) r.slots.reserve(room);
   r.tokens.assign(tokens, tokens + n);
   r.extra_key = extra_key;
   KVPOOL_RETURN_IF_ERROR(match_and_lock(&r));
@@ -202,16 +221,25 @@ Status Sequences::assign_rows(const std::vector<Request*>& reqs, const int32_t* 
 }
 
 Status Sequences::extend(const uint64_t* ids, const int64_t* chunks, size_t n, int64_t* out, size_t out_len) {
-  std::vector<Request*> reqs;
+  std::vector<Request*>& reqs = batch_reqs_;
   KVPOOL_RETURN_IF_ERROR(check_batch(ids, n, &reqs));
   size_t total = 0, pages = 0, rows_needed = 0;
   KVPOOL_RETURN_IF_ERROR(plan_extend(reqs, ids, chunks, n, out_len, &total, &pages, &rows_needed));
   // Host memory first, while a failure still changes nothing: the allocator's inputs,
   // the row list, room for each request's new slots, and (after_chunk caches the
-  // computed pages right after the allocation) what the tree's inserts need.
-  std::vector<int64_t> pre(n), seq(n), last(n);
-  std::vector<int32_t> rows(rows_needed);
-  std::vector<size_t> inserts;  // per request that caches pages: its new tokens in the tree at most
+  // computed pages right after the allocation) what the tree's inserts need. The
+  // vectors are members reused across calls (sized here, before any change).
+  std::vector<int64_t>& pre = batch_pre_;
+  std::vector<int64_t>& seq = batch_seq_;
+  std::vector<int64_t>& last = batch_last_;
+  std::vector<int32_t>& rows = batch_rows_;
+  std::vector<size_t>& inserts = batch_inserts_;  // per request that caches pages: its new tokens in the tree at most
+  pre.resize(n);
+  seq.resize(n);
+  last.resize(n);
+  rows.resize(rows_needed);
+  inserts.clear();
+  inserts.reserve(n);
   for (size_t i = 0; i < n; ++i) {
     Request& r = *reqs[i];
     pre[i] = static_cast<int64_t>(r.slots.size());
@@ -366,36 +394,44 @@ Status Sequences::cache_computed_pages(Request* r) {
   if (aligned <= r->cached) return Status::ok();
   // If another request cached [cached, held) meanwhile, this request's slots there are
   // duplicates: point its table row at the tree's slots first, the one step that can fail
-  // (a copy to the device on a CUDA pool), while nothing has changed yet.
-  const size_t held =
-      cache_->tree().cached_prefix(r->tokens.data(), aligned, r->extra_key, match_scratch_.get());
-  if (held > r->cached && !stage_redirects_) {
-    const Status st = table_->write(r->row, r->cached, match_scratch_.get() + r->cached, held - r->cached);
-    if (!st.is_ok()) {
-      return Status(st.code(), st.message() + " (while caching request row " + std::to_string(r->row) +
-                                   "'s computed pages: its new slots are kept, uncached)");
+  // (a copy to the device on a CUDA pool), while nothing has changed yet. Inside an extend
+  // batch that write is staged after the insert instead (see below), so the walk that
+  // finds the tree's slots beforehand is needed only here.
+  if (!stage_redirects_) {
+    const size_t held =
+        cache_->tree().cached_prefix(r->tokens.data(), aligned, r->extra_key, match_scratch_.get());
+    if (held > r->cached) {
+      const Status st = table_->write(r->row, r->cached, match_scratch_.get() + r->cached, held - r->cached);
+      if (!st.is_ok()) {
+        return Status(st.code(), st.message() + " (while caching request row " + std::to_string(r->row) +
+                                     "'s computed pages: its new slots are kept, uncached)");
+      }
     }
   }
   size_t prefix = 0;
   KVPOOL_RETURN_IF_ERROR(cache_->insert(r->tokens.data(), aligned, r->slots.data(), r->extra_key, 0, &prefix, nullptr));
-  // Another request cached [cached, prefix) first (prefix == held: the insert measures
-  // the cached prefix the same way): ours are duplicates. Inside an extend batch the row
-  // is pointed at the tree's slots later, with the other rows, and the duplicates are
-  // freed then.
-  if (stage_redirects_ && prefix > r->cached) {
-    KVPOOL_RETURN_IF_ERROR(redirect_row(r, r->cached, match_scratch_.get() + r->cached, prefix - r->cached, r->cached));
-  } else {
-    KVPOOL_RETURN_IF_ERROR(free_slots(r->slots, r->cached, prefix));
-  }
+  if (!stage_redirects_) KVPOOL_RETURN_IF_ERROR(free_slots(r->slots, r->cached, prefix));  // duplicates of cached tokens
   // Into a buffer sized at creation: nothing here allocates (the tree was prepared).
   cache::NodeHandle last_node = 0;
   const size_t matched = cache_->tree().match_into(r->tokens.data(), aligned, r->extra_key, match_scratch_.get(), &last_node);
+  // Another request cached [cached, prefix) first (prefix == what was cached before the
+  // insert, whose slots the match just read: the insert added only [prefix, aligned)):
+  // ours are duplicates. Inside an extend batch the row is pointed at the tree's slots
+  // later, with the other rows, and the duplicates are freed then.
+  if (stage_redirects_ && prefix > r->cached && matched >= prefix) {
+    KVPOOL_RETURN_IF_ERROR(redirect_row(r, r->cached, match_scratch_.get() + r->cached, prefix - r->cached, r->cached));
+  }
   if (matched != aligned) {
     return Status::internal("the prefix tree lost pages just inserted (" + std::to_string(matched) + " of " +
                             std::to_string(aligned) + " tokens match)");
   }
+  // The request now holds the tree's slots for [cached, aligned): only [cached, prefix)
+  // change (the duplicates); [prefix, aligned) are the request's own slots, which the tree
+  // just took as they are.
   const int64_t* tree_slots = match_scratch_.get();
-  std::copy(tree_slots + r->cached, tree_slots + aligned, r->slots.begin() + static_cast<long>(r->cached));
+  if (prefix > r->cached) {
+    std::copy(tree_slots + r->cached, tree_slots + prefix, r->slots.begin() + static_cast<long>(r->cached));
+  }
   KVPOOL_RETURN_IF_ERROR(cache_->tree().lock(last_node));
   KVPOOL_RETURN_IF_ERROR(unlock(r));
   r->node = last_node;
@@ -404,15 +440,15 @@ Status Sequences::cache_computed_pages(Request* r) {
 }
 
 Status Sequences::decode(const uint64_t* ids, const int32_t* tokens, size_t n, int64_t* out) {
-  std::vector<Request*>& reqs = decode_reqs_;
+  std::vector<Request*>& reqs = batch_reqs_;
   KVPOOL_RETURN_IF_ERROR(check_batch(ids, n, &reqs));
   size_t pages = 0;
-  std::vector<int64_t>& seq = decode_seq_;
-  std::vector<int64_t>& last = decode_last_;
+  std::vector<int64_t>& seq = batch_seq_;
+  std::vector<int64_t>& last = batch_last_;
   seq.resize(n);
   last.resize(n);
   for (size_t i = 0; i < n; ++i) {
-    const Request& r = *reqs[i];
+    Request& r = *reqs[i];
     if (r.row < 0 || r.slots.size() != r.tokens.size()) {
       return Status::invalid(who(ids[i]) + "has " + std::to_string(r.tokens.size() - r.slots.size()) +
                              " tokens not computed yet; extend it before decoding");
@@ -423,10 +459,9 @@ Status Sequences::decode(const uint64_t* ids, const int32_t* tokens, size_t n, i
     seq[i] = static_cast<int64_t>(r.tokens.size()) + 1;
     last[i] = r.slots.back();
     pages += (r.tokens.size() % page_ == 0) ? 1 : 0;  // the new token starts a page
-  }
-  for (Request* r : reqs) {  // the appends after the allocation below cannot throw
-    reserve_more(&r->tokens, 1);
-    reserve_more(&r->slots, 1);
+    // The appends after the allocation below cannot throw (growing changes no state).
+    reserve_more(&r.tokens, 1);
+    reserve_more(&r.slots, 1);
   }
   KVPOOL_RETURN_IF_ERROR(make_room(pages * page_, n * page_, true));  // SGLang: a page per request
   KVPOOL_RETURN_IF_ERROR(allocator_->decode(seq.data(), last.data(), n, out));
@@ -512,7 +547,7 @@ Status Sequences::finish(uint64_t id, size_t committed) {
   }
   KVPOOL_RETURN_IF_ERROR(release(r, true, committed));
   recycle(r);
-  requests_.erase(id);
+  forget(id);
   return Status::ok();
 }
 
@@ -521,7 +556,7 @@ Status Sequences::abort(uint64_t id) {
   KVPOOL_RETURN_IF_ERROR(lookup(id, &r));
   KVPOOL_RETURN_IF_ERROR(release(r, false, 0));
   recycle(r);
-  requests_.erase(id);
+  forget(id);
   return Status::ok();
 }
 

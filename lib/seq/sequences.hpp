@@ -18,6 +18,7 @@
 #include "cache/prefix_cache.hpp"
 #include "req/request_table.hpp"
 #include "req/table_writes.hpp"
+#include "seq/id_index.hpp"
 #include "util/status.hpp"
 
 namespace kvp::seq {
@@ -30,10 +31,13 @@ void reserve_more(std::vector<T>* v, size_t more) {
 }
 
 struct Request {
+  // The fields a decode step reads and writes come first, next to each other (fewer
+  // cache lines per request in a large batch).
   std::vector<int32_t> tokens;
-  std::string extra_key;
-  int32_t row = -1;
   std::vector<int64_t> slots;  // one per computed token; mirrors the table row
+  int32_t row = -1;
+  uint64_t batch_stamp = 0;    // the last batch call that named it (check_batch's repeat test)
+  std::string extra_key;
   size_t cached = 0;           // leading tokens owned by the tree (page-aligned)
   size_t prefix_hit = 0;
   cache::NodeHandle node = 0;  // locked node (meaningful with a tree)
@@ -159,21 +163,29 @@ class Sequences {
   req::RequestTable* table_;
   cache::PrefixCache* cache_;
   std::unordered_map<uint64_t, Request> requests_;
+  IdIndex index_;  // the same requests by id, for lookup() (kept in step with requests_)
   uint64_t next_id_ = 1;
+  // Forgets a request (its map entry and index entry; allocates nothing).
+  void forget(uint64_t id);
   // The prefix matches of begin/retract/extend, max_context_len entries made once
   // (left uninitialized: only the part a match writes is ever touched).
   std::unique_ptr<int64_t[]> match_scratch_;
   // Token and slot buffers of finished requests, kept (emptied, capacity intact) for the
-  // next requests: a new request reuses grown memory instead of faulting in fresh pages.
-  static constexpr size_t kSpareBuffers = 8;
+  // next requests: a new request reuses grown memory instead of faulting in fresh pages
+  // (and a batch of begins / finishes does not go through malloc / free per request).
+  // As many as the table has rows (a batch's worth), at most kMaxSpareBuffers.
+  static constexpr size_t kMaxSpareBuffers = 1024;
   std::vector<std::vector<int32_t>> spare_tokens_;
   std::vector<std::vector<int64_t>> spare_slots_;
   // Moves r's buffers to the spares while there is room (never allocates).
   void recycle(Request* r);
-  // Scratch of check_batch / decode, reused across calls.
-  std::vector<uint64_t> sorted_ids_;
-  std::vector<int64_t> decode_seq_, decode_last_;
-  std::vector<Request*> decode_reqs_;
+  // check_batch's call counter (see Request::batch_stamp).
+  uint64_t batch_stamp_ = 0;
+  // Scratch of extend / decode, reused across calls (sized before anything changes).
+  std::vector<Request*> batch_reqs_;
+  std::vector<int64_t> batch_pre_, batch_seq_, batch_last_;
+  std::vector<int32_t> batch_rows_;
+  std::vector<size_t> batch_inserts_;
   // The table writes of a call; the stream and device output of the *_async forms (NULL: the
   // legacy default stream, no device output).
   std::unique_ptr<req::TableWrites> writes_;
