@@ -23,6 +23,13 @@
  * (no eviction happens unless it is sure to make the allocation succeed).
  * Requests work with every prefix-cache kind; without a radix tree nothing is shared.
  *
+ * CUDA pools: the bookkeeping and the slot numbers are the host's (the same as on
+ * a CPU pool); extend and decode write the whole batch's request-table entries with
+ * one kernel on the legacy default stream and return without waiting for it (order
+ * work on non-blocking streams after it; kvseq_extend_async() and kvseq_decode_async()
+ * in device.h take a stream and also write the slots to a device array). Both free
+ * lists work; with `"free_list": "device"` the calls run on the list's host mirror.
+ *
  * hybrid_linear pools: each request also owns a mamba state slot
  * (kvseq_mamba_slot()). begin copies the state of the matched prefix into it
  * (copy-on-write; the match stops at the deepest cached node with a state) or
