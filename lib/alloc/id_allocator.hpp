@@ -96,9 +96,15 @@ class IdAllocator {
 
  private:
   // Leaves the ids to give back in *unique unless it is NULL (only the check is wanted).
-  Status check_ids(const int64_t* ids, size_t n, bool collapse_repeats, std::vector<int64_t>* unique) const;
+  // With `in_place`, strictly ascending ids are not copied: *in_place tells that the ids
+  // to give back are `ids` themselves (the common paged free: one entry per page, sorted).
+  Status check_ids(const int64_t* ids, size_t n, bool collapse_repeats, std::vector<int64_t>* unique,
+                   bool* in_place) const;
   void set_owned(int64_t id, bool owned);
-  void insert_released(std::vector<int64_t>& ids);  // sorts ids in place (kPrependSorted)  // into free or release list per policy
+  void disown(const int64_t* ids, size_t n);  // set_owned(id, false) of each, unrecorded without a backup
+  // Into the free or release list per policy; sorts ids in place first (kPrependSorted).
+  void insert_released(std::vector<int64_t>& ids);
+  void insert_run(const int64_t* ids, size_t n);  // ids already in the policy's order
 
   int64_t num_ids_;
   GiveBackOrder order_;
