@@ -95,12 +95,17 @@ class IdAllocator {
   size_t check(std::string* report, size_t max_lines) const;
 
  private:
+  // Every id in range, not 0 and owned (the first offender's message otherwise); tells
+  // whether the ids are ascending, and strictly.
+  Status check_held(const int64_t* ids, size_t n, bool* ascending, bool* strictly) const;
   // Leaves the ids to give back in *unique unless it is NULL (only the check is wanted).
   // With `in_place`, strictly ascending ids are not copied: *in_place tells that the ids
   // to give back are `ids` themselves (the common paged free: one entry per page, sorted).
   Status check_ids(const int64_t* ids, size_t n, bool collapse_repeats, std::vector<int64_t>* unique,
                    bool* in_place) const;
   void set_owned(int64_t id, bool owned);
+  // give_back_runs' placement while a backup records every write (ids marked 2 by it).
+  Status give_back_runs_recorded(const int64_t* ids, const size_t* ends, size_t runs);
   void disown(const int64_t* ids, size_t n);  // set_owned(id, false) of each, unrecorded without a backup
   // Into the free or release list per policy; sorts ids in place first (kPrependSorted).
   void insert_released(std::vector<int64_t>& ids);

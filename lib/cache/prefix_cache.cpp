@@ -70,7 +70,12 @@ Status PrefixCache::evict(size_t tokens, size_t* evicted) {
     if (paged) {  // first slots of whole pages (check_handover): the pages, as one batch of runs
       std::vector<int64_t>& pages = handover_;  // sized for every page at creation: no allocation
       pages.resize(n);
-      for (size_t i = 0; i < n; ++i) pages[i] = values[i] / P;
+      if ((P & (P - 1)) == 0) {  // a shift, not a 64-bit division per page (page sizes are powers of two)
+        const int shift = __builtin_ctzll(static_cast<unsigned long long>(P));
+        for (size_t i = 0; i < n; ++i) pages[i] = values[i] >> shift;  // slots are >= P: no rounding issue
+      } else {
+        for (size_t i = 0; i < n; ++i) pages[i] = values[i] / P;
+      }
       KVPOOL_RETURN_IF_ERROR(allocator_->pages().give_back_runs(pages.data(), ends, runs, true));
       for (size_t i = 0; i < n; ++i) owned_[static_cast<size_t>(pages[i])] = 0;
       return Status::ok();

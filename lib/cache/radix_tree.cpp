@@ -111,6 +111,7 @@ void RadixTree::link_child(int32_t parent, int32_t child) {
   Node& c = nodes_[static_cast<size_t>(child)];
   c.parent = parent;
   const uint64_t h = child_hash(parent, c.extra, c.key.data());
+  c.link_hash = h;
   reserve_children(child_links_ + 1);  // prepared: no growth here
   const size_t mask = child_table_.size() - 1;
   size_t i = h & mask;
@@ -121,8 +122,8 @@ void RadixTree::link_child(int32_t parent, int32_t child) {
 }
 
 RadixTree::ChildSlot* RadixTree::child_entry(int32_t parent, int32_t child) {
-  const Node& c = nodes_[static_cast<size_t>(child)];
-  const uint64_t h = child_hash(parent, c.extra, c.key.data());
+  (void)parent;  // the stored hash is that of (parent, namespace, first page)
+  const uint64_t h = nodes_[static_cast<size_t>(child)].link_hash;
   const size_t mask = child_table_.size() - 1;
   for (size_t i = h & mask;; i = (i + 1) & mask) {
     ChildSlot& slot = child_table_[i];
@@ -393,6 +394,7 @@ int32_t RadixTree::split(int32_t child, size_t at) {
   // Same first page: the upper part takes the child's entry in its parent.
   child_entry(parent, child)->id = upper;
   u.parent = parent;
+  u.link_hash = c.link_hash;
   Node& c2 = nodes_[static_cast<size_t>(child)];
   c2.key.erase(c2.key.begin(), c2.key.begin() + static_cast<long>(at));
   c2.value.erase(c2.value.begin(), c2.value.begin() + static_cast<long>(values));

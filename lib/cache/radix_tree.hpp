@@ -139,21 +139,24 @@ class RadixTree {
     int32_t parent = -1;
     int32_t extra = 0;
     uint32_t generation = 0;
-    bool live = false;
     int32_t children = 0;
     int32_t lock_ref = 0;
     int32_t priority = 0;
+    bool live = false;
+    bool in_order = false;
+    bool paged = false;  // see `value`
     uint64_t last_access = 0;
     uint64_t creation = 0;
     uint64_t hits = 0;
-    bool in_order = false;
+    // child_hash() of its link in the parent's table, kept so that unlinking (every
+    // evicted node) reads neither the key nor hashes it again.
+    uint64_t link_hash = 0;
     std::set<OrderKey>::iterator order_it{};  // its entry in evictable_leaves_ while in_order
     std::vector<int32_t> key;
     // The slots of the key's tokens: one per token, or, when `paged`, one per page
     // (the page's first slot; the others follow it in order), which is what every
     // node of a pool's tree holds when page_size > 1 (whole allocated pages).
     std::vector<int64_t> value;
-    bool paged = false;
     std::vector<Digest> hashes;  // one per page, when events are on
   };
   // Writes the slots of node tokens [from, from + count) (page multiples when paged).
