@@ -41,6 +41,8 @@ class IdAllocator {
   size_t pending() const { return group_.size(); }
   size_t held() const { return held_; }
   bool owned(int64_t id) const { return id >= 1 && id <= num_ids_ && owned_[static_cast<size_t>(id)] != 0; }
+  // The owned bits, index = id, for branch-free checks; [0] (the reserved id) is always 0.
+  const uint8_t* owned_bits() const { return owned_.data(); }
 
   // --- allocation -----------------------------------------------------------
   // OK if `n` ids can be taken (merging deferred frees if needed), without changing anything.

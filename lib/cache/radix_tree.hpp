@@ -36,7 +36,20 @@ bool parse_eviction_policy(const std::string& name, EvictionPolicy* out);
 
 enum class EventType : int32_t { kBlockStored = 0, kBlockRemoved = 1, kAllBlocksCleared = 2 };
 
+// A queued event. A BlockStored event's tokens are [token_offset, token_offset +
+// token_count) of the tree's flat token queue (one array for all events: no buffer
+// per event), which starts empty after every drain.
 struct KvEvent {
+  EventType type;
+  int64_t block_hash = 0;
+  int64_t parent_hash = 0;
+  bool has_parent = false;
+  size_t token_offset = 0;
+  size_t token_count = 0;
+};
+
+// An event with its own copy of its tokens (take_events(), for tests and tools).
+struct TakenEvent {
   EventType type;
   int64_t block_hash = 0;
   int64_t parent_hash = 0;
@@ -115,9 +128,16 @@ class RadixTree {
     if (events_enabled_) events_.reserve(events_.size() + 1);
   }
 
-  std::vector<KvEvent> take_events();
-  // Puts drained events back in front (a caller's buffer was too small).
-  void requeue_events(std::vector<KvEvent> events);
+  // The queued events and their tokens, oldest first, left queued until clear_events()
+  // (a caller whose buffer is too small drains nothing).
+  const std::vector<KvEvent>& queued_events() const { return events_; }
+  const std::vector<int32_t>& queued_event_tokens() const { return event_tokens_; }
+  void clear_events() {
+    events_.clear();  // capacities kept: the next events reuse them
+    event_tokens_.clear();
+  }
+  // Drains the queue as self-contained copies.
+  std::vector<TakenEvent> take_events();
 
   // Every slot the tree owns (for ownership checks), and an internal consistency check.
   void collect_slots(std::vector<int64_t>* out) const;
@@ -240,6 +260,11 @@ class RadixTree {
   uint64_t clock_ = 0;
   uint32_t generations_ = 0;
   std::vector<KvEvent> events_;
+  std::vector<int32_t> event_tokens_;  // the BlockStored events' tokens, in queue order
+  // Room for `events` more events with `tokens` more tokens (before a call's first change).
+  void reserve_events(size_t events, size_t tokens);
+  void push_event(EventType type, int64_t block_hash, bool has_parent, int64_t parent_hash, const int32_t* tokens,
+                  size_t count);
   // evict()'s batch: the evicted nodes' values and the end of each node's run.
   static constexpr size_t kEvictBatch = size_t{1} << 16;
   std::vector<int64_t> evict_values_;
