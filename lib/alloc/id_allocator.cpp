@@ -85,9 +85,21 @@ void IdAllocator::untake(size_t n) {
   held_ -= n;
 }
 
-Status IdAllocator::check_ids(const int64_t* ids, size_t n, bool collapse_repeats, std::vector<int64_t>* unique) const {
-  bool ascending = true;  // non-decreasing: the usual case (pages taken from a sorted free list)
+Status IdAllocator::check_held(const int64_t* ids, size_t n, bool* ascending_out, bool* strictly_out) const {
+  // One branch-free pass for the usual valid call (id 0 and out-of-range ids read
+  // owned_[0], which is never set); the messages come from a second pass only on error.
+  bool bad = false, ascending = true, strictly = true;  // ascending: the usual case (pages from a sorted free list)
+  const int64_t limit = num_ids_;
   for (size_t i = 0; i < n; ++i) {
+    const int64_t id = ids[i];
+    const size_t at = id >= 1 && id <= limit ? static_cast<size_t>(id) : 0;
+    bad |= owned_[at] == 0;
+    if (i > 0) {
+      ascending &= ids[i - 1] <= id;
+      strictly &= ids[i - 1] < id;
+    }
+  }
+  for (size_t i = 0; bad && i < n; ++i) {
     const int64_t id = ids[i];
     if (id == 0) return Status::invalid(what_ + " 0 is reserved and never handed out");
     if (id < 0 || id > num_ids_) {
@@ -97,7 +109,24 @@ Status IdAllocator::check_ids(const int64_t* ids, size_t n, bool collapse_repeat
       return Status::invalid(what_ + " " + std::to_string(id) +
                              " is not allocated (freed twice, or never handed out)");
     }
-    ascending = ascending && (i == 0 || ids[i - 1] <= id);
+  }
+  *ascending_out = ascending;
+  *strictly_out = strictly;
+  return Status::ok();
+}
+
+Status IdAllocator::check_ids(const int64_t* ids, size_t n, bool collapse_repeats, std::vector<int64_t>* unique,
+                              bool* in_place) const {
+  bool ascending = true, strictly = true;
+  KVPOOL_RETURN_IF_ERROR(check_held(ids, n, &ascending, &strictly));
+  if (in_place != nullptr) *in_place = false;
+  if (strictly) {  // no repeats, and the ids to give back are `ids` themselves, in order
+    if (in_place != nullptr) {
+      *in_place = true;
+    } else if (unique != nullptr) {
+      unique->assign(ids, ids + n);
+    }
+    return Status::ok();
   }
   if (ascending) {  // already in order: repeats are adjacent, no sort needed
     if (n > 0 && !collapse_repeats) {
@@ -127,23 +156,36 @@ Status IdAllocator::check_ids(const int64_t* ids, size_t n, bool collapse_repeat
 
 Status IdAllocator::check_give_back(const int64_t* ids, size_t n, bool collapse_repeats) const {
   // No copy of the ids: callers check right before a free that follows other changes.
-  return check_ids(ids, n, collapse_repeats, nullptr);
+  return check_ids(ids, n, collapse_repeats, nullptr, nullptr);
+}
+
+void IdAllocator::disown(const int64_t* ids, size_t n) {
+  if (log_.active()) {
+    for (size_t i = 0; i < n; ++i) set_owned(ids[i], false);
+    return;
+  }
+  for (size_t i = 0; i < n; ++i) owned_[static_cast<size_t>(ids[i])] = 0;  // nothing to record
 }
 
 Status IdAllocator::give_back(const int64_t* ids, size_t n, bool collapse_repeats, bool bypass_group) {
   if (n == 0) return Status::ok();
   std::vector<int64_t>& unique = unique_;
-  KVPOOL_RETURN_IF_ERROR(check_ids(ids, n, collapse_repeats, &unique));
+  bool in_place = false;  // strictly ascending ids are given back as they are, without a copy
+  KVPOOL_RETURN_IF_ERROR(check_ids(ids, n, collapse_repeats, &unique, &in_place));
+  const int64_t* give = in_place ? ids : unique.data();
+  const size_t count = in_place ? n : unique.size();
   // What can throw comes before the first change: the undo records (an owned bit
   // and a ring write per id) and the group's room.
-  log_.reserve(2 * unique.size());
-  if (in_group_ && !bypass_group && group_.capacity() - group_.size() < unique.size()) {
-    group_.reserve(std::max(group_.size() + unique.size(), 2 * group_.capacity()));
+  log_.reserve(2 * count);
+  if (in_group_ && !bypass_group && group_.capacity() - group_.size() < count) {
+    group_.reserve(std::max(group_.size() + count, 2 * group_.capacity()));
   }
-  for (int64_t id : unique) set_owned(id, false);
-  held_ -= unique.size();
+  disown(give, count);
+  held_ -= count;
   if (in_group_ && !bypass_group) {
-    group_.insert(group_.end(), unique.begin(), unique.end());
+    group_.insert(group_.end(), give, give + count);
+  } else if (in_place) {
+    insert_run(give, count);  // sorted already
   } else {
     insert_released(unique);
   }
@@ -153,18 +195,9 @@ Status IdAllocator::give_back(const int64_t* ids, size_t n, bool collapse_repeat
 Status IdAllocator::give_back_runs(const int64_t* ids, const size_t* ends, size_t runs, bool collapse_repeats) {
   const size_t n = runs == 0 ? 0 : ends[runs - 1];
   if (n == 0) return Status::ok();
-  for (size_t i = 0; i < n; ++i) {  // the checks (and messages) of check_ids
-    const int64_t id = ids[i];
-    if (id == 0) return Status::invalid(what_ + " 0 is reserved and never handed out");
-    if (id < 0 || id > num_ids_) {
-      return Status::invalid(what_ + " " + std::to_string(id) + " is out of range [1, " + std::to_string(num_ids_) + "]");
-    }
-    if (owned_[static_cast<size_t>(id)] == 0) {
-      return Status::invalid(what_ + " " + std::to_string(id) + " is not allocated (freed twice, or never handed out)");
-    }
-  }
-  // Repeats: mark each id (owned 1 -> 2) and look for a second mark; the marks are
-  // undone before anything else happens.
+  bool ascending = true, strictly = true;
+  KVPOOL_RETURN_IF_ERROR(check_held(ids, n, &ascending, &strictly));  // range and owned; repeats below
+  // Repeats: mark each id (owned 1 -> 2) and look for a second mark.
   size_t repeat = n;
   for (size_t i = 0; i < n; ++i) {
     uint8_t& bit = owned_[static_cast<size_t>(ids[i])];
@@ -175,12 +208,47 @@ Status IdAllocator::give_back_runs(const int64_t* ids, const size_t* ends, size_
     for (size_t i = 0; i < n; ++i) owned_[static_cast<size_t>(ids[i])] = 1;
     return Status::invalid(what_ + " " + std::to_string(ids[repeat]) + " is listed twice in one free");
   }
-  for (size_t i = 0; i < n; ++i) owned_[static_cast<size_t>(ids[i])] = 1;
   // What can throw before the first change: the undo records and the group's room.
   log_.reserve(2 * n);
   if (in_group_ && group_.capacity() - group_.size() < n) group_.reserve(std::max(group_.size() + n, 2 * group_.capacity()));
   if (unique_.capacity() < n) unique_.reserve(n);
-  // Per run: its ids not freed yet (first occurrences), then give_back's placement.
+  if (log_.active()) return give_back_runs_recorded(ids, ends, runs);
+  // Without a backup nothing is recorded, and the runs go in as one block: the ids not
+  // freed yet (a mark of 2: first occurrences), each run sorted for kPrependSorted.
+  // Runs pushed one by one to the back (kAppend, or a group) are their concatenation;
+  // runs pushed one by one to the front (kPrependSorted) leave the last run first, so
+  // the block holds the runs in reverse order.
+  unique_.clear();
+  for (size_t r = 0, from = 0; r < runs; from = ends[r++]) {
+    const size_t start = unique_.size();
+    for (size_t i = from; i < ends[r]; ++i) {
+      uint8_t& bit = owned_[static_cast<size_t>(ids[i])];
+      if (bit != 2) continue;  // a repeat, collapsed
+      bit = 0;
+      unique_.push_back(ids[i]);  // within the reserved room
+    }
+    if (order_ == GiveBackOrder::kPrependSorted && unique_.size() - start > 1 &&
+        !std::is_sorted(unique_.begin() + static_cast<long>(start), unique_.end())) {
+      std::sort(unique_.begin() + static_cast<long>(start), unique_.end());
+    }
+    if (order_ == GiveBackOrder::kPrependSorted && !in_group_ && unique_.size() - start > 1) {
+      std::reverse(unique_.begin() + static_cast<long>(start), unique_.end());  // undone by the whole reverse below
+    }
+  }
+  held_ -= unique_.size();
+  if (in_group_) {
+    group_.insert(group_.end(), unique_.begin(), unique_.end());
+    return Status::ok();
+  }
+  if (order_ == GiveBackOrder::kPrependSorted) std::reverse(unique_.begin(), unique_.end());
+  insert_run(unique_.data(), unique_.size());
+  return Status::ok();
+}
+
+Status IdAllocator::give_back_runs_recorded(const int64_t* ids, const size_t* ends, size_t runs) {
+  // With a backup running every write is recorded: give_back's placement, run by run.
+  // The marks of 2 go back to 1 first, so that each record holds the owned bit's value.
+  for (size_t i = 0; i < ends[runs - 1]; ++i) owned_[static_cast<size_t>(ids[i])] = 1;
   for (size_t r = 0, from = 0; r < runs; from = ends[r++]) {
     unique_.clear();
     for (size_t i = from; i < ends[r]; ++i) {
@@ -204,13 +272,19 @@ Status IdAllocator::give_back_runs(const int64_t* ids, const size_t* ends, size_
 }
 
 void IdAllocator::insert_released(std::vector<int64_t>& ids) {
+  if (order_ == GiveBackOrder::kPrependSorted && !std::is_sorted(ids.begin(), ids.end())) {
+    std::sort(ids.begin(), ids.end());  // in place: no allocation
+  }
+  insert_run(ids.data(), ids.size());
+}
+
+void IdAllocator::insert_run(const int64_t* ids, size_t n) {
   Ring& target = need_sort_ ? release_ : free_;
   if (order_ == GiveBackOrder::kAppend) {
-    target.push_back_range(ids.data(), ids.size());
-    return;
+    target.push_back_range(ids, n);
+  } else {
+    target.push_front_range(ids, n);
   }
-  if (!std::is_sorted(ids.begin(), ids.end())) std::sort(ids.begin(), ids.end());  // in place: no allocation
-  target.push_front_range(ids.data(), ids.size());
 }
 
 Status IdAllocator::group_begin() {

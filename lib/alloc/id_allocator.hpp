@@ -41,6 +41,8 @@ class IdAllocator {
   size_t pending() const { return group_.size(); }
   size_t held() const { return held_; }
   bool owned(int64_t id) const { return id >= 1 && id <= num_ids_ && owned_[static_cast<size_t>(id)] != 0; }
+  // The owned bits, index = id, for branch-free checks; [0] (the reserved id) is always 0.
+  const uint8_t* owned_bits() const { return owned_.data(); }
 
   // --- allocation -----------------------------------------------------------
   // OK if `n` ids can be taken (merging deferred frees if needed), without changing anything.
@@ -99,10 +101,21 @@ class IdAllocator {
   size_t check(std::string* report, size_t max_lines) const;
 
  private:
+  // Every id in range, not 0 and owned (the first offender's message otherwise); tells
+  // whether the ids are ascending, and strictly.
+  Status check_held(const int64_t* ids, size_t n, bool* ascending, bool* strictly) const;
   // Leaves the ids to give back in *unique unless it is NULL (only the check is wanted).
-  Status check_ids(const int64_t* ids, size_t n, bool collapse_repeats, std::vector<int64_t>* unique) const;
+  // With `in_place`, strictly ascending ids are not copied: *in_place tells that the ids
+  // to give back are `ids` themselves (the common paged free: one entry per page, sorted).
+  Status check_ids(const int64_t* ids, size_t n, bool collapse_repeats, std::vector<int64_t>* unique,
+                   bool* in_place) const;
   void set_owned(int64_t id, bool owned);
-  void insert_released(std::vector<int64_t>& ids);  // sorts ids in place (kPrependSorted)  // into free or release list per policy
+  // give_back_runs' placement while a backup records every write (ids marked 2 by it).
+  Status give_back_runs_recorded(const int64_t* ids, const size_t* ends, size_t runs);
+  void disown(const int64_t* ids, size_t n);  // set_owned(id, false) of each, unrecorded without a backup
+  // Into the free or release list per policy; sorts ids in place first (kPrependSorted).
+  void insert_released(std::vector<int64_t>& ids);
+  void insert_run(const int64_t* ids, size_t n);  // ids already in the policy's order
 
   int64_t num_ids_;
   GiveBackOrder order_;

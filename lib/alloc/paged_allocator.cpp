@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "alloc/page_scan.hpp"
+
 namespace kvp::alloc {
 namespace {
 
@@ -43,25 +45,14 @@ Status PagedAllocator::slots_to_pages(const int64_t* slots, size_t n, std::vecto
   pages->clear();
   const int64_t P = page_size_;
   const bool pow2 = (P & (P - 1)) == 0;
-  const int shift = __builtin_ctzll(static_cast<unsigned long long>(P));
-  const size_t whole = static_cast<size_t>(P);
+  if (pow2 && P > 1) pages->reserve(n / static_cast<size_t>(P) + 1);  // scan_whole_pages' room
   size_t i = 0;
   while (i < n) {
-    const int64_t s = slots[i];
-    if (pow2 && P > 1 && i + whole <= n && s >= P && s < slot_limit()) {
-      // Fast path: the next P slots all lie in the page of slots[i] (OR of the
-      // offsets from the page's first slot stays below P, a power of two).
-      const int64_t base = s & ~(P - 1);
-      uint64_t offsets = 0;
-      const uint64_t ubase = static_cast<uint64_t>(base);
-      for (size_t j = 0; j < whole; ++j) offsets |= static_cast<uint64_t>(slots[i + j]) - ubase;
-      if (offsets < static_cast<uint64_t>(P)) {
-        const int64_t page = base >> shift;
-        if (pages->empty() || pages->back() != page) pages->push_back(page);
-        i += whole;
-        continue;
-      }
+    if (pow2 && P > 1) {
+      i = scan_whole_pages(slots, i, n, P, slot_limit(), pages);  // whole pages, as long as they come
+      if (i == n) break;
     }
+    const int64_t s = slots[i];
     if (s < 0 || s >= slot_limit()) {
       return Status::invalid("slot " + std::to_string(s) + " is out of range [" + std::to_string(page_size_) + ", " +
                              std::to_string(slot_limit()) + ")");

@@ -5,13 +5,17 @@
 namespace kvp::cache {
 
 Digest page_digest(const Digest* parent, const int32_t* tokens, size_t n) {
-  if (n <= 40) {  // parent digest + tokens fit one short message (a page of up to 40 tokens)
-    uint8_t msg[32 + 4 * 40];
+  if (n <= 40) {  // parent digest + tokens fit one short message (a page of up to 40 tokens), padded in place
+    uint8_t msg[Sha256::padded_size(32 + 4 * 40)];
     size_t len = 0;
     if (parent != nullptr) {
       std::memcpy(msg, parent->data(), parent->size());
       len = parent->size();
     }
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    std::memcpy(msg + len, tokens, 4 * n);  // the tokens' own bytes are the little-endian words
+    len += 4 * n;
+#else
     for (size_t i = 0; i < n; ++i, len += 4) {
       const uint32_t t = static_cast<uint32_t>(tokens[i]);
       msg[len] = static_cast<uint8_t>(t);
@@ -19,7 +23,8 @@ Digest page_digest(const Digest* parent, const int32_t* tokens, size_t n) {
       msg[len + 2] = static_cast<uint8_t>(t >> 16);
       msg[len + 3] = static_cast<uint8_t>(t >> 24);
     }
-    return Sha256::of(msg, len);
+#endif
+    return Sha256::of_buffer(msg, len, sizeof(msg));
   }
   Sha256 h;
   if (parent != nullptr) h.update(parent->data(), parent->size());

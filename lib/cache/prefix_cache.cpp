@@ -13,11 +13,43 @@ PrefixCache::PrefixCache(alloc::PagedAllocator* allocator, EvictionPolicy policy
 
 Status PrefixCache::check_handover(const int64_t* slots, size_t n) const {
   const int64_t P = page_size();
-  std::vector<int64_t>& pages = handover_;
-  pages.clear();
-  for (size_t i = 0; i < n; i += static_cast<size_t>(P)) {
+  const size_t step = static_cast<size_t>(P);
+  const bool pow2 = (P & (P - 1)) == 0;
+  const int shift = __builtin_ctzll(static_cast<unsigned long long>(P));
+  const int64_t limit = allocator_->slot_limit();
+  const alloc::IdAllocator& held = allocator_->pages();
+  auto page_of = [&](int64_t slot) { return pow2 ? slot >> shift : slot / P; };  // slots here are >= P
+  // The usual valid handover in one branch-free pass (an unusable slot reads page 0, which
+  // neither the allocator nor the tree ever owns); the first offender's message comes
+  // from a second pass only if something is wrong.
+  const uint8_t* allocated = held.owned_bits();
+  const uint8_t* cached = owned_.data();
+  bool good = true;
+  bool ascending = true;  // strictly, by page: then no page can repeat (the usual case: fresh pages in order)
+  int64_t last = 0;
+  if (P == 1) {  // slots are pages: the loop without the in-page part
+    for (size_t i = 0; i < n; ++i) {
+      const int64_t page = slots[i];
+      const size_t at = (page >= 1) & (page < limit) ? static_cast<size_t>(page) : 0;
+      good &= (allocated[at] != 0) & (cached[at] == 0);
+      ascending &= page > last;
+      last = page;
+    }
+  } else {
+    for (size_t i = 0; i < n; i += step) {
+      const int64_t first = slots[i];
+      const bool usable = (first >= P) & (first < limit) & (pow2 ? (first & (P - 1)) == 0 : first % P == 0);
+      bool in_order = true;
+      for (size_t j = 1; j < step; ++j) in_order &= slots[i + j] == first + static_cast<int64_t>(j);
+      const int64_t page = usable ? page_of(first) : 0;
+      good &= in_order & (allocated[page] != 0) & (cached[page] == 0);
+      ascending &= page > last;
+      last = page;
+    }
+  }
+  for (size_t i = 0; !good && i < n; i += step) {
     const int64_t first = slots[i];
-    if (first < P || first >= allocator_->slot_limit() || first % P != 0) {
+    if (first < P || first >= limit || first % P != 0) {
       return Status::invalid("slot " + std::to_string(first) + " at index " + std::to_string(i) +
                              " does not start a usable page");
     }
@@ -28,19 +60,19 @@ Status PrefixCache::check_handover(const int64_t* slots, size_t n) const {
       }
     }
     const int64_t page = first / P;
-    if (!allocator_->pages().owned(page)) return Status::invalid("page " + std::to_string(page) + " is not allocated");
+    if (!held.owned(page)) return Status::invalid("page " + std::to_string(page) + " is not allocated");
     if (owned_[static_cast<size_t>(page)] != 0) return Status::invalid("page " + std::to_string(page) + " already belongs to the prefix tree");
-    pages.push_back(page);
   }
+  if (ascending) return Status::ok();
   // Repeats without sorting: mark each page (0 -> 2, none is the tree's) and look for a
   // second mark; the marks are cleared before returning.
   bool twice = false;
-  for (int64_t page : pages) {
-    uint8_t& mark = owned_[static_cast<size_t>(page)];
+  for (size_t i = 0; i < n; i += step) {
+    uint8_t& mark = owned_[static_cast<size_t>(page_of(slots[i]))];
     twice = twice || mark == 2;
     mark = 2;
   }
-  for (int64_t page : pages) owned_[static_cast<size_t>(page)] = 0;
+  for (size_t i = 0; i < n; i += step) owned_[static_cast<size_t>(page_of(slots[i]))] = 0;
   if (twice) return Status::invalid("a page is handed over twice");
   return Status::ok();
 }
@@ -54,7 +86,12 @@ Status PrefixCache::insert(const int32_t* tokens, size_t n, const int64_t* slots
   const size_t prefix = tree_.cached_prefix(tokens, n, extra_key);
   KVPOOL_RETURN_IF_ERROR(check_handover(slots + prefix, n - prefix));
   KVPOOL_RETURN_IF_ERROR(tree_.insert(tokens, n, slots, extra_key, priority, prefix_len, node, prefix));
-  for (size_t i = *prefix_len; i < n; i += P) owned_[static_cast<size_t>(slots[i] / static_cast<int64_t>(P))] = 1;
+  const int shift = __builtin_ctzll(static_cast<unsigned long long>(P));
+  const bool pow2 = (P & (P - 1)) == 0;
+  uint8_t* owned = owned_.data();  // a local: byte stores could alias the vector's pointer
+  for (size_t i = *prefix_len; i < n; i += P) {
+    owned[static_cast<size_t>(pow2 ? slots[i] >> shift : slots[i] / static_cast<int64_t>(P))] = 1;
+  }
   return Status::ok();
 }
 
@@ -70,7 +107,12 @@ Status PrefixCache::evict(size_t tokens, size_t* evicted) {
     if (paged) {  // first slots of whole pages (check_handover): the pages, as one batch of runs
       std::vector<int64_t>& pages = handover_;  // sized for every page at creation: no allocation
       pages.resize(n);
-      for (size_t i = 0; i < n; ++i) pages[i] = values[i] / P;
+      if ((P & (P - 1)) == 0) {  // a shift, not a 64-bit division per page (page sizes are powers of two)
+        const int shift = __builtin_ctzll(static_cast<unsigned long long>(P));
+        for (size_t i = 0; i < n; ++i) pages[i] = values[i] >> shift;  // slots are >= P: no rounding issue
+      } else {
+        for (size_t i = 0; i < n; ++i) pages[i] = values[i] / P;
+      }
       KVPOOL_RETURN_IF_ERROR(allocator_->pages().give_back_runs(pages.data(), ends, runs, true));
       for (size_t i = 0; i < n; ++i) owned_[static_cast<size_t>(pages[i])] = 0;
       return Status::ok();

@@ -37,7 +37,7 @@ class PrefixCache {
   alloc::PagedAllocator* allocator_;
   RadixTree tree_;
   mutable std::vector<uint8_t> owned_;  // index = page (check_handover marks pages with 2 for a moment)
-  mutable std::vector<int64_t> handover_;  // check_handover's pages, sized once: inserts allocate nothing here
+  mutable std::vector<int64_t> handover_;  // evict()'s pages, sized once for every page: no allocation there
 };
 
 }  // namespace kvp::cache

@@ -26,7 +26,7 @@ RadixTree::RadixTree(int64_t page_size, EvictionPolicy policy, bool events)
   evict_values_.reserve(kEvictBatch);
   evict_ends_.reserve(kEvictBatch);
   reset();
-  events_.clear();  // a fresh tree has nothing to clear
+  clear_events();  // a fresh tree has nothing to clear
 }
 
 NodeHandle RadixTree::handle(int32_t id) const {
@@ -111,6 +111,7 @@ void RadixTree::link_child(int32_t parent, int32_t child) {
   Node& c = nodes_[static_cast<size_t>(child)];
   c.parent = parent;
   const uint64_t h = child_hash(parent, c.extra, c.key.data());
+  c.link_hash = h;
   reserve_children(child_links_ + 1);  // prepared: no growth here
   const size_t mask = child_table_.size() - 1;
   size_t i = h & mask;
@@ -121,8 +122,8 @@ void RadixTree::link_child(int32_t parent, int32_t child) {
 }
 
 RadixTree::ChildSlot* RadixTree::child_entry(int32_t parent, int32_t child) {
-  const Node& c = nodes_[static_cast<size_t>(child)];
-  const uint64_t h = child_hash(parent, c.extra, c.key.data());
+  (void)parent;  // the stored hash is that of (parent, namespace, first page)
+  const uint64_t h = nodes_[static_cast<size_t>(child)].link_hash;
   const size_t mask = child_table_.size() - 1;
   for (size_t i = h & mask;; i = (i + 1) & mask) {
     ChildSlot& slot = child_table_[i];
@@ -393,6 +394,7 @@ int32_t RadixTree::split(int32_t child, size_t at) {
   // Same first page: the upper part takes the child's entry in its parent.
   child_entry(parent, child)->id = upper;
   u.parent = parent;
+  u.link_hash = c.link_hash;
   Node& c2 = nodes_[static_cast<size_t>(child)];
   c2.key.erase(c2.key.begin(), c2.key.begin() + static_cast<long>(at));
   c2.value.erase(c2.value.begin(), c2.value.begin() + static_cast<long>(values));
@@ -499,7 +501,9 @@ Status RadixTree::insert(const int32_t* tokens, size_t n, const int64_t* slots, 
   const size_t P = static_cast<size_t>(page_);
   bool leaf_paged = P > 1;
   for (size_t off = cached; leaf_paged && off < n; off += P) {
-    for (size_t j = 1; j < P; ++j) leaf_paged = leaf_paged && slots[off + j] == slots[off] + static_cast<int64_t>(j);
+    bool in_order = true;  // `&`, not `&&`: a page's compares vectorise
+    for (size_t j = 1; j < P; ++j) in_order &= slots[off + j] == slots[off] + static_cast<int64_t>(j);
+    leaf_paged = in_order;
   }
   if (cached < n) take_spare_leaf(n - cached, leaf_paged ? (n - cached) / P : n - cached, &leaf_key, &leaf_value);
   leaf_key.assign(tokens + cached, tokens + n);
@@ -510,26 +514,19 @@ Status RadixTree::insert(const int32_t* tokens, size_t n, const int64_t* slots, 
     leaf_value.assign(slots + cached, slots + n);
   }
   std::vector<Digest> leaf_hashes;
-  std::vector<KvEvent> stored;
   const Digest* prev = events_enabled_ && cached < n ? digest_before(tokens, cached, extra) : nullptr;
+  // The leaf's first page's parent id, taken now: a split on the walk below moves the
+  // digests that `prev` points into.
+  const bool first_has_parent = prev != nullptr;
+  const int64_t first_parent = prev != nullptr ? event_id(*prev) : 0;
   const bool hashed_here = events_enabled_ && cached < n && (cached == 0 || prev != nullptr);
   if (hashed_here) {
     leaf_hashes.reserve((n - cached) / static_cast<size_t>(page_));  // `prev` points into it
-    stored.reserve(leaf_hashes.capacity());
     for (size_t off = cached; off < n; off += static_cast<size_t>(page_)) {
       leaf_hashes.push_back(page_digest(prev, tokens + off, static_cast<size_t>(page_)));
-      KvEvent e{EventType::kBlockStored, event_id(leaf_hashes.back()), 0, false, {}};
-      if (prev != nullptr) {
-        e.parent_hash = event_id(*prev);
-        e.has_parent = true;
-      }
-      e.tokens.assign(tokens + off, tokens + off + page_);
-      stored.push_back(std::move(e));
       prev = &leaf_hashes.back();
     }
-    if (events_.capacity() - events_.size() < stored.size()) {
-      events_.reserve(std::max(events_.size() + stored.size(), 2 * events_.capacity()));
-    }
+    reserve_events(leaf_hashes.size(), n - cached);  // BlockStored per page, pushed after the change
   }
   const uint64_t stamp = ++clock_;
   int32_t cur = kRoot;
@@ -562,8 +559,13 @@ Status RadixTree::insert(const int32_t* tokens, size_t n, const int64_t* slots, 
     link_child(cur, leaf);
     evictable_ += n - pos;
     if (hashed_here) {
-      l.hashes = std::move(leaf_hashes);
-      for (KvEvent& e : stored) events_.push_back(std::move(e));
+      l.hashes = std::move(leaf_hashes);  // the buffer moves: the digests stay where they are
+      for (size_t p = 0; p < l.hashes.size(); ++p) {  // within the reserved room
+        const bool has_parent = p > 0 || first_has_parent;
+        const int64_t parent = p > 0 ? event_id(l.hashes[p - 1]) : first_parent;
+        push_event(EventType::kBlockStored, event_id(l.hashes[p]), has_parent, parent,
+                   tokens + cached + p * static_cast<size_t>(page_), static_cast<size_t>(page_));
+      }
     } else if (events_enabled_) {  // an ancestor without hashes (not expected): hash after linking
       ensure_hashes(leaf);
       emit_stored(leaf);
@@ -614,10 +616,7 @@ Status RadixTree::unlock(NodeHandle h) {
 Status RadixTree::evict(size_t tokens, const FreeSlots& free, size_t* evicted) {
   *evicted = 0;
   prepare(0);
-  if (events_enabled_) {  // at most one BlockRemoved per evictable page
-    const size_t most = evictable_ / static_cast<size_t>(page_);
-    if (events_.capacity() - events_.size() < most) events_.reserve(std::max(events_.size() + most, 2 * events_.capacity()));
-  }
+  if (events_enabled_) reserve_events(evictable_ / static_cast<size_t>(page_), 0);  // a BlockRemoved per evictable page at most
   // The evicted nodes' values are batched (one run per node, in eviction order) and
   // freed together; the buffers were sized at creation, so nothing here allocates.
   evict_values_.clear();
@@ -671,18 +670,32 @@ void RadixTree::reset() {
   live_nodes_ = 1;
   evictable_ = protected_ = 0;
   all_paged_ = true;
-  if (events_enabled_) events_.push_back(KvEvent{EventType::kAllBlocksCleared, 0, 0, false, {}});
+  if (events_enabled_) push_event(EventType::kAllBlocksCleared, 0, false, 0, nullptr, 0);
 }
 
-std::vector<KvEvent> RadixTree::take_events() {
-  std::vector<KvEvent> out;
-  out.swap(events_);
+void RadixTree::reserve_events(size_t events, size_t tokens) {
+  if (events_.capacity() - events_.size() < events) events_.reserve(std::max(events_.size() + events, 2 * events_.capacity()));
+  if (event_tokens_.capacity() - event_tokens_.size() < tokens) {
+    event_tokens_.reserve(std::max(event_tokens_.size() + tokens, 2 * event_tokens_.capacity()));
+  }
+}
+
+void RadixTree::push_event(EventType type, int64_t block_hash, bool has_parent, int64_t parent_hash, const int32_t* tokens,
+                           size_t count) {
+  const KvEvent e{type, block_hash, has_parent ? parent_hash : 0, has_parent, event_tokens_.size(), count};
+  event_tokens_.insert(event_tokens_.end(), tokens, tokens + count);
+  events_.push_back(e);
+}
+
+std::vector<TakenEvent> RadixTree::take_events() {
+  std::vector<TakenEvent> out;
+  out.reserve(events_.size());
+  for (const KvEvent& e : events_) {
+    const int32_t* t = event_tokens_.data() + e.token_offset;
+    out.push_back(TakenEvent{e.type, e.block_hash, e.parent_hash, e.has_parent, std::vector<int32_t>(t, t + e.token_count)});
+  }
+  clear_events();
   return out;
-}
-
-void RadixTree::requeue_events(std::vector<KvEvent> events) {
-  events.insert(events.end(), std::make_move_iterator(events_.begin()), std::make_move_iterator(events_.end()));
-  events_.swap(events);
 }
 
 const Digest* RadixTree::digest_before(const int32_t* tokens, size_t pos, int32_t extra) const {
@@ -728,20 +741,14 @@ void RadixTree::emit_stored(int32_t id) {
   const Node& n = nodes_[static_cast<size_t>(id)];
   const Node& parent = nodes_[static_cast<size_t>(n.parent)];
   for (size_t page = 0; page < n.hashes.size(); ++page) {
-    KvEvent e{EventType::kBlockStored, event_id(n.hashes[page]), 0, false, {}};
     const Digest* prev = page > 0 ? &n.hashes[page - 1] : (n.parent == kRoot ? nullptr : &parent.hashes.back());
-    if (prev != nullptr) {
-      e.parent_hash = event_id(*prev);
-      e.has_parent = true;
-    }
-    const size_t off = page * static_cast<size_t>(page_);
-    e.tokens.assign(n.key.begin() + static_cast<long>(off), n.key.begin() + static_cast<long>(off + page_));
-    events_.push_back(std::move(e));
+    push_event(EventType::kBlockStored, event_id(n.hashes[page]), prev != nullptr, prev != nullptr ? event_id(*prev) : 0,
+               n.key.data() + page * static_cast<size_t>(page_), static_cast<size_t>(page_));
   }
 }
 
 void RadixTree::emit_removed(const Node& n) {
-  for (const Digest& d : n.hashes) events_.push_back(KvEvent{EventType::kBlockRemoved, event_id(d), 0, false, {}});
+  for (const Digest& d : n.hashes) push_event(EventType::kBlockRemoved, event_id(d), false, 0, nullptr, 0);
 }
 
 void RadixTree::collect_slots(std::vector<int64_t>* out) const {

@@ -36,7 +36,20 @@ bool parse_eviction_policy(const std::string& name, EvictionPolicy* out);
 
 enum class EventType : int32_t { kBlockStored = 0, kBlockRemoved = 1, kAllBlocksCleared = 2 };
 
+// A queued event. A BlockStored event's tokens are [token_offset, token_offset +
+// token_count) of the tree's flat token queue (one array for all events: no buffer
+// per event), which starts empty after every drain.
 struct KvEvent {
+  EventType type;
+  int64_t block_hash = 0;
+  int64_t parent_hash = 0;
+  bool has_parent = false;
+  size_t token_offset = 0;
+  size_t token_count = 0;
+};
+
+// An event with its own copy of its tokens (take_events(), for tests and tools).
+struct TakenEvent {
   EventType type;
   int64_t block_hash = 0;
   int64_t parent_hash = 0;
@@ -115,9 +128,16 @@ class RadixTree {
     if (events_enabled_) events_.reserve(events_.size() + 1);
   }
 
-  std::vector<KvEvent> take_events();
-  // Puts drained events back in front (a caller's buffer was too small).
-  void requeue_events(std::vector<KvEvent> events);
+  // The queued events and their tokens, oldest first, left queued until clear_events()
+  // (a caller whose buffer is too small drains nothing).
+  const std::vector<KvEvent>& queued_events() const { return events_; }
+  const std::vector<int32_t>& queued_event_tokens() const { return event_tokens_; }
+  void clear_events() {
+    events_.clear();  // capacities kept: the next events reuse them
+    event_tokens_.clear();
+  }
+  // Drains the queue as self-contained copies.
+  std::vector<TakenEvent> take_events();
 
   // Every slot the tree owns (for ownership checks), and an internal consistency check.
   void collect_slots(std::vector<int64_t>* out) const;
@@ -139,21 +159,24 @@ class RadixTree {
     int32_t parent = -1;
     int32_t extra = 0;
     uint32_t generation = 0;
-    bool live = false;
     int32_t children = 0;
     int32_t lock_ref = 0;
     int32_t priority = 0;
+    bool live = false;
+    bool in_order = false;
+    bool paged = false;  // see `value`
     uint64_t last_access = 0;
     uint64_t creation = 0;
     uint64_t hits = 0;
-    bool in_order = false;
+    // child_hash() of its link in the parent's table, kept so that unlinking (every
+    // evicted node) reads neither the key nor hashes it again.
+    uint64_t link_hash = 0;
     std::set<OrderKey>::iterator order_it{};  // its entry in evictable_leaves_ while in_order
     std::vector<int32_t> key;
     // The slots of the key's tokens: one per token, or, when `paged`, one per page
     // (the page's first slot; the others follow it in order), which is what every
     // node of a pool's tree holds when page_size > 1 (whole allocated pages).
     std::vector<int64_t> value;
-    bool paged = false;
     std::vector<Digest> hashes;  // one per page, when events are on
   };
   // Writes the slots of node tokens [from, from + count) (page multiples when paged).
@@ -237,6 +260,11 @@ class RadixTree {
   uint64_t clock_ = 0;
   uint32_t generations_ = 0;
   std::vector<KvEvent> events_;
+  std::vector<int32_t> event_tokens_;  // the BlockStored events' tokens, in queue order
+  // Room for `events` more events with `tokens` more tokens (before a call's first change).
+  void reserve_events(size_t events, size_t tokens);
+  void push_event(EventType type, int64_t block_hash, bool has_parent, int64_t parent_hash, const int32_t* tokens,
+                  size_t count);
   // evict()'s batch: the evicted nodes' values and the end of each node's run.
   static constexpr size_t kEvictBatch = size_t{1} << 16;
   std::vector<int64_t> evict_values_;

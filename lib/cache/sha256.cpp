@@ -153,25 +153,32 @@ void Sha256::update(const void* data, size_t len) {
 }
 
 Sha256::Digest Sha256::of(const void* data, size_t len) {
-  Sha256 h;
   uint8_t msg[256];
-  if (len + 9 > sizeof(msg)) {
+  if (padded_size(len) > sizeof(msg)) {
+    Sha256 h;
     h.update(data, len);
     return h.finish();
   }
-  const size_t blocks = (len + 9 + 63) / 64;
   if (len > 0) std::memcpy(msg, data, len);
-  std::memset(msg + len, 0, blocks * 64 - len);
+  return of_buffer(msg, len, sizeof(msg));
+}
+
+Sha256::Digest Sha256::of_buffer(uint8_t* msg, size_t len, size_t cap) {
+  const size_t padded = padded_size(len);
+  if (padded > cap) return of(msg, len);  // no room: the incremental way
+  Sha256 h;
+  std::memset(msg + len, 0, padded - len);
   msg[len] = 0x80;
   const uint64_t bits = static_cast<uint64_t>(len) * 8;
-  for (int i = 0; i < 8; ++i) msg[blocks * 64 - 8 + static_cast<size_t>(i)] = static_cast<uint8_t>(bits >> (56 - 8 * i));
-  for (size_t b = 0; b < blocks; ++b) h.compress(msg + 64 * b);
+  for (int i = 0; i < 8; ++i) msg[padded - 8 + static_cast<size_t>(i)] = static_cast<uint8_t>(bits >> (56 - 8 * i));
+  for (size_t b = 0; b < padded; b += 64) h.compress(msg + b);
   Digest out;
-  for (int i = 0; i < 8; ++i) {
-    out[4 * i] = static_cast<uint8_t>(h.state_[i] >> 24);
-    out[4 * i + 1] = static_cast<uint8_t>(h.state_[i] >> 16);
-    out[4 * i + 2] = static_cast<uint8_t>(h.state_[i] >> 8);
-    out[4 * i + 3] = static_cast<uint8_t>(h.state_[i]);
+  for (int i = 0; i < 8; ++i) {  // big-endian words
+    const uint32_t word = h.state_[static_cast<size_t>(i)];
+    out[4 * static_cast<size_t>(i)] = static_cast<uint8_t>(word >> 24);
+    out[4 * static_cast<size_t>(i) + 1] = static_cast<uint8_t>(word >> 16);
+    out[4 * static_cast<size_t>(i) + 2] = static_cast<uint8_t>(word >> 8);
+    out[4 * static_cast<size_t>(i) + 3] = static_cast<uint8_t>(word);
   }
   return out;
 }

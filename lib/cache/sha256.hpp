@@ -18,6 +18,10 @@ class Sha256 {
 
   // The digest of one short message, padded in place (no incremental buffering).
   static Digest of(const void* data, size_t len);
+  // The same for a message already in a caller's buffer of `cap` bytes, which is
+  // padded where it lies (no copy): needs cap >= padded_size(len).
+  static Digest of_buffer(uint8_t* msg, size_t len, size_t cap);
+  static constexpr size_t padded_size(size_t len) { return (len + 9 + 63) / 64 * 64; }
 
   // Whether compress() uses the CPU's SHA extensions (x86 SHA-NI; detected once).
   static bool hardware();

@@ -150,23 +150,24 @@ KVPOOL_API kvpool_status radix_take_events(kvpool* pool, radix_event* events, si
       *events_len = *tokens_len = 0;
       return Status::ok();
     }
-    std::vector<kvp::cache::KvEvent> queued = p->cache->tree().take_events();
-    size_t need_tokens = 0;
-    for (const auto& e : queued) need_tokens += e.tokens.size();
+    // Copied straight from the tree's queue (tokens in one block), and drained only once
+    // they fit: a caller whose buffers are too small loses nothing.
+    kvp::cache::RadixTree& tree = p->cache->tree();
+    const std::vector<kvp::cache::KvEvent>& queued = tree.queued_events();
+    const std::vector<int32_t>& queued_tokens = tree.queued_event_tokens();
     *events_len = queued.size();
-    *tokens_len = need_tokens;
-    if (queued.size() > events_cap || need_tokens > tokens_cap) {
-      p->cache->tree().requeue_events(std::move(queued));  // nothing is lost
+    *tokens_len = queued_tokens.size();
+    if (queued.size() > events_cap || queued_tokens.size() > tokens_cap) {
       return Status(KVPOOL_ERR_BUFFER_TOO_SMALL, "need room for " + std::to_string(*events_len) + " events and " +
-                                                     std::to_string(need_tokens) + " tokens");
+                                                     std::to_string(*tokens_len) + " tokens");
     }
-    size_t t = 0;
     for (size_t i = 0; i < queued.size(); ++i) {
       const auto& e = queued[i];
-      events[i] = radix_event{static_cast<int32_t>(e.type), e.has_parent ? 1 : 0, e.block_hash, e.parent_hash, t, e.tokens.size()};
-      if (!e.tokens.empty()) std::memcpy(tokens + t, e.tokens.data(), e.tokens.size() * sizeof(int32_t));
-      t += e.tokens.size();
+      events[i] = radix_event{static_cast<int32_t>(e.type), e.has_parent ? 1 : 0, e.block_hash, e.parent_hash, e.token_offset,
+                              e.token_count};
     }
+    if (!queued_tokens.empty()) std::memcpy(tokens, queued_tokens.data(), queued_tokens.size() * sizeof(int32_t));
+    tree.clear_events();
     return Status::ok();
   });
 }
