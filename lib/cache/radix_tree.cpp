@@ -146,20 +146,30 @@ void RadixTree::prepare(size_t new_nodes, size_t orders) {
   }
 }
 
+size_t RadixTree::next_spare(size_t i) {
+  size_t root = i;
+  while (spare_next_[root] != root) root = spare_next_[root];
+  while (spare_next_[i] != root) {  // path compression
+    const size_t up = spare_next_[i];
+    spare_next_[i] = static_cast<uint32_t>(root);
+    i = up;
+  }
+  return root;
+}
+
 void RadixTree::take_spare_leaf(size_t tokens, size_t values, std::vector<int32_t>* key, std::vector<int64_t>* value) {
   // Best fit: the smallest spare with room (reserve_leaves() made one per expected use).
-  size_t best = spare_leaves_.size();
-  for (size_t i = 0; i < spare_leaves_.size(); ++i) {
-    if (spare_leaves_[i].fits(tokens, values) &&
-        (best == spare_leaves_.size() || spare_leaves_[i].room() < spare_leaves_[best].room())) {
-      best = i;
-    }
+  const size_t n = spare_leaves_.size();
+  if (spare_next_.size() != n + 1) return;  // no index (no spares made yet)
+  size_t i = static_cast<size_t>(std::lower_bound(spare_rooms_.begin(), spare_rooms_.end(), tokens) - spare_rooms_.begin());
+  for (i = next_spare(i); i < n && !spare_leaves_[i].fits(tokens, values); i = next_spare(i + 1)) {
   }
-  if (best == spare_leaves_.size()) return;
-  *key = std::move(spare_leaves_[best].key);
-  *value = std::move(spare_leaves_[best].value);
-  std::swap(spare_leaves_[best], spare_leaves_.back());
-  spare_leaves_.pop_back();
+  if (i >= n) return;
+  *key = std::move(spare_leaves_[i].key);
+  *value = std::move(spare_leaves_[i].value);
+  spare_leaves_[i].key = std::vector<int32_t>();  // moved-from: make the emptiness explicit
+  spare_leaves_[i].value = std::vector<int64_t>();
+  spare_next_[i] = static_cast<uint32_t>(i + 1);
 }
 
 void RadixTree::reserve_leaves() {
@@ -168,6 +178,8 @@ void RadixTree::reserve_leaves() {
   // value buffer holds values_for(need) values (a value per page in a paged tree).
   std::vector<size_t>& needs = leaf_needs_;
   std::sort(needs.begin(), needs.end(), std::greater<size_t>());
+  spare_rooms_.reserve(needs.size());  // take_spare_leaf's index, filled below without allocating
+  spare_next_.reserve(needs.size() + 1);
   std::sort(spare_leaves_.begin(), spare_leaves_.end(),
             [](const LeafBuffer& a, const LeafBuffer& b) { return a.room() > b.room(); });
   next_leaves_.clear();
@@ -192,6 +204,17 @@ void RadixTree::reserve_leaves() {
   }
   spare_leaves_.swap(next_leaves_);
   next_leaves_.clear();  // the spares not needed now
+  // Ascending room (needs were descending; a reused spare may be roomier than its need).
+  std::reverse(spare_leaves_.begin(), spare_leaves_.end());
+  std::sort(spare_leaves_.begin(), spare_leaves_.end(),
+            [](const LeafBuffer& a, const LeafBuffer& b) { return a.room() < b.room(); });
+  spare_rooms_.clear();
+  spare_next_.clear();
+  for (size_t i = 0; i < spare_leaves_.size(); ++i) {
+    spare_rooms_.push_back(spare_leaves_[i].room());
+    spare_next_.push_back(static_cast<uint32_t>(i));
+  }
+  spare_next_.push_back(static_cast<uint32_t>(spare_leaves_.size()));
 }
 
 void RadixTree::reserve_inserts(const size_t* bounds, size_t inserts) {

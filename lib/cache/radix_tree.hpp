@@ -246,7 +246,14 @@ class RadixTree {
     size_t room() const { return key.capacity(); }  // tokens
     bool fits(size_t tokens, size_t values) const { return key.capacity() >= tokens && value.capacity() >= values; }
   };
-  std::vector<LeafBuffer> spare_leaves_;
+  std::vector<LeafBuffer> spare_leaves_;  // ascending room after reserve_leaves(); taken ones left empty
+  // take_spare_leaf's index over spare_leaves_: each spare's room when it was made (a
+  // taken spare keeps its entry, so the array stays sorted for a binary search), and the
+  // next spare not taken yet (path-compressed; entry n is the end). O(log n) per take:
+  // a batch of n inserts used to search all n spares for each of its 2n takes.
+  std::vector<size_t> spare_rooms_;
+  std::vector<uint32_t> spare_next_;
+  size_t next_spare(size_t i);
   std::vector<LeafBuffer> next_leaves_;  // reserve_leaves' scratch (capacity reused)
   std::vector<size_t> leaf_needs_;       // the tokens each expected leaf or split needs
   std::vector<uint8_t> leaf_reused_;     // reserve_leaves' scratch: need i keeps a spare
