@@ -30,7 +30,7 @@ Status PrefixCache::check_handover(const int64_t* slots, size_t n) const {
   if (P == 1) {  // slots are pages: the loop without the in-page part
     for (size_t i = 0; i < n; ++i) {
       const int64_t page = slots[i];
-      const size_t at = (page >= 1) & (page < limit) ? static_cast<size_t>(page) : 0;
+      const size_t at = ((page >= 1) & (page < limit)) ? static_cast<size_t>(page) : 0;
       good &= (allocated[at] != 0) & (cached[at] == 0);
       ascending &= page > last;
       last = page;
