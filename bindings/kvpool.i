@@ -912,7 +912,7 @@ KVPOOL_IN_ARRAY(int64_t, chunk_lens, chunk_lens_len)
 /* device.h (through the kvpool_addr_* wrappers below): only the host copies
  * of the lengths are arrays; every other pointer is a kvpool_addr. */
 KVPOOL_IN_ARRAY(int64_t, prefix_lens_host, prefix_lens_host_len)
-KVPOOL_IN_ARRAY(int64_t, seq_lens_host, seq_lens_host_len)
+KVPOOL_IN_ARRAY(int64_t, seq_lens_host, seq_lens_host_len)  /* also kvalloc_decode_watermark/_graph_advance */
 
 /* Scalar out-parameters (the idiomatic layers return them). */
 %apply size_t *OUT_SIZE { size_t *rows, size_t *tokens, size_t *full, size_t *swa, size_t *slots,
@@ -920,7 +920,7 @@ KVPOOL_IN_ARRAY(int64_t, seq_lens_host, seq_lens_host_len)
                           size_t *matched, size_t *prefix_len, size_t *evicted, size_t *evictable,
                           size_t *protected_len, size_t *total, size_t *events_len, size_t *tokens_len,
                           size_t *cached, size_t *slots_len, size_t *available, size_t *uncached,
-                          size_t *capacity, size_t *swa_evicted, size_t *pages };
+                          size_t *capacity, size_t *swa_evicted, size_t *pages, size_t *steps };
 %apply int32_t *OUT_I32 { int32_t *kind, int32_t *dst, int32_t *slot, int32_t *mamba_slot, int32_t *mamba_exist };
 %apply uint64_t *OUT_U64 { uint64_t *token, uint64_t *node, uint64_t *seq };
 %apply int64_t *OUT_I64 { int64_t *event_id };
@@ -1018,6 +1018,9 @@ KVPOOL_RAW(kvpool_addr_move_kv_async)
 KVPOOL_RAW(kvpool_addr_mamba_alloc_async)
 KVPOOL_RAW(kvpool_addr_mamba_fork_async)
 KVPOOL_RAW(kvpool_addr_mamba_copy_async)
+KVPOOL_RAW(kvpool_addr_decode_graph_async)
+KVPOOL_RAW(kvpool_addr_decode_watermark)
+KVPOOL_RAW(kvpool_addr_decode_graph_advance)
 KVPOOL_RAW(kvpool_addr_seq_extend_async)
 KVPOOL_RAW(kvpool_addr_seq_decode_async)
 
@@ -1152,10 +1155,12 @@ struct kvpool {};
  * The target languages see them under the C names (kvpool_set_kv_async,
  * Go Kvpool_set_kv_async, ...). The exceptions are the `*_host` length
  * arrays of kvalloc_extend_async/kvalloc_decode_async and the arguments of
- * kvalloc_extend_pages, which are host arrays: language arrays as usual,
- * and the slot outputs of kvpool_mamba_alloc_async/kvpool_mamba_fork_async
- * (host ids, as kvpool_mamba_alloc/kvpool_mamba_fork: an int32 array and a
- * returned int32), where only the stream is an address, and the request ids,
+ * kvalloc_extend_pages, and the lengths of kvalloc_decode_watermark/
+ * kvalloc_decode_graph_advance, which are host arrays: language arrays as
+ * usual (their length is the batch), and the slot outputs of
+ * kvpool_mamba_alloc_async/kvpool_mamba_fork_async (host ids, as
+ * kvpool_mamba_alloc/kvpool_mamba_fork: an int32 array and a returned
+ * int32), where only the stream is an address, and the request ids,
  * chunk lengths and tokens of kvseq_extend_async/kvseq_decode_async (host
  * arrays, as in kvseq_extend/kvseq_decode), where only the slots and the
  * stream are addresses.
@@ -1283,6 +1288,26 @@ static kvpool_status kvpool_addr_mamba_copy_async(kvpool *pool, kvpool_addr src,
                                  KVPOOL_ADDR_PTR(const int32_t *, dst), dst_len, KVPOOL_ADDR_PTR(void *, stream));
 }
 
+/* The graph decode: kvalloc_decode_graph_async takes device arrays of
+ * `batch` values; the watermark and the advance take the HOST lengths, whose
+ * length is the batch. */
+static kvpool_status kvpool_addr_decode_graph_async(kvpool *pool, size_t batch, kvpool_addr seq_lens,
+                                                   kvpool_addr last_locs, kvpool_addr slots, kvpool_addr stream) {
+  return kvalloc_decode_graph_async(pool, batch, KVPOOL_ADDR_PTR(const int64_t *, seq_lens),
+                                    KVPOOL_ADDR_PTR(const int64_t *, last_locs), KVPOOL_ADDR_PTR(int64_t *, slots),
+                                    KVPOOL_ADDR_PTR(void *, stream));
+}
+
+static kvpool_status kvpool_addr_decode_watermark(const kvpool *pool, const int64_t *seq_lens_host,
+                                                 size_t seq_lens_host_len, size_t *steps) {
+  return kvalloc_decode_watermark(pool, seq_lens_host, seq_lens_host_len, steps);
+}
+
+static kvpool_status kvpool_addr_decode_graph_advance(kvpool *pool, const int64_t *seq_lens_host,
+                                                     size_t seq_lens_host_len, size_t steps) {
+  return kvalloc_decode_graph_advance(pool, seq_lens_host, seq_lens_host_len, steps);
+}
+
 /* The request ids, chunk lengths and tokens of the kvseq calls are HOST
  * arrays (as in seq.h); only the slots and the stream are addresses. */
 static kvpool_status kvpool_addr_seq_extend_async(kvpool *pool, const uint64_t *seqs, size_t seqs_len,
@@ -1316,6 +1341,9 @@ typedef uintptr_t kvpool_addr;
 %rename(kvpool_mamba_alloc_async) kvpool_addr_mamba_alloc_async;
 %rename(kvpool_mamba_fork_async) kvpool_addr_mamba_fork_async;
 %rename(kvpool_mamba_copy_async) kvpool_addr_mamba_copy_async;
+%rename(kvalloc_decode_graph_async) kvpool_addr_decode_graph_async;
+%rename(kvalloc_decode_watermark) kvpool_addr_decode_watermark;
+%rename(kvalloc_decode_graph_advance) kvpool_addr_decode_graph_advance;
 %rename(kvseq_extend_async) kvpool_addr_seq_extend_async;
 %rename(kvseq_decode_async) kvpool_addr_seq_decode_async;
 kvpool_status kvpool_addr_create_with_allocator(const char *json, size_t json_len, kvpool_addr allocator, kvpool **out);
@@ -1353,6 +1381,12 @@ kvpool_status kvpool_addr_mamba_alloc_async(kvpool *pool, int32_t *slots, size_t
 kvpool_status kvpool_addr_mamba_fork_async(kvpool *pool, int32_t src, int32_t *dst, kvpool_addr stream);
 kvpool_status kvpool_addr_mamba_copy_async(kvpool *pool, kvpool_addr src, size_t src_len, kvpool_addr dst,
                                           size_t dst_len, kvpool_addr stream);
+kvpool_status kvpool_addr_decode_graph_async(kvpool *pool, size_t batch, kvpool_addr seq_lens, kvpool_addr last_locs,
+                                            kvpool_addr slots, kvpool_addr stream);
+kvpool_status kvpool_addr_decode_watermark(const kvpool *pool, const int64_t *seq_lens_host, size_t seq_lens_host_len,
+                                          size_t *steps);
+kvpool_status kvpool_addr_decode_graph_advance(kvpool *pool, const int64_t *seq_lens_host, size_t seq_lens_host_len,
+                                              size_t steps);
 kvpool_status kvpool_addr_seq_extend_async(kvpool *pool, const uint64_t *seqs, size_t seqs_len, const int64_t *chunk_lens,
                                           size_t chunk_lens_len, kvpool_addr slots, size_t slots_len,
                                           kvpool_addr stream);

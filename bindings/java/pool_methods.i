@@ -827,6 +827,7 @@
   // as by mambaAlloc/mambaFork): only their stream is an address. The request
   // ids, chunk lengths and tokens of seqExtendAsync/seqDecodeAsync are Java
   // arrays as in seqExtend/seqDecode: only their slots and stream are addresses.
+  // The lengths of decodeWatermark/decodeGraphAdvance are host arrays too.
   // Lengths are element counts (byte counts for k/v/nope/rope); a negative
   // one throws IllegalArgumentException.
   // ---------------------------------------------------------------------
@@ -995,6 +996,49 @@
    */
   public void mambaCopyAsync(long src, long srcLen, long dst, long dstLen, long stream) {
     Kvpool.kvpool_mamba_copy_async(this, src, length(srcLen, "srcLen"), dst, length(dstLen, "dstLen"), stream);
+  }
+
+  /**
+   * A decode step that a CUDA graph can capture once and replay: the lengths, lastLocs and the
+   * free-list position are read (and the page count and capacity checked) when the step runs; a
+   * replay past the watermark faults the pool (DEVICE_FAULT). Same slots as {@link #decodeAsync}
+   * for the same lengths. The host counters do not move: after the steps ran, and before any
+   * other allocator call, call {@link #decodeGraphAdvance}. On a CPU pool it is {@link #decode}
+   * at once.
+   * @param batch    number of requests
+   * @param seqLens  address: lengths including the new token (int64, batch values)
+   * @param lastLocs address: slot of token seq-2 (-1 when seq is 1)
+   * @param slots    address: receives one slot per request
+   * @param stream   cudaStream_t (0: default stream), the capturing stream
+   * @throws KvPoolException OUT_OF_MEMORY (CPU pools), INVALID_ARGUMENT, UNSUPPORTED, DEVICE_FAULT
+   */
+  public void decodeGraphAsync(long batch, long seqLens, long lastLocs, long slots, long stream) {
+    Kvpool.kvalloc_decode_graph_async(this, length(batch, "batch"), seqLens, lastLocs, slots, stream);
+  }
+
+  /**
+   * How many consecutive {@link #decodeGraphAsync} steps fit in the free list (a graph's
+   * watermark): step k gives every request one more token (lengths seqLensHost[i] + k). Host
+   * arithmetic, no synchronization.
+   * @param seqLensHost lengths at the first step, including its new token (each >= 1; not empty)
+   * @throws KvPoolException INVALID_ARGUMENT (an empty batch, a length below 1), UNSUPPORTED
+   */
+  public long decodeWatermark(long[] seqLensHost) {
+    Objects.requireNonNull(seqLensHost, "seqLensHost");
+    long[] steps = new long[1];
+    Kvpool.kvalloc_decode_watermark(this, seqLensHost, steps);
+    return steps[0];
+  }
+
+  /**
+   * Records that steps {@link #decodeGraphAsync} steps ran, from the lengths seqLensHost at the
+   * first of them: the host counters advance as the device cursor did. On a CPU pool, which
+   * allocated at each step, it only checks its arguments.
+   * @throws KvPoolException INVALID_ARGUMENT, UNSUPPORTED, DEVICE_FAULT
+   */
+  public void decodeGraphAdvance(long[] seqLensHost, long steps) {
+    Objects.requireNonNull(seqLensHost, "seqLensHost");
+    Kvpool.kvalloc_decode_graph_advance(this, seqLensHost, length(steps, "steps"));
   }
 
   /**

@@ -18,7 +18,8 @@
 // MambaForkAsync are host values (returned as by MambaAlloc and MambaFork):
 // only their stream is an address. The request ids, chunk lengths and tokens
 // of SeqExtendAsync and SeqDecodeAsync are C# arrays as in SeqExtend and
-// SeqDecode: only their slots and stream are addresses.
+// SeqDecode: only their slots and stream are addresses. The lengths of
+// DecodeWatermark and DecodeGraphAdvance are host arrays too.
 namespace KvPool {
 
   public partial class Pool {
@@ -164,6 +165,47 @@ namespace KvPool {
     public void MambaCopyAsync(global::System.IntPtr src, ulong srcLen, global::System.IntPtr dst, ulong dstLen,
                                global::System.IntPtr stream) {
       Kvpool.kvpool_mamba_copy_async(this, src, srcLen, dst, dstLen, stream);
+    }
+
+    /// <summary>A decode step that a CUDA graph can capture once and replay: the lengths, lastLocs
+    /// and the free-list position are read (and the page count and capacity checked) when the step
+    /// runs; a replay past the watermark faults the pool (Status.DeviceFault). Same slots as
+    /// DecodeAsync for the same lengths. The host counters do not move: after the steps ran, and
+    /// before any other allocator call, call DecodeGraphAdvance. On a CPU pool it is Decode at
+    /// once.</summary>
+    /// <param name="batch">Number of requests.</param>
+    /// <param name="seqLens">Address: lengths including the new token (int64, batch values).</param>
+    /// <param name="lastLocs">Address: slot of token seq-2 (-1 when seq is 1).</param>
+    /// <param name="slots">Address: receives one slot per request.</param>
+    /// <param name="stream">cudaStream_t (IntPtr.Zero: default stream), the capturing stream.</param>
+    /// <exception cref="KvPoolException">Status.OutOfMemory (CPU pools), InvalidArgument, Unsupported,
+    /// DeviceFault.</exception>
+    public void DecodeGraphAsync(ulong batch, global::System.IntPtr seqLens, global::System.IntPtr lastLocs,
+                                 global::System.IntPtr slots, global::System.IntPtr stream) {
+      Kvpool.kvalloc_decode_graph_async(this, batch, seqLens, lastLocs, slots, stream);
+    }
+
+    /// <summary>How many consecutive DecodeGraphAsync steps fit in the free list (a graph's
+    /// watermark): step k gives every request one more token (lengths seqLensHost[i] + k). Host
+    /// arithmetic, no synchronization.</summary>
+    /// <param name="seqLensHost">Lengths at the first step, including its new token (each >= 1; not
+    /// empty).</param>
+    /// <exception cref="KvPoolException">Status.InvalidArgument (an empty batch, a length below 1),
+    /// Unsupported.</exception>
+    public ulong DecodeWatermark(long[] seqLensHost) {
+      NotNull(seqLensHost, "seqLensHost");
+      ulong steps;
+      Kvpool.kvalloc_decode_watermark(this, seqLensHost, Len(seqLensHost), out steps);
+      return steps;
+    }
+
+    /// <summary>Records that steps DecodeGraphAsync steps ran, from the lengths seqLensHost at the
+    /// first of them: the host counters advance as the device cursor did. On a CPU pool, which
+    /// allocated at each step, it only checks its arguments.</summary>
+    /// <exception cref="KvPoolException">Status.InvalidArgument, Unsupported, DeviceFault.</exception>
+    public void DecodeGraphAdvance(long[] seqLensHost, ulong steps) {
+      NotNull(seqLensHost, "seqLensHost");
+      Kvpool.kvalloc_decode_graph_advance(this, seqLensHost, Len(seqLensHost), steps);
     }
 
     /// <summary>SeqExtend with the request-table writes enqueued on the stream and the new slots

@@ -407,5 +407,71 @@ namespace KvPool.Tests {
         PrefixCacheTests.CheckAccounting(dev);
       }
     }
+
+    [Test]
+    public void DecodeGraphMatchesDecode() {
+      using (Pool host = new Pool(Configs.Paged))
+      using (Pool dev = new Pool(Configs.Paged))
+      using (Pool swa = new Pool(Configs.Swa)) {
+        // Three requests get their first 5, 3 and 2 tokens: pages 1-2, 3 and 4, 12 of the 16 pages
+        // stay free.
+        long[] prefix = { 0, 0, 0 };
+        long[] first = { 5, 3, 2 };
+        long[] none = { -1, -1, -1 };
+        long[] want = host.Extend(prefix, first, none);
+        CollectionAssert.AreEqual(new long[] { 4, 5, 6, 7, 8, 12, 13, 14, 16, 17 }, want);
+        CollectionAssert.AreEqual(want, dev.Extend(prefix, first, none));
+
+        // Bad input is refused and takes nothing.
+        IntPtr out1 = Longs(-7);
+        Configs.Expect(Status.InvalidArgument, () => dev.DecodeGraphAsync(1, Longs(0), Longs(8), out1, IntPtr.Zero));
+        Configs.Expect(Status.InvalidArgument, () => dev.DecodeGraphAsync(1, IntPtr.Zero, Longs(8), out1, IntPtr.Zero));
+        CollectionAssert.AreEqual(new long[] { -7 }, ReadLongs(out1, 1));
+        Configs.Expect(Status.InvalidArgument, () => dev.DecodeWatermark(new long[0]));  // an empty batch
+        Configs.Expect(Status.InvalidArgument, () => dev.DecodeWatermark(new long[] { 6, 0, 3 }));  // a length of 0
+        Configs.Expect(Status.InvalidArgument, () => dev.DecodeGraphAdvance(new long[] { 0 }, 1));
+        Assert.Throws<ArgumentNullException>(() => dev.DecodeWatermark(null));
+        Assert.AreEqual(64UL - 16, dev.Available());
+
+        // The steps start at lengths 6, 4 and 3; a request takes a page at lengths 5, 9, 13, ...:
+        // 17 steps take the 12 free pages, an 18th would take a 13th.
+        long[] seq = { 6, 4, 3 };
+        ulong steps = dev.DecodeWatermark(seq);
+        Assert.AreEqual(17UL, steps);
+        Assert.AreEqual(steps, host.DecodeWatermark(seq));
+
+        // The graph's buffers: the engine's kernel would make each step's slots the next step's
+        // lastLocs and add one to every length.
+        IntPtr seqDev = Longs(seq);
+        IntPtr lastDev = Longs(8, 14, 17);
+        IntPtr slotsDev = Longs(0, 0, 0);
+        long[] hostLast = { 8, 14, 17 };
+        for (ulong k = 0; k < steps; k++) {
+          long[] lens = ReadLongs(seqDev, 3);
+          long[] wantStep = host.Decode(lens, hostLast);
+          dev.DecodeGraphAsync((ulong)seq.Length, seqDev, lastDev, slotsDev, IntPtr.Zero);
+          CollectionAssert.AreEqual(wantStep, ReadLongs(slotsDev, 3), "step " + k);
+          Marshal.Copy(wantStep, 0, lastDev, 3);
+          for (int i = 0; i < 3; i++) lens[i]++;
+          Marshal.Copy(lens, 0, seqDev, 3);
+          hostLast = wantStep;
+        }
+        dev.Synchronize(IntPtr.Zero);
+        dev.DecodeGraphAdvance(seq, steps);
+        Assert.AreEqual(0UL, host.Available());
+        Assert.AreEqual(0UL, dev.Available());
+
+        // The step after the watermark does not fit, on either pool.
+        long[] after = ReadLongs(seqDev, 3);
+        CollectionAssert.AreEqual(new long[] { 23, 21, 20 }, after);
+        Configs.Expect(Status.OutOfMemory, () => dev.DecodeGraphAsync(3, seqDev, lastDev, slotsDev, IntPtr.Zero));
+        Configs.Expect(Status.OutOfMemory, () => host.Decode(after, hostLast));
+        Assert.AreEqual(0UL, dev.DecodeWatermark(after));
+        dev.Check();
+
+        // swa has no pages to count.
+        Configs.Expect(Status.Unsupported, () => swa.DecodeWatermark(new long[] { 1 }));
+      }
+    }
   }
 }

@@ -19,9 +19,10 @@ import "strconv"
 // bad input directly (ErrInvalidArgument).
 //
 // The allocator calls need `"pool": {"free_list": "device"}` on a CUDA pool.
-// The *Host length slices (ExtendAsync, DecodeAsync, ExtendPages) are
-// ordinary Go slices: the host copies of the device lengths, used for the
-// capacity check. The slot ids of MambaAllocAsync and MambaForkAsync are
+// The *Host length slices (ExtendAsync, DecodeAsync, ExtendPages,
+// DecodeWatermark, DecodeGraphAdvance) are ordinary Go slices: the host
+// copies of the device lengths, used for the capacity check (their length is
+// the batch). The slot ids of MambaAllocAsync and MambaForkAsync are
 // host values too (returned as with MambaAlloc and MambaFork): only their
 // stream is an address. The request ids, chunk lengths and tokens of
 // SeqExtendAsync and SeqDecodeAsync are Go slices as in SeqExtend and
@@ -255,6 +256,51 @@ func (p *Pool) MambaCopyAsync(src uintptr, srcLen int, dst uintptr, dstLen int, 
 		return err
 	}
 	return p.call(func(h SwigcptrKvpool) error { return Kvpool_mamba_copy_async(h, src, c[0], dst, c[1], stream) })
+}
+
+// DecodeGraphAsync is a decode step that a CUDA graph can capture once and
+// replay: seqLens (lengths including the new token), lastLocs and slots hold
+// batch int64 values. The lengths, lastLocs and the free-list position are
+// read, and the page count and capacity checked, when the step runs; a
+// replay past the watermark faults the pool (ErrDeviceFault). Same slots as DecodeAsync
+// for the same lengths. The host counters do not move: after the steps ran,
+// and before any other allocator call, call DecodeGraphAdvance. On a CPU pool
+// it is Decode at once (ErrOutOfMemory when the step does not fit).
+func (p *Pool) DecodeGraphAsync(batch int, seqLens, lastLocs, slots, stream uintptr) error {
+	n, err := counts("kvalloc_decode_graph_async", []string{"batch"}, batch)
+	if err != nil {
+		return err
+	}
+	return p.call(func(h SwigcptrKvpool) error {
+		return Kvalloc_decode_graph_async(h, n[0], seqLens, lastLocs, slots, stream)
+	})
+}
+
+// DecodeWatermark is the number of consecutive DecodeGraphAsync steps that
+// fit in the free list (a graph's watermark): step k gives every request one
+// more token (lengths seqLensHost[i] + k, seqLensHost the lengths at the
+// first step, including its new token, each >= 1). Host arithmetic, no
+// synchronization; an empty batch is ErrInvalidArgument.
+func (p *Pool) DecodeWatermark(seqLensHost []int64) (int, error) {
+	var steps uint
+	err := p.call(func(h SwigcptrKvpool) error {
+		return Kvalloc_decode_watermark(h, seqLensHost, &steps)
+	})
+	return int(steps), err
+}
+
+// DecodeGraphAdvance records that steps DecodeGraphAsync steps ran (from the
+// lengths seqLensHost at the first of them): the host counters advance as the
+// device cursor did. On a CPU pool, which allocated at each step, it only
+// checks its arguments.
+func (p *Pool) DecodeGraphAdvance(seqLensHost []int64, steps int) error {
+	n, err := counts("kvalloc_decode_graph_advance", []string{"steps"}, steps)
+	if err != nil {
+		return err
+	}
+	return p.call(func(h SwigcptrKvpool) error {
+		return Kvalloc_decode_graph_advance(h, seqLensHost, n[0])
+	})
 }
 
 // SeqExtendAsync is SeqExtend with the request-table writes enqueued on

@@ -2,6 +2,7 @@ package kvpool_test
 
 import (
 	"bytes"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -499,4 +500,94 @@ func TestDeviceSeqMatchesHostCalls(t *testing.T) {
 	must(t, dev.Abort(d))
 	wantAccounting(t, host)
 	wantAccounting(t, dev)
+}
+
+func TestDeviceDecodeGraphMatchesDecode(t *testing.T) {
+	host := open(t, pagedConfig)
+	dev := open(t, pagedConfig)
+
+	// Three requests get their first 5, 3 and 2 tokens: pages 1-2, 3 and 4,
+	// 12 of the 16 pages stay free.
+	prefix, first, none := []int64{0, 0, 0}, []int64{5, 3, 2}, []int64{-1, -1, -1}
+	want, err := host.Extend(prefix, first, none)
+	must(t, err)
+	wantInts(t, "Extend", want, []int64{4, 5, 6, 7, 8, 12, 13, 14, 16, 17})
+	got, err := dev.Extend(prefix, first, none)
+	must(t, err)
+	wantInts(t, "Extend (twin)", got, want)
+
+	// Bad input is refused and takes nothing.
+	zero, out := hostInt64s(t, 0), hostInt64s(t, -7)
+	lastOne := hostInt64s(t, 8)
+	wantCode(t, dev.DecodeGraphAsync(1, zero.Addr(), lastOne.Addr(), out.Addr(), 0), kvpool.ErrInvalidArgument)
+	wantCode(t, dev.DecodeGraphAsync(1, 0, lastOne.Addr(), out.Addr(), 0), kvpool.ErrInvalidArgument)
+	wantCode(t, dev.DecodeGraphAsync(-1, zero.Addr(), lastOne.Addr(), out.Addr(), 0), kvpool.ErrInvalidArgument)
+	wantInts(t, "slots of the refused steps", out.Int64s(), []int64{-7})
+	_, err = dev.DecodeWatermark(nil)
+	wantCode(t, err, kvpool.ErrInvalidArgument) // an empty batch
+	_, err = dev.DecodeWatermark([]int64{})
+	wantCode(t, err, kvpool.ErrInvalidArgument)
+	_, err = dev.DecodeWatermark([]int64{6, 0, 3})
+	wantCode(t, err, kvpool.ErrInvalidArgument) // a length of 0
+	wantCode(t, dev.DecodeGraphAdvance([]int64{0}, 1), kvpool.ErrInvalidArgument)
+	wantCode(t, dev.DecodeGraphAdvance([]int64{6, 4, 3}, -1), kvpool.ErrInvalidArgument)
+	if avail := available(t, dev); avail != 64-16 {
+		t.Fatalf("Available after refused calls = %d, want %d", avail, 64-16)
+	}
+
+	// The steps start at lengths 6, 4 and 3; a request takes a page at
+	// lengths 5, 9, 13, ...: 17 steps take the 12 free pages, an 18th would
+	// take a 13th.
+	seq := []int64{6, 4, 3}
+	steps, err := dev.DecodeWatermark(seq)
+	must(t, err)
+	if steps != 17 {
+		t.Fatalf("DecodeWatermark(%v) = %d, want 17", seq, steps)
+	}
+	hostSteps, err := host.DecodeWatermark(seq)
+	must(t, err)
+	if hostSteps != steps {
+		t.Fatalf("DecodeWatermark on the twin = %d, want %d", hostSteps, steps)
+	}
+
+	// The graph's buffers: the engine's kernel would make each step's slots
+	// the next step's lastLocs and add one to every length.
+	seqDev, lastDev, slotsDev := hostInt64s(t, seq...), hostInt64s(t, 8, 14, 17), hostInt64s(t, 0, 0, 0)
+	hostLast := []int64{8, 14, 17}
+	for k := 0; k < steps; k++ {
+		lens := append([]int64(nil), seqDev.Int64s()...)
+		wantStep, err := host.Decode(lens, hostLast)
+		must(t, err)
+		must(t, dev.DecodeGraphAsync(len(seq), seqDev.Addr(), lastDev.Addr(), slotsDev.Addr(), 0))
+		wantInts(t, "DecodeGraphAsync step "+strconv.Itoa(k), slotsDev.Int64s(), wantStep)
+		copy(lastDev.Int64s(), slotsDev.Int64s())
+		for i := range seqDev.Int64s() {
+			seqDev.Int64s()[i]++
+		}
+		hostLast = wantStep
+	}
+	must(t, dev.Synchronize(0))
+	must(t, dev.DecodeGraphAdvance(seq, steps))
+	if ha, da := available(t, host), available(t, dev); ha != 0 || da != 0 {
+		t.Fatalf("Available after %d steps: host %d, device %d, want 0", steps, ha, da)
+	}
+
+	// The step after the watermark does not fit, on either pool.
+	wantInts(t, "lengths after the steps", seqDev.Int64s(), []int64{23, 21, 20})
+	wantCode(t, dev.DecodeGraphAsync(len(seq), seqDev.Addr(), lastDev.Addr(), slotsDev.Addr(), 0),
+		kvpool.ErrOutOfMemory)
+	_, err = host.Decode(append([]int64(nil), seqDev.Int64s()...), hostLast)
+	wantCode(t, err, kvpool.ErrOutOfMemory)
+	left, err := dev.DecodeWatermark(seqDev.Int64s())
+	must(t, err)
+	if left != 0 {
+		t.Fatalf("DecodeWatermark when full = %d, want 0", left)
+	}
+	_, err = dev.Check()
+	must(t, err)
+
+	// swa has no pages to count.
+	swa := open(t, swaConfig)
+	_, err = swa.DecodeWatermark([]int64{1})
+	wantCode(t, err, kvpool.ErrUnsupported)
 }

@@ -430,4 +430,74 @@ public class DeviceTest {
       PrefixCacheTest.accounting(dev);
     }
   }
+
+  @Test
+  public void decodeGraphMatchesDecode() {
+    try (Pool host = new Pool(Configs.PAGED); Pool dev = new Pool(Configs.PAGED); Pool swa = new Pool(Configs.SWA)) {
+      // Three requests get their first 5, 3 and 2 tokens: pages 1-2, 3 and 4, 12 of the 16 pages
+      // stay free.
+      long[] prefix = {0, 0, 0};
+      long[] first = {5, 3, 2};
+      long[] none = {-1, -1, -1};
+      long[] want = host.extend(prefix, first, none);
+      assertArrayEquals(new long[] {4, 5, 6, 7, 8, 12, 13, 14, 16, 17}, want);
+      assertArrayEquals(want, dev.extend(prefix, first, none));
+
+      // Bad input is refused and takes nothing.
+      ByteBuffer out = longs(-7);
+      expect(Status.INVALID_ARGUMENT, () -> dev.decodeGraphAsync(1, addr(longs(0)), addr(longs(8)), addr(out), 0));
+      expect(Status.INVALID_ARGUMENT, () -> dev.decodeGraphAsync(1, 0, addr(longs(8)), addr(out), 0));
+      assertThrows(IllegalArgumentException.class,
+          () -> dev.decodeGraphAsync(-1, addr(longs(6)), addr(longs(8)), addr(out), 0));
+      assertArrayEquals(new long[] {-7}, read(out, 1));
+      expect(Status.INVALID_ARGUMENT, () -> dev.decodeWatermark(new long[0]));  // an empty batch
+      expect(Status.INVALID_ARGUMENT, () -> dev.decodeWatermark(new long[] {6, 0, 3}));  // a length of 0
+      expect(Status.INVALID_ARGUMENT, () -> dev.decodeGraphAdvance(new long[] {0}, 1));
+      assertThrows(IllegalArgumentException.class, () -> dev.decodeGraphAdvance(new long[] {6, 4, 3}, -1));
+      assertThrows(NullPointerException.class, () -> dev.decodeWatermark(null));
+      assertEquals(64 - 16, dev.available());
+
+      // The steps start at lengths 6, 4 and 3; a request takes a page at lengths 5, 9, 13, ...:
+      // 17 steps take the 12 free pages, an 18th would take a 13th.
+      long[] seq = {6, 4, 3};
+      long steps = dev.decodeWatermark(seq);
+      assertEquals(17, steps);
+      assertEquals(steps, host.decodeWatermark(seq));
+
+      // The graph's buffers: the engine's kernel would make each step's slots the next step's
+      // lastLocs and add one to every length.
+      ByteBuffer seqDev = longs(seq);
+      ByteBuffer lastDev = longs(8, 14, 17);
+      ByteBuffer slotsDev = longs(0, 0, 0);
+      long[] hostLast = {8, 14, 17};
+      for (int k = 0; k < steps; k++) {
+        long[] lens = read(seqDev, 3);
+        long[] wantStep = host.decode(lens, hostLast);
+        dev.decodeGraphAsync(seq.length, addr(seqDev), addr(lastDev), addr(slotsDev), 0);
+        assertArrayEquals("step " + k, wantStep, read(slotsDev, 3));
+        lastDev.asLongBuffer().put(wantStep);
+        for (int i = 0; i < 3; i++) {
+          lens[i]++;
+        }
+        seqDev.asLongBuffer().put(lens);
+        hostLast = wantStep;
+      }
+      dev.synchronize(0);
+      dev.decodeGraphAdvance(seq, steps);
+      assertEquals(0, host.available());
+      assertEquals(0, dev.available());
+
+      // The step after the watermark does not fit, on either pool.
+      long[] after = read(seqDev, 3);
+      assertArrayEquals(new long[] {23, 21, 20}, after);
+      expect(Status.OUT_OF_MEMORY, () -> dev.decodeGraphAsync(3, addr(seqDev), addr(lastDev), addr(slotsDev), 0));
+      long[] lastLocs = hostLast;
+      expect(Status.OUT_OF_MEMORY, () -> host.decode(after, lastLocs));
+      assertEquals(0, dev.decodeWatermark(after));
+      dev.check();
+
+      // swa has no pages to count.
+      expect(Status.UNSUPPORTED, () -> swa.decodeWatermark(new long[] {1}));
+    }
+  }
 }
