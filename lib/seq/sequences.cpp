@@ -305,18 +305,12 @@ void Sequences::reserve_redirects(size_t requests, size_t slots) {
   reserve_more(&duplicates_, slots);
 }
 
-Status Sequences::redirect_row(Request* r, size_t from, const int64_t* tree_slots, size_t n, size_t dup_from) {
-  if (!stage_redirects_) {
-    const Status st = table_->write(r->row, from, tree_slots, n);
-    if (!st.is_ok()) return st;
-    return free_slots(r->slots, dup_from, dup_from + n);
-  }
+void Sequences::stage_redirect(const Request& r, const int64_t* tree_slots, size_t n) {
   // Room was reserved by extend(): these appends do not allocate.
-  redirects_.push_back(Redirect{r->row, from, n, redirect_slots_.size()});
+  redirects_.push_back(Redirect{r.row, r.cached, n, redirect_slots_.size()});
   redirect_slots_.insert(redirect_slots_.end(), tree_slots, tree_slots + n);
-  duplicates_.insert(duplicates_.end(), r->slots.begin() + static_cast<long>(dup_from),
-                     r->slots.begin() + static_cast<long>(dup_from + n));
-  return Status::ok();
+  duplicates_.insert(duplicates_.end(), r.slots.begin() + static_cast<long>(r.cached),
+                     r.slots.begin() + static_cast<long>(r.cached + n));
 }
 
 Status Sequences::flush_redirects() {
@@ -419,7 +413,7 @@ Status Sequences::cache_computed_pages(Request* r) {
   // ours are duplicates. Inside an extend batch the row is pointed at the tree's slots
   // later, with the other rows, and the duplicates are freed then.
   if (stage_redirects_ && prefix > r->cached && matched >= prefix) {
-    KVPOOL_RETURN_IF_ERROR(redirect_row(r, r->cached, match_scratch_.get() + r->cached, prefix - r->cached, r->cached));
+    stage_redirect(*r, match_scratch_.get() + r->cached, prefix - r->cached);
   }
   if (matched != aligned) {
     return Status::internal("the prefix tree lost pages just inserted (" + std::to_string(matched) + " of " +

@@ -144,9 +144,9 @@ class Sequences {
   virtual bool slot_held(int64_t slot) const;
   virtual Status free_slots(const std::vector<int64_t>& slots, size_t from, size_t to);
   Status cache_computed_pages(Request* r);
-  // Points a request's row at the tree's slots for [from, from + n) (they replace its duplicates):
-  // at once, or, inside an extend batch, staged for flush_redirects().
-  Status redirect_row(Request* r, size_t from, const int64_t* tree_slots, size_t n, size_t dup_from);
+  // Inside an extend batch: stages pointing r's row at the tree's slots for [cached, cached + n),
+  // which replace its duplicates there, for flush_redirects() (which frees the duplicates).
+  void stage_redirect(const Request& r, const int64_t* tree_slots, size_t n);
   // Applies the staged redirects with one batch of table writes, then frees the duplicates they
   // replaced (one synchronous write per request if the batch fails).
   Status flush_redirects();
@@ -192,7 +192,7 @@ class Sequences {
   void* stream_ = nullptr;
   int64_t* device_out_ = nullptr;
   std::vector<int64_t> host_out_;  // the *_async forms' host copy of the new slots
-  // Redirects staged inside an extend batch (see redirect_row): per request its row, first
+  // Redirects staged inside an extend batch (see stage_redirect): per request its row, first
   // column, count and offset in redirect_slots_, and the duplicates to free afterwards.
   struct Redirect {
     int32_t row;
