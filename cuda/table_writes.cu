@@ -106,17 +106,7 @@ class DeviceTableWrites final : public TableWrites {
     if (s.runs.capacity < n_runs_ + 1 || s.values.capacity < n_values_ + n) {
       return Status::internal("table writes staged beyond their reservation");
     }
-    const int64_t limit = table_->slot_limit();
-    int32_t* dst = static_cast<int32_t*>(s.values.host) + n_values_;
-    uint64_t high = 0;  // nonzero if a slot is negative or >= 2^31
-    int32_t top = 0;
-    for (size_t i = 0; i < n; ++i) {  // narrow and range-check in one vectorisable pass
-      high |= static_cast<uint64_t>(slots[i]) >> 31;
-      const int32_t low = static_cast<int32_t>(static_cast<uint64_t>(slots[i]) & 0x7fffffffu);
-      dst[i] = low;
-      top = std::max(top, low);
-    }
-    if (high != 0 || top >= limit) return table_->check_slots(slots, n);  // names the first bad slot
+    KVPOOL_RETURN_IF_ERROR(table_->narrow_slots(slots, n, static_cast<int32_t*>(s.values.host) + n_values_));
     static_cast<TableRun*>(s.runs.host)[n_runs_++] =
         TableRun{row, static_cast<int32_t>(start), static_cast<int32_t>(n), static_cast<int32_t>(n_values_)};
     n_values_ += n;

@@ -85,24 +85,29 @@ Status RequestTable::write(int32_t row, size_t start, const int64_t* slots, size
   KVPOOL_RETURN_IF_ERROR(check_columns(row, start, n));
   if (n == 0) return Status::ok();  // nothing to copy (and memcpy from an empty staging_'s NULL is UB)
   // staging_ holds context_ entries from creation and n <= context_ here: no allocation.
-  if (slot_limit_ > INT32_MAX) {
-    KVPOOL_RETURN_IF_ERROR(check_slots(slots, n));
-    staging_.assign(slots, slots + n);
-  } else {  // narrow and range-check in one branch-free (vectorisable) pass
-    staging_.resize(n);
-    int32_t* dst = staging_.data();
-    uint64_t high = 0;  // nonzero if a slot is negative or >= 2^31
-    int32_t top = 0;
-    for (size_t i = 0; i < n; ++i) {
-      high |= static_cast<uint64_t>(slots[i]) >> 31;
-      const int32_t low = static_cast<int32_t>(static_cast<uint64_t>(slots[i]) & 0x7fffffffu);
-      dst[i] = low;
-      top = std::max(top, low);
-    }
-    if (high != 0 || top >= slot_limit_) return check_slots(slots, n);  // names the first bad slot
-  }
+  staging_.resize(n);
+  KVPOOL_RETURN_IF_ERROR(narrow_slots(slots, n, staging_.data()));
   int32_t* base = table_.as<int32_t>() + static_cast<size_t>(row) * static_cast<size_t>(context_) + start;
   return backend_->from_host(base, staging_.data(), n * sizeof(int32_t));
+}
+
+Status RequestTable::narrow_slots(const int64_t* slots, size_t n, int32_t* dst) const {
+  if (slot_limit_ > INT32_MAX) {
+    KVPOOL_RETURN_IF_ERROR(check_slots(slots, n));
+    for (size_t i = 0; i < n; ++i) dst[i] = static_cast<int32_t>(slots[i]);
+    return Status::ok();
+  }
+  // Narrow and range-check in one branch-free (vectorisable) pass.
+  uint64_t high = 0;  // nonzero if a slot is negative or >= 2^31
+  int32_t top = 0;
+  for (size_t i = 0; i < n; ++i) {
+    high |= static_cast<uint64_t>(slots[i]) >> 31;
+    const int32_t low = static_cast<int32_t>(static_cast<uint64_t>(slots[i]) & 0x7fffffffu);
+    dst[i] = low;
+    top = std::max(top, low);
+  }
+  if (high != 0 || top >= slot_limit_) return check_slots(slots, n);  // names the first bad slot
+  return Status::ok();
 }
 
 Status RequestTable::read(int32_t row, size_t start, int64_t* out, size_t n) const {

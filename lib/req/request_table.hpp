@@ -43,6 +43,8 @@ class RequestTable {
   Status check_row(int32_t row) const;
   Status check_columns(int32_t row, size_t start, size_t n) const;
   Status check_slots(const int64_t* slots, size_t n) const;
+  // The table's int32 form of `n` slots into `dst`, range-checked (the message of check_slots).
+  Status narrow_slots(const int64_t* slots, size_t n, int32_t* dst) const;
 
  private:
   RequestTable(backend::Backend* backend, int64_t rows, int64_t context, int64_t slot_limit);
