@@ -34,6 +34,11 @@ Status use_host_list(::kvpool* p) {
   return Status::ok();
 }
 
+Status refresh_host_list(::kvpool* p) {
+  if (!p->device_pages || p->list_home != ListHome::kDevice) return Status::ok();
+  return device_to_host(p);
+}
+
 Status use_device_list(::kvpool* p) {
   if (!p->device_pages) return Status::ok();
   if (p->list_home == ListHome::kHost) KVPOOL_RETURN_IF_ERROR(host_to_device(p));

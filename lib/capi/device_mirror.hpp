@@ -14,8 +14,12 @@
 
 namespace kvp::capi {
 
-// Before kvseq_* / radix_*: the host mirror is current, and marked as the side that changes.
+// Before kvseq_* / radix_* calls that may allocate or free: the host mirror is current,
+// and marked as the side that changes.
 Status use_host_list(::kvpool* p);
+// Before a call that only reads the host mirror (kvseq_accounting): current, not marked,
+// so that the next device call has nothing to upload.
+Status refresh_host_list(::kvpool* p);
 // Before a device free-list call: the device lists are current, and marked as the side that changes.
 Status use_device_list(::kvpool* p);
 // Before reading both (kvpool_check): the two copies are equal.

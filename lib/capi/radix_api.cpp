@@ -15,13 +15,17 @@ using kvp::capi::with_pool;
 
 namespace {
 
-Status need_cache(kvpool* pool) {
-  KVPOOL_RETURN_IF_ERROR(kvp::capi::need_host_free_list(pool));
+Status has_cache(const kvpool* pool) {
   if (!pool->cache && !pool->mamba_cache && !pool->swa_cache) {
     return Status::unsupported("the pool has no radix prefix cache (prefix_cache.kind is not \"radix\", or a "
                                "hybrid_linear pool uses pool.mamba_extra_buffer)");
   }
   return Status::ok();
+}
+
+Status need_cache(kvpool* pool) {
+  KVPOOL_RETURN_IF_ERROR(kvp::capi::need_host_free_list(pool));
+  return has_cache(pool);
 }
 
 }  // namespace
@@ -114,7 +118,7 @@ KVPOOL_API kvpool_status radix_evict(kvpool* pool, size_t tokens, size_t* evicte
 
 KVPOOL_API kvpool_status radix_sizes(const kvpool* pool, size_t* evictable, size_t* protected_len, size_t* total) {
   return with_pool("radix_sizes", pool, [&](kvpool* p) -> Status {
-    KVPOOL_RETURN_IF_ERROR(need_cache(p));
+    KVPOOL_RETURN_IF_ERROR(has_cache(p));  // the tree's counters: no list needed
     KVPOOL_RETURN_IF_ERROR(check_out(evictable, "evictable"));
     KVPOOL_RETURN_IF_ERROR(check_out(protected_len, "protected_len"));
     KVPOOL_RETURN_IF_ERROR(check_out(total, "total"));

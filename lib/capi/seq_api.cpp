@@ -15,14 +15,20 @@ using kvp::capi::with_pool;
 
 namespace {
 
-// kvseq keeps slot ids on the host: with a device free list it runs on the list's
-// host mirror, brought up to date first (capi/device_mirror.hpp).
-Status need_seqs(kvpool* pool) {
+// The pool has kvseq at all (queries of a request's own state need nothing else).
+Status has_seqs(const kvpool* pool) {
   if (!pool->seqs) {
     return Status::unsupported("kvseq does not support attention \"" +
                                std::string(kvp::config::attention_name(pool->config.model.attention)) +
                                "\" with pool.mamba_extra_buffer");
   }
+  return Status::ok();
+}
+
+// kvseq keeps slot ids on the host: with a device free list a call that may allocate or
+// free runs on the list's host mirror, brought up to date first (capi/device_mirror.hpp).
+Status need_seqs(kvpool* pool) {
+  KVPOOL_RETURN_IF_ERROR(has_seqs(pool));
   return kvp::capi::use_host_list(pool);
 }
 
@@ -133,7 +139,7 @@ KVPOOL_API kvpool_status kvseq_retract(kvpool* pool, uint64_t seq, size_t* cache
 
 KVPOOL_API kvpool_status kvseq_get_info(const kvpool* pool, uint64_t seq, kvseq_info* out) {
   return with_pool("kvseq_get_info", pool, [&](kvpool* p) -> Status {
-    KVPOOL_RETURN_IF_ERROR(need_seqs(p));
+    KVPOOL_RETURN_IF_ERROR(has_seqs(p));  // the request's own state: no list needed
     KVPOOL_RETURN_IF_ERROR(check_out(out, "out"));
     if (out->struct_size < sizeof(kvseq_info)) {
       return Status::invalid("out->struct_size is " + std::to_string(out->struct_size) + ", expected at least " +
@@ -153,7 +159,7 @@ KVPOOL_API kvpool_status kvseq_get_info(const kvpool* pool, uint64_t seq, kvseq_
 KVPOOL_API kvpool_status kvseq_get_slots(const kvpool* pool, uint64_t seq, int64_t* slots, size_t slots_cap,
                                          size_t* slots_len) {
   return with_pool("kvseq_get_slots", pool, [&](kvpool* p) -> Status {
-    KVPOOL_RETURN_IF_ERROR(need_seqs(p));
+    KVPOOL_RETURN_IF_ERROR(has_seqs(p));  // the request's own state: no list needed
     KVPOOL_RETURN_IF_ERROR(check_array(slots, slots_cap, "slots"));
     KVPOOL_RETURN_IF_ERROR(check_out(slots_len, "slots_len"));
     const kvp::seq::Request* r = p->seqs->find(seq);
@@ -171,7 +177,8 @@ KVPOOL_API kvpool_status kvseq_get_slots(const kvpool* pool, uint64_t seq, int64
 KVPOOL_API kvpool_status kvseq_accounting(const kvpool* pool, size_t* available, size_t* evictable,
                                           size_t* protected_len, size_t* uncached, size_t* capacity) {
   return with_pool("kvseq_accounting", pool, [&](kvpool* p) -> Status {
-    KVPOOL_RETURN_IF_ERROR(need_seqs(p));
+    KVPOOL_RETURN_IF_ERROR(has_seqs(p));
+    KVPOOL_RETURN_IF_ERROR(kvp::capi::refresh_host_list(p));  // reads the free count, changes nothing
     for (auto [ptr, name] : {std::pair<size_t*, const char*>{available, "available"}, {evictable, "evictable"},
                              {protected_len, "protected_len"}, {uncached, "uncached"}, {capacity, "capacity"}}) {
       KVPOOL_RETURN_IF_ERROR(check_out(ptr, name));
@@ -184,7 +191,7 @@ KVPOOL_API kvpool_status kvseq_accounting(const kvpool* pool, size_t* available,
 KVPOOL_API kvpool_status kvseq_mamba_slot(const kvpool* pool, uint64_t seq, int32_t* slot) {
   return with_pool("kvseq_mamba_slot", pool, [&](kvpool* p) -> Status {
     KVPOOL_RETURN_IF_ERROR(kvp::capi::need_mamba(p));
-    KVPOOL_RETURN_IF_ERROR(need_seqs(p));
+    KVPOOL_RETURN_IF_ERROR(has_seqs(p));  // the request's own state: no list needed
     KVPOOL_RETURN_IF_ERROR(check_out(slot, "slot"));
     const kvp::seq::Request* r = p->seqs->find(seq);
     if (r == nullptr) return Status::invalid("request " + std::to_string(seq) + " does not exist");
