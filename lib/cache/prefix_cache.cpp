@@ -5,7 +5,11 @@
 namespace kvp::cache {
 
 PrefixCache::PrefixCache(alloc::PagedAllocator* allocator, EvictionPolicy policy, bool events)
-    : allocator_(allocator), tree_(allocator->page_size(), policy, events),
+    : allocator_(allocator),
+      page_shift_((allocator->page_size() & (allocator->page_size() - 1)) == 0
+                      ? __builtin_ctzll(static_cast<unsigned long long>(allocator->page_size()))
+                      : -1),
+      tree_(allocator->page_size(), policy, events),
       owned_(static_cast<size_t>(allocator->num_pages()) + 1, 0) {
   allocator_->reserve_scratch();  // eviction frees leaf after leaf: none of those frees may fail
   handover_.reserve(static_cast<size_t>(allocator->num_pages()));
@@ -14,11 +18,8 @@ PrefixCache::PrefixCache(alloc::PagedAllocator* allocator, EvictionPolicy policy
 Status PrefixCache::check_handover(const int64_t* slots, size_t n) const {
   const int64_t P = page_size();
   const size_t step = static_cast<size_t>(P);
-  const bool pow2 = (P & (P - 1)) == 0;
-  const int shift = __builtin_ctzll(static_cast<unsigned long long>(P));
   const int64_t limit = allocator_->slot_limit();
   const alloc::IdAllocator& held = allocator_->pages();
-  auto page_of = [&](int64_t slot) { return pow2 ? slot >> shift : slot / P; };  // slots here are >= P
   // The usual valid handover in one branch-free pass (an unusable slot reads page 0, which
   // neither the allocator nor the tree ever owns); the first offender's message comes
   // from a second pass only if something is wrong.
@@ -38,7 +39,7 @@ Status PrefixCache::check_handover(const int64_t* slots, size_t n) const {
   } else {
     for (size_t i = 0; i < n; i += step) {
       const int64_t first = slots[i];
-      const bool usable = (first >= P) & (first < limit) & (pow2 ? (first & (P - 1)) == 0 : first % P == 0);
+      const bool usable = (first >= P) & (first < limit) & (page_shift_ >= 0 ? (first & (P - 1)) == 0 : first % P == 0);
       bool in_order = true;
       for (size_t j = 1; j < step; ++j) in_order &= slots[i + j] == first + static_cast<int64_t>(j);
       const int64_t page = usable ? page_of(first) : 0;
@@ -86,12 +87,8 @@ Status PrefixCache::insert(const int32_t* tokens, size_t n, const int64_t* slots
   const size_t prefix = tree_.cached_prefix(tokens, n, extra_key);
   KVPOOL_RETURN_IF_ERROR(check_handover(slots + prefix, n - prefix));
   KVPOOL_RETURN_IF_ERROR(tree_.insert(tokens, n, slots, extra_key, priority, prefix_len, node, prefix));
-  const int shift = __builtin_ctzll(static_cast<unsigned long long>(P));
-  const bool pow2 = (P & (P - 1)) == 0;
   uint8_t* owned = owned_.data();  // a local: byte stores could alias the vector's pointer
-  for (size_t i = *prefix_len; i < n; i += P) {
-    owned[static_cast<size_t>(pow2 ? slots[i] >> shift : slots[i] / static_cast<int64_t>(P))] = 1;
-  }
+  for (size_t i = *prefix_len; i < n; i += P) owned[static_cast<size_t>(page_of(slots[i]))] = 1;
   return Status::ok();
 }
 
@@ -107,19 +104,14 @@ Status PrefixCache::evict(size_t tokens, size_t* evicted) {
     if (paged) {  // first slots of whole pages (check_handover): the pages, as one batch of runs
       std::vector<int64_t>& pages = handover_;  // sized for every page at creation: no allocation
       pages.resize(n);
-      if ((P & (P - 1)) == 0) {  // a shift, not a 64-bit division per page (page sizes are powers of two)
-        const int shift = __builtin_ctzll(static_cast<unsigned long long>(P));
-        for (size_t i = 0; i < n; ++i) pages[i] = values[i] >> shift;  // slots are >= P: no rounding issue
-      } else {
-        for (size_t i = 0; i < n; ++i) pages[i] = values[i] / P;
-      }
+      for (size_t i = 0; i < n; ++i) pages[i] = page_of(values[i]);
       KVPOOL_RETURN_IF_ERROR(allocator_->pages().give_back_runs(pages.data(), ends, runs, true));
       for (size_t i = 0; i < n; ++i) owned_[static_cast<size_t>(pages[i])] = 0;
       return Status::ok();
     }
     for (size_t r = 0, from = 0; r < runs; from = ends[r++]) {  // slot per token (not made by this cache)
       KVPOOL_RETURN_IF_ERROR(allocator_->free(values + from, ends[r] - from));
-      for (size_t i = from; i < ends[r]; i += static_cast<size_t>(P)) owned_[static_cast<size_t>(values[i] / P)] = 0;
+      for (size_t i = from; i < ends[r]; i += static_cast<size_t>(P)) owned_[static_cast<size_t>(page_of(values[i]))] = 0;
     }
     return Status::ok();
   }, evicted);

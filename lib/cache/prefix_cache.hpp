@@ -33,8 +33,11 @@ class PrefixCache {
 
  private:
   Status check_handover(const int64_t* slots, size_t n) const;
+  // The page of a slot (>= 0): a shift for the usual power-of-two page sizes, not a 64-bit division.
+  int64_t page_of(int64_t slot) const { return page_shift_ >= 0 ? slot >> page_shift_ : slot / page_size(); }
 
   alloc::PagedAllocator* allocator_;
+  int page_shift_;  // log2(page_size) when a power of two, else -1
   RadixTree tree_;
   mutable std::vector<uint8_t> owned_;  // index = page (check_handover marks pages with 2 for a moment)
   mutable std::vector<int64_t> handover_;  // evict()'s pages, sized once for every page: no allocation there
