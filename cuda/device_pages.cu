@@ -188,6 +188,23 @@ struct PairSum {
   }
 };
 
+// A decode request's length and last_loc (the slot of token seq - 2, -1 for a first
+// token), as PagedAllocator::decode checks them; raises the fault of `op` and returns
+// false when they do not fit.
+__device__ __forceinline__ bool decode_input_ok(const PageMath& page, int64_t seq, int64_t last, int64_t slot_limit,
+                                                FaultRecord* fault, int* flag, int32_t op, int64_t i) {
+  if (seq < 1) {
+    kvp_raise(fault, flag, backend::kFaultBadLength, op, i, seq, seq - 1);
+    return false;
+  }
+  if ((seq == 1 && last != -1) || (seq > 1 && (last < 0 || last >= slot_limit)) ||
+      (page.size > 1 && page.mod(last + 2) != page.mod(seq))) {
+    kvp_raise(fault, flag, backend::kFaultBadLastLoc, op, i, last, seq - 1);
+    return false;
+  }
+  return true;
+}
+
 constexpr int kDecodeThreads = 512;  // 1024 would cap registers at 64 and spill
 
 struct DecodeParams {
@@ -223,12 +240,7 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(DecodeParams p) 
     if (i < a.batch) {
       seq = a.seq_lens[i];
       last = a.last_locs[i];
-      if (seq < 1) {
-        kvp_raise(p.fault, p.flag, backend::kFaultBadLength, backend::kOpDecode, i, seq, seq - 1);
-      } else if ((seq == 1 && last != -1) || (seq > 1 && (last < 0 || last >= p.slot_limit)) ||
-                 (P > 1 && p.page.mod(last + 2) != p.page.mod(seq))) {
-        kvp_raise(p.fault, p.flag, backend::kFaultBadLastLoc, backend::kOpDecode, i, last, seq - 1);
-      } else {
+      if (decode_input_ok(p.page, seq, last, p.slot_limit, p.fault, p.flag, backend::kOpDecode, i)) {
         ok = true;
         mine = Pair{(P == 1 || p.page.mod(seq) == 1) ? 1 : 0, seq};
       }
@@ -302,15 +314,10 @@ __global__ void __launch_bounds__(kDecodeThreads) graph_decode_kernel(GraphDecod
   bool bad = false;
   for (int64_t i = threadIdx.x; i < p.batch; i += kDecodeThreads) {
     const int64_t seq = p.seq_lens[i], last = p.last_locs[i];
-    if (seq < 1) {
-      kvp_raise(p.fault, p.flag, backend::kFaultBadLength, backend::kOpDecodeGraph, i, seq, seq - 1);
-      bad = true;
-    } else if ((seq == 1 && last != -1) || (seq > 1 && (last < 0 || last >= p.slot_limit)) ||
-               (P > 1 && p.page.mod(last + 2) != p.page.mod(seq))) {
-      kvp_raise(p.fault, p.flag, backend::kFaultBadLastLoc, backend::kOpDecodeGraph, i, last, seq - 1);
-      bad = true;
-    } else {
+    if (decode_input_ok(p.page, seq, last, p.slot_limit, p.fault, p.flag, backend::kOpDecodeGraph, i)) {
       need += (P == 1 || p.page.mod(seq) == 1) ? 1 : 0;
+    } else {
+      bad = true;
     }
   }
   const long long total = Reduce(tmp.reduce).Sum(need);  // valid in thread 0
