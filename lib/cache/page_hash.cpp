@@ -45,9 +45,33 @@ Digest page_digest(const Digest* parent, const int32_t* tokens, size_t n) {
   return h.finish();
 }
 
+void page_digest_chain(const Digest* parent, const int32_t* tokens, size_t page, size_t pages, Digest* out) {
+  if (pages == 0) return;
+  size_t p = 0;
+  if (parent == nullptr) {  // the first page under the root has no parent bytes
+    out[0] = page_digest(nullptr, tokens, page);
+    parent = &out[0];
+    p = 1;
+  }
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  // The tokens' own bytes are the little-endian words the message holds.
+  Sha256::chain(*parent, reinterpret_cast<const uint8_t*>(tokens + p * page), 4 * page, pages - p, out + p);
+#else
+  for (; p < pages; ++p) {
+    out[p] = page_digest(parent, tokens + p * page, page);
+    parent = &out[p];
+  }
+#endif
+}
+
 int64_t event_id(const Digest& d) {
   uint64_t v = 0;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ && (defined(__GNUC__) || defined(__clang__))
+  std::memcpy(&v, d.data(), sizeof(v));  // one load and a byte swap
+  v = __builtin_bswap64(v);
+#else
   for (int i = 0; i < 8; ++i) v = (v << 8) | d[static_cast<size_t>(i)];
+#endif
   return static_cast<int64_t>(v);
 }
 

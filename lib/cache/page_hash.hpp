@@ -15,6 +15,9 @@ namespace kvp::cache {
 using Digest = Sha256::Digest;
 
 Digest page_digest(const Digest* parent, const int32_t* tokens, size_t n);
+// The digests of `pages` consecutive pages of `page` tokens, each chained to the one
+// before: out[p] = page_digest(p > 0 ? &out[p - 1] : parent, tokens + p * page, page).
+void page_digest_chain(const Digest* parent, const int32_t* tokens, size_t page, size_t pages, Digest* out);
 int64_t event_id(const Digest& digest);
 
 }  // namespace kvp::cache

@@ -544,11 +544,8 @@ Status RadixTree::insert(const int32_t* tokens, size_t n, const int64_t* slots, 
   const int64_t first_parent = prev != nullptr ? event_id(*prev) : 0;
   const bool hashed_here = events_enabled_ && cached < n && (cached == 0 || prev != nullptr);
   if (hashed_here) {
-    leaf_hashes.reserve((n - cached) / static_cast<size_t>(page_));  // `prev` points into it
-    for (size_t off = cached; off < n; off += static_cast<size_t>(page_)) {
-      leaf_hashes.push_back(page_digest(prev, tokens + off, static_cast<size_t>(page_)));
-      prev = &leaf_hashes.back();
-    }
+    leaf_hashes.resize((n - cached) / static_cast<size_t>(page_));
+    page_digest_chain(prev, tokens + cached, static_cast<size_t>(page_), leaf_hashes.size(), leaf_hashes.data());
     reserve_events(leaf_hashes.size(), n - cached);  // BlockStored per page, pushed after the change
   }
   const uint64_t stamp = ++clock_;
@@ -583,12 +580,7 @@ Status RadixTree::insert(const int32_t* tokens, size_t n, const int64_t* slots, 
     evictable_ += n - pos;
     if (hashed_here) {
       l.hashes = std::move(leaf_hashes);  // the buffer moves: the digests stay where they are
-      for (size_t p = 0; p < l.hashes.size(); ++p) {  // within the reserved room
-        const bool has_parent = p > 0 || first_has_parent;
-        const int64_t parent = p > 0 ? event_id(l.hashes[p - 1]) : first_parent;
-        push_event(EventType::kBlockStored, event_id(l.hashes[p]), has_parent, parent,
-                   tokens + cached + p * static_cast<size_t>(page_), static_cast<size_t>(page_));
-      }
+      push_stored(l.hashes.data(), l.hashes.size(), first_has_parent, first_parent, tokens + cached);  // reserved room
     } else if (events_enabled_) {  // an ancestor without hashes (not expected): hash after linking
       ensure_hashes(leaf);
       emit_stored(leaf);
@@ -710,6 +702,22 @@ void RadixTree::push_event(EventType type, int64_t block_hash, bool has_parent, 
   events_.push_back(e);
 }
 
+void RadixTree::push_stored(const Digest* hashes, size_t pages, bool first_has_parent, int64_t first_parent,
+                            const int32_t* tokens) {
+  // The pages' tokens are consecutive: one append for the run, and each page's id
+  // computed once (it is the next page's parent).
+  const size_t P = static_cast<size_t>(page_), first_token = event_tokens_.size();
+  event_tokens_.insert(event_tokens_.end(), tokens, tokens + pages * P);
+  bool has_parent = first_has_parent;
+  int64_t parent = first_has_parent ? first_parent : 0;
+  for (size_t p = 0; p < pages; ++p) {
+    const int64_t id = event_id(hashes[p]);
+    events_.push_back(KvEvent{EventType::kBlockStored, id, parent, has_parent, first_token + p * P, P});
+    has_parent = true;
+    parent = id;
+  }
+}
+
 std::vector<TakenEvent> RadixTree::take_events() {
   std::vector<TakenEvent> out;
   out.reserve(events_.size());
@@ -752,22 +760,17 @@ void RadixTree::ensure_hashes(int32_t id) {
     Node& n = nodes_[static_cast<size_t>(*it)];
     const Node& parent = nodes_[static_cast<size_t>(n.parent)];
     const Digest* prev = n.parent == kRoot || parent.hashes.empty() ? nullptr : &parent.hashes.back();
-    n.hashes.clear();
-    for (size_t off = 0; off < n.key.size(); off += static_cast<size_t>(page_)) {
-      n.hashes.push_back(page_digest(prev, n.key.data() + off, static_cast<size_t>(page_)));
-      prev = &n.hashes.back();
-    }
+    n.hashes.resize(n.key.size() / static_cast<size_t>(page_));
+    page_digest_chain(prev, n.key.data(), static_cast<size_t>(page_), n.hashes.size(), n.hashes.data());
   }
 }
 
 void RadixTree::emit_stored(int32_t id) {
   const Node& n = nodes_[static_cast<size_t>(id)];
   const Node& parent = nodes_[static_cast<size_t>(n.parent)];
-  for (size_t page = 0; page < n.hashes.size(); ++page) {
-    const Digest* prev = page > 0 ? &n.hashes[page - 1] : (n.parent == kRoot ? nullptr : &parent.hashes.back());
-    push_event(EventType::kBlockStored, event_id(n.hashes[page]), prev != nullptr, prev != nullptr ? event_id(*prev) : 0,
-               n.key.data() + page * static_cast<size_t>(page_), static_cast<size_t>(page_));
-  }
+  const bool has_parent = n.parent != kRoot;
+  push_stored(n.hashes.data(), n.hashes.size(), has_parent, has_parent ? event_id(parent.hashes.back()) : 0,
+              n.key.data());
 }
 
 void RadixTree::emit_removed(const Node& n) {

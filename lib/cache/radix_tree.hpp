@@ -272,6 +272,10 @@ class RadixTree {
   void reserve_events(size_t events, size_t tokens);
   void push_event(EventType type, int64_t block_hash, bool has_parent, int64_t parent_hash, const int32_t* tokens,
                   size_t count);
+  // BlockStored for `pages` consecutive pages (digests `hashes`, tokens from `tokens`), the
+  // first one's parent given, each later one's the page before.
+  void push_stored(const Digest* hashes, size_t pages, bool first_has_parent, int64_t first_parent,
+                   const int32_t* tokens);
   // evict()'s batch: the evicted nodes' values and the end of each node's run.
   static constexpr size_t kEvictBatch = size_t{1} << 16;
   std::vector<int64_t> evict_values_;

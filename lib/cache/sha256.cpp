@@ -34,22 +34,18 @@ bool cpu_has_sha_ni() {
   return ssse3 && sse41 && (b & (1u << 29)) != 0;
 }
 
-// One 64-byte block with the SHA extensions (the layout of Intel's reference code:
-// state as ABEF / CDGH, the message schedule with sha256msg1/msg2).
-__attribute__((target("sha,sse4.1,ssse3"))) void compress_sha_ni(uint32_t* state, const uint8_t* block) {
-  const __m128i mask = _mm_set_epi64x(0x0c0d0e0f08090a0bULL, 0x0405060700010203ULL);
-  __m128i tmp = _mm_loadu_si128(reinterpret_cast<const __m128i*>(state));
-  __m128i s1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(state + 4));
-  tmp = _mm_shuffle_epi32(tmp, 0xB1);         // CDAB
-  s1 = _mm_shuffle_epi32(s1, 0x1B);           // EFGH
-  __m128i s0 = _mm_alignr_epi8(tmp, s1, 8);   // ABEF
-  s1 = _mm_blend_epi16(s1, tmp, 0xF0);        // CDGH
-  const __m128i abef = s0, cdgh = s1;
-  __m128i w[16];
+// The 64 rounds of one block with the SHA extensions (the layout of Intel's reference
+// code: state as ABEF / CDGH, the message schedule with sha256msg1/msg2), from the
+// block's first four schedule vectors (words 0-3, 4-7, 8-11, 12-15, each in lane order).
+__attribute__((target("sha,sse4.1,ssse3"))) inline void rounds_sha_ni(__m128i* abef_io, __m128i* cdgh_io, __m128i w0,
+                                                                     __m128i w1, __m128i w2, __m128i w3) {
+  __m128i s0 = *abef_io, s1 = *cdgh_io;
+  __m128i w[16] = {w0, w1, w2, w3};
+  // Unrolled at every optimisation level: the schedule then lives in registers, and the
+  // round instructions, whose latency bounds the whole chain, issue back to back.
+#pragma GCC unroll 16
   for (int i = 0; i < 16; ++i) {
-    if (i < 4) {
-      w[i] = _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 16 * i)), mask);
-    } else {
+    if (i >= 4) {
       __m128i t = _mm_sha256msg1_epu32(w[i - 4], w[i - 3]);
       t = _mm_add_epi32(t, _mm_alignr_epi8(w[i - 1], w[i - 2], 4));
       w[i] = _mm_sha256msg2_epu32(t, w[i - 1]);
@@ -59,14 +55,75 @@ __attribute__((target("sha,sse4.1,ssse3"))) void compress_sha_ni(uint32_t* state
     msg = _mm_shuffle_epi32(msg, 0x0E);
     s0 = _mm_sha256rnds2_epu32(s0, s1, msg);
   }
-  s0 = _mm_add_epi32(s0, abef);
-  s1 = _mm_add_epi32(s1, cdgh);
-  tmp = _mm_shuffle_epi32(s0, 0x1B);          // FEBA
-  s1 = _mm_shuffle_epi32(s1, 0xB1);           // DCHG
-  s0 = _mm_blend_epi16(tmp, s1, 0xF0);        // DCBA
-  s1 = _mm_alignr_epi8(s1, tmp, 8);           // EFGH
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(state), s0);
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(state + 4), s1);
+  *abef_io = _mm_add_epi32(s0, *abef_io);
+  *cdgh_io = _mm_add_epi32(s1, *cdgh_io);
+}
+
+// Big-endian 32-bit words of 16 bytes, in lane order (and back: the shuffle is its own inverse).
+__attribute__((target("ssse3"))) inline __m128i swap_words(__m128i v) {
+  return _mm_shuffle_epi8(v, _mm_set_epi64x(0x0c0d0e0f08090a0bULL, 0x0405060700010203ULL));
+}
+
+__attribute__((target("ssse3"))) inline __m128i load_words(const uint8_t* p) {
+  return swap_words(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+// State words A-D / E-H (lane order) to the rounds' ABEF / CDGH registers, and back.
+__attribute__((target("sse4.1"))) inline void to_rounds_layout(__m128i abcd, __m128i efgh, __m128i* abef,
+                                                               __m128i* cdgh) {
+  const __m128i tmp = _mm_shuffle_epi32(abcd, 0xB1);  // CDAB
+  const __m128i hgfe = _mm_shuffle_epi32(efgh, 0x1B);  // EFGH
+  *abef = _mm_alignr_epi8(tmp, hgfe, 8);
+  *cdgh = _mm_blend_epi16(hgfe, tmp, 0xF0);
+}
+
+__attribute__((target("sse4.1"))) inline void from_rounds_layout(__m128i abef, __m128i cdgh, __m128i* abcd,
+                                                                 __m128i* efgh) {
+  const __m128i tmp = _mm_shuffle_epi32(abef, 0x1B);  // FEBA
+  const __m128i dchg = _mm_shuffle_epi32(cdgh, 0xB1);
+  *abcd = _mm_blend_epi16(tmp, dchg, 0xF0);
+  *efgh = _mm_alignr_epi8(dchg, tmp, 8);
+}
+
+// One 64-byte block.
+__attribute__((target("sha,sse4.1,ssse3"))) void compress_sha_ni(uint32_t* state, const uint8_t* block) {
+  __m128i abef, cdgh;
+  to_rounds_layout(_mm_loadu_si128(reinterpret_cast<const __m128i*>(state)),
+                   _mm_loadu_si128(reinterpret_cast<const __m128i*>(state + 4)), &abef, &cdgh);
+  rounds_sha_ni(&abef, &cdgh, load_words(block), load_words(block + 16), load_words(block + 32),
+                load_words(block + 48));
+  __m128i abcd, efgh;
+  from_rounds_layout(abef, cdgh, &abcd, &efgh);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(state), abcd);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(state + 4), efgh);
+}
+
+// Sha256::chain on the SHA extensions. A message's first 32 bytes are the previous
+// digest, whose big-endian words are the previous state words A-H: they stay in two
+// registers from one message to the next (no digest bytes written and read back on
+// the critical path, no per-message padding: the padded buffer is reused and only
+// its tail bytes change). `padded` bytes hold the padded message (<= 256).
+__attribute__((target("sha,sse4.1,ssse3"))) void chain_sha_ni(const uint8_t* first, const uint8_t* tails,
+                                                              size_t tail_len, size_t count, uint8_t* msg,
+                                                              size_t padded, uint8_t* out) {
+  alignas(16) static constexpr uint32_t kInitial[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+                                                       0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+  __m128i iv_abef, iv_cdgh;
+  to_rounds_layout(_mm_load_si128(reinterpret_cast<const __m128i*>(kInitial)),
+                   _mm_load_si128(reinterpret_cast<const __m128i*>(kInitial + 4)), &iv_abef, &iv_cdgh);
+  __m128i abcd = load_words(first), efgh = load_words(first + 16);
+  for (size_t i = 0; i < count; ++i) {
+    std::memcpy(msg + 32, tails + i * tail_len, tail_len);
+    __m128i abef = iv_abef, cdgh = iv_cdgh;
+    rounds_sha_ni(&abef, &cdgh, abcd, efgh, load_words(msg + 32), load_words(msg + 48));
+    for (size_t b = 64; b < padded; b += 64) {
+      rounds_sha_ni(&abef, &cdgh, load_words(msg + b), load_words(msg + b + 16), load_words(msg + b + 32),
+                    load_words(msg + b + 48));
+    }
+    from_rounds_layout(abef, cdgh, &abcd, &efgh);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 32 * i), swap_words(abcd));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 32 * i + 16), swap_words(efgh));
+  }
 }
 
 const bool kCpuHasShaNi = cpu_has_sha_ni();
@@ -181,6 +238,31 @@ Sha256::Digest Sha256::of_buffer(uint8_t* msg, size_t len, size_t cap) {
     out[4 * static_cast<size_t>(i) + 3] = static_cast<uint8_t>(word);
   }
   return out;
+}
+
+void Sha256::chain(const Digest& first, const uint8_t* tails, size_t tail_len, size_t count, Digest* out) {
+  const size_t len = 32 + tail_len, padded = padded_size(len);
+  alignas(16) uint8_t msg[256];
+#ifdef KVPOOL_SHA_NI
+  if (hardware() && padded <= sizeof(msg)) {
+    // The padding is the same for every message of the chain: written once.
+    std::memset(msg, 0, padded);
+    msg[len] = 0x80;
+    const uint64_t bits = static_cast<uint64_t>(len) * 8;
+    for (int i = 0; i < 8; ++i) msg[padded - 8 + static_cast<size_t>(i)] = static_cast<uint8_t>(bits >> (56 - 8 * i));
+    static_assert(sizeof(Digest) == 32, "digests lie back to back, 32 bytes apart");
+    chain_sha_ni(first.data(), tails, tail_len, count, msg, padded, reinterpret_cast<uint8_t*>(out));
+    return;
+  }
+#endif
+  const Digest* prev = &first;
+  for (size_t i = 0; i < count; ++i) {
+    Sha256 h;
+    h.update(prev->data(), prev->size());
+    h.update(tails + i * tail_len, tail_len);
+    out[i] = h.finish();
+    prev = &out[i];
+  }
 }
 
 Sha256::Digest Sha256::finish() {

@@ -22,6 +22,11 @@ class Sha256 {
   // padded where it lies (no copy): needs cap >= padded_size(len).
   static Digest of_buffer(uint8_t* msg, size_t len, size_t cap);
   static constexpr size_t padded_size(size_t len) { return (len + 9 + 63) / 64 * 64; }
+  // A chain of messages, each the previous digest followed by `tail_len` bytes:
+  // out[i] = SHA-256(out[i - 1] || tails[i * tail_len, (i + 1) * tail_len)), with
+  // out[-1] = `first`. On the hardware path the previous digest never leaves the
+  // registers (the chain is bound by the rounds' latency; nothing else waits on it).
+  static void chain(const Digest& first, const uint8_t* tails, size_t tail_len, size_t count, Digest* out);
 
   // Whether compress() uses the CPU's SHA extensions (x86 SHA-NI; detected once).
   static bool hardware();

@@ -322,6 +322,37 @@ TEST(PageHash, HardwareAndPortableSha256Agree) {
   std::printf("SHA-256 hardware path: %s\n", kvp::cache::Sha256::hardware() ? "yes" : "no (portable only)");
 }
 
+TEST(PageHash, ChainEqualsPageByPageDigests) {
+  // page_digest_chain keeps the previous digest in registers on the hardware path and
+  // reuses one padded buffer: it must give page_digest's chain exactly, on both paths,
+  // for pages whose message (32 + 4 * page bytes) pads to one, two, three and four
+  // blocks and beyond the hardware path's 256-byte buffer, with and without a parent.
+  std::mt19937 rng(11);
+  for (bool hardware : {true, false}) {
+    kvp::cache::Sha256::allow_hardware(hardware);
+    for (size_t page : {1u, 2u, 5u, 6u, 8u, 13u, 14u, 16u, 29u, 30u, 32u, 45u, 46u, 54u, 55u, 64u}) {
+      for (bool with_parent : {false, true}) {
+        const size_t pages = 9;
+        Tokens toks(page * pages);
+        for (auto& t : toks) t = static_cast<int32_t>(rng());
+        kvp::cache::Digest parent{};
+        for (auto& b : parent) b = static_cast<uint8_t>(rng());
+        std::vector<kvp::cache::Digest> expected(pages), chained(pages);
+        const kvp::cache::Digest* prev = with_parent ? &parent : nullptr;
+        for (size_t p = 0; p < pages; ++p) {
+          expected[p] = kvp::cache::page_digest(prev, toks.data() + p * page, page);
+          prev = &expected[p];
+        }
+        kvp::cache::page_digest_chain(with_parent ? &parent : nullptr, toks.data(), page, pages, chained.data());
+        EXPECT_EQ(chained, expected) << "page " << page << (with_parent ? ", under a parent" : ", under the root")
+                                     << (hardware ? ", hardware path" : ", portable path");
+      }
+    }
+  }
+  kvp::cache::Sha256::allow_hardware(true);
+  kvp::cache::page_digest_chain(nullptr, nullptr, 16, 0, nullptr);  // no pages: writes nothing
+}
+
 TEST(RadixEvents, StoredPerPageWithChainedParents) {
   RadixTree t(4, EvictionPolicy::kLru, true);
   EXPECT_TRUE(t.take_events().empty());
