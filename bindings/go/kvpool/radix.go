@@ -277,7 +277,9 @@ func (p *Pool) EvictSwa(tokens, swaTokens int) (evicted, swaEvicted int, err err
 		return 0, 0, err
 	}
 	var full, window uint
-	err = p.call(func(h SwigcptrKvpool) error { return Radix_evict_swa(h, int64(tokens), int64(swaTokens), &full, &window) })
+	err = p.call(func(h SwigcptrKvpool) error {
+		return Radix_evict_swa(h, int64(tokens), int64(swaTokens), &full, &window)
+	})
 	return int(full), int(window), err
 }
 
