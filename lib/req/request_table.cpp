@@ -91,6 +91,36 @@ Status RequestTable::write(int32_t row, size_t start, const int64_t* slots, size
   return backend_->from_host(base, staging_.data(), n * sizeof(int32_t));
 }
 
+Status RequestTable::check_write(int32_t row, size_t start, const int64_t* slots, size_t n) const {
+  KVPOOL_RETURN_IF_ERROR(check_columns(row, start, n));
+  return n == 0 ? Status::ok() : check_slots(slots, n);  // narrow_slots' failure is check_slots'
+}
+
+Status RequestTable::write_singles(const int32_t* rows, const int64_t* columns, const int64_t* slots, size_t n) {
+  // Validate all first (what check_columns and narrow_slots test, without building a
+  // Status): a valid batch then writes each cell; an invalid one takes the per-write path,
+  // which writes the cells before the first bad one and returns its message, as before.
+  const uint8_t* owned = rows_.owned_bits();
+  const int64_t row_end = this->rows();
+  bool valid = true;
+  for (size_t i = 0; i < n; ++i) {
+    valid &= rows[i] > 0 && rows[i] < row_end && owned[static_cast<size_t>(rows[i])] != 0;
+    valid &= columns[i] >= 0 && columns[i] < context_;
+    valid &= slots[i] >= 0 && slots[i] < slot_limit_;
+  }
+  if (!valid) {
+    for (size_t i = 0; i < n; ++i) KVPOOL_RETURN_IF_ERROR(write(rows[i], static_cast<size_t>(columns[i]), slots + i, 1));
+    return Status::ok();
+  }
+  int32_t* table = table_.as<int32_t>();
+  for (size_t i = 0; i < n; ++i) {
+    const int32_t value = static_cast<int32_t>(slots[i]);  // as narrow_slots: in range, so exact
+    int32_t* cell = table + static_cast<size_t>(rows[i]) * static_cast<size_t>(context_) + static_cast<size_t>(columns[i]);
+    KVPOOL_RETURN_IF_ERROR(backend_->from_host(cell, &value, sizeof(value)));
+  }
+  return Status::ok();
+}
+
 Status RequestTable::narrow_slots(const int64_t* slots, size_t n, int32_t* dst) const {
   if (slot_limit_ > INT32_MAX) {
     KVPOOL_RETURN_IF_ERROR(check_slots(slots, n));

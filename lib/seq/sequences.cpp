@@ -59,7 +59,8 @@ Status Sequences::check_batch(const uint64_t* ids, size_t n, std::vector<Request
   bool repeated = false;
   for (size_t i = 0; i < n; ++i) {
     Request*& r = (*reqs)[i];
-    KVPOOL_RETURN_IF_ERROR(lookup(ids[i], &r));
+    r = index_.find(ids[i]);
+    if (r == nullptr) return lookup(ids[i], &r);  // its message (no Status per found request)
     repeated = repeated || r->batch_stamp == stamp;
     r->batch_stamp = stamp;
   }
@@ -269,10 +270,13 @@ Status Sequences::place_chunks(const std::vector<Request*>& reqs, const int64_t*
                                size_t rows_needed, const int64_t* out) {
   // The request table is device memory on a CUDA pool, so its writes can fail: they all
   // run before any request changes, and a failure gives the rows and the slots back
-  // exactly as they were taken (the call then changed nothing).
+  // exactly as they were taken (the call then changed nothing). A host table's writes
+  // cannot fail once checked: they are checked here and made per request after its
+  // caching (write_late_), from its final slots (no redirect writes, no second read of out).
+  write_late_ = !writes_->deferred();
   Status st = table_->alloc(rows, rows_needed);
   if (st.is_ok()) {
-    st = write_chunks(reqs, chunks, rows, out);
+    st = write_late_ ? check_chunks(reqs, chunks, rows, out) : write_chunks(reqs, chunks, rows, out);
     if (!st.is_ok()) table_->undo_alloc(rows_needed);
   }
   if (!st.is_ok()) {
@@ -285,40 +289,92 @@ Status Sequences::place_chunks(const std::vector<Request*>& reqs, const int64_t*
   // Caching the batch's pages may point rows at slots another request cached first: those
   // writes are staged and applied together after the loop (one batch, not one per request).
   stage_redirects_ = true;
-  Status cached = Status::ok();
-  size_t o = 0;
-  for (size_t i = 0; i < reqs.size() && cached.is_ok(); ++i) {
+  Status cached = Status::ok(), written = Status::ok();
+  size_t o = 0, next_row = 0, i = 0;
+  for (; i < reqs.size() && cached.is_ok(); ++i) {
     Request& r = *reqs[i];
     const size_t chunk = static_cast<size_t>(chunks[i]);
+    // assign_rows gave the new rows in request order (fresh ids: no other request has one).
+    const bool new_row = next_row < rows_needed && r.row == rows[next_row];
+    next_row += new_row ? 1 : 0;
+    // The row's columns this call changes: a new row whole, else the new slots and the
+    // redirected duplicates, which start at the cached length.
+    const size_t from = new_row ? 0 : std::min(r.slots.size(), r.cached);
     r.slots.insert(r.slots.end(), out + o, out + o + chunk);
     o += chunk;
     cached = after_chunk(&r);
+    if (write_late_ && written.is_ok()) written = writes_->add(r.row, from, r.slots.data() + from, r.slots.size() - from);
+  }
+  // A failed caching stopped the loop: the rest of the batch is written as write_chunks
+  // would have (the cached prefix of a new row, the new slots), the requests left as they are.
+  for (; write_late_ && i < reqs.size() && written.is_ok(); ++i) {
+    const Request& r = *reqs[i];
+    const size_t chunk = static_cast<size_t>(chunks[i]);
+    const bool new_row = next_row < rows_needed && r.row == rows[next_row];
+    next_row += new_row ? 1 : 0;
+    if (new_row) written = writes_->add(r.row, 0, r.slots.data(), r.slots.size());
+    if (written.is_ok()) written = writes_->add(r.row, r.slots.size(), out + o, chunk);
+    o += chunk;
   }
   stage_redirects_ = false;
   const Status flushed = flush_redirects();
-  return cached.is_ok() ? flushed : cached;
+  write_late_ = false;
+  if (!cached.is_ok()) return cached;
+  return written.is_ok() ? flushed : written;
+}
+
+Status Sequences::check_chunks(const std::vector<Request*>& reqs, const int64_t* chunks, const int32_t* rows,
+                               const int64_t* out) const {
+  // write_chunks' writes, checked in its order (the same first message), none made.
+  size_t next_row = 0, o = 0;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    const Request& r = *reqs[i];
+    const int32_t row = r.row >= 0 ? r.row : rows[next_row++];
+    const size_t chunk = static_cast<size_t>(chunks[i]);
+    KVPOOL_RETURN_IF_ERROR(table_->check_write(row, r.slots.size(), out + o, chunk));
+    o += chunk;
+  }
+  next_row = 0;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    const Request& r = *reqs[i];
+    if (r.row < 0) KVPOOL_RETURN_IF_ERROR(table_->check_write(rows[next_row++], 0, r.slots.data(), r.slots.size()));
+  }
+  return writes_->flush(stream_, out, device_out_, o);  // nothing staged: the *_async output copy
 }
 
 void Sequences::reserve_redirects(size_t requests, size_t slots) {
   reserve_more(&redirects_, requests);
-  reserve_more(&redirect_slots_, slots);
   reserve_more(&duplicates_, slots);
 }
 
-void Sequences::stage_redirect(const Request& r, const int64_t* tree_slots, size_t n) {
-  // Room was reserved by extend(): these appends do not allocate.
-  redirects_.push_back(Redirect{r.row, r.cached, n, redirect_slots_.size()});
-  redirect_slots_.insert(redirect_slots_.end(), tree_slots, tree_slots + n);
-  duplicates_.insert(duplicates_.end(), r.slots.begin() + static_cast<long>(r.cached),
-                     r.slots.begin() + static_cast<long>(r.cached + n));
+void Sequences::stage_redirect(Request* r, const int64_t* tree_slots, size_t n) {
+  // The duplicates move out (freed by flush_redirects) and the tree's slots into the
+  // request; the staged write then reads them from the request (no copy of its own), whose
+  // slots nothing else touches before the flush (each request appears once in a batch, and
+  // extend() reserved its room: no reallocation). Room for the appends was reserved by extend().
+  const size_t from = r->cached;
+  int64_t* own = r->slots.data() + from;
+  redirects_.push_back(Redirect{r->row, from, n, duplicates_.size(), own});
+  duplicates_.insert(duplicates_.end(), own, own + n);
+  std::copy(tree_slots, tree_slots + n, own);
 }
 
 Status Sequences::flush_redirects() {
   if (redirects_.empty()) return Status::ok();
-  Status st = writes_->reserve(redirects_.size(), redirect_slots_.size());
+  // Written late (place_chunks), each row already names the tree's slots: only the frees remain.
+  Status st = write_late_ ? Status::ok() : writes_->reserve(redirects_.size(), duplicates_.size());
+  if (write_late_) {
+    for (const Redirect& d : redirects_) {
+      const Status f = allocator_->free(duplicates_.data() + d.offset, d.count);
+      if (st.is_ok() && !f.is_ok()) st = f;
+    }
+    redirects_.clear();
+    duplicates_.clear();
+    return st;
+  }
   for (size_t i = 0; i < redirects_.size() && st.is_ok(); ++i) {
     const Redirect& d = redirects_[i];
-    st = writes_->add(d.row, d.start, redirect_slots_.data() + d.offset, d.count);
+    st = writes_->add(d.row, d.start, d.values, d.count);
   }
   if (st.is_ok()) {
     st = writes_->flush(stream_, nullptr, nullptr, 0);
@@ -331,7 +387,7 @@ Status Sequences::flush_redirects() {
   Status result = Status::ok();
   for (const Redirect& d : redirects_) {
     if (!st.is_ok()) {
-      const Status w = table_->write(d.row, d.start, redirect_slots_.data() + d.offset, d.count);
+      const Status w = table_->write(d.row, d.start, d.values, d.count);
       if (!w.is_ok()) {
         if (result.is_ok()) {
           result = Status(w.code(), w.message() + " (while pointing request row " + std::to_string(d.row) +
@@ -345,7 +401,6 @@ Status Sequences::flush_redirects() {
     if (result.is_ok() && !f.is_ok()) result = f;
   }
   redirects_.clear();
-  redirect_slots_.clear();
   duplicates_.clear();
   return result;
 }
@@ -412,18 +467,17 @@ Status Sequences::cache_computed_pages(Request* r) {
   // insert, whose slots the match just read: the insert added only [prefix, aligned)):
   // ours are duplicates. Inside an extend batch the row is pointed at the tree's slots
   // later, with the other rows, and the duplicates are freed then.
-  if (stage_redirects_ && prefix > r->cached && matched >= prefix) {
-    stage_redirect(*r, match_scratch_.get() + r->cached, prefix - r->cached);
-  }
+  // The request now holds the tree's slots for [cached, aligned): only [cached, prefix)
+  // change (the duplicates); [prefix, aligned) are the request's own slots, which the tree
+  // just took as they are. Staged: stage_redirect swaps them in.
+  const bool staged = stage_redirects_ && prefix > r->cached && matched >= prefix;
+  if (staged) stage_redirect(r, match_scratch_.get() + r->cached, prefix - r->cached);
   if (matched != aligned) {
     return Status::internal("the prefix tree lost pages just inserted (" + std::to_string(matched) + " of " +
                             std::to_string(aligned) + " tokens match)");
   }
-  // The request now holds the tree's slots for [cached, aligned): only [cached, prefix)
-  // change (the duplicates); [prefix, aligned) are the request's own slots, which the tree
-  // just took as they are.
   const int64_t* tree_slots = match_scratch_.get();
-  if (prefix > r->cached) {
+  if (prefix > r->cached && !staged) {
     std::copy(tree_slots + r->cached, tree_slots + prefix, r->slots.begin() + static_cast<long>(r->cached));
   }
   KVPOOL_RETURN_IF_ERROR(cache_->tree().lock(last_node));
@@ -441,18 +495,24 @@ Status Sequences::decode(const uint64_t* ids, const int32_t* tokens, size_t n, i
   std::vector<int64_t>& last = batch_last_;
   seq.resize(n);
   last.resize(n);
+  decode_cells_.resize(n);
+  // One pass over the requests gathers everything the step needs from them (the allocator's
+  // inputs and each table cell), so that the later passes read flat arrays.
   for (size_t i = 0; i < n; ++i) {
     Request& r = *reqs[i];
-    if (r.row < 0 || r.slots.size() != r.tokens.size()) {
-      return Status::invalid(who(ids[i]) + "has " + std::to_string(r.tokens.size() - r.slots.size()) +
+    const size_t len = r.tokens.size();
+    if (r.row < 0 || r.slots.size() != len) {
+      return Status::invalid(who(ids[i]) + "has " + std::to_string(len - r.slots.size()) +
                              " tokens not computed yet; extend it before decoding");
     }
-    if (r.tokens.size() + 1 > static_cast<size_t>(table_->max_context_len())) {
+    if (len + 1 > static_cast<size_t>(table_->max_context_len())) {
       return Status::invalid(who(ids[i]) + "would exceed max_context_len " + std::to_string(table_->max_context_len()));
     }
-    seq[i] = static_cast<int64_t>(r.tokens.size()) + 1;
+    seq[i] = static_cast<int64_t>(len) + 1;
     last[i] = r.slots.back();
-    pages += (r.tokens.size() % page_ == 0) ? 1 : 0;  // the new token starts a page
+    decode_cells_.rows[i] = r.row;
+    decode_cells_.columns[i] = static_cast<int64_t>(len);
+    pages += (len % page_ == 0) ? 1 : 0;  // the new token starts a page
     // The appends after the allocation below cannot throw (growing changes no state).
     reserve_more(&r.tokens, 1);
     reserve_more(&r.slots, 1);
@@ -462,11 +522,20 @@ Status Sequences::decode(const uint64_t* ids, const int32_t* tokens, size_t n, i
   return place_decoded(reqs, tokens, out);
 }
 
+void Sequences::gather_decode_cells(const std::vector<Request*>& reqs) {
+  decode_cells_.resize(reqs.size());
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    decode_cells_.rows[i] = reqs[i]->row;
+    decode_cells_.columns[i] = static_cast<int64_t>(reqs[i]->slots.size());
+  }
+}
+
 Status Sequences::place_decoded(const std::vector<Request*>& reqs, const int32_t* tokens, const int64_t* out) {
   const size_t n = reqs.size();
-  // Table writes (device memory on a CUDA pool: one batch) before any request changes, as in extend.
+  // Table writes (device memory on a CUDA pool: one batch) before any request changes, as in
+  // extend: one call for the batch (the cells were gathered by the caller).
   Status st = writes_->reserve(n, n);
-  for (size_t i = 0; i < n && st.is_ok(); ++i) st = writes_->add(reqs[i]->row, reqs[i]->slots.size(), out + i, 1);
+  if (st.is_ok()) st = writes_->add_singles(decode_cells_.rows.data(), decode_cells_.columns.data(), out, n);
   if (st.is_ok()) {
     st = writes_->flush(stream_, out, device_out_, n);
   } else {
