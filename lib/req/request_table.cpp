@@ -5,6 +5,8 @@
 
 #include <string>
 
+#include "kvpool/buffers.h"  // KVPOOL_DEVICE_CPU
+
 namespace kvp::req {
 
 RequestTable::RequestTable(backend::Backend* backend, int64_t rows, int64_t context, int64_t slot_limit)
@@ -97,25 +99,34 @@ Status RequestTable::check_write(int32_t row, size_t start, const int64_t* slots
 }
 
 Status RequestTable::write_singles(const int32_t* rows, const int64_t* columns, const int64_t* slots, size_t n) {
-  // Validate all first (what check_columns and narrow_slots test, without building a
-  // Status): a valid batch then writes each cell; an invalid one takes the per-write path,
-  // which writes the cells before the first bad one and returns its message, as before.
-  const uint8_t* owned = rows_.owned_bits();
-  const int64_t row_end = this->rows();
+  // Validate all first (what check_columns and narrow_slots test), branch-free and without
+  // building a Status: a valid batch then writes each cell; an invalid one takes the
+  // per-write path, which writes the cells before the first bad one and returns its
+  // message, as before.
+  const uint8_t* owned = rows_.owned_bits();  // [0] (the reserved row) is never owned
+  const uint32_t last_row = static_cast<uint32_t>(this->rows() - 1);
+  const uint64_t context = static_cast<uint64_t>(context_), limit = static_cast<uint64_t>(slot_limit_);
   bool valid = true;
   for (size_t i = 0; i < n; ++i) {
-    valid &= rows[i] > 0 && rows[i] < row_end && owned[static_cast<size_t>(rows[i])] != 0;
-    valid &= columns[i] >= 0 && columns[i] < context_;
-    valid &= slots[i] >= 0 && slots[i] < slot_limit_;
+    const uint32_t row = static_cast<uint32_t>(rows[i]);  // a negative row wraps to a huge one
+    const size_t at = row - 1u < last_row ? row : 0;        // 1..rows()-1, else the reserved row
+    valid &= (owned[at] != 0) & (static_cast<uint64_t>(columns[i]) < context) & (static_cast<uint64_t>(slots[i]) < limit);
   }
   if (!valid) {
     for (size_t i = 0; i < n; ++i) KVPOOL_RETURN_IF_ERROR(write(rows[i], static_cast<size_t>(columns[i]), slots + i, 1));
     return Status::ok();
   }
   int32_t* table = table_.as<int32_t>();
+  const size_t stride = static_cast<size_t>(context_);
+  if (backend_->device_type() == KVPOOL_DEVICE_CPU) {  // host memory: plain stores, no call per cell
+    for (size_t i = 0; i < n; ++i) {
+      table[static_cast<size_t>(rows[i]) * stride + static_cast<size_t>(columns[i])] = static_cast<int32_t>(slots[i]);
+    }
+    return Status::ok();
+  }
   for (size_t i = 0; i < n; ++i) {
     const int32_t value = static_cast<int32_t>(slots[i]);  // as narrow_slots: in range, so exact
-    int32_t* cell = table + static_cast<size_t>(rows[i]) * static_cast<size_t>(context_) + static_cast<size_t>(columns[i]);
+    int32_t* cell = table + static_cast<size_t>(rows[i]) * stride + static_cast<size_t>(columns[i]);
     KVPOOL_RETURN_IF_ERROR(backend_->from_host(cell, &value, sizeof(value)));
   }
   return Status::ok();
