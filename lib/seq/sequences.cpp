@@ -253,7 +253,7 @@ Status Sequences::extend(const uint64_t* ids, const int64_t* chunks, size_t n, i
     cache_->tree().reserve_inserts(inserts.data(), inserts.size());
     size_t cacheable = 0;
     for (size_t k : inserts) cacheable += k;
-    reserve_redirects(inserts.size(), cacheable);
+    if (writes_->deferred()) reserve_redirects(inserts.size(), cacheable);  // a host table stages none
   }
   // Check first, so that out of memory changes nothing; before_chunks never lowers
   // free + evictable, so the eviction after it still succeeds.
@@ -269,52 +269,56 @@ Status Sequences::extend(const uint64_t* ids, const int64_t* chunks, size_t n, i
 Status Sequences::place_chunks(const std::vector<Request*>& reqs, const int64_t* chunks, int32_t* rows,
                                size_t rows_needed, const int64_t* out) {
   // The request table is device memory on a CUDA pool, so its writes can fail: they all
-  // run before any request changes, and a failure gives the rows and the slots back
-  // exactly as they were taken (the call then changed nothing). A host table's writes
-  // cannot fail once checked: they are checked here and made per request after its
-  // caching (write_late_), from its final slots (no redirect writes, no second read of out).
+  // run before the requests change for good, and a failure gives the rows and the slots
+  // back exactly as they were taken (the call then changed nothing). A host table's writes
+  // cannot fail once checked: they are checked here (append_checked) and made per request
+  // after its caching, from its final slots (write_late_: no redirect writes).
   write_late_ = !writes_->deferred();
   Status st = table_->alloc(rows, rows_needed);
   if (st.is_ok()) {
-    st = write_late_ ? check_chunks(reqs, chunks, rows, out) : write_chunks(reqs, chunks, rows, out);
+    st = write_late_ ? append_checked(reqs, chunks, rows, out) : write_chunks(reqs, chunks, rows, out);
     if (!st.is_ok()) table_->undo_alloc(rows_needed);
   }
   if (!st.is_ok()) {
+    write_late_ = false;
     size_t total = 0;
     for (size_t i = 0; i < reqs.size(); ++i) total += static_cast<size_t>(chunks[i]);
     undo_allocation(out, total);
     return st;
   }
-  KVPOOL_RETURN_IF_ERROR(assign_rows(reqs, rows));
+  if (!write_late_) {  // the new slots join each request (room reserved by the caller)
+    size_t o = 0;
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      const size_t chunk = static_cast<size_t>(chunks[i]);
+      reqs[i]->slots.insert(reqs[i]->slots.end(), out + o, out + o + chunk);
+      o += chunk;
+    }
+  }
   // Caching the batch's pages may point rows at slots another request cached first: those
   // writes are staged and applied together after the loop (one batch, not one per request).
   stage_redirects_ = true;
-  Status cached = Status::ok(), written = Status::ok();
-  size_t o = 0, next_row = 0, i = 0;
+  Status cached = assign_rows(reqs, rows), written = Status::ok();
+  size_t next_row = 0, i = 0;
   for (; i < reqs.size() && cached.is_ok(); ++i) {
     Request& r = *reqs[i];
-    const size_t chunk = static_cast<size_t>(chunks[i]);
-    // assign_rows gave the new rows in request order (fresh ids: no other request has one).
-    const bool new_row = next_row < rows_needed && r.row == rows[next_row];
-    next_row += new_row ? 1 : 0;
+    const size_t pre = r.slots.size() - static_cast<size_t>(chunks[i]);
     // The row's columns this call changes: a new row whole, else the new slots and the
     // redirected duplicates, which start at the cached length.
-    const size_t from = new_row ? 0 : std::min(r.slots.size(), r.cached);
-    r.slots.insert(r.slots.end(), out + o, out + o + chunk);
-    o += chunk;
+    const size_t from = takes_new_row(r, rows, rows_needed, &next_row) ? 0 : std::min(pre, r.cached);
     cached = after_chunk(&r);
     if (write_late_ && written.is_ok()) written = writes_->add(r.row, from, r.slots.data() + from, r.slots.size() - from);
   }
-  // A failed caching stopped the loop: the rest of the batch is written as write_chunks
-  // would have (the cached prefix of a new row, the new slots), the requests left as they are.
-  for (; write_late_ && i < reqs.size() && written.is_ok(); ++i) {
-    const Request& r = *reqs[i];
-    const size_t chunk = static_cast<size_t>(chunks[i]);
-    const bool new_row = next_row < rows_needed && r.row == rows[next_row];
-    next_row += new_row ? 1 : 0;
-    if (new_row) written = writes_->add(r.row, 0, r.slots.data(), r.slots.size());
-    if (written.is_ok()) written = writes_->add(r.row, r.slots.size(), out + o, chunk);
-    o += chunk;
+  // A failed caching (or row assignment) stopped the loop: the rest of the batch gets its
+  // rows written as write_chunks would have (the cached prefix of a new row, the new
+  // slots), and its requests are left without the new slots, as before this call.
+  for (; i < reqs.size(); ++i) {
+    Request& r = *reqs[i];
+    const size_t pre = r.slots.size() - static_cast<size_t>(chunks[i]);
+    const bool new_row = takes_new_row(r, rows, rows_needed, &next_row);
+    const size_t from = new_row ? 0 : pre;
+    const int32_t row = new_row ? rows[next_row - 1] : r.row;
+    if (write_late_ && written.is_ok()) written = writes_->add(row, from, r.slots.data() + from, r.slots.size() - from);
+    r.slots.resize(pre);
   }
   stage_redirects_ = false;
   const Status flushed = flush_redirects();
@@ -323,23 +327,39 @@ Status Sequences::place_chunks(const std::vector<Request*>& reqs, const int64_t*
   return written.is_ok() ? flushed : written;
 }
 
-Status Sequences::check_chunks(const std::vector<Request*>& reqs, const int64_t* chunks, const int32_t* rows,
-                               const int64_t* out) const {
-  // write_chunks' writes, checked in its order (the same first message), none made.
-  size_t next_row = 0, o = 0;
-  for (size_t i = 0; i < reqs.size(); ++i) {
-    const Request& r = *reqs[i];
+bool Sequences::takes_new_row(const Request& r, const int32_t* rows, size_t rows_needed, size_t* next_row) {
+  // assign_rows hands the new rows out in request order; a request it did not reach yet
+  // still has none. A fresh row is no other request's.
+  const bool fresh = *next_row < rows_needed && (r.row < 0 || r.row == rows[*next_row]);
+  *next_row += fresh ? 1 : 0;
+  return fresh;
+}
+
+Status Sequences::append_checked(const std::vector<Request*>& reqs, const int64_t* chunks, const int32_t* rows,
+                                 const int64_t* out) {
+  // write_chunks' writes checked in its order (the same first message), none made: each
+  // request's new slots are checked right after they join it, while in cache (out is read
+  // once). A failure takes the appends back.
+  size_t next_row = 0, o = 0, i = 0;
+  Status st = Status::ok();
+  for (; i < reqs.size() && st.is_ok(); ++i) {
+    Request& r = *reqs[i];
     const int32_t row = r.row >= 0 ? r.row : rows[next_row++];
-    const size_t chunk = static_cast<size_t>(chunks[i]);
-    KVPOOL_RETURN_IF_ERROR(table_->check_write(row, r.slots.size(), out + o, chunk));
+    const size_t chunk = static_cast<size_t>(chunks[i]), pre = r.slots.size();
+    r.slots.insert(r.slots.end(), out + o, out + o + chunk);  // room reserved by the caller
     o += chunk;
+    st = table_->check_write(row, pre, r.slots.data() + pre, chunk);
   }
   next_row = 0;
-  for (size_t i = 0; i < reqs.size(); ++i) {
-    const Request& r = *reqs[i];
-    if (r.row < 0) KVPOOL_RETURN_IF_ERROR(table_->check_write(rows[next_row++], 0, r.slots.data(), r.slots.size()));
+  for (size_t k = 0; k < reqs.size() && st.is_ok(); ++k) {
+    const Request& r = *reqs[k];
+    if (r.row < 0) st = table_->check_write(rows[next_row++], 0, r.slots.data(), r.slots.size() - static_cast<size_t>(chunks[k]));
   }
-  return writes_->flush(stream_, out, device_out_, o);  // nothing staged: the *_async output copy
+  if (st.is_ok()) st = writes_->flush(stream_, out, device_out_, o);  // nothing staged: the *_async output copy
+  if (!st.is_ok()) {
+    for (size_t k = 0; k < i; ++k) reqs[k]->slots.resize(reqs[k]->slots.size() - static_cast<size_t>(chunks[k]));
+  }
+  return st;
 }
 
 void Sequences::reserve_redirects(size_t requests, size_t slots) {
@@ -348,30 +368,33 @@ void Sequences::reserve_redirects(size_t requests, size_t slots) {
 }
 
 void Sequences::stage_redirect(Request* r, const int64_t* tree_slots, size_t n) {
-  // The duplicates move out (freed by flush_redirects) and the tree's slots into the
-  // request; the staged write then reads them from the request (no copy of its own), whose
-  // slots nothing else touches before the flush (each request appears once in a batch, and
-  // extend() reserved its room: no reallocation). Room for the appends was reserved by extend().
   const size_t from = r->cached;
   int64_t* own = r->slots.data() + from;
-  redirects_.push_back(Redirect{r->row, from, n, duplicates_.size(), own});
-  duplicates_.insert(duplicates_.end(), own, own + n);
+  if (write_late_) {
+    // The row is written after this caching (place_chunks): it never names the duplicates,
+    // so they are freed now, straight from the request (the allocator sees the same frees
+    // in the same order as from flush_redirects: nothing else frees or allocates in between).
+    const Status f = allocator_->free(own, n);
+    if (late_frees_.is_ok() && !f.is_ok()) late_frees_ = f;
+  } else {
+    // The duplicates move out (freed by flush_redirects); the staged write then reads the
+    // tree's slots from the request (no copy of its own), whose slots nothing else touches
+    // before the flush (each request appears once in a batch, and extend() reserved its
+    // room: no reallocation). Room for the appends was reserved by extend().
+    redirects_.push_back(Redirect{r->row, from, n, duplicates_.size(), own});
+    duplicates_.insert(duplicates_.end(), own, own + n);
+  }
   std::copy(tree_slots, tree_slots + n, own);
 }
 
 Status Sequences::flush_redirects() {
-  if (redirects_.empty()) return Status::ok();
-  // Written late (place_chunks), each row already names the tree's slots: only the frees remain.
-  Status st = write_late_ ? Status::ok() : writes_->reserve(redirects_.size(), duplicates_.size());
-  if (write_late_) {
-    for (const Redirect& d : redirects_) {
-      const Status f = allocator_->free(duplicates_.data() + d.offset, d.count);
-      if (st.is_ok() && !f.is_ok()) st = f;
-    }
-    redirects_.clear();
-    duplicates_.clear();
+  if (write_late_) {  // nothing staged: stage_redirect freed the duplicates
+    Status st = late_frees_;
+    late_frees_ = Status::ok();
     return st;
   }
+  if (redirects_.empty()) return Status::ok();
+  Status st = writes_->reserve(redirects_.size(), duplicates_.size());
   for (size_t i = 0; i < redirects_.size() && st.is_ok(); ++i) {
     const Redirect& d = redirects_[i];
     st = writes_->add(d.row, d.start, d.values, d.count);

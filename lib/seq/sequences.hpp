@@ -114,9 +114,13 @@ class Sequences {
   Status place_decoded(const std::vector<Request*>& reqs, const int32_t* tokens, const int64_t* out);
   // Fills decode_cells_ with each request's row and computed length (its next column).
   void gather_decode_cells(const std::vector<Request*>& reqs);
-  // write_chunks' checks without its writes, for a host table (written late: place_chunks).
-  Status check_chunks(const std::vector<Request*>& reqs, const int64_t* chunks, const int32_t* rows,
-                      const int64_t* out) const;
+  // For a host table (written late: place_chunks): appends each request's new slots and
+  // makes write_chunks' checks without its writes; a failure takes the appends back.
+  Status append_checked(const std::vector<Request*>& reqs, const int64_t* chunks, const int32_t* rows,
+                        const int64_t* out);
+  // Inside place_chunks, in request order: true if r's row is one of `rows` (new in this
+  // call, assigned or about to be), which *next_row then steps past.
+  static bool takes_new_row(const Request& r, const int32_t* rows, size_t rows_needed, size_t* next_row);
   // Gives requests without a row the next of `rows` (in write_chunks' order).
   Status assign_rows(const std::vector<Request*>& reqs, const int32_t* rows);
   // Frees unlocked cached prefixes so that `tokens` more slots fit, or fails without
@@ -151,7 +155,7 @@ class Sequences {
   Status cache_computed_pages(Request* r);
   // Inside an extend batch: puts the tree's slots for [cached, cached + n) into r, in place of
   // its duplicates there, and stages pointing r's row at them for flush_redirects() (which
-  // frees the duplicates).
+  // frees the duplicates), or, with write_late_, frees the duplicates at once.
   void stage_redirect(Request* r, const int64_t* tree_slots, size_t n);
   // Applies the staged redirects with one batch of table writes, then frees the duplicates they
   // replaced (one synchronous write per request if the batch fails).
@@ -217,8 +221,10 @@ class Sequences {
   };
   bool stage_redirects_ = false;
   // Inside place_chunks on a host table: each row is written after its request's caching,
-  // so the staged redirects only free the duplicates.
+  // so nothing is staged: stage_redirect frees the duplicates at once (the first failure
+  // of those frees is kept here for flush_redirects).
   bool write_late_ = false;
+  Status late_frees_;
   std::vector<Redirect> redirects_;
   std::vector<int64_t> duplicates_;
 };
