@@ -66,15 +66,17 @@ Status RequestTable::check_columns(int32_t row, size_t start, size_t n) const {
 }
 
 Status RequestTable::check_slots(const int64_t* slots, size_t n) const {
-  // Branch-free blocks first (vectorised); the exact message comes from the scalar loop.
-  const uint64_t limit = static_cast<uint64_t>(slot_limit_);
-  size_t clean = 0;
-  for (; clean + 64 <= n; clean += 64) {
-    bool bad = false;
-    for (size_t j = 0; j < 64; ++j) bad |= static_cast<uint64_t>(slots[clean + j]) >= limit;
-    if (bad) break;
+  // One branch-free pass (vectorised): a slot in [0, limit) has the sign bit set neither
+  // in itself nor in limit - 1 - slot (unsigned: no overflow); the exact message comes
+  // from the scalar loop.
+  const uint64_t last = static_cast<uint64_t>(slot_limit_) - 1;
+  uint64_t acc = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const uint64_t s = static_cast<uint64_t>(slots[i]);
+    acc |= s | (last - s);
   }
-  for (size_t i = clean; i < n; ++i) {
+  if ((acc >> 63) == 0) return Status::ok();
+  for (size_t i = 0; i < n; ++i) {
     if (slots[i] < 0 || slots[i] >= slot_limit_) {
       return Status::invalid("slot " + std::to_string(slots[i]) + " at index " + std::to_string(i) +
                              " is out of range [0, " + std::to_string(slot_limit_) + ")");
@@ -133,21 +135,16 @@ Status RequestTable::write_singles(const int32_t* rows, const int64_t* columns, 
 }
 
 Status RequestTable::narrow_slots(const int64_t* slots, size_t n, int32_t* dst) const {
-  if (slot_limit_ > INT32_MAX) {
-    KVPOOL_RETURN_IF_ERROR(check_slots(slots, n));
-    for (size_t i = 0; i < n; ++i) dst[i] = static_cast<int32_t>(slots[i]);
-    return Status::ok();
-  }
-  // Narrow and range-check in one branch-free (vectorisable) pass.
-  uint64_t high = 0;  // nonzero if a slot is negative or >= 2^31
-  int32_t top = 0;
+  // Narrow and range-check in one branch-free (vectorisable) pass with check_slots' test;
+  // the table stores a valid slot's int32 cast.
+  const uint64_t last = static_cast<uint64_t>(slot_limit_) - 1;
+  uint64_t acc = 0;
   for (size_t i = 0; i < n; ++i) {
-    high |= static_cast<uint64_t>(slots[i]) >> 31;
-    const int32_t low = static_cast<int32_t>(static_cast<uint64_t>(slots[i]) & 0x7fffffffu);
-    dst[i] = low;
-    top = std::max(top, low);
+    const uint64_t s = static_cast<uint64_t>(slots[i]);
+    acc |= s | (last - s);
+    dst[i] = static_cast<int32_t>(s);
   }
-  if (high != 0 || top >= slot_limit_) return check_slots(slots, n);  // names the first bad slot
+  if ((acc >> 63) != 0) return check_slots(slots, n);  // names the first bad slot
   return Status::ok();
 }
 
