@@ -100,11 +100,8 @@ Status RequestTable::check_write(int32_t row, size_t start, const int64_t* slots
   return n == 0 ? Status::ok() : check_slots(slots, n);  // narrow_slots' failure is check_slots'
 }
 
-Status RequestTable::write_singles(const int32_t* rows, const int64_t* columns, const int64_t* slots, size_t n) {
-  // Validate all first (what check_columns and narrow_slots test), branch-free and without
-  // building a Status: a valid batch then writes each cell; an invalid one takes the
-  // per-write path, which writes the cells before the first bad one and returns its
-  // message, as before.
+bool RequestTable::singles_ok(const int32_t* rows, const int64_t* columns, const int64_t* slots, size_t n) const {
+  // What check_columns and narrow_slots test, branch-free and without building a Status.
   const uint8_t* owned = rows_.owned_bits();  // [0] (the reserved row) is never owned
   const uint32_t last_row = static_cast<uint32_t>(this->rows() - 1);
   const uint64_t context = static_cast<uint64_t>(context_), limit = static_cast<uint64_t>(slot_limit_);
@@ -114,6 +111,14 @@ Status RequestTable::write_singles(const int32_t* rows, const int64_t* columns, 
     const size_t at = row - 1u < last_row ? row : 0;        // 1..rows()-1, else the reserved row
     valid &= (owned[at] != 0) & (static_cast<uint64_t>(columns[i]) < context) & (static_cast<uint64_t>(slots[i]) < limit);
   }
+  return valid;
+}
+
+Status RequestTable::write_singles(const int32_t* rows, const int64_t* columns, const int64_t* slots, size_t n) {
+  // Validate all first: a valid batch then writes each cell; an invalid one takes the
+  // per-write path, which writes the cells before the first bad one and returns its
+  // message, as before.
+  const bool valid = singles_ok(rows, columns, slots, n);
   if (!valid) {
     for (size_t i = 0; i < n; ++i) KVPOOL_RETURN_IF_ERROR(write(rows[i], static_cast<size_t>(columns[i]), slots + i, 1));
     return Status::ok();
