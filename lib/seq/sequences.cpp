@@ -295,7 +295,8 @@ Status Sequences::place_chunks(const std::vector<Request*>& reqs, const int64_t*
     }
   }
   // Caching the batch's pages may point rows at slots another request cached first: those
-  // writes are staged and applied together after the loop (one batch, not one per request).
+  // writes are staged and applied together after the loop (one batch, not one per request),
+  // unless the rows are written late (then each row gets the tree's slots directly).
   stage_redirects_ = true;
   Status cached = assign_rows(reqs, rows), written = Status::ok();
   size_t next_row = 0, i = 0;

@@ -99,9 +99,10 @@ class Sequences {
   // Validates the chunks of an extend batch: *total tokens, *pages new pages, *rows new rows.
   Status plan_extend(const std::vector<Request*>& reqs, const uint64_t* ids, const int64_t* chunks, size_t n,
                      size_t out_len, size_t* total, size_t* pages, size_t* rows) const;
-  // Allocates the rows the batch needs and writes the table (write_chunks); if either fails,
-  // gives the rows and the extend's slots back as they were. Then assigns the rows, appends
-  // the slots and runs after_chunk per request.
+  // Allocates the rows the batch needs and writes the table (write_chunks; a host table is
+  // only checked, by append_checked, and written per request after its after_chunk); if
+  // either fails, gives the rows and the extend's slots back as they were. Then appends the
+  // slots, assigns the rows and runs after_chunk per request.
   Status place_chunks(const std::vector<Request*>& reqs, const int64_t* chunks, int32_t* rows, size_t rows_needed,
                       const int64_t* out);
   // Writes each request's new slots (out, request-major) to its row, and a new row's
