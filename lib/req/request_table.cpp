@@ -5,6 +5,8 @@
 
 #include <string>
 
+#include "kvpool/buffers.h"  // KVPOOL_DEVICE_CPU
+
 namespace kvp::req {
 
 RequestTable::RequestTable(backend::Backend* backend, int64_t rows, int64_t context, int64_t slot_limit)
@@ -64,15 +66,17 @@ Status RequestTable::check_columns(int32_t row, size_t start, size_t n) const {
 }
 
 Status RequestTable::check_slots(const int64_t* slots, size_t n) const {
-  // Branch-free blocks first (vectorised); the exact message comes from the scalar loop.
-  const uint64_t limit = static_cast<uint64_t>(slot_limit_);
-  size_t clean = 0;
-  for (; clean + 64 <= n; clean += 64) {
-    bool bad = false;
-    for (size_t j = 0; j < 64; ++j) bad |= static_cast<uint64_t>(slots[clean + j]) >= limit;
-    if (bad) break;
+  // One branch-free pass (vectorised): a slot in [0, limit) has the sign bit set neither
+  // in itself nor in limit - 1 - slot (unsigned: no overflow); the exact message comes
+  // from the scalar loop.
+  const uint64_t last = static_cast<uint64_t>(slot_limit_) - 1;
+  uint64_t acc = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const uint64_t s = static_cast<uint64_t>(slots[i]);
+    acc |= s | (last - s);
   }
-  for (size_t i = clean; i < n; ++i) {
+  if ((acc >> 63) == 0) return Status::ok();
+  for (size_t i = 0; i < n; ++i) {
     if (slots[i] < 0 || slots[i] >= slot_limit_) {
       return Status::invalid("slot " + std::to_string(slots[i]) + " at index " + std::to_string(i) +
                              " is out of range [0, " + std::to_string(slot_limit_) + ")");
@@ -91,22 +95,61 @@ Status RequestTable::write(int32_t row, size_t start, const int64_t* slots, size
   return backend_->from_host(base, staging_.data(), n * sizeof(int32_t));
 }
 
-Status RequestTable::narrow_slots(const int64_t* slots, size_t n, int32_t* dst) const {
-  if (slot_limit_ > INT32_MAX) {
-    KVPOOL_RETURN_IF_ERROR(check_slots(slots, n));
-    for (size_t i = 0; i < n; ++i) dst[i] = static_cast<int32_t>(slots[i]);
+Status RequestTable::check_write(int32_t row, size_t start, const int64_t* slots, size_t n) const {
+  KVPOOL_RETURN_IF_ERROR(check_columns(row, start, n));
+  return n == 0 ? Status::ok() : check_slots(slots, n);  // narrow_slots' failure is check_slots'
+}
+
+bool RequestTable::singles_ok(const int32_t* rows, const int64_t* columns, const int64_t* slots, size_t n) const {
+  // What check_columns and narrow_slots test, branch-free and without building a Status.
+  const uint8_t* owned = rows_.owned_bits();  // [0] (the reserved row) is never owned
+  const uint32_t last_row = static_cast<uint32_t>(this->rows() - 1);
+  const uint64_t context = static_cast<uint64_t>(context_), limit = static_cast<uint64_t>(slot_limit_);
+  bool valid = true;
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t row = static_cast<uint32_t>(rows[i]);  // a negative row wraps to a huge one
+    const size_t at = row - 1u < last_row ? row : 0;        // 1..rows()-1, else the reserved row
+    valid &= (owned[at] != 0) & (static_cast<uint64_t>(columns[i]) < context) & (static_cast<uint64_t>(slots[i]) < limit);
+  }
+  return valid;
+}
+
+Status RequestTable::write_singles(const int32_t* rows, const int64_t* columns, const int64_t* slots, size_t n) {
+  // Validate all first: a valid batch then writes each cell; an invalid one takes the
+  // per-write path, which writes the cells before the first bad one and returns its
+  // message, as before.
+  const bool valid = singles_ok(rows, columns, slots, n);
+  if (!valid) {
+    for (size_t i = 0; i < n; ++i) KVPOOL_RETURN_IF_ERROR(write(rows[i], static_cast<size_t>(columns[i]), slots + i, 1));
     return Status::ok();
   }
-  // Narrow and range-check in one branch-free (vectorisable) pass.
-  uint64_t high = 0;  // nonzero if a slot is negative or >= 2^31
-  int32_t top = 0;
-  for (size_t i = 0; i < n; ++i) {
-    high |= static_cast<uint64_t>(slots[i]) >> 31;
-    const int32_t low = static_cast<int32_t>(static_cast<uint64_t>(slots[i]) & 0x7fffffffu);
-    dst[i] = low;
-    top = std::max(top, low);
+  int32_t* table = table_.as<int32_t>();
+  const size_t stride = static_cast<size_t>(context_);
+  if (backend_->device_type() == KVPOOL_DEVICE_CPU) {  // host memory: plain stores, no call per cell
+    for (size_t i = 0; i < n; ++i) {
+      table[static_cast<size_t>(rows[i]) * stride + static_cast<size_t>(columns[i])] = static_cast<int32_t>(slots[i]);
+    }
+    return Status::ok();
   }
-  if (high != 0 || top >= slot_limit_) return check_slots(slots, n);  // names the first bad slot
+  for (size_t i = 0; i < n; ++i) {
+    const int32_t value = static_cast<int32_t>(slots[i]);  // as narrow_slots: in range, so exact
+    int32_t* cell = table + static_cast<size_t>(rows[i]) * stride + static_cast<size_t>(columns[i]);
+    KVPOOL_RETURN_IF_ERROR(backend_->from_host(cell, &value, sizeof(value)));
+  }
+  return Status::ok();
+}
+
+Status RequestTable::narrow_slots(const int64_t* slots, size_t n, int32_t* dst) const {
+  // Narrow and range-check in one branch-free (vectorisable) pass with check_slots' test;
+  // the table stores a valid slot's int32 cast.
+  const uint64_t last = static_cast<uint64_t>(slot_limit_) - 1;
+  uint64_t acc = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const uint64_t s = static_cast<uint64_t>(slots[i]);
+    acc |= s | (last - s);
+    dst[i] = static_cast<int32_t>(s);
+  }
+  if ((acc >> 63) != 0) return check_slots(slots, n);  // names the first bad slot
   return Status::ok();
 }
 

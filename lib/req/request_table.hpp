@@ -32,6 +32,14 @@ class RequestTable {
   // Undoes the last alloc() of `n` rows (nothing else may have taken or freed rows since).
   void undo_alloc(size_t n) { rows_.untake(n); }
   Status write(int32_t row, size_t start, const int64_t* slots, size_t n);
+  // The checks of write() (and its message), without the write.
+  Status check_write(int32_t row, size_t start, const int64_t* slots, size_t n) const;
+  // table[rows[i]][columns[i]] = slots[i] for each i: a decode step's one slot per request.
+  // The same effect and status as n write() calls of one slot, with the checks of a
+  // valid batch done in one tight pass instead of one call (and Status) per request.
+  Status write_singles(const int32_t* rows, const int64_t* columns, const int64_t* slots, size_t n);
+  // True if each of those n one-slot writes would pass write()'s checks.
+  bool singles_ok(const int32_t* rows, const int64_t* columns, const int64_t* slots, size_t n) const;
   Status read(int32_t row, size_t start, int64_t* out, size_t n) const;
   Status write_batch(const int32_t* rows, const int64_t* prefix_lens, const int64_t* seq_lens, size_t batch,
                      const int64_t* prefix_slots, size_t prefix_total, const int64_t* extend_slots,

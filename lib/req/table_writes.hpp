@@ -41,6 +41,9 @@ class TableWrites {
   virtual Status reserve(size_t runs, size_t values) = 0;
   // table[row][start, start + n) = slots (row allocated, columns and slot range checked).
   virtual Status add(int32_t row, size_t start, const int64_t* slots, size_t n) = 0;
+  // table[rows[i]][columns[i]] = slots[i] for each i (a decode step): n runs of one slot.
+  // The default adds them one by one; the CPU implementation checks the batch in one pass.
+  virtual Status add_singles(const int32_t* rows, const int64_t* columns, const int64_t* slots, size_t n);
   // Applies the staged runs on `stream`. When `out` is not NULL it also receives, as
   // int64, the first `out_n` staged values, which the caller staged first and which
   // equal `out_host` (CPU pools copy `out_host`; `out` is then host memory too).

@@ -59,7 +59,8 @@ Status Sequences::check_batch(const uint64_t* ids, size_t n, std::vector<Request
   bool repeated = false;
   for (size_t i = 0; i < n; ++i) {
     Request*& r = (*reqs)[i];
-    KVPOOL_RETURN_IF_ERROR(lookup(ids[i], &r));
+    r = index_.find(ids[i]);
+    if (r == nullptr) return lookup(ids[i], &r);  // its message (no Status per found request)
     repeated = repeated || r->batch_stamp == stamp;
     r->batch_stamp = stamp;
   }
@@ -252,7 +253,7 @@ Status Sequences::extend(const uint64_t* ids, const int64_t* chunks, size_t n, i
     cache_->tree().reserve_inserts(inserts.data(), inserts.size());
     size_t cacheable = 0;
     for (size_t k : inserts) cacheable += k;
-    reserve_redirects(inserts.size(), cacheable);
+    if (writes_->deferred()) reserve_redirects(inserts.size(), cacheable);  // a host table stages none
   }
   // Check first, so that out of memory changes nothing; before_chunks never lowers
   // free + evictable, so the eviction after it still succeeds.
@@ -268,57 +269,136 @@ Status Sequences::extend(const uint64_t* ids, const int64_t* chunks, size_t n, i
 Status Sequences::place_chunks(const std::vector<Request*>& reqs, const int64_t* chunks, int32_t* rows,
                                size_t rows_needed, const int64_t* out) {
   // The request table is device memory on a CUDA pool, so its writes can fail: they all
-  // run before any request changes, and a failure gives the rows and the slots back
-  // exactly as they were taken (the call then changed nothing).
+  // run before the requests change for good, and a failure gives the rows and the slots
+  // back exactly as they were taken (the call then changed nothing). A host table's writes
+  // cannot fail once checked: they are checked here (append_checked) and made per request
+  // after its caching, from its final slots (write_late_: no redirect writes).
+  write_late_ = !writes_->deferred();
   Status st = table_->alloc(rows, rows_needed);
   if (st.is_ok()) {
-    st = write_chunks(reqs, chunks, rows, out);
+    st = write_late_ ? append_checked(reqs, chunks, rows, out) : write_chunks(reqs, chunks, rows, out);
     if (!st.is_ok()) table_->undo_alloc(rows_needed);
   }
   if (!st.is_ok()) {
+    write_late_ = false;
     size_t total = 0;
     for (size_t i = 0; i < reqs.size(); ++i) total += static_cast<size_t>(chunks[i]);
     undo_allocation(out, total);
     return st;
   }
-  KVPOOL_RETURN_IF_ERROR(assign_rows(reqs, rows));
+  if (!write_late_) {  // the new slots join each request (room reserved by the caller)
+    size_t o = 0;
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      const size_t chunk = static_cast<size_t>(chunks[i]);
+      reqs[i]->slots.insert(reqs[i]->slots.end(), out + o, out + o + chunk);
+      o += chunk;
+    }
+  }
   // Caching the batch's pages may point rows at slots another request cached first: those
-  // writes are staged and applied together after the loop (one batch, not one per request).
+  // writes are staged and applied together after the loop (one batch, not one per request),
+  // unless the rows are written late (then each row gets the tree's slots directly).
   stage_redirects_ = true;
-  Status cached = Status::ok();
-  size_t o = 0;
-  for (size_t i = 0; i < reqs.size() && cached.is_ok(); ++i) {
+  Status cached = assign_rows(reqs, rows), written = Status::ok();
+  size_t next_row = 0, i = 0;
+  for (; i < reqs.size() && cached.is_ok(); ++i) {
     Request& r = *reqs[i];
-    const size_t chunk = static_cast<size_t>(chunks[i]);
-    r.slots.insert(r.slots.end(), out + o, out + o + chunk);
-    o += chunk;
+    const size_t pre = r.slots.size() - static_cast<size_t>(chunks[i]);
+    // The row's columns this call changes: a new row whole, else the new slots and the
+    // redirected duplicates, which start at the cached length.
+    const size_t from = takes_new_row(r, rows, rows_needed, &next_row) ? 0 : std::min(pre, r.cached);
     cached = after_chunk(&r);
+    if (write_late_ && written.is_ok()) written = writes_->add(r.row, from, r.slots.data() + from, r.slots.size() - from);
+  }
+  // A failed caching (or row assignment) stopped the loop: the rest of the batch gets its
+  // rows written as write_chunks would have (the cached prefix of a new row, the new
+  // slots), and its requests are left without the new slots, as before this call.
+  for (; i < reqs.size(); ++i) {
+    Request& r = *reqs[i];
+    const size_t pre = r.slots.size() - static_cast<size_t>(chunks[i]);
+    const bool new_row = takes_new_row(r, rows, rows_needed, &next_row);
+    const size_t from = new_row ? 0 : pre;
+    const int32_t row = new_row ? rows[next_row - 1] : r.row;
+    if (write_late_ && written.is_ok()) written = writes_->add(row, from, r.slots.data() + from, r.slots.size() - from);
+    r.slots.resize(pre);
   }
   stage_redirects_ = false;
   const Status flushed = flush_redirects();
-  return cached.is_ok() ? flushed : cached;
+  write_late_ = false;
+  if (!cached.is_ok()) return cached;
+  return written.is_ok() ? flushed : written;
+}
+
+bool Sequences::takes_new_row(const Request& r, const int32_t* rows, size_t rows_needed, size_t* next_row) {
+  // assign_rows hands the new rows out in request order; a request it did not reach yet
+  // still has none. A fresh row is no other request's.
+  const bool fresh = *next_row < rows_needed && (r.row < 0 || r.row == rows[*next_row]);
+  *next_row += fresh ? 1 : 0;
+  return fresh;
+}
+
+Status Sequences::append_checked(const std::vector<Request*>& reqs, const int64_t* chunks, const int32_t* rows,
+                                 const int64_t* out) {
+  // write_chunks' writes checked in its order (the same first message), none made: each
+  // request's new slots are checked right after they join it, while in cache (out is read
+  // once). A failure takes the appends back.
+  size_t next_row = 0, o = 0, i = 0;
+  Status st = Status::ok();
+  for (; i < reqs.size() && st.is_ok(); ++i) {
+    Request& r = *reqs[i];
+    const int32_t row = r.row >= 0 ? r.row : rows[next_row++];
+    const size_t chunk = static_cast<size_t>(chunks[i]), pre = r.slots.size();
+    r.slots.insert(r.slots.end(), out + o, out + o + chunk);  // room reserved by the caller
+    o += chunk;
+    st = table_->check_write(row, pre, r.slots.data() + pre, chunk);
+  }
+  next_row = 0;
+  for (size_t k = 0; k < reqs.size() && st.is_ok(); ++k) {
+    const Request& r = *reqs[k];
+    if (r.row < 0) st = table_->check_write(rows[next_row++], 0, r.slots.data(), r.slots.size() - static_cast<size_t>(chunks[k]));
+  }
+  if (st.is_ok()) st = writes_->flush(stream_, out, device_out_, o);  // nothing staged: the *_async output copy
+  if (!st.is_ok()) {
+    for (size_t k = 0; k < i; ++k) reqs[k]->slots.resize(reqs[k]->slots.size() - static_cast<size_t>(chunks[k]));
+  }
+  return st;
 }
 
 void Sequences::reserve_redirects(size_t requests, size_t slots) {
   reserve_more(&redirects_, requests);
-  reserve_more(&redirect_slots_, slots);
   reserve_more(&duplicates_, slots);
 }
 
-void Sequences::stage_redirect(const Request& r, const int64_t* tree_slots, size_t n) {
-  // Room was reserved by extend(): these appends do not allocate.
-  redirects_.push_back(Redirect{r.row, r.cached, n, redirect_slots_.size()});
-  redirect_slots_.insert(redirect_slots_.end(), tree_slots, tree_slots + n);
-  duplicates_.insert(duplicates_.end(), r.slots.begin() + static_cast<long>(r.cached),
-                     r.slots.begin() + static_cast<long>(r.cached + n));
+void Sequences::stage_redirect(Request* r, const int64_t* tree_slots, size_t n) {
+  const size_t from = r->cached;
+  int64_t* own = r->slots.data() + from;
+  if (write_late_) {
+    // The row is written after this caching (place_chunks): it never names the duplicates,
+    // so they are freed now, straight from the request (the allocator sees the same frees
+    // in the same order as from flush_redirects: nothing else frees or allocates in between).
+    const Status f = allocator_->free(own, n);
+    if (late_frees_.is_ok() && !f.is_ok()) late_frees_ = f;
+  } else {
+    // The duplicates move out (freed by flush_redirects); the staged write then reads the
+    // tree's slots from the request (no copy of its own), whose slots nothing else touches
+    // before the flush (each request appears once in a batch, and extend() reserved its
+    // room: no reallocation). Room for the appends was reserved by extend().
+    redirects_.push_back(Redirect{r->row, from, n, duplicates_.size(), own});
+    duplicates_.insert(duplicates_.end(), own, own + n);
+  }
+  std::copy(tree_slots, tree_slots + n, own);
 }
 
 Status Sequences::flush_redirects() {
+  if (write_late_) {  // nothing staged: stage_redirect freed the duplicates
+    Status st = late_frees_;
+    late_frees_ = Status::ok();
+    return st;
+  }
   if (redirects_.empty()) return Status::ok();
-  Status st = writes_->reserve(redirects_.size(), redirect_slots_.size());
+  Status st = writes_->reserve(redirects_.size(), duplicates_.size());
   for (size_t i = 0; i < redirects_.size() && st.is_ok(); ++i) {
     const Redirect& d = redirects_[i];
-    st = writes_->add(d.row, d.start, redirect_slots_.data() + d.offset, d.count);
+    st = writes_->add(d.row, d.start, d.values, d.count);
   }
   if (st.is_ok()) {
     st = writes_->flush(stream_, nullptr, nullptr, 0);
@@ -331,7 +411,7 @@ Status Sequences::flush_redirects() {
   Status result = Status::ok();
   for (const Redirect& d : redirects_) {
     if (!st.is_ok()) {
-      const Status w = table_->write(d.row, d.start, redirect_slots_.data() + d.offset, d.count);
+      const Status w = table_->write(d.row, d.start, d.values, d.count);
       if (!w.is_ok()) {
         if (result.is_ok()) {
           result = Status(w.code(), w.message() + " (while pointing request row " + std::to_string(d.row) +
@@ -345,7 +425,6 @@ Status Sequences::flush_redirects() {
     if (result.is_ok() && !f.is_ok()) result = f;
   }
   redirects_.clear();
-  redirect_slots_.clear();
   duplicates_.clear();
   return result;
 }
@@ -412,18 +491,17 @@ Status Sequences::cache_computed_pages(Request* r) {
   // insert, whose slots the match just read: the insert added only [prefix, aligned)):
   // ours are duplicates. Inside an extend batch the row is pointed at the tree's slots
   // later, with the other rows, and the duplicates are freed then.
-  if (stage_redirects_ && prefix > r->cached && matched >= prefix) {
-    stage_redirect(*r, match_scratch_.get() + r->cached, prefix - r->cached);
-  }
+  // The request now holds the tree's slots for [cached, aligned): only [cached, prefix)
+  // change (the duplicates); [prefix, aligned) are the request's own slots, which the tree
+  // just took as they are. Staged: stage_redirect swaps them in.
+  const bool staged = stage_redirects_ && prefix > r->cached && matched >= prefix;
+  if (staged) stage_redirect(r, match_scratch_.get() + r->cached, prefix - r->cached);
   if (matched != aligned) {
     return Status::internal("the prefix tree lost pages just inserted (" + std::to_string(matched) + " of " +
                             std::to_string(aligned) + " tokens match)");
   }
-  // The request now holds the tree's slots for [cached, aligned): only [cached, prefix)
-  // change (the duplicates); [prefix, aligned) are the request's own slots, which the tree
-  // just took as they are.
   const int64_t* tree_slots = match_scratch_.get();
-  if (prefix > r->cached) {
+  if (prefix > r->cached && !staged) {
     std::copy(tree_slots + r->cached, tree_slots + prefix, r->slots.begin() + static_cast<long>(r->cached));
   }
   KVPOOL_RETURN_IF_ERROR(cache_->tree().lock(last_node));
@@ -441,18 +519,24 @@ Status Sequences::decode(const uint64_t* ids, const int32_t* tokens, size_t n, i
   std::vector<int64_t>& last = batch_last_;
   seq.resize(n);
   last.resize(n);
+  decode_cells_.resize(n);
+  // One pass over the requests gathers everything the step needs from them (the allocator's
+  // inputs and each table cell), so that the later passes read flat arrays.
   for (size_t i = 0; i < n; ++i) {
     Request& r = *reqs[i];
-    if (r.row < 0 || r.slots.size() != r.tokens.size()) {
-      return Status::invalid(who(ids[i]) + "has " + std::to_string(r.tokens.size() - r.slots.size()) +
+    const size_t len = r.tokens.size();
+    if (r.row < 0 || r.slots.size() != len) {
+      return Status::invalid(who(ids[i]) + "has " + std::to_string(len - r.slots.size()) +
                              " tokens not computed yet; extend it before decoding");
     }
-    if (r.tokens.size() + 1 > static_cast<size_t>(table_->max_context_len())) {
+    if (len + 1 > static_cast<size_t>(table_->max_context_len())) {
       return Status::invalid(who(ids[i]) + "would exceed max_context_len " + std::to_string(table_->max_context_len()));
     }
-    seq[i] = static_cast<int64_t>(r.tokens.size()) + 1;
+    seq[i] = static_cast<int64_t>(len) + 1;
     last[i] = r.slots.back();
-    pages += (r.tokens.size() % page_ == 0) ? 1 : 0;  // the new token starts a page
+    decode_cells_.rows[i] = r.row;
+    decode_cells_.columns[i] = static_cast<int64_t>(len);
+    pages += (len % page_ == 0) ? 1 : 0;  // the new token starts a page
     // The appends after the allocation below cannot throw (growing changes no state).
     reserve_more(&r.tokens, 1);
     reserve_more(&r.slots, 1);
@@ -462,11 +546,20 @@ Status Sequences::decode(const uint64_t* ids, const int32_t* tokens, size_t n, i
   return place_decoded(reqs, tokens, out);
 }
 
+void Sequences::gather_decode_cells(const std::vector<Request*>& reqs) {
+  decode_cells_.resize(reqs.size());
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    decode_cells_.rows[i] = reqs[i]->row;
+    decode_cells_.columns[i] = static_cast<int64_t>(reqs[i]->slots.size());
+  }
+}
+
 Status Sequences::place_decoded(const std::vector<Request*>& reqs, const int32_t* tokens, const int64_t* out) {
   const size_t n = reqs.size();
-  // Table writes (device memory on a CUDA pool: one batch) before any request changes, as in extend.
+  // Table writes (device memory on a CUDA pool: one batch) before any request changes, as in
+  // extend: one call for the batch (the cells were gathered by the caller).
   Status st = writes_->reserve(n, n);
-  for (size_t i = 0; i < n && st.is_ok(); ++i) st = writes_->add(reqs[i]->row, reqs[i]->slots.size(), out + i, 1);
+  if (st.is_ok()) st = writes_->add_singles(decode_cells_.rows.data(), decode_cells_.columns.data(), out, n);
   if (st.is_ok()) {
     st = writes_->flush(stream_, out, device_out_, n);
   } else {

@@ -99,19 +99,29 @@ class Sequences {
   // Validates the chunks of an extend batch: *total tokens, *pages new pages, *rows new rows.
   Status plan_extend(const std::vector<Request*>& reqs, const uint64_t* ids, const int64_t* chunks, size_t n,
                      size_t out_len, size_t* total, size_t* pages, size_t* rows) const;
-  // Allocates the rows the batch needs and writes the table (write_chunks); if either fails,
-  // gives the rows and the extend's slots back as they were. Then assigns the rows, appends
-  // the slots and runs after_chunk per request.
+  // Allocates the rows the batch needs and writes the table (write_chunks; a host table is
+  // only checked, by append_checked, and written per request after its after_chunk); if
+  // either fails, gives the rows and the extend's slots back as they were. Then appends the
+  // slots, assigns the rows and runs after_chunk per request.
   Status place_chunks(const std::vector<Request*>& reqs, const int64_t* chunks, int32_t* rows, size_t rows_needed,
                       const int64_t* out);
   // Writes each request's new slots (out, request-major) to its row, and a new row's
   // cached prefix first; requests without a row take the next of `rows`. Changes no request.
   Status write_chunks(const std::vector<Request*>& reqs, const int64_t* chunks, const int32_t* rows,
                       const int64_t* out) const;
-  // Writes each request's decoded slot (out[i]) to its row, then appends it and the token
-  // (tokens[i]); a failed write gives the decode's slots back (undo_allocation) first.
-  // The caller reserved room for the appends.
+  // Writes each request's decoded slot (out[i]) to its cell (decode_cells_, filled by the
+  // caller), then appends it and the token (tokens[i]); a failed write gives the decode's
+  // slots back (undo_allocation) first. The caller reserved room for the appends.
   Status place_decoded(const std::vector<Request*>& reqs, const int32_t* tokens, const int64_t* out);
+  // Fills decode_cells_ with each request's row and computed length (its next column).
+  void gather_decode_cells(const std::vector<Request*>& reqs);
+  // For a host table (written late: place_chunks): appends each request's new slots and
+  // makes write_chunks' checks without its writes; a failure takes the appends back.
+  Status append_checked(const std::vector<Request*>& reqs, const int64_t* chunks, const int32_t* rows,
+                        const int64_t* out);
+  // Inside place_chunks, in request order: true if r's row is one of `rows` (new in this
+  // call, assigned or about to be), which *next_row then steps past.
+  static bool takes_new_row(const Request& r, const int32_t* rows, size_t rows_needed, size_t* next_row);
   // Gives requests without a row the next of `rows` (in write_chunks' order).
   Status assign_rows(const std::vector<Request*>& reqs, const int32_t* rows);
   // Frees unlocked cached prefixes so that `tokens` more slots fit, or fails without
@@ -144,9 +154,10 @@ class Sequences {
   virtual bool slot_held(int64_t slot) const;
   virtual Status free_slots(const std::vector<int64_t>& slots, size_t from, size_t to);
   Status cache_computed_pages(Request* r);
-  // Inside an extend batch: stages pointing r's row at the tree's slots for [cached, cached + n),
-  // which replace its duplicates there, for flush_redirects() (which frees the duplicates).
-  void stage_redirect(const Request& r, const int64_t* tree_slots, size_t n);
+  // Inside an extend batch: puts the tree's slots for [cached, cached + n) into r, in place of
+  // its duplicates there, and stages pointing r's row at them for flush_redirects() (which
+  // frees the duplicates), or, with write_late_, frees the duplicates at once.
+  void stage_redirect(Request* r, const int64_t* tree_slots, size_t n);
   // Applies the staged redirects with one batch of table writes, then frees the duplicates they
   // replaced (one synchronous write per request if the batch fails).
   Status flush_redirects();
@@ -186,6 +197,15 @@ class Sequences {
   std::vector<int64_t> batch_pre_, batch_seq_, batch_last_;
   std::vector<int32_t> batch_rows_;
   std::vector<size_t> batch_inserts_;
+  // A decode step's table cells, request i's new slot at [rows[i]][columns[i]] (place_decoded).
+  struct DecodeCells {
+    std::vector<int32_t> rows;
+    std::vector<int64_t> columns;
+    void resize(size_t n) {
+      rows.resize(n);
+      columns.resize(n);
+    }
+  } decode_cells_;
   // The table writes of a call; the stream and device output of the *_async forms (NULL: the
   // legacy default stream, no device output).
   std::unique_ptr<req::TableWrites> writes_;
@@ -193,14 +213,21 @@ class Sequences {
   int64_t* device_out_ = nullptr;
   std::vector<int64_t> host_out_;  // the *_async forms' host copy of the new slots
   // Redirects staged inside an extend batch (see stage_redirect): per request its row, first
-  // column, count and offset in redirect_slots_, and the duplicates to free afterwards.
+  // column, count, offset of its duplicates in duplicates_ (freed afterwards) and the new
+  // values (the request's own slots, which hold the tree's by then).
   struct Redirect {
     int32_t row;
     size_t start, count, offset;
+    const int64_t* values;
   };
   bool stage_redirects_ = false;
+  // Inside place_chunks on a host table: each row is written after its request's caching,
+  // so nothing is staged: stage_redirect frees the duplicates at once (the first failure
+  // of those frees is kept here for flush_redirects).
+  bool write_late_ = false;
+  Status late_frees_;
   std::vector<Redirect> redirects_;
-  std::vector<int64_t> redirect_slots_, duplicates_;
+  std::vector<int64_t> duplicates_;
 };
 
 }  // namespace kvp::seq

@@ -170,6 +170,7 @@ Status SwaSequences::decode(const uint64_t* ids, const int32_t* tokens, size_t n
     reserve_more(&r->tokens, 1);
     reserve_more(&r->slots, 1);
   }
+  gather_decode_cells(reqs);  // place_decoded's table cells
   KVPOOL_RETURN_IF_ERROR(allocate(reqs, n, false, out));
   return place_decoded(reqs, tokens, out);
 }
