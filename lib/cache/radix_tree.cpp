@@ -157,14 +157,20 @@ size_t RadixTree::next_spare(size_t i) {
   return root;
 }
 
-void RadixTree::take_spare_leaf(size_t tokens, size_t values, std::vector<int32_t>* key, std::vector<int64_t>* value) {
-  // Best fit: the smallest spare with room (reserve_leaves() made one per expected use).
+size_t RadixTree::find_spare(size_t tokens, size_t values) {
+  // Best fit: the smallest spare not taken yet with room, by the index (O(log n)).
   const size_t n = spare_leaves_.size();
-  if (spare_next_.size() != n + 1) return;  // no index (no spares made yet)
+  if (spare_next_.size() != n + 1) return n;  // no index (no spares made yet)
   size_t i = static_cast<size_t>(std::lower_bound(spare_rooms_.begin(), spare_rooms_.end(), tokens) - spare_rooms_.begin());
   for (i = next_spare(i); i < n && !spare_leaves_[i].fits(tokens, values); i = next_spare(i + 1)) {
   }
-  if (i >= n) return;
+  return i;
+}
+
+void RadixTree::take_spare_leaf(size_t tokens, size_t values, std::vector<int32_t>* key, std::vector<int64_t>* value) {
+  // reserve_leaves() made a spare per expected use.
+  const size_t i = find_spare(tokens, values);
+  if (i >= spare_leaves_.size()) return;
   *key = std::move(spare_leaves_[i].key);
   *value = std::move(spare_leaves_[i].value);
   spare_leaves_[i].key = std::vector<int32_t>();  // moved-from: make the emptiness explicit
@@ -229,9 +235,10 @@ void RadixTree::reserve_inserts(const size_t* bounds, size_t inserts) {
 
 void RadixTree::reserve_match(size_t tokens) {
   prepare(1, 2);
-  for (const LeafBuffer& b : spare_leaves_) {
-    if (b.fits(tokens, values_for(tokens))) return;  // a second call (retract, then its match) allocates nothing
-  }
+  // A second call (retract, then its match) allocates nothing. By the index: after a batch
+  // of extends up to two spares per request are left, and a scan of them per begin made a
+  // batch of begins quadratic.
+  if (find_spare(tokens, values_for(tokens)) < spare_leaves_.size()) return;
   leaf_needs_.assign(1, tokens);
   reserve_leaves();
 }

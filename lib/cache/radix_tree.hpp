@@ -254,6 +254,8 @@ class RadixTree {
   std::vector<size_t> spare_rooms_;
   std::vector<uint32_t> spare_next_;
   size_t next_spare(size_t i);
+  // The index of the smallest spare not taken yet that fits, or spare_leaves_.size().
+  size_t find_spare(size_t tokens, size_t values);
   std::vector<LeafBuffer> next_leaves_;  // reserve_leaves' scratch (capacity reused)
   std::vector<size_t> leaf_needs_;       // the tokens each expected leaf or split needs
   std::vector<uint8_t> leaf_reused_;     // reserve_leaves' scratch: need i keeps a spare
