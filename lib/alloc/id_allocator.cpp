@@ -165,32 +165,41 @@ void IdAllocator::disown(const int64_t* ids, size_t n) {
     for (size_t i = 0; i < n; ++i) set_owned(ids[i], false);
     return;
   }
-  for (size_t i = 0; i < n; ++i) owned_[static_cast<size_t>(ids[i])] = 0;  // nothing to record
+  uint8_t* owned = owned_.data();  // a local: a byte store could alias the vector's pointer, reloaded per id
+  for (size_t i = 0; i < n; ++i) owned[static_cast<size_t>(ids[i])] = 0;  // nothing to record
 }
 
 Status IdAllocator::give_back(const int64_t* ids, size_t n, bool collapse_repeats, bool bypass_group) {
   if (n == 0) return Status::ok();
-  std::vector<int64_t>& unique = unique_;
   bool in_place = false;  // strictly ascending ids are given back as they are, without a copy
-  KVPOOL_RETURN_IF_ERROR(check_ids(ids, n, collapse_repeats, &unique, &in_place));
-  const int64_t* give = in_place ? ids : unique.data();
-  const size_t count = in_place ? n : unique.size();
-  // What can throw comes before the first change: the undo records (an owned bit
-  // and a ring write per id) and the group's room.
-  log_.reserve(2 * count);
-  if (in_group_ && !bypass_group && group_.capacity() - group_.size() < count) {
-    group_.reserve(std::max(group_.size() + count, 2 * group_.capacity()));
-  }
-  disown(give, count);
-  held_ -= count;
-  if (in_group_ && !bypass_group) {
-    group_.insert(group_.end(), give, give + count);
-  } else if (in_place) {
-    insert_run(give, count);  // sorted already
+  KVPOOL_RETURN_IF_ERROR(check_ids(ids, n, collapse_repeats, &unique_, &in_place));
+  if (in_place) {
+    release_checked(ids, n, bypass_group);
   } else {
-    insert_released(unique);
+    release_checked(unique_.data(), unique_.size(), bypass_group);
   }
   return Status::ok();
+}
+
+Status IdAllocator::give_back_held(const int64_t* ids, size_t n) {
+  if (n == 0) return Status::ok();
+  release_checked(ids, n, false);
+  return Status::ok();
+}
+
+void IdAllocator::release_checked(const int64_t* ids, size_t n, bool bypass_group) {
+  // What can throw comes before the first change: the undo records (an owned bit
+  // and a ring write per id) and the group's room.
+  log_.reserve(2 * n);
+  const bool grouped = in_group_ && !bypass_group;
+  if (grouped && group_.capacity() - group_.size() < n) group_.reserve(std::max(group_.size() + n, 2 * group_.capacity()));
+  disown(ids, n);
+  held_ -= n;
+  if (grouped) {
+    group_.insert(group_.end(), ids, ids + n);
+  } else {
+    insert_run(ids, n);  // in the policy's order: check_ids sorts for kPrependSorted
+  }
 }
 
 namespace {
