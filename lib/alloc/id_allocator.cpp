@@ -1,6 +1,7 @@
 #include "alloc/id_allocator.hpp"
 
 #include <algorithm>
+#include <cstring>
 
 #include "alloc/ownership_check.hpp"
 
@@ -164,37 +165,111 @@ void IdAllocator::disown(const int64_t* ids, size_t n) {
     for (size_t i = 0; i < n; ++i) set_owned(ids[i], false);
     return;
   }
-  for (size_t i = 0; i < n; ++i) owned_[static_cast<size_t>(ids[i])] = 0;  // nothing to record
+  uint8_t* owned = owned_.data();  // a local: a byte store could alias the vector's pointer, reloaded per id
+  for (size_t i = 0; i < n; ++i) owned[static_cast<size_t>(ids[i])] = 0;  // nothing to record
 }
 
 Status IdAllocator::give_back(const int64_t* ids, size_t n, bool collapse_repeats, bool bypass_group) {
   if (n == 0) return Status::ok();
-  std::vector<int64_t>& unique = unique_;
   bool in_place = false;  // strictly ascending ids are given back as they are, without a copy
-  KVPOOL_RETURN_IF_ERROR(check_ids(ids, n, collapse_repeats, &unique, &in_place));
-  const int64_t* give = in_place ? ids : unique.data();
-  const size_t count = in_place ? n : unique.size();
-  // What can throw comes before the first change: the undo records (an owned bit
-  // and a ring write per id) and the group's room.
-  log_.reserve(2 * count);
-  if (in_group_ && !bypass_group && group_.capacity() - group_.size() < count) {
-    group_.reserve(std::max(group_.size() + count, 2 * group_.capacity()));
-  }
-  disown(give, count);
-  held_ -= count;
-  if (in_group_ && !bypass_group) {
-    group_.insert(group_.end(), give, give + count);
-  } else if (in_place) {
-    insert_run(give, count);  // sorted already
+  KVPOOL_RETURN_IF_ERROR(check_ids(ids, n, collapse_repeats, &unique_, &in_place));
+  if (in_place) {
+    release_checked(ids, n, bypass_group);
   } else {
-    insert_released(unique);
+    release_checked(unique_.data(), unique_.size(), bypass_group);
   }
   return Status::ok();
 }
 
-Status IdAllocator::give_back_runs(const int64_t* ids, const size_t* ends, size_t runs, bool collapse_repeats) {
-  const size_t n = runs == 0 ? 0 : ends[runs - 1];
+Status IdAllocator::give_back_held(const int64_t* ids, size_t n) {
   if (n == 0) return Status::ok();
+  release_checked(ids, n, false);
+  return Status::ok();
+}
+
+void IdAllocator::release_checked(const int64_t* ids, size_t n, bool bypass_group) {
+  // What can throw comes before the first change: the undo records (an owned bit
+  // and a ring write per id) and the group's room.
+  log_.reserve(2 * n);
+  const bool grouped = in_group_ && !bypass_group;
+  if (grouped && group_.capacity() - group_.size() < n) group_.reserve(std::max(group_.size() + n, 2 * group_.capacity()));
+  disown(ids, n);
+  held_ -= n;
+  if (grouped) {
+    group_.insert(group_.end(), ids, ids + n);
+  } else {
+    insert_run(ids, n);  // in the policy's order: check_ids sorts for kPrependSorted
+  }
+}
+
+namespace {
+
+// Whether ids[0, n) are first, first + 1, ... (unsigned arithmetic: no overflow). An OR
+// of differences rather than a compare per id: it vectorises with SSE2 alone, which has
+// no 64-bit compare.
+bool consecutive(const int64_t* ids, size_t n) {
+  const uint64_t first = static_cast<uint64_t>(ids[0]);
+  uint64_t diff = 0;
+  for (size_t i = 1; i < n; ++i) diff |= static_cast<uint64_t>(ids[i]) ^ (first + i);
+  return diff == 0;
+}
+
+// Whether every byte of bits[0, n) equals `value` (vectorised, like the above).
+bool all_bytes(const uint8_t* bits, size_t n, uint8_t value) {
+  unsigned diff = 0;
+  for (size_t i = 0; i < n; ++i) diff |= bits[i] ^ value;
+  return diff == 0;
+}
+
+}  // namespace
+
+bool IdAllocator::give_back_ranges(const int64_t* ids, const size_t* ends, size_t runs) {
+  // Worth it only for long runs: a block costs a few calls where an id costs a few
+  // instructions (the 10,100 one-id runs of a tree of one-page nodes take the general path).
+  const size_t n = ends[runs - 1];
+  if (log_.active() || n < 8 * runs) return false;
+  for (size_t r = 0, from = 0; r < runs; from = ends[r++]) {
+    if (ends[r] == from || !consecutive(ids + from, ends[r] - from)) return false;
+    if (ids[from] < 1 || ids[from] > num_ids_ - static_cast<int64_t>(ends[r] - from - 1)) return false;
+  }
+  // What can throw comes first: the group's room.
+  if (in_group_ && group_.capacity() - group_.size() < n) group_.reserve(std::max(group_.size() + n, 2 * group_.capacity()));
+  // Every id owned (1) and in no earlier block: each checked block is marked 2, and the
+  // marks go back to 1 if a later block fails (a repeat or an id not held).
+  uint8_t* owned = owned_.data();
+  for (size_t r = 0, from = 0; r < runs; from = ends[r++]) {
+    uint8_t* block = owned + ids[from];
+    const size_t len = ends[r] - from;
+    if (!all_bytes(block, len, 1)) {
+      for (size_t q = 0, f = 0; q < r; f = ends[q++]) std::memset(owned + ids[f], 1, ends[q] - f);
+      return false;
+    }
+    std::memset(block, 2, len);
+  }
+  for (size_t r = 0, from = 0; r < runs; from = ends[r++]) std::memset(owned + ids[from], 0, ends[r] - from);
+  held_ -= n;
+  // The placement of give_back_runs with no repeat and every run sorted: the runs'
+  // concatenation, except that pushing runs one by one to the front (kPrependSorted)
+  // leaves the last run first.
+  if (in_group_) {
+    group_.insert(group_.end(), ids, ids + n);
+  } else if (order_ == GiveBackOrder::kAppend) {
+    insert_run(ids, n);
+  } else {
+    for (size_t r = 0, from = 0; r < runs; from = ends[r++]) insert_run(ids + from, ends[r] - from);
+  }
+  return true;
+}
+
+Status IdAllocator::give_back_runs(const int64_t* ids, const size_t* ends, size_t runs, bool collapse_repeats,
+                                   bool* ranges) {
+  const size_t n = runs == 0 ? 0 : ends[runs - 1];
+  if (ranges != nullptr) *ranges = false;
+  if (n == 0) return Status::ok();
+  if (give_back_ranges(ids, ends, runs)) {
+    if (ranges != nullptr) *ranges = true;
+    return Status::ok();
+  }
   bool ascending = true, strictly = true;
   KVPOOL_RETURN_IF_ERROR(check_held(ids, n, &ascending, &strictly));  // range and owned; repeats below
   // Repeats: mark each id (owned 1 -> 2) and look for a second mark.

@@ -63,12 +63,17 @@ class IdAllocator {
   // Checks ids (range, id 0, owned, and repeats unless `collapse_repeats`) and
   // gives them back per the policy; on error nothing changes.
   Status give_back(const int64_t* ids, size_t n, bool collapse_repeats, bool bypass_group = false);
+  // give_back() of ids that the caller has checked: every one in range, held, and the
+  // ids strictly ascending (PagedAllocator::free checks its pages while collecting them).
+  Status give_back_held(const int64_t* ids, size_t n);
   // As give_back() of each run in turn (run r = ids[ends[r-1], ends[r])), with one
   // check of all ids first and no sorting of runs already in order: the free list ends
   // up exactly as after one give_back per run. Ids repeated within the batch are
   // collapsed (`collapse_repeats`) or an error. Allocates nothing beyond give_back's
-  // reserved scratch.
-  Status give_back_runs(const int64_t* ids, const size_t* ends, size_t runs, bool collapse_repeats);
+  // reserved scratch. *ranges (unless NULL) tells whether every run was a block of
+  // consecutive ascending ids (then callers may clear their own marks per block).
+  Status give_back_runs(const int64_t* ids, const size_t* ends, size_t runs, bool collapse_repeats,
+                        bool* ranges = nullptr);
   // The same check without changing anything.
   Status check_give_back(const int64_t* ids, size_t n, bool collapse_repeats) const;
   // Sizes the scratch of give_back for freeing every id at once, so that no give
@@ -110,8 +115,17 @@ class IdAllocator {
   Status check_ids(const int64_t* ids, size_t n, bool collapse_repeats, std::vector<int64_t>* unique,
                    bool* in_place) const;
   void set_owned(int64_t id, bool owned);
+  // give_back's changes once the ids are checked and in the policy's order: disowned,
+  // then into the group or the free/release list.
+  void release_checked(const int64_t* ids, size_t n, bool bypass_group);
   // give_back_runs' placement while a backup records every write (ids marked 2 by it).
   Status give_back_runs_recorded(const int64_t* ids, const size_t* ends, size_t runs);
+  // give_back_runs of runs that are each a block of consecutive ascending ids (a leaf's
+  // slots at page 1, allocated together), with byte-block checks and writes instead of a
+  // pass per id. Returns false, having changed nothing, where it does not apply (a run not
+  // a block, a backup running) or the batch is bad: the general path then decides, and
+  // words any error.
+  bool give_back_ranges(const int64_t* ids, const size_t* ends, size_t runs);
   void disown(const int64_t* ids, size_t n);  // set_owned(id, false) of each, unrecorded without a backup
   // Into the free or release list per policy; sorts ids in place first (kPrependSorted).
   void insert_released(std::vector<int64_t>& ids);

@@ -39,17 +39,21 @@ Status PagedAllocator::alloc(size_t num_slots, int64_t* out) {
   return Status::ok();
 }
 
-Status PagedAllocator::slots_to_pages(const int64_t* slots, size_t n, std::vector<int64_t>* pages) const {
+Status PagedAllocator::collect_pages(const int64_t* slots, size_t n, std::vector<int64_t>* room, PageList* list) const {
   // Slots of one page usually come together: keep one entry per run, so the
-  // ownership check sorts pages, not slots.
-  pages->clear();
+  // ownership check sorts pages, not slots. `room` only grows (its zero fill is paid
+  // once), and list->out moves with it.
+  auto make_room = [&](size_t more) {
+    if (room->size() < list->count + more) room->resize(list->count + more);
+    list->out = room->data();
+  };
   const int64_t P = page_size_;
   const bool pow2 = (P & (P - 1)) == 0;
-  if (pow2 && P > 1) pages->reserve(n / static_cast<size_t>(P) + 1);  // scan_whole_pages' room
   size_t i = 0;
   while (i < n) {
     if (pow2 && P > 1) {
-      i = scan_whole_pages(slots, i, n, P, slot_limit(), pages);  // whole pages, as long as they come
+      make_room((n - i) / static_cast<size_t>(P));
+      i = scan_whole_pages(slots, i, n, P, slot_limit(), list);  // whole pages, as long as they come
       if (i == n) break;
     }
     const int64_t s = slots[i];
@@ -58,18 +62,36 @@ Status PagedAllocator::slots_to_pages(const int64_t* slots, size_t n, std::vecto
                              std::to_string(slot_limit()) + ")");
     }
     if (s < page_size_) return Status::invalid("slot " + std::to_string(s) + " lies in the reserved page 0");
-    const int64_t page = s / page_size_;
-    if (pages->empty() || pages->back() != page) pages->push_back(page);
-    ++i;
+    make_room(1);
+    list->note(s / page_size_);
+    // The rest of a partial page (a request's last page) in one go, not a scan call per
+    // slot: valid slots of the page just noted, which would only be collapsed into it.
+    const int64_t first = list->last * P, end = first + P;
+    for (++i; i < n && slots[i] >= first && slots[i] < end; ++i) {
+    }
   }
   return Status::ok();
+}
+
+Status PagedAllocator::slots_to_pages(const int64_t* slots, size_t n, std::vector<int64_t>* pages) const {
+  PageList list;
+  list.owned = pages_.owned_bits();
+  pages->clear();
+  const Status st = collect_pages(slots, n, pages, &list);
+  pages->resize(st.is_ok() ? list.count : 0);
+  return st;
 }
 
 Status PagedAllocator::free(const int64_t* slots, size_t n) {
   if (n == 0) return Status::ok();
   if (page_size_ == 1) return pages_.give_back(slots, n, false);
-  KVPOOL_RETURN_IF_ERROR(slots_to_pages(slots, n, &scratch_pages_));
-  return pages_.give_back(scratch_pages_.data(), scratch_pages_.size(), true);  // a page freed once
+  PageList list;
+  list.owned = pages_.owned_bits();
+  KVPOOL_RETURN_IF_ERROR(collect_pages(slots, n, &scratch_pages_, &list));
+  // The usual free (held pages, strictly ascending) was checked while the pages were
+  // collected; anything else goes through give_back's check, which words the error.
+  if (list.all_owned && list.ascending) return pages_.give_back_held(scratch_pages_.data(), list.count);
+  return pages_.give_back(scratch_pages_.data(), list.count, true);  // a page freed once
 }
 
 Status PagedAllocator::check_extend(const ExtendRequest& r, size_t out_len, size_t* pages_needed) const {

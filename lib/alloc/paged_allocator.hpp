@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "alloc/id_allocator.hpp"
+#include "alloc/page_scan.hpp"
 #include "util/status.hpp"
 
 namespace kvp::alloc {
@@ -57,6 +58,9 @@ class PagedAllocator {
   Status slots_to_pages(const int64_t* slots, size_t n, std::vector<int64_t>* pages) const;
 
  private:
+  // slots_to_pages into list->out, which lives in *room (grown as needed, never shrunk).
+  Status collect_pages(const int64_t* slots, size_t n, std::vector<int64_t>* room, PageList* list) const;
+
   IdAllocator pages_;
   int64_t page_size_;
   std::vector<int64_t> scratch_pages_;

@@ -1,6 +1,7 @@
 #include "cache/prefix_cache.hpp"
 
 #include <algorithm>
+#include <cstring>
 
 namespace kvp::cache {
 
@@ -92,21 +93,33 @@ Status PrefixCache::insert(const int32_t* tokens, size_t n, const int64_t* slots
   return Status::ok();
 }
 
+void PrefixCache::clear_marks(const int64_t* pages, const size_t* ends, size_t runs, bool ranges) {
+  uint8_t* owned = owned_.data();  // a local: byte stores could alias the vector's pointer
+  if (ranges) {  // every run a block of consecutive pages (a node's pages, allocated together)
+    for (size_t r = 0, from = 0; r < runs; from = ends[r++]) std::memset(owned + pages[from], 0, ends[r] - from);
+    return;
+  }
+  const size_t n = runs == 0 ? 0 : ends[runs - 1];
+  for (size_t i = 0; i < n; ++i) owned[static_cast<size_t>(pages[i])] = 0;
+}
+
 Status PrefixCache::evict(size_t tokens, size_t* evicted) {
   const int64_t P = page_size();
   return tree_.evict(tokens, [this, P](const int64_t* values, const size_t* ends, size_t runs, bool paged) -> Status {
     const size_t n = runs == 0 ? 0 : ends[runs - 1];
     if (P == 1) {  // slots are the allocator's ids
-      KVPOOL_RETURN_IF_ERROR(allocator_->pages().give_back_runs(values, ends, runs, false));
-      for (size_t i = 0; i < n; ++i) owned_[static_cast<size_t>(values[i])] = 0;
+      bool ranges = false;
+      KVPOOL_RETURN_IF_ERROR(allocator_->pages().give_back_runs(values, ends, runs, false, &ranges));
+      clear_marks(values, ends, runs, ranges);
       return Status::ok();
     }
     if (paged) {  // first slots of whole pages (check_handover): the pages, as one batch of runs
       std::vector<int64_t>& pages = handover_;  // sized for every page at creation: no allocation
       pages.resize(n);
       for (size_t i = 0; i < n; ++i) pages[i] = page_of(values[i]);
-      KVPOOL_RETURN_IF_ERROR(allocator_->pages().give_back_runs(pages.data(), ends, runs, true));
-      for (size_t i = 0; i < n; ++i) owned_[static_cast<size_t>(pages[i])] = 0;
+      bool ranges = false;
+      KVPOOL_RETURN_IF_ERROR(allocator_->pages().give_back_runs(pages.data(), ends, runs, true, &ranges));
+      clear_marks(pages.data(), ends, runs, ranges);
       return Status::ok();
     }
     for (size_t r = 0, from = 0; r < runs; from = ends[r++]) {  // slot per token (not made by this cache)

@@ -33,6 +33,9 @@ class PrefixCache {
 
  private:
   Status check_handover(const int64_t* slots, size_t n) const;
+  // Clears the tree's marks of evicted pages (run r = pages[ends[r-1], ends[r])); with
+  // `ranges` (give_back_runs found every run a block of consecutive pages) one block per run.
+  void clear_marks(const int64_t* pages, const size_t* ends, size_t runs, bool ranges);
   // The page of a slot (>= 0): a shift for the usual power-of-two page sizes, not a 64-bit division.
   int64_t page_of(int64_t slot) const { return page_shift_ >= 0 ? slot >> page_shift_ : slot / page_size(); }
 

@@ -107,6 +107,71 @@ TEST(IdAllocatorRuns, BlockPlacementEqualsRunByRun) {
   }
 }
 
+// Runs that are blocks of consecutive ids (a leaf's slots at page 1) take a block path
+// (give_back_ranges); it must leave the state of one give_back per run, and bad batches
+// (a block overlapping another, an id not held, out of range) must fail as before.
+TEST(IdAllocatorRuns, ConsecutiveBlocksSameAsOneGiveBackPerRun) {
+  std::mt19937_64 rng(41);
+  for (GiveBackOrder order : {GiveBackOrder::kAppend, GiveBackOrder::kPrependSorted}) {
+    for (bool need_sort : {false, true}) {
+      for (int group = 0; group < 2; ++group) {
+        for (int round = 0; round < 60; ++round) {
+          const int64_t N = 400;
+          IdAllocator a(N, order, need_sort, "slot"), b(N, order, need_sort, "slot");
+          Ids taken(300);
+          ASSERT_TRUE(a.take(taken.size(), taken.data()).is_ok());
+          ASSERT_TRUE(b.take(taken.size(), taken.data()).is_ok());  // 1..300 held
+          // Blocks of 8..40 consecutive ids from disjoint places, in random order.
+          std::vector<int64_t> starts;
+          for (int64_t s = 1; s + 40 <= 300; s += 41) starts.push_back(s);
+          std::shuffle(starts.begin(), starts.end(), rng);
+          Ids ids;
+          std::vector<size_t> ends;
+          for (size_t k = 0; k < 1 + rng() % starts.size(); ++k) {
+            const int64_t len = 8 + static_cast<int64_t>(rng() % 33);
+            for (int64_t j = 0; j < len; ++j) ids.push_back(starts[k] + j);
+            ends.push_back(ids.size());
+          }
+          const int fault = static_cast<int>(rng() % 6);  // 0..2: a bad batch
+          if (fault == 0) ids[rng() % ids.size()] = 300 + 1 + static_cast<int64_t>(rng() % 100);  // not held
+          if (fault == 1) ids[rng() % ids.size()] = N + 1 + static_cast<int64_t>(rng() % 5);      // out of range
+          if (fault == 2 && ends.size() > 1) {  // the last block overlaps the first
+            const size_t from = ends[ends.size() - 2];
+            const int64_t shift = ids[0] + 3 - ids[from];
+            for (size_t i = from; i < ids.size(); ++i) ids[i] += shift;
+          }
+          if (group) {
+            ASSERT_TRUE(a.group_begin().is_ok());
+            ASSERT_TRUE(b.group_begin().is_ok());
+          }
+          const std::string before = picture(b);
+          bool ranges = false;
+          const kvp::Status got = b.give_back_runs(ids.data(), ends.data(), ends.size(), false, &ranges);
+          // The reference: one check of the whole batch (the first offender's message), then a give_back per run.
+          kvp::Status want = a.check_give_back(ids.data(), ids.size(), false);
+          for (size_t r = 0, from = 0; want.is_ok() && r < ends.size(); from = ends[r++]) {
+            want = a.give_back(ids.data() + from, ends[r] - from, false);
+          }
+          ASSERT_EQ(got.is_ok(), want.is_ok()) << "round " << round << " fault " << fault;
+          ASSERT_EQ(got.message(), want.message());
+          if (got.is_ok()) {
+            EXPECT_TRUE(ranges);
+          } else {
+            EXPECT_EQ(picture(b), before);
+          }
+          if (group) {
+            ASSERT_TRUE(a.group_end().is_ok());
+            ASSERT_TRUE(b.group_end().is_ok());
+          }
+          EXPECT_EQ(picture(b), picture(a));
+          std::string report;
+          EXPECT_EQ(b.check(&report, 10), 0u) << report;
+        }
+      }
+    }
+  }
+}
+
 TEST(IdAllocatorRuns, RestoreUndoesABatch) {
   IdAllocator a(32, GiveBackOrder::kPrependSorted, false, "page");
   Ids taken(20);
