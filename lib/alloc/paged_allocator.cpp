@@ -17,7 +17,8 @@ std::string at(size_t i) { return "request " + std::to_string(i) + ": "; }
 PagedAllocator::PagedAllocator(int64_t num_pages, int64_t page_size, bool need_sort)
     : pages_(num_pages, page_size == 1 ? GiveBackOrder::kAppend : GiveBackOrder::kPrependSorted, need_sort,
              page_size == 1 ? "slot" : "page"),
-      page_size_(page_size) {}
+      page_size_(page_size),
+      page_mask_(page_size > 0 && (page_size & (page_size - 1)) == 0 ? page_size - 1 : -1) {}
 
 Status PagedAllocator::alloc(size_t num_slots, int64_t* out) {
   const size_t page = static_cast<size_t>(page_size_);
@@ -180,11 +181,13 @@ Status PagedAllocator::decode(const int64_t* seq_lens, const int64_t* last_locs,
       return Status::invalid(at(i) + "last_loc " + std::to_string(last) + " is out of range [0, " +
                              std::to_string(slot_limit()) + ")");
     }
-    if (P > 1 && (last + 2) % P != seq % P) {
+    // Both positions are >= 1 here (seq >= 1, last >= -1).
+    const int64_t seq_in_page = in_page(seq);
+    if (P > 1 && in_page(last + 2) != seq_in_page) {
       return Status::invalid(at(i) + "last_loc " + std::to_string(last) + " is not the slot of token " +
                              std::to_string(seq - 2) + ": (last_loc + 2) % page_size must equal seq % page_size");
     }
-    if (P == 1 || seq % P == 1) ++needed;
+    if (P == 1 || seq_in_page == 1) ++needed;
   }
   if (!pages_.can_take(needed)) {
     return Status::out_of_memory("decode needs " + std::to_string(needed) + " new pages, " +
@@ -193,7 +196,7 @@ Status PagedAllocator::decode(const int64_t* seq_lens, const int64_t* last_locs,
   pages_.prepare(needed, batch > pages_.free_count());
   size_t next_page = 0;
   for (size_t i = 0; i < batch; ++i) {
-    const bool new_page = P == 1 || seq_lens[i] % P == 1;
+    const bool new_page = P == 1 || in_page(seq_lens[i]) == 1;
     out[i] = new_page ? pages_.peek(next_page++) * P : last_locs[i] + 1;
   }
   pages_.consume(needed);
