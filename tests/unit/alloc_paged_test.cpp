@@ -200,6 +200,41 @@ TEST(PagedAllocator, ExtendAndDecodeRejectBadInputs) {
   kvtest::expect_consistent(pool);
 }
 
+TEST(PagedAllocator, DecodeNamesTheFirstBadRequest) {
+  // A batch with several bad requests names the first one and its reason, extreme last_locs
+  // (INT64_MAX, INT64_MIN: no overflow in the page test) are rejected as out of range, and
+  // nothing changes.
+  for (int64_t page : {4, 16}) {
+    Pool pool(kvtest::mha_config(page, 32));
+    Slots base(static_cast<size_t>(2 * page));
+    ASSERT_EQ(kvalloc_alloc(pool, base.data(), base.size()), KVPOOL_OK);
+    const Slots before = free_list(pool);
+    Slots out(3);
+    const int64_t p0 = base[0];  // first slot of a held page: token 0 of a request
+    struct Case {
+      Slots seq, last;
+      const char* message;
+    };
+    const Case cases[] = {
+        {{2, 2, 0}, {p0, p0 + 1, -1}, "request 1: last_loc"},                    // misaligned, then seq 0
+        {{2, 0, 1}, {p0, -1, 5}, "request 1: sequence length 0 is below 1"},    // the earlier violation wins
+        {{2, 1, 2}, {p0, 7, p0}, "request 1: last_loc is 7 for a first token"},
+        {{2, 2, 2}, {p0, INT64_MAX, p0}, "request 1: last_loc 9223372036854775807 is out of range"},
+        {{2, 2, 2}, {p0, p0, INT64_MIN}, "request 2: last_loc -9223372036854775808 is out of range"},
+    };
+    for (const Case& c : cases) {
+      EXPECT_EQ(decode(pool, c.seq, c.last, &out), KVPOOL_ERR_INVALID_ARGUMENT) << c.message;
+      EXPECT_NE(std::string(kvpool_last_error()).find(c.message), std::string::npos)
+          << "page " << page << ": " << kvpool_last_error();
+      EXPECT_EQ(free_list(pool), before);
+    }
+    Slots one(1);
+    ASSERT_EQ(decode(pool, {2}, {p0}, &one), KVPOOL_OK);  // request 0's inputs alone are valid
+    EXPECT_EQ(one[0], p0 + 1);
+    kvtest::expect_consistent(pool);
+  }
+}
+
 // Found by the API fuzzer: lengths near INT64_MAX overflowed the rounding to whole pages, and a
 // huge prefix with nothing to extend passed the checks and then wrote pages past the output.
 TEST(PagedAllocator, ExtendRejectsLengthsThatOverflowPageRounding) {
