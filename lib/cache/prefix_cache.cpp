@@ -42,7 +42,8 @@ Status PrefixCache::check_handover(const int64_t* slots, size_t n) const {
       const int64_t first = slots[i];
       const bool usable = (first >= P) & (first < limit) & (page_shift_ >= 0 ? (first & (P - 1)) == 0 : first % P == 0);
       bool in_order = true;
-      for (size_t j = 1; j < step; ++j) in_order &= slots[i + j] == first + static_cast<int64_t>(j);
+      // Unsigned: a caller's slot near INT64_MAX must not overflow the expected successor.
+      for (size_t j = 1; j < step; ++j) in_order &= static_cast<uint64_t>(slots[i + j]) == static_cast<uint64_t>(first) + j;
       const int64_t page = usable ? page_of(first) : 0;
       good &= in_order & (allocated[page] != 0) & (cached[page] == 0);
       ascending &= page > last;

@@ -532,7 +532,9 @@ Status RadixTree::insert(const int32_t* tokens, size_t n, const int64_t* slots, 
   bool leaf_paged = P > 1;
   for (size_t off = cached; leaf_paged && off < n; off += P) {
     bool in_order = true;  // `&`, not `&&`: a page's compares vectorise
-    for (size_t j = 1; j < P; ++j) in_order &= slots[off + j] == slots[off] + static_cast<int64_t>(j);
+    for (size_t j = 1; j < P; ++j) {  // unsigned: no overflow, whatever the caller passed
+      in_order &= static_cast<uint64_t>(slots[off + j]) == static_cast<uint64_t>(slots[off]) + j;
+    }
     leaf_paged = in_order;
   }
   if (cached < n) take_spare_leaf(n - cached, leaf_paged ? (n - cached) / P : n - cached, &leaf_key, &leaf_value);
