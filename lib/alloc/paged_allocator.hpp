@@ -27,6 +27,12 @@ class PagedAllocator {
   PagedAllocator(int64_t num_pages, int64_t page_size, bool need_sort);
 
   int64_t page_size() const { return page_size_; }
+  // A nonnegative position's offset in its page: a mask when the page size is a power of
+  // two, not a 64-bit division (a decode step takes a few per request, which were a
+  // quarter of a large step).
+  int64_t in_page(int64_t position) const {
+    return page_mask_ >= 0 ? (position & page_mask_) : position % page_size_;
+  }
   int64_t num_pages() const { return pages_.num_ids(); }
   // Slots 0 .. slot_limit()-1 exist in the buffers (page 0 included).
   int64_t slot_limit() const { return (num_pages() + 1) * page_size_; }
@@ -63,13 +69,8 @@ class PagedAllocator {
 
   IdAllocator pages_;
   int64_t page_size_;
-  // page_size - 1 when the page size is a power of two, else -1: the remainder of a
-  // nonnegative position is then a mask, not a 64-bit division (decode takes three per
-  // request, which were a quarter of a large decode step).
+  // page_size - 1 when the page size is a power of two, else -1 (see in_page()).
   int64_t page_mask_;
-  int64_t in_page(int64_t position) const {
-    return page_mask_ >= 0 ? (position & page_mask_) : position % page_size_;
-  }
   std::vector<int64_t> scratch_pages_;
   size_t last_taken_ = 0;  // pages the last extend/decode took (undo_last_allocation)
 };

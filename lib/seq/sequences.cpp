@@ -14,7 +14,6 @@ std::string who(uint64_t id) { return "request " + std::to_string(id) + ": "; }
 
 Sequences::Sequences(alloc::PagedAllocator* allocator, req::RequestTable* table, cache::PrefixCache* cache)
     : page_(allocator != nullptr ? static_cast<size_t>(allocator->page_size()) : 1),
-      page_mask_((page_ & (page_ - 1)) == 0 ? page_ - 1 : 0),
       allocator_(allocator), table_(table), cache_(cache) {
   // Requests free their slots after other changes (a row detached, a tree insert):
   // size the allocator's free scratch once, so that those frees never allocate.
@@ -537,7 +536,7 @@ Status Sequences::decode(const uint64_t* ids, const int32_t* tokens, size_t n, i
     last[i] = r.slots.back();
     decode_cells_.rows[i] = r.row;
     decode_cells_.columns[i] = static_cast<int64_t>(len);
-    pages += in_page(len) == 0 ? 1 : 0;  // the new token starts a page
+    pages += allocator_->in_page(static_cast<int64_t>(len)) == 0 ? 1 : 0;  // the new token starts a page
     // The appends after the allocation below cannot throw (growing changes no state).
     reserve_more(&r.tokens, 1);
     reserve_more(&r.slots, 1);

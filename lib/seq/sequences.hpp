@@ -169,10 +169,6 @@ class Sequences {
   void mark_request_pages(std::vector<uint8_t>* pages) const;
 
   size_t page_ = 1;
-  // page_ - 1 when page_ is a power of two (else 0, unused): a step's per-request page test
-  // is then a mask instead of a division.
-  size_t page_mask_ = 0;
-  size_t in_page(size_t position) const { return page_mask_ != 0 || page_ == 1 ? position & page_mask_ : position % page_; }
   EvictRule evict_rule_ = EvictRule::kShortfall;
   alloc::PagedAllocator* allocator_;
   req::RequestTable* table_;

@@ -9,6 +9,7 @@
 
 #include "alloc/id_allocator.hpp"
 #include "alloc/ring.hpp"
+#include "id_allocator_picture.hpp"
 
 namespace {
 
@@ -17,16 +18,8 @@ using kvp::alloc::IdAllocator;
 using kvp::alloc::Ring;
 using kvp::alloc::UndoLog;
 using Ids = std::vector<int64_t>;
+using kvtest::picture;
 
-std::string picture(const IdAllocator& a) {
-  std::string s = "held " + std::to_string(a.held()) + " free";
-  for (int64_t id : a.free_list()) s += " " + std::to_string(id);
-  s += " release";
-  for (int64_t id : a.release_list()) s += " " + std::to_string(id);
-  s += " owned";
-  for (int64_t id = 1; id <= a.num_ids(); ++id) s += a.owned(id) ? "1" : "0";
-  return s;
-}
 
 TEST(IdAllocatorRuns, SameStateAsOneGiveBackPerRun) {
   std::mt19937_64 rng(11);

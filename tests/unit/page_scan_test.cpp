@@ -11,6 +11,7 @@
 
 #include "alloc/page_scan.hpp"
 #include "alloc/paged_allocator.hpp"
+#include "id_allocator_picture.hpp"
 
 namespace kvp::alloc {
 namespace {
@@ -122,15 +123,7 @@ TEST(PageScan, Avx2AndPortableAgree) {
   }
 }
 
-std::string picture(const IdAllocator& a) {
-  std::string s = "held " + std::to_string(a.held()) + " free";
-  for (int64_t id : a.free_list()) s += " " + std::to_string(id);
-  s += " release";
-  for (int64_t id : a.release_list()) s += " " + std::to_string(id);
-  s += " owned";
-  for (int64_t id = 1; id <= a.num_ids(); ++id) s += a.owned(id) ? "1" : "0";
-  return s;
-}
+using kvtest::picture;
 
 // PagedAllocator::free gives back strictly ascending held pages without a second check;
 // everything else (repeats, pages out of order, pages not held, bad slots) must end as
