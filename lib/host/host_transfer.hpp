@@ -1,0 +1,55 @@
+// Copies between the device KV buffers and the host tier (SGLANG_SEMANTICS §1.17, §5.7).
+//
+// Work is given in whole pages: device page d is slots [d*P, d*P + P), host page h
+// host tokens [h*P, h*P + P) (P = 1: a page is a token). A backup copies every
+// tiered layer device -> host; a load copies host -> device layer by layer and marks
+// each layer done in one of three rotating load sets (SGLang's LayerDoneCounter), so
+// an engine's compute stream waits for layer l only.
+//
+// CPU pools copy with memcpy inside the call: every ticket is finished on return.
+// CUDA pools enqueue a constant number of launches per call on the tier's write or
+// load stream, ordered after the work already on the compute stream
+// (set_compute_stream; default: the legacy default stream), and never synchronise
+// except in wait().
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "backend/backend.hpp"
+#include "host/host_pool.hpp"
+#include "util/status.hpp"
+
+namespace kvp::host {
+
+constexpr int kLoadSets = 3;
+
+class HostTransfer {
+ public:
+  virtual ~HostTransfer() = default;
+  // The stream whose KV writes a backup must follow and which loads are waited on by default.
+  virtual Status set_compute_stream(void* stream) = 0;
+  // device pages -> host pages, all tiered layers. *ticket identifies the copy.
+  virtual Status backup(const int64_t* device_pages, const int64_t* host_pages, size_t n, uint64_t* ticket) = 0;
+  // host pages -> device pages as load set `set` (0 .. kLoadSets-1), layer by layer.
+  virtual Status load(const int64_t* host_pages, const int64_t* device_pages, size_t n, int set, uint64_t* ticket) = 0;
+  // Non-blocking: has the copy of `ticket` completed? (Unknown or older tickets: true.)
+  virtual bool finished(uint64_t ticket) = 0;
+  // Blocks until the copy of `ticket` has completed.
+  virtual Status wait(uint64_t ticket) = 0;
+  // Makes `stream` (NULL: the compute stream) wait until tiered layer `layer` of the last
+  // load of `set` has landed; nothing on the host blocks. CPU pools: nothing to wait for.
+  virtual Status wait_layer(int set, uint32_t layer, void* stream) = 0;
+  // Bytes moved so far each way.
+  virtual uint64_t bytes_to_host() const = 0;
+  virtual uint64_t bytes_to_device() const = 0;
+};
+
+// memcpy between host-addressable device buffers (CPU pools) and the host pool.
+std::unique_ptr<HostTransfer> make_cpu_transfer(const HostPool* pool);
+// CUDA pools (cuda/host_transfer.cu): kernels for every layout, copy engines where faster.
+// KVPOOL_ERR_UNSUPPORTED in builds without CUDA.
+Status make_cuda_transfer(const HostPool* pool, int device, std::unique_ptr<HostTransfer>* out);
+
+}  // namespace kvp::host
