@@ -49,9 +49,11 @@ extern "C" {
 
 /** @brief Kind of a KV event. */
 typedef enum radix_event_type {
-  RADIX_EVENT_BLOCK_STORED = 0,      /**< a page entered the tree */
-  RADIX_EVENT_BLOCK_REMOVED = 1,     /**< a page left the tree (evicted) */
-  RADIX_EVENT_ALL_BLOCKS_CLEARED = 2 /**< the tree was reset */
+  RADIX_EVENT_BLOCK_STORED = 0,       /**< a page entered the tree (its device copy) */
+  RADIX_EVENT_BLOCK_REMOVED = 1,      /**< a page's device copy left the tree (evicted) */
+  RADIX_EVENT_ALL_BLOCKS_CLEARED = 2, /**< the tree was reset */
+  RADIX_EVENT_HOST_STORED = 3,        /**< host tier: a page got its host copy (block_hash only) */
+  RADIX_EVENT_HOST_REMOVED = 4        /**< host tier: a page's host copy was dropped (block_hash only) */
 } radix_event_type;
 
 /** @brief One KV event; the page's tokens are in a separate token array. */

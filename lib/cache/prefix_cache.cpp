@@ -86,11 +86,16 @@ Status PrefixCache::insert(const int32_t* tokens, size_t n, const int64_t* slots
   if (n % P != 0) {
     return Status::invalid("key length " + std::to_string(n) + " is not a multiple of page_size " + std::to_string(P));
   }
-  const size_t prefix = tree_.cached_prefix(tokens, n, extra_key);
+  // The tree takes the slots past its device part (host-only nodes on the path adopt theirs).
+  size_t prefix = 0;
+  const size_t walked = tree_.walk_prefix(tokens, n, extra_key, &prefix);
   KVPOOL_RETURN_IF_ERROR(check_handover(slots + prefix, n - prefix));
-  KVPOOL_RETURN_IF_ERROR(tree_.insert(tokens, n, slots, extra_key, priority, prefix_len, node, prefix));
+  NodeHandle last = 0;
+  KVPOOL_RETURN_IF_ERROR(tree_.insert(tokens, n, slots, extra_key, priority, prefix_len, &last, walked));
+  if (node != nullptr) *node = last;
   uint8_t* owned = owned_.data();  // a local: byte stores could alias the vector's pointer
   for (size_t i = *prefix_len; i < n; i += P) owned[static_cast<size_t>(page_of(slots[i]))] = 1;
+  if (host_ != nullptr) back_up_path(last);  // never fails the insert: a copy not made is counted
   return Status::ok();
 }
 
@@ -105,44 +110,55 @@ void PrefixCache::clear_marks(const int64_t* pages, const size_t* ends, size_t r
 }
 
 Status PrefixCache::evict(size_t tokens, size_t* evicted) {
+  if (host_ != nullptr) return evict_tiered(tokens, evicted);
+  return tree_.evict(
+      tokens, [this](const int64_t* values, const size_t* ends, size_t runs, bool paged) { return give_back(values, ends, runs, paged); },
+      evicted);
+}
+
+Status PrefixCache::give_back(const int64_t* values, const size_t* ends, size_t runs, bool paged) {
   const int64_t P = page_size();
-  return tree_.evict(tokens, [this, P](const int64_t* values, const size_t* ends, size_t runs, bool paged) -> Status {
-    const size_t n = runs == 0 ? 0 : ends[runs - 1];
-    if (P == 1) {  // slots are the allocator's ids
-      bool ranges = false;
-      KVPOOL_RETURN_IF_ERROR(allocator_->pages().give_back_runs(values, ends, runs, false, &ranges));
-      clear_marks(values, ends, runs, ranges);
-      return Status::ok();
-    }
-    if (paged) {  // first slots of whole pages (check_handover): the pages, as one batch of runs
-      std::vector<int64_t>& pages = handover_;  // sized for every page at creation: no allocation
-      pages.resize(n);
-      for (size_t i = 0; i < n; ++i) pages[i] = page_of(values[i]);
-      bool ranges = false;
-      KVPOOL_RETURN_IF_ERROR(allocator_->pages().give_back_runs(pages.data(), ends, runs, true, &ranges));
-      clear_marks(pages.data(), ends, runs, ranges);
-      return Status::ok();
-    }
-    for (size_t r = 0, from = 0; r < runs; from = ends[r++]) {  // slot per token (not made by this cache)
-      KVPOOL_RETURN_IF_ERROR(allocator_->free(values + from, ends[r] - from));
-      for (size_t i = from; i < ends[r]; i += static_cast<size_t>(P)) owned_[static_cast<size_t>(page_of(values[i]))] = 0;
-    }
+  const size_t n = runs == 0 ? 0 : ends[runs - 1];
+  if (P == 1) {  // slots are the allocator's ids
+    bool ranges = false;
+    KVPOOL_RETURN_IF_ERROR(allocator_->pages().give_back_runs(values, ends, runs, false, &ranges));
+    clear_marks(values, ends, runs, ranges);
     return Status::ok();
-  }, evicted);
+  }
+  if (paged) {  // first slots of whole pages (check_handover): the pages, as one batch of runs
+    std::vector<int64_t>& pages = handover_;  // sized for every page at creation: no allocation
+    pages.resize(n);
+    for (size_t i = 0; i < n; ++i) pages[i] = page_of(values[i]);
+    bool ranges = false;
+    KVPOOL_RETURN_IF_ERROR(allocator_->pages().give_back_runs(pages.data(), ends, runs, true, &ranges));
+    clear_marks(pages.data(), ends, runs, ranges);
+    return Status::ok();
+  }
+  for (size_t r = 0, from = 0; r < runs; from = ends[r++]) {  // slot per token (not made by this cache)
+    KVPOOL_RETURN_IF_ERROR(allocator_->free(values + from, ends[r] - from));
+    for (size_t i = from; i < ends[r]; i += static_cast<size_t>(P)) owned_[static_cast<size_t>(page_of(values[i]))] = 0;
+  }
+  return Status::ok();
 }
 
 Status PrefixCache::reset() {
+  if (host_ != nullptr) {  // copies in flight finish first: their pages are about to be reused
+    size_t done = 0;
+    KVPOOL_RETURN_IF_ERROR(poll(true, &done));
+  }
   std::vector<int64_t> slots;
   tree_.collect_slots(&slots);
   tree_.reserve_reset();  // what reset() allocates, before the slots are freed
   KVPOOL_RETURN_IF_ERROR(allocator_->free(slots.data(), slots.size()));
   std::fill(owned_.begin(), owned_.end(), 0);
+  if (host_ != nullptr) host_->clear();  // every host page belonged to a node
   tree_.reset();
   return Status::ok();
 }
 
 size_t PrefixCache::check(std::string* report, size_t max_lines) const {
   size_t problems = tree_.check(report, max_lines);
+  if (host_ != nullptr) problems += check_host(report, max_lines > problems ? max_lines - problems : 0);
   auto complain = [&](const std::string& line) {
     if (problems++ < max_lines) *report += line + "\n";
   };

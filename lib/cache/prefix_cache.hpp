@@ -9,9 +9,27 @@
 
 #include "alloc/paged_allocator.hpp"
 #include "cache/radix_tree.hpp"
+#include "host/host_pool.hpp"
+#include "host/host_transfer.hpp"
 #include "util/status.hpp"
 
 namespace kvp::cache {
+
+// SGLang's write policies (SGLANG_SEMANTICS §5.2): when device pages get a host copy.
+enum class WritePolicy { kWriteThrough, kWriteThroughSelective, kWriteBack };
+bool parse_write_policy(const std::string& name, WritePolicy* out);
+
+// The host tier's counters (kvpool_host_stats()).
+struct HostTierStats {
+  uint64_t backups = 0;          // backup copies started
+  uint64_t backup_tokens = 0;    // tokens copied device -> host
+  uint64_t backups_skipped = 0;  // nodes not backed up: the host tier was full of locked pages
+  uint64_t backup_errors = 0;    // copies that failed to start (the node stays device-only)
+  uint64_t loads = 0;            // load-backs started
+  uint64_t load_tokens = 0;      // tokens copied host -> device
+  uint64_t loads_refused = 0;    // host hits not loaded (below the threshold, or no device room)
+  uint64_t host_evicted_tokens = 0;
+};
 
 class PrefixCache {
  public:
@@ -31,8 +49,58 @@ class PrefixCache {
 
   size_t check(std::string* report, size_t max_lines) const;
 
+  // ---- host tier (prefix_cache_tier.cpp) ----
+  // Turns the tier on (an empty tree): from then on inserts back pages up per `policy`,
+  // evictions keep backed-up nodes as host-only, and load_back() brings them back.
+  void enable_host_tier(host::HostPool* pool, host::HostTransfer* transfer, WritePolicy policy);
+  bool host_tier() const { return host_ != nullptr; }
+  host::HostPool* host_pool() const { return host_; }
+  host::HostTransfer* host_transfer() const { return transfer_; }
+  // Host hits shorter than this are recomputed rather than loaded (SGLang: 10 tokens).
+  static constexpr size_t kLoadBackThreshold = 10;
+  // Releases the nodes of finished copies (non-blocking); `wait`: waits for all of them first.
+  Status poll(bool wait, size_t* completed);
+  size_t copies_in_flight() const { return in_flight_.size(); }
+  // Deletes host-only leaves until `tokens` host tokens are free again.
+  Status evict_host(size_t tokens, size_t* evicted);
+  // Loads the host-only chain that ends at `host_node` into fresh device pages (evicting
+  // device nodes if needed): its slots are appended to `slots`, *loaded counts them (0:
+  // nothing loaded, refused below the threshold or for want of device room) and *node is
+  // the chain's last node (locked until the copy lands), or, if nothing was loaded, the
+  // device node the chain hangs below.
+  Status load_back(NodeHandle host_node, std::vector<int64_t>* slots, size_t* loaded,
+                   NodeHandle* node);
+  // The load set (0..2) that load-backs go to; advance_load_set() moves to the next one.
+  int load_set() const { return load_set_; }
+  int advance_load_set() { return load_set_ = (load_set_ + 1) % host::kLoadSets; }
+  const HostTierStats& tier_stats() const { return stats_; }
+
  private:
+  // After an insert: the path's nodes the write policy wants copied get their copies.
+  void back_up_path(NodeHandle node);
+  // Host pages for `n` pages, deleting host-only leaves if needed; false if impossible.
+  bool take_host_pages(size_t n, int64_t* out);
+  // Starts a backup; nodes are locked until it lands (not on CPU pools: it already has).
+  Status start_backup(const int64_t* device_pages, const int64_t* host_pages, size_t n,
+                      const std::vector<NodeHandle>& nodes);
+  size_t check_host(std::string* report, size_t max_lines) const;
+  struct InFlight {
+    uint64_t ticket;
+    std::vector<NodeHandle> locked;
+  };
+  host::HostPool* host_ = nullptr;
+  host::HostTransfer* transfer_ = nullptr;
+  WritePolicy policy_ = WritePolicy::kWriteThrough;
+  std::vector<InFlight> in_flight_;
+  int load_set_ = 0;
+  HostTierStats stats_;
+  std::vector<int64_t> tier_pages_;  // scratch: device pages, host pages
+  std::vector<NodeHandle> tier_handles_;
+
   Status check_handover(const int64_t* slots, size_t n) const;
+  // Gives evicted device slots back to the allocator (RadixTree::FreeSlots).
+  Status give_back(const int64_t* values, const size_t* ends, size_t runs, bool paged);
+  Status evict_tiered(size_t tokens, size_t* evicted);
   // Clears the tree's marks of evicted pages (run r = pages[ends[r-1], ends[r])); with
   // `ranges` (give_back_runs found every run a block of consecutive pages) one block per run.
   void clear_marks(const int64_t* pages, const size_t* ends, size_t runs, bool ranges);

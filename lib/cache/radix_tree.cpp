@@ -118,7 +118,9 @@ void RadixTree::link_child(int32_t parent, int32_t child) {
   while (child_table_[i].id >= 0) i = (i + 1) & mask;
   child_table_[i] = ChildSlot{h, child};
   ++child_links_;
-  ++nodes_[static_cast<size_t>(parent)].children;
+  Node& p = nodes_[static_cast<size_t>(parent)];
+  ++p.children;
+  if (!c.evicted) ++p.device_children;
 }
 
 RadixTree::ChildSlot* RadixTree::child_entry(int32_t parent, int32_t child) {
@@ -275,7 +277,9 @@ void RadixTree::unlink_child(int32_t parent, int32_t child) {
     child_table_[hole] = ChildSlot{};
     --child_links_;
   }
-  --nodes_[static_cast<size_t>(parent)].children;
+  Node& p = nodes_[static_cast<size_t>(parent)];
+  --p.children;
+  if (!nodes_[static_cast<size_t>(child)].evicted) --p.device_children;
 }
 
 int32_t RadixTree::new_node() {
@@ -301,6 +305,7 @@ void RadixTree::free_node(int32_t id) {
   n.key = {};
   n.value = {};
   n.hashes = {};
+  n.host = {};
   free_ids_.push_back(id);
   --live_nodes_;
 }
@@ -350,34 +355,43 @@ RadixTree::OrderKey RadixTree::order_key(const Node& n, int32_t id) const {
 void RadixTree::refresh_order(int32_t id) {
   if (id == kRoot) return;
   Node& n = nodes_[static_cast<size_t>(id)];
-  const bool candidate = n.live && n.children == 0 && n.lock_ref == 0;
-  if (candidate && n.in_order) {  // re-keyed in place: its own set node moves, nothing is allocated
+  // Device candidates: unlocked device nodes without device children (leaves, without the
+  // host tier); host candidates: unlocked host-only leaves.
+  uint8_t want = 0;
+  if (n.live && n.lock_ref == 0) {
+    if (!n.evicted && n.device_children == 0) want = kDeviceOrder;
+    if (n.evicted && n.children == 0) want = kHostOrder;
+  }
+  std::set<OrderKey>* const sets[3] = {nullptr, &evictable_leaves_, &host_leaves_};
+  if (want != 0 && n.order_set == want) {  // re-keyed in place: its own set node moves, nothing is allocated
     const OrderKey key = order_key(n, id);
     if (key == *n.order_it) return;
-    auto nh = evictable_leaves_.extract(n.order_it);
+    std::set<OrderKey>& set = *sets[want];
+    auto nh = set.extract(n.order_it);
     nh.value() = key;
-    n.order_it = evictable_leaves_.insert(evictable_leaves_.end(), std::move(nh));  // LRU: the newest key goes last
+    n.order_it = set.insert(set.end(), std::move(nh));  // LRU: the newest key goes last
     return;
   }
   // Set nodes are moved, not reallocated: the node's own, or the prepared spare.
   std::set<OrderKey>::node_type nh;
-  if (n.in_order) {
-    nh = evictable_leaves_.extract(n.order_it);
-    n.in_order = false;
+  if (n.order_set != 0) {
+    nh = sets[n.order_set]->extract(n.order_it);
+    n.order_set = 0;
   }
-  if (candidate) {
+  if (want != 0) {
     const OrderKey key = order_key(n, id);
     if (nh.empty() && !spare_orders_.empty()) {
       nh = std::move(spare_orders_.back());
       spare_orders_.pop_back();
     }
+    std::set<OrderKey>& set = *sets[want];
     if (nh.empty()) {
-      n.order_it = evictable_leaves_.insert(evictable_leaves_.end(), key);
+      n.order_it = set.insert(set.end(), key);
     } else {
       nh.value() = key;
-      n.order_it = evictable_leaves_.insert(evictable_leaves_.end(), std::move(nh));
+      n.order_it = set.insert(set.end(), std::move(nh));
     }
-    n.in_order = true;
+    n.order_set = want;
   } else if (!nh.empty() && spare_orders_.size() < spare_orders_.capacity()) {
     spare_orders_.push_back(std::move(nh));  // within capacity: no allocation
   }
@@ -396,12 +410,14 @@ int32_t RadixTree::split(int32_t child, size_t at) {
   const size_t pages = at / static_cast<size_t>(page_);
   std::vector<int32_t> key;
   std::vector<int64_t> value;
-  const size_t values = lower.paged ? pages : at;  // stored values of the upper part
+  const size_t values = lower.evicted ? 0 : lower.paged ? pages : at;  // stored values of the upper part
   take_spare_leaf(at, values, &key, &value);
   key.assign(lower.key.begin(), lower.key.begin() + static_cast<long>(at));
   value.assign(lower.value.begin(), lower.value.begin() + static_cast<long>(values));
   std::vector<Digest> hashes;
   if (!lower.hashes.empty()) hashes.assign(lower.hashes.begin(), lower.hashes.begin() + static_cast<long>(pages));
+  std::vector<int64_t> host;  // host tier: the host pages split at the same page
+  if (!lower.host.empty()) host.assign(lower.host.begin(), lower.host.begin() + static_cast<long>(pages));
   const int32_t upper = new_node();  // may reallocate nodes_: index from here on
   Node& u = nodes_[static_cast<size_t>(upper)];
   Node& c = nodes_[static_cast<size_t>(child)];
@@ -417,6 +433,12 @@ int32_t RadixTree::split(int32_t child, size_t at) {
   u.hits = c.hits;
   u.last_access = c.last_access;
   u.creation = c.creation;
+  u.evicted = c.evicted;
+  u.write_hits = c.write_hits;
+  if (!c.host.empty()) {
+    u.host = std::move(host);
+    c.host.erase(c.host.begin(), c.host.begin() + static_cast<long>(pages));
+  }
   if (!c.hashes.empty()) {
     u.hashes = std::move(hashes);
     c.hashes.erase(c.hashes.begin(), c.hashes.begin() + static_cast<long>(pages));
@@ -453,7 +475,7 @@ MatchResult RadixTree::match(const int32_t* tokens, size_t n, const std::string&
   prepare(1);  // a match splits at most one node
   r.slots.reserve(n);
   const uint64_t stamp = ++clock_;
-  int32_t cur = kRoot;
+  int32_t cur = kRoot, device = kRoot, host = kRoot;
   size_t pos = 0;
   while (pos < n) {
     int32_t c = find_child(cur, extra, tokens + pos);
@@ -461,13 +483,20 @@ MatchResult RadixTree::match(const int32_t* tokens, size_t n, const std::string&
     const size_t len = match_len(nodes_[static_cast<size_t>(c)], tokens + pos, n - pos);
     if (len < nodes_[static_cast<size_t>(c)].key.size()) c = split_visited(c, len, stamp);
     const Node& node = nodes_[static_cast<size_t>(c)];
-    r.slots.resize(pos + node.key.size());  // within the reserved n: no allocation
-    copy_slots(node, 0, node.key.size(), r.slots.data() + pos);
+    if (!node.evicted) {  // device nodes form a prefix of the path: host-only ones follow
+      r.slots.resize(pos + node.key.size());  // within the reserved n: no allocation
+      copy_slots(node, 0, node.key.size(), r.slots.data() + pos);
+      device = c;
+    } else {
+      r.host_tokens += node.key.size();
+    }
+    if (!node.host.empty()) host = c;
     touch(c, stamp);
     cur = c;
     pos += len;  // after a split the next page differs, so the next lookup stops the walk
   }
-  r.last_node = handle(cur);
+  r.last_node = handle(device);
+  r.last_host_node = handle(host);
   return r;
 }
 
@@ -484,7 +513,7 @@ size_t RadixTree::match_into(const int32_t* tokens, size_t n, const std::string&
   size_t pos = 0;
   while (pos < n) {
     int32_t c = find_child(cur, extra, tokens + pos);
-    if (c < 0) break;
+    if (c < 0 || nodes_[static_cast<size_t>(c)].evicted) break;  // host-only from here: match() reports those
     const size_t len = match_len(nodes_[static_cast<size_t>(c)], tokens + pos, n - pos);
     if (len < nodes_[static_cast<size_t>(c)].key.size()) c = split_visited(c, len, stamp);
     const Node& node = nodes_[static_cast<size_t>(c)];
@@ -504,11 +533,30 @@ size_t RadixTree::cached_prefix(const int32_t* tokens, size_t n, const std::stri
   size_t pos = 0;
   while (pos + static_cast<size_t>(page_) <= n) {
     const int32_t c = find_child(cur, ns->second, tokens + pos);
-    if (c < 0) break;
+    if (c < 0 || nodes_[static_cast<size_t>(c)].evicted) break;  // the device part only
     const size_t len = match_len(nodes_[static_cast<size_t>(c)], tokens + pos, n - pos);
     if (slots != nullptr) copy_slots(nodes_[static_cast<size_t>(c)], 0, len, slots + pos);
     pos += len;
     if (len < nodes_[static_cast<size_t>(c)].key.size()) break;
+    cur = c;
+  }
+  return pos;
+}
+
+size_t RadixTree::walk_prefix(const int32_t* tokens, size_t n, const std::string& extra_key, size_t* device) const {
+  if (device != nullptr) *device = 0;
+  auto ns = namespaces_.find(extra_key);
+  if (ns == namespaces_.end()) return 0;
+  int32_t cur = kRoot;
+  size_t pos = 0;
+  while (pos + static_cast<size_t>(page_) <= n) {
+    const int32_t c = find_child(cur, ns->second, tokens + pos);
+    if (c < 0) break;
+    const Node& node = nodes_[static_cast<size_t>(c)];
+    const size_t len = match_len(node, tokens + pos, n - pos);
+    pos += len;
+    if (device != nullptr && !node.evicted) *device = pos;
+    if (len < node.key.size()) break;
     cur = c;
   }
   return pos;
@@ -524,7 +572,8 @@ Status RadixTree::insert(const int32_t* tokens, size_t n, const int64_t* slots, 
   // Everything that allocates before the first change: the arena and spares (one
   // split and one leaf at most), the leaf's key, slots, page hashes and events.
   prepare(2);
-  const size_t cached = known_cached != SIZE_MAX ? known_cached : cached_prefix(tokens, n, extra_key);
+  // Where the new leaf starts: past every matched node, host-only ones included.
+  const size_t cached = known_cached != SIZE_MAX ? known_cached : walk_prefix(tokens, n, extra_key, nullptr);
   std::vector<int32_t> leaf_key;
   std::vector<int64_t> leaf_value;
   // One value per page when every page's slots are consecutive (always, for a pool's tree).
@@ -559,7 +608,7 @@ Status RadixTree::insert(const int32_t* tokens, size_t n, const int64_t* slots, 
   }
   const uint64_t stamp = ++clock_;
   int32_t cur = kRoot;
-  size_t pos = 0;
+  size_t pos = 0, adopted_from = SIZE_MAX;
   while (pos < n) {
     int32_t c = find_child(cur, extra, tokens + pos);
     if (c < 0) break;
@@ -568,11 +617,18 @@ Status RadixTree::insert(const int32_t* tokens, size_t n, const int64_t* slots, 
     Node& node = nodes_[static_cast<size_t>(c)];
     node.priority = std::max(node.priority, priority);
     node.last_access = stamp;
+    if (node.evicted) {  // host-only: it takes the caller's slots as its device copy again
+      if (adopted_from == SIZE_MAX) adopted_from = pos;
+      adopt(c, slots + pos);
+    } else if (count_hits_) {
+      ++nodes_[static_cast<size_t>(c)].write_hits;
+    }
     refresh_order(c);
     cur = c;
     pos += len;
   }
-  *prefix_len = pos;
+  // The caller keeps the slots of tokens that were on the device; adopted ones are the tree's now.
+  *prefix_len = adopted_from != SIZE_MAX ? adopted_from : pos;
   if (pos < n) {
     const int32_t leaf = new_node();
     Node& l = nodes_[static_cast<size_t>(leaf)];
@@ -585,6 +641,7 @@ Status RadixTree::insert(const int32_t* tokens, size_t n, const int64_t* slots, 
     trim(&l.value);
     l.priority = priority;
     l.last_access = l.creation = ++clock_;  // after the walk's stamp, as SGLang creates it after the walk
+    l.write_hits = count_hits_ ? 1 : 0;
     link_child(cur, leaf);
     evictable_ += n - pos;
     if (hashed_here) {
@@ -609,8 +666,10 @@ Status RadixTree::lock(NodeHandle h) {
   for (int32_t x = id; x != kRoot; x = nodes_[static_cast<size_t>(x)].parent) {
     Node& n = nodes_[static_cast<size_t>(x)];
     if (n.lock_ref++ == 0) {
-      evictable_ -= n.key.size();
-      protected_ += n.key.size();
+      if (!n.evicted) {  // the sizes count device tokens
+        evictable_ -= n.key.size();
+        protected_ += n.key.size();
+      }
       refresh_order(x);
     }
   }
@@ -629,15 +688,18 @@ Status RadixTree::unlock(NodeHandle h) {
   for (int32_t x = id; x != kRoot; x = nodes_[static_cast<size_t>(x)].parent) {
     Node& n = nodes_[static_cast<size_t>(x)];
     if (--n.lock_ref == 0) {
-      protected_ -= n.key.size();
-      evictable_ += n.key.size();
+      if (!n.evicted) {
+        protected_ -= n.key.size();
+        evictable_ += n.key.size();
+      }
       refresh_order(x);
     }
   }
   return Status::ok();
 }
 
-Status RadixTree::evict(size_t tokens, const FreeSlots& free, size_t* evicted) {
+Status RadixTree::evict_tiered(size_t tokens, const FreeSlots& free, const MakeHostCopies& copy, bool copy_missing,
+                               const FreeHostPages& free_host, size_t* evicted) {
   *evicted = 0;
   prepare(0);
   if (events_enabled_) reserve_events(evictable_ / static_cast<size_t>(page_), 0);  // a BlockRemoved per evictable page at most
@@ -671,10 +733,23 @@ Status RadixTree::evict(size_t tokens, const FreeSlots& free, size_t* evicted) {
     *evicted += n.key.size();
     evictable_ -= n.key.size();
     if (events_enabled_) emit_removed(n);
-    auto nh = evictable_leaves_.extract(n.order_it);
+    // Host tier: kept as host-only when it and its ancestors have (or now get) host copies.
+    const bool keep = tiered_ && (path_on_host(id) || (copy && (copy_missing || !n.host.empty()) && make_host_copies(id, copy)));
+    if (keep) {
+      drop_to_host(id);
+      continue;
+    }
+    Node& gone = nodes_[static_cast<size_t>(id)];
+    if (gone.children != 0) return Status::internal("radix node " + std::to_string(id) + " has host-only children but no host copy");
+    if (!gone.host.empty()) {  // a copy whose ancestors have none: it could never be loaded back
+      if (free_host) free_host(gone.host.data(), gone.host.size());
+      if (events_enabled_) emit_host(gone, false);
+      host_tokens_ -= gone.key.size();
+    }
+    auto nh = evictable_leaves_.extract(gone.order_it);
     if (spare_orders_.size() < spare_orders_.capacity()) spare_orders_.push_back(std::move(nh));  // for the parent
-    n.in_order = false;
-    const int32_t parent = n.parent;
+    gone.order_set = 0;
+    const int32_t parent = gone.parent;
     unlink_child(parent, id);
     free_node(id);
     refresh_order(parent);  // a parent left without children becomes a candidate
@@ -688,6 +763,8 @@ void RadixTree::reset() {
   std::fill(child_table_.begin(), child_table_.end(), ChildSlot{});
   child_links_ = 0;
   evictable_leaves_.clear();
+  host_leaves_.clear();
+  host_tokens_ = host_only_tokens_ = 0;
   live_nodes_ = 0;
   const int32_t root = new_node();
   nodes_[static_cast<size_t>(root)].lock_ref = 1;  // the root is never evictable and never counted
@@ -788,7 +865,7 @@ void RadixTree::emit_removed(const Node& n) {
 
 void RadixTree::collect_slots(std::vector<int64_t>* out) const {
   for (size_t id = 1; id < nodes_.size(); ++id) {
-    if (!nodes_[id].live) continue;
+    if (!nodes_[id].live || nodes_[id].evicted) continue;
     const size_t at = out->size();
     out->resize(at + nodes_[id].key.size());
     copy_slots(nodes_[id], 0, nodes_[id].key.size(), out->data() + at);
@@ -800,13 +877,20 @@ size_t RadixTree::check(std::string* report, size_t max_lines) const {
   auto complain = [&](const std::string& line) {
     if (problems++ < max_lines) *report += line + "\n";
   };
-  size_t evictable = 0, protected_tokens = 0, leaves = 0;
-  std::vector<int32_t> child_count(nodes_.size(), 0);
+  size_t evictable = 0, protected_tokens = 0, leaves = 0, host_leaves = 0, host_tokens = 0, host_only = 0;
+  std::vector<int32_t> child_count(nodes_.size(), 0), device_count(nodes_.size(), 0);
   for (size_t id = 1; id < nodes_.size(); ++id) {
     const Node& n = nodes_[id];
     if (!n.live) continue;
     const std::string who = "radix node " + std::to_string(id);
-    const size_t slots = n.value.size() * (n.paged ? static_cast<size_t>(page_) : 1);
+    const size_t slots = n.evicted ? n.key.size() : n.value.size() * (n.paged ? static_cast<size_t>(page_) : 1);
+    if (n.evicted && !n.value.empty()) complain(who + " is host-only but holds device slots");
+    if (!n.host.empty() && n.host.size() * static_cast<size_t>(page_) != n.key.size()) {
+      complain(who + " has " + std::to_string(n.key.size()) + " tokens and " + std::to_string(n.host.size()) + " host pages");
+    }
+    if (n.evicted && !path_on_host(static_cast<int32_t>(id))) complain(who + " is host-only but a node on its path has no host copy");
+    host_tokens += n.host.empty() ? 0 : n.key.size();
+    host_only += n.evicted ? n.key.size() : 0;
     if (n.key.size() != slots || n.key.empty() || n.key.size() % static_cast<size_t>(page_) != 0) {
       complain(who + " has " + std::to_string(n.key.size()) + " tokens and " + std::to_string(slots) + " slots");
       continue;
@@ -816,16 +900,27 @@ size_t RadixTree::check(std::string* report, size_t max_lines) const {
       continue;
     }
     ++child_count[static_cast<size_t>(n.parent)];
+    if (!n.evicted) ++device_count[static_cast<size_t>(n.parent)];
+    if (!n.evicted && nodes_[static_cast<size_t>(n.parent)].evicted) complain(who + " is on the device below a host-only node");
     if (find_child(n.parent, n.extra, n.key.data()) != static_cast<int32_t>(id)) complain(who + " is not reachable from its parent");
-    (n.lock_ref > 0 ? protected_tokens : evictable) += n.key.size();
+    if (!n.evicted) (n.lock_ref > 0 ? protected_tokens : evictable) += n.key.size();
     if (n.lock_ref < 0) complain(who + " has a negative lock count");
-    const bool candidate = n.children == 0 && n.lock_ref == 0;
+    const bool candidate = !n.evicted && n.device_children == 0 && n.lock_ref == 0;
+    const bool host_candidate = n.evicted && n.children == 0 && n.lock_ref == 0;
     leaves += candidate ? 1 : 0;
-    if (candidate != n.in_order) complain(who + (candidate ? " is an evictable leaf missing from" : " is wrongly in") + " the eviction order");
+    host_leaves += host_candidate ? 1 : 0;
+    if (candidate != (n.order_set == kDeviceOrder)) complain(who + (candidate ? " is an evictable leaf missing from" : " is wrongly in") + " the eviction order");
+    if (host_candidate != (n.order_set == kHostOrder)) complain(who + (host_candidate ? " is a host-only leaf missing from" : " is wrongly in") + " the host eviction order");
   }
   for (size_t id = 0; id < nodes_.size(); ++id) {
     if (nodes_[id].live && nodes_[id].children != child_count[id]) complain("radix node " + std::to_string(id) + " child count is wrong");
+    if (nodes_[id].live && nodes_[id].device_children != device_count[id]) complain("radix node " + std::to_string(id) + " device child count is wrong");
   }
+  if (host_tokens != host_tokens_ || host_only != host_only_tokens_) {
+    complain("radix host sizes: held " + std::to_string(host_tokens_) + " (actual " + std::to_string(host_tokens) + "), host-only " +
+             std::to_string(host_only_tokens_) + " (actual " + std::to_string(host_only) + ")");
+  }
+  if (host_leaves != host_leaves_.size()) complain("radix host eviction order holds " + std::to_string(host_leaves_.size()) + " leaves, expected " + std::to_string(host_leaves));
   if (evictable != evictable_ || protected_tokens != protected_) {
     complain("radix sizes: evictable " + std::to_string(evictable_) + " (actual " + std::to_string(evictable) +
              "), protected " + std::to_string(protected_) + " (actual " + std::to_string(protected_tokens) + ")");

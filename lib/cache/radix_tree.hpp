@@ -34,7 +34,9 @@ size_t common_tokens(const int32_t* a, const int32_t* b, size_t n);
 enum class EvictionPolicy { kLru, kLfu, kFifo, kMru, kFilo, kPriority };
 bool parse_eviction_policy(const std::string& name, EvictionPolicy* out);
 
-enum class EventType : int32_t { kBlockStored = 0, kBlockRemoved = 1, kAllBlocksCleared = 2 };
+// BlockStored / BlockRemoved: a page entered / left the device tier; HostStored /
+// HostRemoved: a page's host-tier copy was made / dropped (host tier only).
+enum class EventType : int32_t { kBlockStored = 0, kBlockRemoved = 1, kAllBlocksCleared = 2, kHostStored = 3, kHostRemoved = 4 };
 
 // A queued event. A BlockStored event's tokens are [token_offset, token_offset +
 // token_count) of the tree's flat token queue (one array for all events: no buffer
@@ -61,8 +63,21 @@ struct TakenEvent {
 using NodeHandle = uint64_t;
 
 struct MatchResult {
-  std::vector<int64_t> slots;
-  NodeHandle last_node = 0;
+  std::vector<int64_t> slots;  // the device-resident part
+  NodeHandle last_node = 0;    // the deepest matched node on the device
+  // Host tier (enable_host_tier()): tokens matched past last_node in host-only nodes, and
+  // the deepest matched node with a host copy (the root when none).
+  size_t host_tokens = 0;
+  NodeHandle last_host_node = 0;
+};
+
+// What a host-tier tree reports about one node (tier_node()).
+struct TierNodeInfo {
+  size_t tokens = 0;
+  bool on_device = true;   // false: host-only (evicted from the device)
+  bool on_host = false;    // has a host copy
+  uint32_t write_hits = 0;
+  int32_t lock_ref = 0;
 };
 
 class RadixTree {
@@ -73,6 +88,52 @@ class RadixTree {
   using FreeSlots = std::function<Status(const int64_t* values, const size_t* ends, size_t runs, bool paged)>;
 
   RadixTree(int64_t page_size, EvictionPolicy policy, bool events);
+
+  // ---- host tier (SGLANG_SEMANTICS §5.1-§5.3; radix_tree_tier.cpp) ----
+  // Nodes may then also hold host pages (one per page of their key) and be device+host
+  // or host-only. Device eviction keeps a node as host-only when it and all its
+  // ancestors have host copies, so along any root-to-leaf path the device nodes form a
+  // prefix and every host-only node can be loaded back. Call once, on an empty tree.
+  void enable_host_tier() { tiered_ = true; }
+  bool host_tier() const { return tiered_; }
+  // Host tokens held by nodes (device+host and host-only), and those in host-only nodes.
+  size_t host_size() const { return host_tokens_; }
+  size_t host_only_size() const { return host_only_tokens_; }
+  // Host copies for nodes that have none, at device eviction: device pages (page ids:
+  // slot / page_size) of the nodes in root-to-leaf order in; host pages of the same
+  // count out. False when the host tier cannot take them now (nothing changed).
+  using MakeHostCopies = std::function<bool(const int64_t* device_pages, size_t pages, int64_t* host_pages)>;
+  // Called with the host pages of nodes deleted from the host tier.
+  using FreeHostPages = std::function<void(const int64_t* host_pages, size_t pages)>;
+  // Device eviction with the host tier: as evict(), but a node whose copy is (or, through
+  // `copy`, can be made) on the host, as are all its ancestors', stays as host-only.
+  // `copy_missing`: also make copies of nodes without one (write_back); otherwise only of
+  // ancestors of a node that has one. Nodes deleted outright give their host pages to
+  // `free_host`.
+  Status evict_tiered(size_t tokens, const FreeSlots& free, const MakeHostCopies& copy, bool copy_missing,
+                      const FreeHostPages& free_host, size_t* evicted);
+  // Deletes host-only leaves in policy order (unlocked) until `tokens` host tokens are freed.
+  Status evict_host(size_t tokens, const FreeHostPages& free_host, size_t* evicted);
+  // The nodes on the path root..node, root excluded, that are on the device, have no host
+  // copy, can have one (whole pages) and were hit at least `min_hits` times; root-to-leaf order.
+  void backup_candidates(NodeHandle node, uint32_t min_hits, std::vector<NodeHandle>* out) const;
+  // The device pages (slot / page_size) of a device node, appended to `out`.
+  Status device_pages(NodeHandle node, std::vector<int64_t>* out) const;
+  // Gives a device node without a host copy its host pages (one per page of its key).
+  Status attach_host(NodeHandle node, const int64_t* host_pages, size_t pages);
+  // The host-only nodes from `node` up to (excluded) the first node on the device, in
+  // root-to-leaf order, their tokens, host pages (root-to-leaf) and that device ancestor.
+  Status host_chain(NodeHandle node, std::vector<NodeHandle>* chain, size_t* tokens, std::vector<int64_t>* host_pages,
+                    NodeHandle* device_ancestor) const;
+  // Puts a host chain back on the device: its nodes, root-to-leaf, take `slots` (one per
+  // token, whole pages in order) as their device copy.
+  Status restore_chain(const std::vector<NodeHandle>& chain, const int64_t* slots, size_t n);
+  TierNodeInfo tier_node(NodeHandle node) const;
+  // Every host page the tree holds (for ownership checks).
+  void collect_host_pages(std::vector<int64_t>* out) const;
+  // The hit counting of the write policies: inserts count a hit on every device node they
+  // walk through unless off (chunked prefill's partial inserts do not count, as SGLang).
+  void set_count_hits(bool on) { count_hits_ = on; }
 
   int64_t page_size() const { return page_; }
   NodeHandle root() const { return handle(kRoot); }
@@ -106,6 +167,10 @@ class RadixTree {
   size_t cached_prefix(const int32_t* tokens, size_t n, const std::string& extra_key,
                        int64_t* slots = nullptr) const;
 
+  // Tokens of the key matched by the tree's nodes, host-only ones included (a host-tier
+  // tree: *device receives the device part, what cached_prefix() returns); no change.
+  size_t walk_prefix(const int32_t* tokens, size_t n, const std::string& extra_key, size_t* device) const;
+
   // Inserts an aligned key with its slots. *prefix_len receives the tokens that
   // were already cached (the caller keeps owning slots[0, prefix_len)); the tree
   // takes ownership of slots[prefix_len, n).
@@ -119,7 +184,9 @@ class RadixTree {
 
   // Evicts whole unlocked leaves (parents may follow) until at least `tokens`
   // tokens are freed or nothing evictable remains; frees slots through `free`.
-  Status evict(size_t tokens, const FreeSlots& free, size_t* evicted);
+  Status evict(size_t tokens, const FreeSlots& free, size_t* evicted) {
+    return evict_tiered(tokens, free, nullptr, false, nullptr, evicted);
+  }
 
   // Forgets everything (without freeing slots) and emits AllBlocksCleared; after
   // reserve_reset() it cannot throw.
@@ -163,22 +230,27 @@ class RadixTree {
     int32_t lock_ref = 0;
     int32_t priority = 0;
     bool live = false;
-    bool in_order = false;
+    uint8_t order_set = 0;  // 0: in no eviction order; kDeviceOrder / kHostOrder: in that one
     bool paged = false;  // see `value`
+    bool evicted = false;  // host tier: the device copy is gone (value empty), `host` holds the tokens
+    int32_t device_children = 0;  // children not evicted (all of them without the host tier)
+    uint32_t write_hits = 0;      // host tier: hits counted for the write policy
     uint64_t last_access = 0;
     uint64_t creation = 0;
     uint64_t hits = 0;
     // child_hash() of its link in the parent's table, kept so that unlinking (every
     // evicted node) reads neither the key nor hashes it again.
     uint64_t link_hash = 0;
-    std::set<OrderKey>::iterator order_it{};  // its entry in evictable_leaves_ while in_order
+    std::set<OrderKey>::iterator order_it{};  // its entry in the set named by order_set
     std::vector<int32_t> key;
     // The slots of the key's tokens: one per token, or, when `paged`, one per page
     // (the page's first slot; the others follow it in order), which is what every
     // node of a pool's tree holds when page_size > 1 (whole allocated pages).
     std::vector<int64_t> value;
     std::vector<Digest> hashes;  // one per page, when events are on
+    std::vector<int64_t> host;   // host tier: host page per page of the key, empty if not backed up
   };
+  static constexpr uint8_t kDeviceOrder = 1, kHostOrder = 2;
   // Writes the slots of node tokens [from, from + count) (page multiples when paged).
   void copy_slots(const Node& n, size_t from, size_t count, int64_t* out) const;
 
@@ -237,7 +309,20 @@ class RadixTree {
   std::vector<ChildSlot> child_table_;
   size_t child_links_ = 0;
   std::unordered_map<std::string, int32_t> namespaces_;
-  std::set<OrderKey> evictable_leaves_;
+  std::set<OrderKey> evictable_leaves_;  // device eviction candidates
+  std::set<OrderKey> host_leaves_;       // host tier: host-only unlocked leaves
+  bool tiered_ = false;
+  bool count_hits_ = true;
+  size_t host_tokens_ = 0, host_only_tokens_ = 0;
+  // Host-tier pieces of insert/evict (radix_tree_tier.cpp).
+  void adopt(int32_t id, const int64_t* slots);  // a host-only node takes device slots
+  bool path_on_host(int32_t id) const;           // id and every ancestor have host copies
+  // Host copies (through `copy`) for id and its ancestors that have none; false if impossible.
+  bool make_host_copies(int32_t id, const MakeHostCopies& copy);
+  void drop_to_host(int32_t id);                 // device copy gone, host copy kept
+  void emit_host(const Node& n, bool stored);
+  std::vector<int64_t> tier_scratch_;
+  std::vector<int32_t> tier_nodes_;
   // Spare container nodes and leaf buffers made by prepare() / reserve_inserts().
   std::vector<std::set<OrderKey>::node_type> spare_orders_;
   struct LeafBuffer {

@@ -1,0 +1,228 @@
+// The prefix cache's host tier (SGLANG_SEMANTICS §5.2-§5.3, HiRadixCache): write
+// policies, device eviction that keeps backed-up nodes, host eviction, load-back,
+// and the locks that hold nodes while their copies are in flight.
+//
+// Copies on CPU pools land inside the call, so nothing is ever in flight there; on
+// CUDA pools a node is locked from the start of its copy until a poll sees it land
+// (every tier operation polls first, without blocking). Write-back eviction is the
+// one place that waits, as SGLang's does: its device pages are freed right after.
+#include <algorithm>
+
+#include "cache/prefix_cache.hpp"
+
+namespace kvp::cache {
+
+bool parse_write_policy(const std::string& name, WritePolicy* out) {
+  if (name == "write_through") *out = WritePolicy::kWriteThrough;
+  else if (name == "write_through_selective") *out = WritePolicy::kWriteThroughSelective;
+  else if (name == "write_back") *out = WritePolicy::kWriteBack;
+  else return false;
+  return true;
+}
+
+void PrefixCache::enable_host_tier(host::HostPool* pool, host::HostTransfer* transfer, WritePolicy policy) {
+  host_ = pool;
+  transfer_ = transfer;
+  policy_ = policy;
+  tree_.enable_host_tier();
+}
+
+Status PrefixCache::poll(bool wait, size_t* completed) {
+  *completed = 0;
+  size_t kept = 0;
+  for (size_t i = 0; i < in_flight_.size(); ++i) {
+    InFlight& f = in_flight_[i];
+    if (wait) KVPOOL_RETURN_IF_ERROR(transfer_->wait(f.ticket));
+    if (!wait && !transfer_->finished(f.ticket)) {
+      if (kept != i) in_flight_[kept] = std::move(f);
+      ++kept;
+      continue;
+    }
+    for (NodeHandle h : f.locked) {
+      const Status st = tree_.unlock(h);  // locked by us at the start of the copy: cannot fail
+      if (!st.is_ok()) return Status::internal("host tier: " + st.message());
+    }
+    ++*completed;
+  }
+  in_flight_.resize(kept);
+  return Status::ok();
+}
+
+bool PrefixCache::take_host_pages(size_t n, int64_t* out) {
+  if (host_->free_pages() < n) {
+    size_t freed = 0;
+    const size_t short_tokens = (n - host_->free_pages()) * static_cast<size_t>(page_size());
+    (void)evict_host(short_tokens, &freed);
+  }
+  return host_->free_pages() >= n && host_->alloc(n, out).is_ok();
+}
+
+Status PrefixCache::start_backup(const int64_t* device_pages, const int64_t* host_pages, size_t n,
+                                 const std::vector<NodeHandle>& nodes) {
+  uint64_t ticket = 0;
+  KVPOOL_RETURN_IF_ERROR(transfer_->backup(device_pages, host_pages, n, &ticket));
+  ++stats_.backups;
+  stats_.backup_tokens += n * static_cast<size_t>(page_size());
+  if (nodes.empty() || transfer_->finished(ticket)) return Status::ok();
+  // The device pages must stay put until they are read: the nodes stay locked.
+  for (NodeHandle h : nodes) KVPOOL_RETURN_IF_ERROR(tree_.lock(h));
+  in_flight_.push_back(InFlight{ticket, nodes});
+  return Status::ok();
+}
+
+void PrefixCache::back_up_path(NodeHandle node) {
+  if (policy_ == WritePolicy::kWriteBack) return;  // copies are made at eviction
+  size_t done = 0;
+  (void)poll(false, &done);
+  tier_handles_.clear();
+  tree_.backup_candidates(node, policy_ == WritePolicy::kWriteThrough ? 1 : 2, &tier_handles_);
+  if (tier_handles_.empty()) return;
+  std::vector<int64_t>& pages = tier_pages_;
+  pages.clear();
+  for (NodeHandle h : tier_handles_) (void)tree_.device_pages(h, &pages);  // candidates are device nodes of whole pages
+  const size_t n = pages.size();
+  pages.resize(2 * n);
+  if (!take_host_pages(n, pages.data() + n)) {
+    stats_.backups_skipped += tier_handles_.size();
+    return;
+  }
+  const Status st = start_backup(pages.data(), pages.data() + n, n, tier_handles_);
+  if (!st.is_ok()) {
+    (void)host_->free(pages.data() + n, n);
+    ++stats_.backup_errors;
+    return;
+  }
+  size_t at = n;
+  for (NodeHandle h : tier_handles_) {
+    const size_t count = tree_.tier_node(h).tokens / static_cast<size_t>(page_size());
+    (void)tree_.attach_host(h, pages.data() + at, count);  // a device node without a copy, of `count` pages
+    at += count;
+  }
+}
+
+Status PrefixCache::evict_tiered(size_t tokens, size_t* evicted) {
+  size_t done = 0;
+  KVPOOL_RETURN_IF_ERROR(poll(false, &done));
+  uint64_t last_copy = 0;
+  bool copied = false;
+  Status copy_error;
+  // Copies made at eviction (write_back, or ancestors of a backed-up node) are not locked:
+  // the pages are waited for below, before the call returns and anything can reuse them.
+  auto copy = [&](const int64_t* device_pages, size_t pages, int64_t* host_pages) -> bool {
+    if (!take_host_pages(pages, host_pages)) {
+      ++stats_.backups_skipped;
+      return false;
+    }
+    uint64_t ticket = 0;
+    const Status st = transfer_->backup(device_pages, host_pages, pages, &ticket);
+    if (!st.is_ok()) {
+      (void)host_->free(host_pages, pages);
+      ++stats_.backup_errors;
+      copy_error = st;
+      return false;
+    }
+    ++stats_.backups;
+    stats_.backup_tokens += pages * static_cast<size_t>(page_size());
+    last_copy = ticket;
+    copied = true;
+    return true;
+  };
+  auto free_host = [this](const int64_t* pages, size_t n) { (void)host_->free(pages, n); };
+  const Status st = tree_.evict_tiered(
+      tokens, [this](const int64_t* values, const size_t* ends, size_t runs, bool paged) { return give_back(values, ends, runs, paged); },
+      copy, policy_ == WritePolicy::kWriteBack, free_host, evicted);
+  if (copied) KVPOOL_RETURN_IF_ERROR(transfer_->wait(last_copy));  // one write stream: the last one lands last
+  return st;
+}
+
+Status PrefixCache::evict_host(size_t tokens, size_t* evicted) {
+  const Status st = tree_.evict_host(tokens, [this](const int64_t* pages, size_t n) { (void)host_->free(pages, n); }, evicted);
+  stats_.host_evicted_tokens += *evicted;
+  return st;
+}
+
+Status PrefixCache::load_back(NodeHandle host_node, std::vector<int64_t>* slots, size_t* loaded,
+                              NodeHandle* node) {
+  *loaded = 0;
+  size_t done = 0;
+  KVPOOL_RETURN_IF_ERROR(poll(false, &done));
+  std::vector<NodeHandle> chain;
+  std::vector<int64_t> host_pages;
+  size_t tokens = 0;
+  NodeHandle device_ancestor = 0;  // the chain hangs below it
+  KVPOOL_RETURN_IF_ERROR(tree_.host_chain(host_node, &chain, &tokens, &host_pages, &device_ancestor));
+  *node = device_ancestor;
+  if (tokens == 0) return Status::ok();
+  if (tokens < kLoadBackThreshold) {
+    ++stats_.loads_refused;
+    return Status::ok();
+  }
+  // Device room, evicting if needed. The chain and its ancestors stay locked meanwhile:
+  // the device eviction cannot take the path, nor a host eviction (room for copies
+  // that eviction makes) the chain's host-only nodes.
+  std::vector<int64_t> fresh(tokens);
+  const NodeHandle last = chain.back();
+  KVPOOL_RETURN_IF_ERROR(tree_.lock(last));
+  if (allocator_->available_tokens() < tokens) {
+    size_t freed = 0;
+    const Status st = evict(tokens - allocator_->available_tokens(), &freed);
+    if (!st.is_ok()) {
+      (void)tree_.unlock(last);
+      return st;
+    }
+  }
+  const bool room = allocator_->available_tokens() >= tokens && allocator_->alloc(tokens, fresh.data()).is_ok();
+  KVPOOL_RETURN_IF_ERROR(tree_.unlock(last));
+  if (!room) {
+    ++stats_.loads_refused;
+    return Status::ok();
+  }
+  // Copy, then hand the pages to the tree.
+  const size_t P = static_cast<size_t>(page_size());
+  std::vector<int64_t> device_pages(tokens / P);
+  for (size_t p = 0; p < device_pages.size(); ++p) device_pages[p] = page_of(fresh[p * P]);
+  uint64_t ticket = 0;
+  Status st = transfer_->load(host_pages.data(), device_pages.data(), device_pages.size(), load_set_, &ticket);
+  if (st.is_ok()) st = tree_.restore_chain(chain, fresh.data(), tokens);
+  if (!st.is_ok()) {
+    (void)allocator_->free(fresh.data(), tokens);
+    return st;
+  }
+  for (int64_t page : device_pages) owned_[static_cast<size_t>(page)] = 1;
+  ++stats_.loads;
+  stats_.load_tokens += tokens;
+  *loaded = tokens;
+  *node = chain.back();
+  slots->insert(slots->end(), fresh.begin(), fresh.end());
+  if (!transfer_->finished(ticket)) {
+    KVPOOL_RETURN_IF_ERROR(tree_.lock(chain.back()));  // until the pages land
+    in_flight_.push_back(InFlight{ticket, {chain.back()}});
+  }
+  return Status::ok();
+}
+
+size_t PrefixCache::check_host(std::string* report, size_t max_lines) const {
+  size_t problems = host_->check(report, max_lines);
+  auto complain = [&](const std::string& line) {
+    if (problems++ < max_lines) *report += line + "\n";
+  };
+  std::vector<int64_t> pages;
+  tree_.collect_host_pages(&pages);
+  std::vector<uint8_t> seen(static_cast<size_t>(host_->pages()), 0);
+  for (int64_t page : pages) {
+    if (page < 0 || page >= static_cast<int64_t>(host_->pages())) {
+      complain("the prefix tree holds invalid host page " + std::to_string(page));
+      continue;
+    }
+    if (seen[static_cast<size_t>(page)]++ > 0) complain("host page " + std::to_string(page) + " is double-owned: two tree nodes");
+    if (!host_->is_held(page)) complain("host page " + std::to_string(page) + " is in the prefix tree but free in the host pool");
+  }
+  // Every held host page belongs to a node: copies are attached as they start.
+  if (pages.size() != host_->held_pages()) {
+    complain("the host pool holds " + std::to_string(host_->held_pages()) + " pages, the prefix tree " +
+             std::to_string(pages.size()));
+  }
+  return problems;
+}
+
+}  // namespace kvp::cache
