@@ -20,6 +20,7 @@
 #include "kvpool/mamba.h"
 #include "kvpool/check.h"
 #include "kvpool/radix.h"
+#include "kvpool/host.h"
 #include "kvpool/seq.h"
 #include "kvpool/device.h"
 

@@ -79,10 +79,13 @@ typedef struct kvseq_info {
   uint64_t cached;
   /** Prefix tokens found in the tree at begin (or at the last retract). */
   uint64_t prefix_hit;
+  /** Of prefix_hit, tokens loaded back from the host tier (host.h); 0 without one.
+   *  Written only when struct_size covers it (callers built before it was added pass less). */
+  uint64_t host_hit;
 } kvseq_info;
 
 /** @brief Initializer for a ::kvseq_info whose struct_size is set. */
-#define KVSEQ_INFO_INIT { (uint32_t)sizeof(kvseq_info), 0, 0, 0, 0, 0 }
+#define KVSEQ_INFO_INIT { (uint32_t)sizeof(kvseq_info), 0, 0, 0, 0, 0, 0 }
 
 /**
  * @brief Start a request: match its longest cached prefix and lock it.

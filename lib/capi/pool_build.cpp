@@ -83,14 +83,32 @@ Status build_pool(::kvpool* pool) {
   }
   const int64_t* swa_mapping = pool->swa ? pool->swa->mapping_data() : nullptr;
   KVPOOL_RETURN_IF_ERROR(pool::KvBuffers::make(pool->backend.get(), c, p, swa_mapping, &pool->kv));
-  if (c.host_cache.enabled) KVPOOL_RETURN_IF_ERROR(build_host_tier(pool));
   // Prefix cache and requests: the plain radix tree serves variants whose KV is
   // fully described by the token slots (swa and hybrid_linear need their own trees).
   const bool plain = c.model.attention != config::Attention::kSWA && c.model.attention != config::Attention::kHybridLinear;
+  if (c.host_cache.enabled) {
+    // The tier lives in the radix tree's nodes (host-only and device+host states); the
+    // swa and hybrid_linear trees have no such states yet (docs/host-tier.md).
+    if (!plain) {
+      return Status::unsupported("host_cache: the host tier serves the radix cache of mha, mla, nsa and double_sparse "
+                                 "pools; the " + std::string(c.model.attention == config::Attention::kSWA ? "swa" : "hybrid_linear") +
+                                 " radix cache is not tiered yet");
+    }
+    if (c.prefix_cache.kind != config::PrefixCacheKind::kRadix) {
+      return Status::config("$.host_cache: the host tier keeps what the radix cache evicts, expected prefix_cache.kind "
+                            "\"radix\" with it");
+    }
+    KVPOOL_RETURN_IF_ERROR(build_host_tier(pool));
+  }
   if (plain && c.prefix_cache.kind == config::PrefixCacheKind::kRadix) {
     cache::EvictionPolicy policy = cache::EvictionPolicy::kLru;
     cache::parse_eviction_policy(c.prefix_cache.eviction, &policy);  // validated by the config parser
     pool->cache = std::make_unique<cache::PrefixCache>(pool->paged.get(), policy, c.prefix_cache.events);
+    if (pool->host_transfer) {
+      cache::WritePolicy write = cache::WritePolicy::kWriteThrough;
+      cache::parse_write_policy(c.host_cache.write_policy, &write);  // validated by the config parser
+      pool->cache->enable_host_tier(pool->host.get(), pool->host_transfer.get(), write);
+    }
   }
   if (plain) pool->seqs = std::make_unique<seq::Sequences>(pool->paged.get(), pool->requests.get(), pool->cache.get());
   const bool radix = c.prefix_cache.kind == config::PrefixCacheKind::kRadix;

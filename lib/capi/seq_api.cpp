@@ -1,4 +1,5 @@
 // extern "C" entry points of seq.h.
+#include <cstddef>
 #include <cstring>
 
 #include "capi/api_util.hpp"
@@ -141,9 +142,11 @@ KVPOOL_API kvpool_status kvseq_get_info(const kvpool* pool, uint64_t seq, kvseq_
   return with_pool("kvseq_get_info", pool, [&](kvpool* p) -> Status {
     KVPOOL_RETURN_IF_ERROR(has_seqs(p));  // the request's own state: no list needed
     KVPOOL_RETURN_IF_ERROR(check_out(out, "out"));
-    if (out->struct_size < sizeof(kvseq_info)) {
+    // host_hit came later: callers built before it pass the size without it.
+    const size_t before_host_hit = offsetof(kvseq_info, host_hit);
+    if (out->struct_size < before_host_hit) {
       return Status::invalid("out->struct_size is " + std::to_string(out->struct_size) + ", expected at least " +
-                             std::to_string(sizeof(kvseq_info)) + " (use KVSEQ_INFO_INIT)");
+                             std::to_string(before_host_hit) + " (use KVSEQ_INFO_INIT)");
     }
     const kvp::seq::Request* r = p->seqs->find(seq);
     if (r == nullptr) return Status::invalid("request " + std::to_string(seq) + " does not exist");
@@ -152,6 +155,7 @@ KVPOOL_API kvpool_status kvseq_get_info(const kvpool* pool, uint64_t seq, kvseq_
     out->computed = r->slots.size();
     out->cached = r->cached;
     out->prefix_hit = r->prefix_hit;
+    if (out->struct_size >= sizeof(kvseq_info)) out->host_hit = r->host_hit;
     return Status::ok();
   });
 }

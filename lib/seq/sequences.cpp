@@ -73,9 +73,10 @@ Status Sequences::check_batch(const uint64_t* ids, size_t n, std::vector<Request
 }
 
 Status Sequences::match_and_lock(Request* r) {
-  r->cached = r->prefix_hit = 0;
+  r->cached = r->prefix_hit = r->host_hit = 0;
   r->slots.clear();
   if (cache_ == nullptr) return Status::ok();
+  if (cache_->host_tier()) return match_tiered(r);
   // At least one token must be computed to produce logits. Room first (a split's
   // buffers, the lock, the slots), so that the match changes nothing if it fails.
   cache_->tree().reserve_match(r->tokens.size());
@@ -86,6 +87,36 @@ Status Sequences::match_and_lock(Request* r) {
   KVPOOL_RETURN_IF_ERROR(cache_->tree().lock(node));  // a node just matched is live
   r->node = node;
   r->slots.assign(match_scratch_.get(), match_scratch_.get() + matched);
+  r->cached = r->prefix_hit = r->slots.size();
+  return Status::ok();
+}
+
+Status Sequences::match_tiered(Request* r) {
+  // The device part of the match, then the host-only part after it brought back (SGLang's
+  // init_load_back), its slots the tree's like the device part's. The device part stays
+  // locked while the load makes room, so that its eviction cannot take it.
+  cache::MatchResult m = cache_->tree().match(r->tokens.data(), r->tokens.size() - 1, r->extra_key);
+  cache::NodeHandle node = m.last_node;
+  KVPOOL_RETURN_IF_ERROR(cache_->tree().lock(node));  // a node just matched is live
+  r->slots.assign(m.slots.begin(), m.slots.end());
+  if (m.host_tokens > 0) {
+    size_t loaded = 0;
+    cache::NodeHandle last = node;
+    const Status st = cache_->load_back(m.last_host_node, &r->slots, &loaded, &last);
+    if (loaded > 0) {  // the request locks the loaded chain's end instead (its path includes node)
+      KVPOOL_RETURN_IF_ERROR(cache_->tree().lock(last));
+      KVPOOL_RETURN_IF_ERROR(cache_->tree().unlock(node));
+      node = last;
+      r->host_hit = loaded;
+    }
+    if (!st.is_ok()) {
+      (void)cache_->tree().unlock(node);
+      r->slots.clear();
+      r->host_hit = 0;
+      return st;
+    }
+  }
+  r->node = node;
   r->cached = r->prefix_hit = r->slots.size();
   return Status::ok();
 }

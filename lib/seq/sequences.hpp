@@ -40,6 +40,7 @@ struct Request {
   std::string extra_key;
   size_t cached = 0;           // leading tokens owned by the tree (page-aligned)
   size_t prefix_hit = 0;
+  size_t host_hit = 0;         // of prefix_hit, tokens loaded back from the host tier
   cache::NodeHandle node = 0;  // locked node (meaningful with a tree)
   int32_t state = -1;          // hybrid_linear: the request's own mamba state slot
   int64_t swa_uuid = 0;        // swa: bound of the window lock on `node`
@@ -136,6 +137,8 @@ class Sequences {
   virtual size_t tree_evictable() const;
   virtual Status tree_evict(size_t tokens);
   virtual Status match_and_lock(Request* r);
+  // match_and_lock with the host tier: the host-only part of the match is loaded back.
+  Status match_tiered(Request* r);
   // Takes the host memory a match_and_lock of `r` needs (the match's split and the
   // request's slots), for retract, which matches again after the release.
   virtual void reserve_rematch(Request* r);

@@ -1,0 +1,199 @@
+/**
+ * @file host.h
+ * @brief The host-memory tier (L2) of the radix cache: kvhost_*.
+ *
+ * With a `host_cache` section a pool keeps a second, larger KV store in host memory
+ * (pinned on CUDA pools) and its radix tree becomes SGLang's hierarchical cache: a
+ * node is device-only, device+host (backed up) or host-only (evicted from the device,
+ * kept on the host). The write policy decides when device pages are copied to the
+ * host: `write_through` when a node is created, `write_through_selective` on its second
+ * hit, `write_back` only when it is evicted from the device. Device eviction keeps
+ * backed-up nodes as host-only; kvhost_evict() removes host-only leaves; a host-only
+ * prefix is brought back with kvhost_load_back() (and by kvseq_begin(), which reports
+ * it in kvseq_info::host_hit).
+ *
+ * Copies run on their own streams on CUDA pools: a backup follows the KV writes already
+ * on the compute stream (kvhost_set_stream()); a load-back copies layer by layer into
+ * the current load set, and kvhost_wait_layer() makes a stream wait for one layer of it
+ * (SGLang's LayerDoneCounter: three rotating sets, one per batch in flight). Nodes whose
+ * copies are in flight stay locked until a poll sees them land; every kvhost_* and tree
+ * call polls without blocking, and kvhost_poll() does it on demand. On CPU pools copies
+ * land inside the call.
+ *
+ * Pools without `host_cache` answer #KVPOOL_ERR_UNSUPPORTED. docs/host-tier.md has the
+ * details. Thread safety: one thread at a time per pool.
+ */
+#ifndef KVPOOL_HOST_H
+#define KVPOOL_HOST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kvpool/export.h"
+#include "kvpool/pool.h"
+#include "kvpool/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** @brief Sizes and counters of the host tier (kvhost_get_stats()). */
+typedef struct kvhost_stats {
+  /** In: sizeof(kvhost_stats) as the caller was compiled. */
+  uint32_t struct_size;
+  /** Host tokens the tier holds at most (whole pages). */
+  uint64_t capacity_tokens;
+  /** Host tokens held by tree nodes (device+host and host-only). */
+  uint64_t used_tokens;
+  /** Of those, tokens only on the host (evicted from the device). */
+  uint64_t host_only_tokens;
+  /** Copies started but not yet seen to land. */
+  uint64_t copies_in_flight;
+  /** Backups (device to host copies) started, and their tokens. */
+  uint64_t backups;
+  /** Tokens copied device to host. */
+  uint64_t backup_tokens;
+  /** Nodes left without a host copy because the host tier had no room. */
+  uint64_t backups_skipped;
+  /** Backups that failed to start (the node stays device-only). */
+  uint64_t backup_errors;
+  /** Load-backs (host to device copies) started. */
+  uint64_t loads;
+  /** Tokens copied host to device. */
+  uint64_t load_tokens;
+  /** Host hits not loaded: below the 10-token threshold or no device room. */
+  uint64_t loads_refused;
+  /** Host tokens freed by host eviction. */
+  uint64_t host_evicted_tokens;
+  /** Bytes copied device to host. */
+  uint64_t bytes_to_host;
+  /** Bytes copied host to device. */
+  uint64_t bytes_to_device;
+} kvhost_stats;
+
+/** @brief Initializer for a ::kvhost_stats whose struct_size is set. */
+#define KVHOST_STATS_INIT { (uint32_t)sizeof(kvhost_stats), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
+
+/**
+ * @brief The host tier's sizes and counters.
+ * @param[in]  pool A live pool with a host tier.
+ * @param[out] out  Receives the figures; out->struct_size must be set (#KVHOST_STATS_INIT).
+ * @return #KVPOOL_OK; #KVPOOL_ERR_UNSUPPORTED (no host tier); #KVPOOL_ERR_INVALID_ARGUMENT.
+ */
+KVPOOL_API kvpool_status kvhost_get_stats(const kvpool *pool, kvhost_stats *out);
+
+/**
+ * @brief Release the nodes of copies that have landed.
+ * @param[in]  pool      A live pool with a host tier.
+ * @param[in]  wait      Nonzero: block until every copy in flight has landed first.
+ * @param[out] completed Receives the number of copies released (NULL allowed).
+ * @return #KVPOOL_OK; #KVPOOL_ERR_UNSUPPORTED; #KVPOOL_ERR_CUDA (a copy failed).
+ */
+KVPOOL_API kvpool_status kvhost_poll(kvpool *pool, int32_t wait, size_t *completed);
+
+/**
+ * @brief Set the compute stream: backups wait for the work already on it, and
+ *        kvhost_wait_layer() with a NULL stream makes it wait.
+ * @param[in] pool   A live pool with a host tier.
+ * @param[in] stream A cudaStream_t (NULL: the legacy default stream). CPU pools ignore it.
+ * @return #KVPOOL_OK; #KVPOOL_ERR_UNSUPPORTED; #KVPOOL_ERR_INVALID_ARGUMENT.
+ */
+KVPOOL_API kvpool_status kvhost_set_stream(kvpool *pool, void *stream);
+
+/**
+ * @brief Move load-backs to the next of the three load sets (call once per batch, before
+ *        the batch's kvseq_begin() / kvhost_load_back() calls).
+ * @param[in]  pool A live pool with a host tier.
+ * @param[out] set  Receives the new current set (0, 1 or 2).
+ * @return #KVPOOL_OK; #KVPOOL_ERR_UNSUPPORTED; #KVPOOL_ERR_INVALID_ARGUMENT.
+ */
+KVPOOL_API kvpool_status kvhost_next_load_set(kvpool *pool, int32_t *set);
+
+/**
+ * @brief The load set that load-backs go to now.
+ * @param[in]  pool A live pool with a host tier.
+ * @param[out] set  Receives the set (0, 1 or 2).
+ * @return #KVPOOL_OK; #KVPOOL_ERR_UNSUPPORTED; #KVPOOL_ERR_INVALID_ARGUMENT.
+ */
+KVPOOL_API kvpool_status kvhost_load_set(const kvpool *pool, int32_t *set);
+
+/**
+ * @brief Make @p stream wait until @p layer of the loads of @p set has landed (the host
+ *        does not block).
+ * @param[in] pool   A live pool with a host tier.
+ * @param[in] set    A load set (0, 1 or 2).
+ * @param[in] layer  A global layer id the pool holds KV for.
+ * @param[in] stream A cudaStream_t, or NULL for the compute stream. CPU pools: nothing to wait for.
+ * @return #KVPOOL_OK; #KVPOOL_ERR_UNSUPPORTED; #KVPOOL_ERR_INVALID_ARGUMENT; #KVPOOL_ERR_CUDA.
+ */
+KVPOOL_API kvpool_status kvhost_wait_layer(kvpool *pool, int32_t set, int32_t layer, void *stream);
+
+/**
+ * @brief radix_match() that also reports the host-only part of the match.
+ *
+ * @param[in]  pool         A live pool with a host tier.
+ * @param[in]  tokens       Token ids.
+ * @param[in]  tokens_len   Number of tokens.
+ * @param[in]  extra_key    Namespace, or NULL.
+ * @param[out] slots        Receives the device slots of the device part.
+ * @param[in]  slots_cap    Capacity of @p slots (tokens_len always suffices).
+ * @param[out] matched      Receives the tokens matched on the device.
+ * @param[out] host_matched Receives the tokens matched after them in host-only nodes.
+ * @param[out] node         Receives the deepest matched device node (the root if none).
+ * @param[out] host_node    Receives the deepest matched node with a host copy (the root if
+ *                          none): pass it to kvhost_load_back().
+ * @return #KVPOOL_OK; #KVPOOL_ERR_BUFFER_TOO_SMALL (nothing written but *matched);
+ *         #KVPOOL_ERR_UNSUPPORTED; #KVPOOL_ERR_INVALID_ARGUMENT.
+ */
+KVPOOL_API kvpool_status kvhost_match(kvpool *pool, const int32_t *tokens, size_t tokens_len, const char *extra_key,
+                                      int64_t *slots, size_t slots_cap, size_t *matched, size_t *host_matched,
+                                      uint64_t *node, uint64_t *host_node);
+
+/**
+ * @brief Bring the host-only nodes that end at @p host_node back to the device.
+ *
+ * Fresh device pages are allocated (evicting unlocked device nodes if needed) and the
+ * host pages are copied into them in the current load set; the nodes own the new slots
+ * at once (the tree's, as after radix_insert()) and the last one stays locked until the
+ * copy lands. Nothing is loaded (and *loaded is 0) for fewer than 10 tokens (SGLang's
+ * threshold: recomputing is cheaper) or when the device cannot make room.
+ *
+ * @param[in]  pool      A live pool with a host tier.
+ * @param[in]  host_node A node handle from kvhost_match() (a device node: nothing to load).
+ * @param[out] slots     Receives the loaded tokens' device slots.
+ * @param[in]  slots_cap Capacity of @p slots.
+ * @param[out] loaded    Receives the number of tokens loaded.
+ * @param[out] node      Receives the deepest device node of the path afterwards.
+ * @return #KVPOOL_OK; #KVPOOL_ERR_BUFFER_TOO_SMALL (*loaded tells the need, nothing
+ *         changed); #KVPOOL_ERR_UNSUPPORTED; #KVPOOL_ERR_INVALID_ARGUMENT (stale handle);
+ *         #KVPOOL_ERR_CUDA.
+ */
+KVPOOL_API kvpool_status kvhost_load_back(kvpool *pool, uint64_t host_node, int64_t *slots, size_t slots_cap,
+                                          size_t *loaded, uint64_t *node);
+
+/**
+ * @brief Delete unlocked host-only leaves in policy order until @p tokens host tokens are freed.
+ * @param[in]  pool    A live pool with a host tier.
+ * @param[in]  tokens  Host tokens wanted back.
+ * @param[out] evicted Receives the host tokens freed.
+ * @return #KVPOOL_OK; #KVPOOL_ERR_UNSUPPORTED; #KVPOOL_ERR_INVALID_ARGUMENT.
+ */
+KVPOOL_API kvpool_status kvhost_evict(kvpool *pool, size_t tokens, size_t *evicted);
+
+/**
+ * @brief Where a node's tokens live.
+ * @param[in]  pool      A live pool with a host tier.
+ * @param[in]  node      A live node handle.
+ * @param[out] on_device Receives 1 if the node's KV is on the device, else 0.
+ * @param[out] on_host   Receives 1 if it has a host copy, else 0.
+ * @param[out] tokens    Receives the node's token count (NULL allowed).
+ * @return #KVPOOL_OK; #KVPOOL_ERR_UNSUPPORTED; #KVPOOL_ERR_INVALID_ARGUMENT (stale handle).
+ */
+KVPOOL_API kvpool_status kvhost_node_state(const kvpool *pool, uint64_t node, int32_t *on_device, int32_t *on_host,
+                                           size_t *tokens);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KVPOOL_HOST_H */

@@ -1,0 +1,203 @@
+// extern "C" entry points of host.h: the host tier (L2) of the radix cache.
+#include <cstring>
+
+#include "capi/api_util.hpp"
+#include "capi/radix_util.hpp"
+#include "kvpool/host.h"
+
+using kvp::Status;
+using kvp::capi::check_array;
+using kvp::capi::check_out;
+using kvp::capi::key_of;
+using kvp::capi::with_pool;
+
+namespace {
+
+Status has_tier(const kvpool* pool) {
+  if (!pool->cache || !pool->cache->host_tier()) {
+    return Status::unsupported("the pool has no host tier (no host_cache section in its configuration)");
+  }
+  return Status::ok();
+}
+
+// Tree calls need the host copy of the free list current (pool.free_list "device").
+Status need_tier(kvpool* pool) {
+  KVPOOL_RETURN_IF_ERROR(has_tier(pool));
+  return kvp::capi::need_host_free_list(pool);
+}
+
+Status check_set(int32_t set) {
+  if (set < 0 || set >= kvp::host::kLoadSets) {
+    return Status::invalid("load set " + std::to_string(set) + " is out of range, expected 0.." +
+                           std::to_string(kvp::host::kLoadSets - 1));
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+extern "C" {
+
+KVPOOL_API kvpool_status kvhost_get_stats(const kvpool* pool, kvhost_stats* out) {
+  return with_pool("kvhost_get_stats", pool, [&](kvpool* p) -> Status {
+    KVPOOL_RETURN_IF_ERROR(has_tier(p));
+    KVPOOL_RETURN_IF_ERROR(check_out(out, "out"));
+    if (out->struct_size < sizeof(kvhost_stats)) {
+      return Status::invalid("out->struct_size is " + std::to_string(out->struct_size) + ", expected at least " +
+                             std::to_string(sizeof(kvhost_stats)) + " (use KVHOST_STATS_INIT)");
+    }
+    const kvp::cache::PrefixCache& c = *p->cache;
+    const kvp::cache::HostTierStats& s = c.tier_stats();
+    out->capacity_tokens = c.host_pool()->tokens();
+    out->used_tokens = c.tree().host_size();
+    out->host_only_tokens = c.tree().host_only_size();
+    out->copies_in_flight = c.copies_in_flight();
+    out->backups = s.backups;
+    out->backup_tokens = s.backup_tokens;
+    out->backups_skipped = s.backups_skipped;
+    out->backup_errors = s.backup_errors;
+    out->loads = s.loads;
+    out->load_tokens = s.load_tokens;
+    out->loads_refused = s.loads_refused;
+    out->host_evicted_tokens = s.host_evicted_tokens;
+    out->bytes_to_host = c.host_transfer()->bytes_to_host();
+    out->bytes_to_device = c.host_transfer()->bytes_to_device();
+    return Status::ok();
+  });
+}
+
+KVPOOL_API kvpool_status kvhost_poll(kvpool* pool, int32_t wait, size_t* completed) {
+  return with_pool("kvhost_poll", pool, [&](kvpool* p) -> Status {
+    KVPOOL_RETURN_IF_ERROR(has_tier(p));  // unlocks only: no free list involved
+    size_t done = 0;
+    KVPOOL_RETURN_IF_ERROR(p->cache->poll(wait != 0, &done));
+    if (completed != nullptr) *completed = done;
+    return Status::ok();
+  });
+}
+
+KVPOOL_API kvpool_status kvhost_set_stream(kvpool* pool, void* stream) {
+  return with_pool("kvhost_set_stream", pool, [&](kvpool* p) -> Status {
+    KVPOOL_RETURN_IF_ERROR(has_tier(p));
+    return p->cache->host_transfer()->set_compute_stream(stream);
+  });
+}
+
+KVPOOL_API kvpool_status kvhost_next_load_set(kvpool* pool, int32_t* set) {
+  return with_pool("kvhost_next_load_set", pool, [&](kvpool* p) -> Status {
+    KVPOOL_RETURN_IF_ERROR(has_tier(p));
+    KVPOOL_RETURN_IF_ERROR(check_out(set, "set"));
+    *set = p->cache->advance_load_set();
+    return Status::ok();
+  });
+}
+
+KVPOOL_API kvpool_status kvhost_load_set(const kvpool* pool, int32_t* set) {
+  return with_pool("kvhost_load_set", pool, [&](kvpool* p) -> Status {
+    KVPOOL_RETURN_IF_ERROR(has_tier(p));
+    KVPOOL_RETURN_IF_ERROR(check_out(set, "set"));
+    *set = p->cache->load_set();
+    return Status::ok();
+  });
+}
+
+KVPOOL_API kvpool_status kvhost_wait_layer(kvpool* pool, int32_t set, int32_t layer, void* stream) {
+  return with_pool("kvhost_wait_layer", pool, [&](kvpool* p) -> Status {
+    KVPOOL_RETURN_IF_ERROR(has_tier(p));
+    KVPOOL_RETURN_IF_ERROR(check_set(set));
+    const int32_t first = p->config.parallel.start_layer, last = p->config.parallel.end_layer;
+    if (layer < first || layer > last) {
+      return Status::invalid("layer " + std::to_string(layer) + " is not held by this pool (layers " + std::to_string(first) +
+                             ".." + std::to_string(last) + ")");
+    }
+    return p->cache->host_transfer()->wait_layer(set, static_cast<uint32_t>(layer - first), stream);
+  });
+}
+
+KVPOOL_API kvpool_status kvhost_match(kvpool* pool, const int32_t* tokens, size_t tokens_len, const char* extra_key,
+                                      int64_t* slots, size_t slots_cap, size_t* matched, size_t* host_matched,
+                                      uint64_t* node, uint64_t* host_node) {
+  return with_pool("kvhost_match", pool, [&](kvpool* p) -> Status {
+    KVPOOL_RETURN_IF_ERROR(need_tier(p));
+    KVPOOL_RETURN_IF_ERROR(check_array(tokens, tokens_len, "tokens"));
+    KVPOOL_RETURN_IF_ERROR(check_array(slots, slots_cap, "slots"));
+    KVPOOL_RETURN_IF_ERROR(check_out(matched, "matched"));
+    KVPOOL_RETURN_IF_ERROR(check_out(host_matched, "host_matched"));
+    KVPOOL_RETURN_IF_ERROR(check_out(node, "node"));
+    KVPOOL_RETURN_IF_ERROR(check_out(host_node, "host_node"));
+    const std::string key = key_of(extra_key);
+    size_t done = 0;
+    KVPOOL_RETURN_IF_ERROR(p->cache->poll(false, &done));
+    const size_t would_match = p->cache->tree().cached_prefix(tokens, tokens_len, key);
+    if (would_match > slots_cap) {
+      *matched = would_match;
+      return Status(KVPOOL_ERR_BUFFER_TOO_SMALL, "the match has " + std::to_string(would_match) +
+                                                     " device slots, slots_cap is " + std::to_string(slots_cap));
+    }
+    kvp::cache::MatchResult m = p->cache->match(tokens, tokens_len, key);
+    if (!m.slots.empty()) std::memcpy(slots, m.slots.data(), m.slots.size() * sizeof(int64_t));
+    *matched = m.slots.size();
+    *host_matched = m.host_tokens;
+    *node = m.last_node;
+    *host_node = m.last_host_node;
+    return Status::ok();
+  });
+}
+
+KVPOOL_API kvpool_status kvhost_load_back(kvpool* pool, uint64_t host_node, int64_t* slots, size_t slots_cap,
+                                          size_t* loaded, uint64_t* node) {
+  return with_pool("kvhost_load_back", pool, [&](kvpool* p) -> Status {
+    KVPOOL_RETURN_IF_ERROR(need_tier(p));
+    KVPOOL_RETURN_IF_ERROR(check_array(slots, slots_cap, "slots"));
+    KVPOOL_RETURN_IF_ERROR(check_out(loaded, "loaded"));
+    KVPOOL_RETURN_IF_ERROR(check_out(node, "node"));
+    kvp::cache::RadixTree& tree = p->cache->tree();
+    if (!tree.is_live(host_node)) return Status::invalid("node handle " + std::to_string(host_node) + " is stale or unknown");
+    // The size first, so that a small buffer changes nothing.
+    std::vector<kvp::cache::NodeHandle> chain;
+    std::vector<int64_t> pages;
+    size_t tokens = 0;
+    kvp::cache::NodeHandle device_node = 0;
+    KVPOOL_RETURN_IF_ERROR(tree.host_chain(host_node, &chain, &tokens, &pages, &device_node));
+    if (tokens > slots_cap) {
+      *loaded = tokens;
+      return Status(KVPOOL_ERR_BUFFER_TOO_SMALL, "the host chain has " + std::to_string(tokens) + " tokens, slots_cap is " +
+                                                     std::to_string(slots_cap));
+    }
+    std::vector<int64_t> out;
+    kvp::cache::NodeHandle last = 0;
+    size_t n = 0;
+    KVPOOL_RETURN_IF_ERROR(p->cache->load_back(host_node, &out, &n, &last));
+    if (n > 0) std::memcpy(slots, out.data(), n * sizeof(int64_t));
+    *loaded = n;
+    *node = last;
+    return Status::ok();
+  });
+}
+
+KVPOOL_API kvpool_status kvhost_evict(kvpool* pool, size_t tokens, size_t* evicted) {
+  return with_pool("kvhost_evict", pool, [&](kvpool* p) -> Status {
+    KVPOOL_RETURN_IF_ERROR(has_tier(p));  // host pages only
+    KVPOOL_RETURN_IF_ERROR(check_out(evicted, "evicted"));
+    size_t done = 0;
+    KVPOOL_RETURN_IF_ERROR(p->cache->poll(false, &done));
+    return p->cache->evict_host(tokens, evicted);
+  });
+}
+
+KVPOOL_API kvpool_status kvhost_node_state(const kvpool* pool, uint64_t node, int32_t* on_device, int32_t* on_host,
+                                           size_t* tokens) {
+  return with_pool("kvhost_node_state", pool, [&](kvpool* p) -> Status {
+    KVPOOL_RETURN_IF_ERROR(has_tier(p));
+    KVPOOL_RETURN_IF_ERROR(check_out(on_device, "on_device"));
+    KVPOOL_RETURN_IF_ERROR(check_out(on_host, "on_host"));
+    if (!p->cache->tree().is_live(node)) return Status::invalid("node handle " + std::to_string(node) + " is stale or unknown");
+    const kvp::cache::TierNodeInfo info = p->cache->tree().tier_node(node);
+    *on_device = info.on_device ? 1 : 0;
+    *on_host = info.on_host ? 1 : 0;
+    if (tokens != nullptr) *tokens = info.tokens;
+    return Status::ok();
+  });
+}
+
+}  // extern "C"
