@@ -48,8 +48,24 @@ class HostTransfer {
 
 // memcpy between host-addressable device buffers (CPU pools) and the host pool.
 std::unique_ptr<HostTransfer> make_cpu_transfer(const HostPool* pool);
-// CUDA pools (cuda/host_transfer.cu): kernels for every layout, copy engines where faster.
+
+// How a CUDA transfer copies (make_cuda_transfer).
+enum class CopyPath : int32_t {
+  kAuto,        // io_backend "kernel": the copy kernel; "direct": the faster path for the layout (docs/performance.md)
+  kKernel,      // the copy kernel (SMs read/write pinned host memory through unified addressing)
+  kCopyEngine,  // cudaMemcpyBatchAsync of the contiguous runs (the DMA engines; no SM time)
+};
+
+struct CudaTransferOptions {
+  uint64_t device_pages = 0;  // device page ids must be < this: KV device rows / P
+  bool direct = false;        // host_cache.io_backend "direct" (page_first_direct requires it)
+  CopyPath path = CopyPath::kAuto;  // tests and benchmarks force one path
+};
+
+// CUDA pools (cuda/host_transfer.cu): the copy kernel for every layout, copy engines
+// where faster. The pool's memory must be pinned (device-addressable).
 // KVPOOL_ERR_UNSUPPORTED in builds without CUDA.
-Status make_cuda_transfer(const HostPool* pool, int device, std::unique_ptr<HostTransfer>* out);
+Status make_cuda_transfer(const HostPool* pool, int device, const CudaTransferOptions& options,
+                          std::unique_ptr<HostTransfer>* out);
 
 }  // namespace kvp::host
