@@ -85,6 +85,24 @@ class CudaBackend final : public Backend {
     cudaSetDevice(device_);
     cudaFree(p);
   }
+  // Pinned, portable (page-locked for every device and context), so the tier's copy
+  // kernels and DMA reach it without staging. cudaHostAlloc memory is 256-byte aligned.
+  Status allocate_host(size_t bytes, void** out) override {
+    KVPOOL_CUDA_TRY(cudaSetDevice(device_), "cudaSetDevice");
+    void* p = nullptr;
+    KVP_INJECTION_POINT("cudaHostAlloc (host tier)");
+    const cudaError_t e = cudaHostAlloc(&p, bytes == 0 ? 1 : bytes, cudaHostAllocPortable);
+    if (e == cudaErrorMemoryAllocation) {
+      cudaGetLastError();
+      return Status(KVPOOL_ERR_HOST_MEMORY, "cannot allocate " + std::to_string(bytes) +
+                                                " bytes of pinned host memory for the host tier (cudaHostAlloc: "
+                                                "cudaErrorMemoryAllocation)");
+    }
+    KVPOOL_CUDA_TRY(e, "cudaHostAlloc (host tier)");
+    *out = p;
+    return Status::ok();
+  }
+  void deallocate_host(void* p) noexcept override { cudaFreeHost(p); }
   Status zero(void* dst, size_t bytes) override {
     KVP_INJECTION_POINT("cudaMemset");
     KVPOOL_CUDA_TRY(cudaSetDevice(device_), "cudaSetDevice");

@@ -66,6 +66,13 @@ typedef enum kvpool_buffer_kind {
 #define KVPOOL_DEVICE_CPU 1
 /** @brief DLPack device type of CUDA device memory. */
 #define KVPOOL_DEVICE_CUDA 2
+/**
+ * @brief DLPack device type of pinned (page-locked) host memory of a CUDA pool (kDLCUDAHost).
+ *
+ * The host tier of a CUDA pool asks the kvpool_allocator callbacks for memory of this
+ * type: host memory the GPU can copy from and to directly (e.g. from cudaHostAlloc).
+ */
+#define KVPOOL_DEVICE_CUDA_HOST 3
 
 /**
  * @brief Where a buffer lives and how it is laid out; maps 1:1 onto a DLPack DLTensor.

@@ -47,6 +47,11 @@ KVPOOL_API kvpool_status kvpool_create(const char *json, size_t json_len, kvpool
  * back through `free`, instead of cudaMalloc/cudaFree (CUDA pools) or the
  * system allocator (CPU pools). Small internal staging buffers still use the
  * runtime directly.
+ *
+ * The host tier (`host_cache`) is allocated through the same callbacks, with
+ * `device_type` #KVPOOL_DEVICE_CUDA_HOST for CUDA pools (the memory must be pinned,
+ * e.g. cudaHostAlloc, so the GPU can copy to and from it) and #KVPOOL_DEVICE_CPU for
+ * CPU pools; `device_id` is the pool's device. kvpool does not zero-fill that memory.
  */
 typedef struct kvpool_allocator {
   /** Set to sizeof(kvpool_allocator): lets later versions add fields. */
@@ -54,9 +59,10 @@ typedef struct kvpool_allocator {
   /** Passed back to both callbacks unchanged. */
   void *ctx;
   /**
-   * Returns @p bytes of memory of the device (`device_type` is a kvpool_device_type
-   * value, `device_id` the CUDA ordinal or 0), aligned to at least 256 bytes, or
-   * NULL on failure. kvpool zero-fills it.
+   * Returns @p bytes of memory of the device (`device_type` is #KVPOOL_DEVICE_CPU,
+   * #KVPOOL_DEVICE_CUDA or #KVPOOL_DEVICE_CUDA_HOST, `device_id` the CUDA ordinal or 0),
+   * aligned to at least 256 bytes, or NULL on failure. kvpool zero-fills it, except
+   * the host tier's memory.
    */
   void *(*alloc)(void *ctx, size_t bytes, int32_t device_type, int32_t device_id);
   /** Releases a pointer `alloc` returned, with the same size and device. */

@@ -42,6 +42,12 @@ class Backend {
   // Zero-filled memory of the backend's device.
   virtual Status allocate(size_t bytes, void** out) = 0;
   virtual void deallocate(void* p) noexcept = 0;
+  // Host memory for the host tier (lib/host/host_pool.hpp), 256-byte aligned and not
+  // zero-filled (a tier of many GiB is not touched up front): plain memory on the CPU
+  // backend, pinned (page-locked, mapped for every device) on CUDA, so the copy engines
+  // and kernels can reach it directly.
+  virtual Status allocate_host(size_t bytes, void** out) = 0;
+  virtual void deallocate_host(void* p) noexcept = 0;
   virtual Status zero(void* dst, size_t bytes) = 0;
   virtual Status copy_rows(const RowCopy& copy) = 0;  // device to device
   // Host rows into device rows: `copy.src` is host memory read as rows

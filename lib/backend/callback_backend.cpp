@@ -51,6 +51,35 @@ class CallbackBackend final : public Backend {
       return;
     }
   }
+  // The host tier: pinned memory of a CUDA pool (DLPack's kDLCUDAHost) or plain memory of a
+  // CPU pool. Not zero-filled: a tier of many GiB would be touched up front for nothing.
+  Status allocate_host(size_t bytes, void** out) override {
+    const int32_t type = host_type();
+    host_sizes_.reserve(host_sizes_.size() + 1);  // before the callback: recording p below must not throw
+    void* p = cb_.alloc(cb_.ctx, bytes, type, device_id());
+    const auto fail = [&](const std::string& why) {
+      return Status(KVPOOL_ERR_HOST_MEMORY, "the allocator callback " + why + " for " + std::to_string(bytes) +
+                                                " bytes of host-tier memory (device_type " + std::to_string(type) +
+                                                ")");
+    };
+    if (p == nullptr) return fail("returned NULL");
+    if (reinterpret_cast<uintptr_t>(p) % 256 != 0) {
+      cb_.free(cb_.ctx, p, bytes, type, device_id());
+      return fail("returned memory that is not 256-byte aligned");
+    }
+    host_sizes_.emplace_back(p, bytes);
+    *out = p;
+    return Status::ok();
+  }
+  void deallocate_host(void* p) noexcept override {
+    for (size_t i = 0; i < host_sizes_.size(); ++i) {
+      if (host_sizes_[i].first != p) continue;
+      cb_.free(cb_.ctx, p, host_sizes_[i].second, host_type(), device_id());
+      host_sizes_[i] = host_sizes_.back();
+      host_sizes_.pop_back();
+      return;
+    }
+  }
   Status zero(void* dst, size_t bytes) override { return inner_->zero(dst, bytes); }
   Status copy_rows(const RowCopy& c) override { return inner_->copy_rows(c); }
   Status scatter_from_host(const RowCopy& c) override { return inner_->scatter_from_host(c); }
@@ -61,10 +90,13 @@ class CallbackBackend final : public Backend {
   }
 
  private:
+  int32_t host_type() const { return device_type() == KVPOOL_DEVICE_CUDA ? KVPOOL_DEVICE_CUDA_HOST : KVPOOL_DEVICE_CPU; }
+
   std::unique_ptr<Backend> inner_;
   kvpool_allocator cb_;
   // The callback's free needs the size; a pool holds a few dozen allocations.
   std::vector<std::pair<void*, size_t>> sizes_;
+  std::vector<std::pair<void*, size_t>> host_sizes_;  // allocate_host's
 };
 
 }  // namespace

@@ -26,6 +26,21 @@ class CpuBackend final : public Backend {
     return Status::ok();
   }
   void deallocate(void* p) noexcept override { std::free(p); }
+  Status allocate_host(size_t bytes, void** out) override {
+    // aligned_alloc wants a multiple of the alignment; the pages stay untouched until used.
+    const size_t rounded = (bytes == 0 ? 1 : bytes + 255) / 256 * 256;
+    if (rounded < bytes) {
+      return Status(KVPOOL_ERR_HOST_MEMORY, "host tier allocation of " + std::to_string(bytes) + " bytes overflows");
+    }
+    void* p = std::aligned_alloc(256, rounded);
+    if (p == nullptr) {
+      return Status(KVPOOL_ERR_HOST_MEMORY,
+                    "cannot allocate " + std::to_string(bytes) + " bytes of host memory for the host tier");
+    }
+    *out = p;
+    return Status::ok();
+  }
+  void deallocate_host(void* p) noexcept override { std::free(p); }
   Status zero(void* dst, size_t bytes) override {
     std::memset(dst, 0, bytes);
     return Status::ok();

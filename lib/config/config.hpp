@@ -82,6 +82,8 @@ struct HostCacheConfig {
   bool enabled = false;
   double ratio = 2.0;
   int64_t size_bytes = 0;  // > 0 overrides ratio
+  // The tier may take at most the free host memory less this (SGLang keeps 10 GiB for the rest of the process).
+  int64_t headroom_bytes = int64_t(10) << 30;
   std::string layout = "layer_first";
   std::string write_policy = "write_through";
   std::string io_backend = "kernel";

@@ -309,15 +309,23 @@ Status parse_host_cache(const cJSON* obj, HostCacheConfig* hc) {
   hc->enabled = true;
   JsonReader r(obj, "$.host_cache");
   std::optional<double> ratio;
-  std::optional<int64_t> size;
+  std::optional<int64_t> size, headroom;
   std::optional<std::string> layout, policy, io;
   KVPOOL_RETURN_IF_ERROR(r.get_number("ratio", 1.0, 1000.0, true, false, &ratio));
   hc->ratio = ratio.value_or(2.0);
   KVPOOL_RETURN_IF_ERROR(r.get_int("size_bytes", 0, int64_t(1) << 52, false, &size));
   hc->size_bytes = size.value_or(0);
+  KVPOOL_RETURN_IF_ERROR(r.get_int("headroom_bytes", 0, int64_t(1) << 52, false, &headroom));
+  hc->headroom_bytes = headroom.value_or(int64_t(10) << 30);
   KVPOOL_RETURN_IF_ERROR(r.get_choice(
       "layout", {"layer_first", "page_first", "page_first_direct", "page_first_kv_split", "page_head"}, false, &layout));
   hc->layout = layout.value_or("layer_first");
+  // Listed among the choices above so that the message can say why it is refused.
+  if (hc->layout == "page_first_kv_split") {
+    return Status::config("$.host_cache.layout: got \"page_first_kv_split\", expected \"layer_first\", \"page_first\", "
+                          "\"page_first_direct\" or \"page_head\" (page_first_kv_split is SGLang's layout for "
+                          "Ascend NPUs, which kvpool does not support)");
+  }
   KVPOOL_RETURN_IF_ERROR(
       r.get_choice("write_policy", {"write_back", "write_through", "write_through_selective"}, false, &policy));
   hc->write_policy = policy.value_or("write_through");
