@@ -69,7 +69,7 @@ __device__ __forceinline__ void copy_chunk(const PartCopy& pc, uint8_t* dev, uin
     const uint32_t k = first + static_cast<uint32_t>(j * kCopyThreads) + threadIdx.x;
     if (k < pc.item_units) {
       // Streaming loads: each byte is read once, keep it out of the caches.
-      v[j] = to_host ? __ldcs(reinterpret_cast<const V*>(dev + doff[j])) : __ldcs(reinterpret_cast<const V*>(host + hoff[j]));
+      v[j] = __ldcs(reinterpret_cast<const V*>(to_host ? dev + doff[j] : host + hoff[j]));
     }
   }
 #pragma unroll

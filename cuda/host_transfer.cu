@@ -3,15 +3,18 @@
 // already enqueued on the compute stream, and nothing on the host ever waits for
 // the device except wait(ticket).
 //
-// Per call the host checks the page ids, copies them into a pinned staging slot, and
-// enqueues: an event on the compute stream and a wait for it, one copy of the ids to
-// the stream's device id buffer, then
-//   backup: one kernel for every tiered layer, part and page (cuda/host_copy.cuh);
-//   load:   one CUDA graph per load set, captured once: a kernel per tiered layer,
-//           each followed by that set's event of the layer (SGLang's LayerDoneCounter),
-//           so a call is a single cudaGraphLaunch whatever the layer count;
-// and the ticket's event. The copy-engine path (CopyPath::kCopyEngine) replaces the
-// kernels by cudaMemcpyBatchAsync of the runs that are contiguous on both sides.
+// Per call the host checks the page ids, copies them into a pinned staging slot (a
+// ring that grows instead of waiting for a slot still in use), then enqueues an
+// event on the compute stream and a wait for it, and:
+//   backup: one kernel for every tiered layer, part and page (cuda/host_copy.cuh),
+//           reading the ids from the mapped staging slot;
+//   load:   a copy of the ids to the device, then one CUDA graph of the load set,
+//           captured once: per layer (group) the kernel, then the set's event of it
+//           (SGLang's LayerDoneCounter), so a load is one cudaGraphLaunch;
+// then the ticket's event. The copy-engine path (CopyPath::kCopyEngine) replaces the
+// kernels by cudaMemcpyBatchAsync of the runs contiguous on both sides: faster for
+// loads (a host read by the SMs fetches less per PCIe request than a DMA engine
+// does), but the host pays per run. Measured on an H200: docs/performance.md.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -31,6 +34,7 @@ using cudak::PartCopy;
 constexpr int kMaxParts = 8;
 constexpr size_t kTickets = 256;        // tickets remembered; older ones are finished
 constexpr size_t kInitialIdPages = 4096;  // device id buffers grow from here
+constexpr uint32_t kDefaultLayerGroup = 1;
 
 Status cuda_error(cudaError_t e, const char* what) {
   if (e == cudaSuccess) return Status::ok();
@@ -69,7 +73,6 @@ class CudaTransfer final : public HostTransfer {
     for (Staging& s : staging_) cudaFreeHost(s.host);
     for (void* p : retired_) cudaFree(p);
     for (void* p : retired_host_) cudaFreeHost(p);
-    cudaFree(write_ids_.ptr);
     cudaFree(load_ids_.ptr);
     cudaFree(parts_dev_);
     cudaFree(bases_dev_);
@@ -89,8 +92,13 @@ class CudaTransfer final : public HostTransfer {
                              std::to_string(kMaxParts) + ") of " + std::to_string(g_.layers) + " layers");
     }
     if (options_.device_pages == 0) return Status::invalid("CudaTransferOptions.device_pages is 0");
-    path_ = options_.path;
-    if (path_ == CopyPath::kAuto) path_ = auto_path(g_.layout, options_.direct);
+    backup_path_ = load_path_ = options_.path;
+    if (options_.path == CopyPath::kAuto) {
+      backup_path_ = auto_path(g_.layout, options_.direct, true);
+      load_path_ = auto_path(g_.layout, options_.direct, false);
+    }
+    group_ = options_.layer_group == 0 ? kDefaultLayerGroup : std::min(options_.layer_group, g_.layers);
+    groups_ = (g_.layers + group_ - 1) / group_;
     KVP_CUDA(cudaSetDevice(device_), "cudaSetDevice (host tier)");
     KVP_CUDA(cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, device_), "cudaDeviceGetAttribute");
     KVP_CUDA(cudaStreamCreateWithFlags(&write_, cudaStreamNonBlocking), "cudaStreamCreate (host tier write)");
@@ -99,13 +107,12 @@ class CudaTransfer final : public HostTransfer {
     tickets_.assign(kTickets, nullptr);
     for (cudaEvent_t& e : tickets_) KVP_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
     for (auto& set : layer_done_) {
-      set.assign(g_.layers, nullptr);
+      set.assign(groups_, nullptr);
       for (cudaEvent_t& e : set) KVP_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
     }
     KVPOOL_RETURN_IF_ERROR(build_parts());
-    KVPOOL_RETURN_IF_ERROR(grow_ids(&write_ids_, kInitialIdPages));
     KVPOOL_RETURN_IF_ERROR(grow_ids(&load_ids_, kInitialIdPages));
-    if (path_ == CopyPath::kKernel) KVPOOL_RETURN_IF_ERROR(capture_load_graphs());
+    if (load_path_ == CopyPath::kKernel) KVPOOL_RETURN_IF_ERROR(capture_load_graphs());
     return Status::ok();
   }
 
@@ -123,16 +130,17 @@ class CudaTransfer final : public HostTransfer {
     KVP_CUDA(cudaSetDevice(device_), "cudaSetDevice (host tier backup)");
     KVPOOL_RETURN_IF_ERROR(follow_compute(write_, "backup"));
     uint64_t t = 0;
-    if (path_ == CopyPath::kCopyEngine) {
+    if (backup_path_ == CopyPath::kCopyEngine) {
       runs_.clear();
       for (uint32_t l = 0; l < g_.layers; ++l) add_runs(device_pages, host_pages, n, l, true);
       KVPOOL_RETURN_IF_ERROR(copy_runs(write_, "cudaMemcpyBatchAsync (host tier backup)"));
       KVPOOL_RETURN_IF_ERROR(next_ticket(write_, &t));
     } else {
+      // The kernel reads the ids straight from the pinned slot: one enqueue fewer than a
+      // copy to the device, and a few µs of latency per block against ~10 ms of copying.
       Staging* s = nullptr;
       KVPOOL_RETURN_IF_ERROR(stage(host_pages, device_pages, n, &s));
-      KVPOOL_RETURN_IF_ERROR(upload_ids(&write_ids_, s, n, write_, "backup"));
-      CopyArgs a{parts_dev_, write_ids_.ptr, 0, g_.layers, 1};
+      CopyArgs a{parts_dev_, s->device, 0, g_.layers, 1};
       const uint64_t work = static_cast<uint64_t>(n) * g_.layers * max_chunks_;
       const unsigned blocks = static_cast<unsigned>(std::min<uint64_t>(work, static_cast<uint64_t>(sms_) * 16));
       cudak::host_copy_kernel<<<dim3(blocks, static_cast<unsigned>(g_.parts.size())), cudak::kCopyThreads, 0,
@@ -156,12 +164,14 @@ class CudaTransfer final : public HostTransfer {
     // work), so that a batch that waits on the set never waits on an older load.
     KVPOOL_RETURN_IF_ERROR(follow_compute(load_, "load"));
     uint64_t t = 0;
-    if (path_ == CopyPath::kCopyEngine || n == 0) {
-      for (uint32_t l = 0; l < g_.layers; ++l) {
+    if (load_path_ == CopyPath::kCopyEngine || n == 0) {
+      for (uint32_t grp = 0; grp < groups_; ++grp) {
         runs_.clear();
-        add_runs(device_pages, host_pages, n, l, false);
+        for (uint32_t l = grp * group_; l < std::min(g_.layers, (grp + 1) * group_); ++l) {
+          add_runs(device_pages, host_pages, n, l, false);
+        }
         KVPOOL_RETURN_IF_ERROR(copy_runs(load_, "cudaMemcpyBatchAsync (host tier load)"));
-        KVP_CUDA(cudaEventRecord(layer_done_[set][l], load_), "cudaEventRecord (host tier layer done)");
+        KVP_CUDA(cudaEventRecord(layer_done_[set][grp], load_), "cudaEventRecord (host tier layer done)");
       }
       KVPOOL_RETURN_IF_ERROR(next_ticket(load_, &t));
     } else {
@@ -201,7 +211,8 @@ class CudaTransfer final : public HostTransfer {
                              " tiered layers)");
     }
     cudaStream_t st = stream != nullptr ? static_cast<cudaStream_t>(stream) : compute_;
-    return cuda_error(cudaStreamWaitEvent(st, layer_done_[set][layer], 0), "cudaStreamWaitEvent (host tier layer)");
+    return cuda_error(cudaStreamWaitEvent(st, layer_done_[set][layer / group_], 0),
+                      "cudaStreamWaitEvent (host tier layer)");
   }
 
   uint64_t bytes_to_host() const override { return to_host_; }
@@ -211,6 +222,7 @@ class CudaTransfer final : public HostTransfer {
   // A pinned slot holding one call's ids until the copy to the device has run.
   struct Staging {
     int64_t* host = nullptr;
+    const int64_t* device = nullptr;  // the same memory as the device addresses it
     size_t capacity = 0;  // int64 entries
     uint64_t ticket = 0;  // the call that used it last (0: never)
   };
@@ -219,10 +231,13 @@ class CudaTransfer final : public HostTransfer {
     size_t pages = 0;
   };
 
-  // io_backend "direct" picks, per layout, the faster of the two paths measured on an
-  // H100 (docs/performance.md, "Host tier transfers"); "kernel" always the kernel.
-  static CopyPath auto_path(HostLayout layout, bool direct) {
-    if (!direct) return CopyPath::kKernel;
+  // io_backend "kernel": the kernel. "direct": per layout and direction the path with the
+  // higher bandwidth measured (docs/performance.md, "Host tier transfers"): the copy engines
+  // for loads of layer_first and page_first_direct (one run per page and layer), the
+  // kernel for backups (the engines were slower there) and for the layouts whose runs
+  // are single rows or head pieces.
+  static CopyPath auto_path(HostLayout layout, bool direct, bool backup) {
+    if (!direct || backup) return CopyPath::kKernel;
     return layout == HostLayout::kLayerFirst || layout == HostLayout::kPageFirstDirect ? CopyPath::kCopyEngine
                                                                                        : CopyPath::kKernel;
   }
@@ -335,8 +350,16 @@ class CudaTransfer final : public HostTransfer {
     if (s->capacity < need) {
       const size_t capacity = std::max(need, std::max<size_t>(2 * s->capacity, 1 + 2 * kInitialIdPages));
       int64_t* host = nullptr;
-      KVP_CUDA(cudaHostAlloc(reinterpret_cast<void**>(&host), capacity * sizeof(int64_t), cudaHostAllocDefault),
+      KVP_CUDA(cudaHostAlloc(reinterpret_cast<void**>(&host), capacity * sizeof(int64_t),
+                             cudaHostAllocMapped | cudaHostAllocPortable),
                "cudaHostAlloc (host tier staging)");
+      void* device = nullptr;
+      const cudaError_t e = cudaHostGetDevicePointer(&device, host, 0);
+      if (e != cudaSuccess) {
+        cudaFreeHost(host);  // never used by the device: no wait
+        return cuda_error(e, "cudaHostGetDevicePointer (host tier staging)");
+      }
+      s->device = static_cast<const int64_t*>(device);
       // cudaFreeHost would wait for the whole device: the old slot is freed with the transfer.
       if (s->host != nullptr) retired_host_.push_back(s->host);
       s->host = host;
@@ -368,8 +391,8 @@ class CudaTransfer final : public HostTransfer {
                       (std::string("cudaMemcpyAsync (host tier ") + what + " ids)").c_str());
   }
 
-  // One graph per load set: per tiered layer the kernel, then the set's event of the layer.
-  // The grid is fixed (n is read on the device), so a load of any size replays it.
+  // One graph per load set: per group of tiered layers the kernel, then the set's event of
+  // the group. The grid is fixed (n is read on the device), so a load of any size replays it.
   Status capture_load_graphs() {
     const unsigned blocks = static_cast<unsigned>(sms_) * 4;
     for (int set = 0; set < kLoadSets; ++set) {
@@ -379,12 +402,13 @@ class CudaTransfer final : public HostTransfer {
       }
       KVP_CUDA(cudaStreamBeginCapture(load_, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture (host tier)");
       cudaError_t e = cudaSuccess;
-      for (uint32_t l = 0; l < g_.layers && e == cudaSuccess; ++l) {
-        CopyArgs a{parts_dev_, load_ids_.ptr, l, 1, 0};
+      for (uint32_t grp = 0; grp < groups_ && e == cudaSuccess; ++grp) {
+        const uint32_t first = grp * group_, count = std::min(g_.layers - first, group_);
+        CopyArgs a{parts_dev_, load_ids_.ptr, first, count, 0};
         cudak::host_copy_kernel<<<dim3(blocks, static_cast<unsigned>(g_.parts.size())), cudak::kCopyThreads, 0,
                                   load_>>>(a);
         e = cudaGetLastError();
-        if (e == cudaSuccess) e = cudaEventRecordWithFlags(layer_done_[set][l], load_, cudaEventRecordExternal);
+        if (e == cudaSuccess) e = cudaEventRecordWithFlags(layer_done_[set][grp], load_, cudaEventRecordExternal);
       }
       cudaGraph_t graph = nullptr;
       const cudaError_t end = cudaStreamEndCapture(load_, &graph);
@@ -461,7 +485,8 @@ class CudaTransfer final : public HostTransfer {
   const HostGeometry& g_;
   int device_;
   CudaTransferOptions options_;
-  CopyPath path_ = CopyPath::kKernel;
+  CopyPath backup_path_ = CopyPath::kKernel, load_path_ = CopyPath::kKernel;
+  uint32_t group_ = 1, groups_ = 1;  // tiered layers per load launch / layer-done event, and their count
   int sms_ = 1;
   cudaStream_t compute_ = nullptr;  // the legacy default stream until set_compute_stream
   cudaStream_t write_ = nullptr, load_ = nullptr;
@@ -474,7 +499,7 @@ class CudaTransfer final : public HostTransfer {
   uint64_t* bases_dev_ = nullptr;
   uint64_t max_chunks_ = 1;
   uint64_t page_bytes_ = 0;  // bytes of one page, all layers and parts
-  IdBuffer write_ids_, load_ids_;
+  IdBuffer load_ids_;  // what the load graphs read
   std::vector<Staging> staging_;
   size_t staging_next_ = 0;
   std::vector<void*> retired_;       // outgrown device id buffers

@@ -59,7 +59,11 @@ enum class CopyPath : int32_t {
 struct CudaTransferOptions {
   uint64_t device_pages = 0;  // device page ids must be < this: KV device rows / P
   bool direct = false;        // host_cache.io_backend "direct" (page_first_direct requires it)
-  CopyPath path = CopyPath::kAuto;  // tests and benchmarks force one path
+  CopyPath path = CopyPath::kAuto;  // tests and benchmarks force one path (both directions)
+  // Tiered layers per load launch and per layer-done event (0: 1). Larger groups cost the
+  // host less per load (one graph node pair per group) and the engine more latency before
+  // its first layer can start (docs/performance.md, "Host tier transfers").
+  uint32_t layer_group = 0;
 };
 
 // CUDA pools (cuda/host_transfer.cu): the copy kernel for every layout, copy engines

@@ -89,19 +89,56 @@ double sglang_of(HostLayout layout, bool backup) {
   return 0.0;
 }
 
-void line(const char* metric, HostLayout layout, CopyPath path, const std::vector<double>& v, const char* unit,
+struct Variant {
+  CopyPath path;
+  uint32_t layer_group;  // 0: the default
+};
+
+void line(const char* metric, HostLayout layout, const Variant& var, const std::vector<double>& v, const char* unit,
           double sglang, double pcie, double goal, bool lower_is_better, int synced) {
+  const CopyPath path = var.path;
   const double m = median(v);
   const bool met = goal <= 0 || (lower_is_better ? m <= goal : m >= goal);
-  std::printf("{\"metric\": \"%s\", \"layout\": \"%s\", \"path\": \"%s\", \"page_size\": %d, \"batch_tokens\": %d, "
+  std::printf("{\"metric\": \"%s\", \"layout\": \"%s\", \"path\": \"%s\", \"layer_group\": %u, "
+              "\"page_size\": %d, \"batch_tokens\": %d, "
               "\"median\": %.3f, \"p10\": %.3f, \"p90\": %.3f, \"unit\": \"%s\", \"n\": %zu, \"sglang\": %.1f, "
               "\"x_vs_sglang\": %.3f, \"pcie_gbps\": %.2f, \"of_pcie\": %.3f, \"synced_calls\": %d, \"goal\": %.1f, "
               "\"goal_met\": %s}\n",
               metric, kvp::host::host_layout_name(layout), path == CopyPath::kKernel ? "kernel" : "copy_engine",
-              static_cast<int>(kPage), static_cast<int>(kBatchTokens), m, quantile(v, 0.1), quantile(v, 0.9), unit,
+              var.layer_group, static_cast<int>(kPage), static_cast<int>(kBatchTokens), m, quantile(v, 0.1), quantile(v, 0.9), unit,
               v.size(), sglang, sglang > 0 ? m / sglang : 0.0, pcie, pcie > 0 && !lower_is_better ? m / pcie : 0.0,
               synced, goal, met ? "true" : "false");
   std::fflush(stdout);
+}
+
+__global__ void ht_empty_kernel() {}
+
+// What one enqueue costs the host on this machine, for the host-call rows: an empty
+// kernel launch and an event record (a backup is 4 enqueues, a load 5).
+void enqueue_floor(cudaStream_t s) {
+  cudaEvent_t e;
+  HT_CHECK_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  std::vector<double> launch, record;
+  for (int r = 0; r < 220; ++r) {
+    HT_CHECK_CUDA(cudaStreamSynchronize(s));
+    auto t0 = Clock::now();
+    ht_empty_kernel<<<1, 32, 0, s>>>();
+    auto t1 = Clock::now();
+    HT_CHECK_CUDA(cudaEventRecord(e, s));
+    auto t2 = Clock::now();
+    if (r >= 20) {
+      launch.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+      record.push_back(std::chrono::duration<double, std::micro>(t2 - t1).count());
+    }
+  }
+  HT_CHECK_CUDA(cudaGetLastError());
+  for (int k = 0; k < 2; ++k) {
+    const std::vector<double>& v = k == 0 ? launch : record;
+    std::printf("{\"metric\": \"%s\", \"median\": %.3f, \"p10\": %.3f, \"p90\": %.3f, \"unit\": \"us\", \"n\": %zu}\n",
+                k == 0 ? "empty_launch_host_us" : "event_record_host_us", median(v), quantile(v, 0.1), quantile(v, 0.9),
+                v.size());
+  }
+  cudaEventDestroy(e);
 }
 
 // The same-run PCIe limit: one copy of `bytes`, pinned <-> device.
@@ -159,8 +196,9 @@ struct DeviceKv {
   }
 };
 
-void bench_layout(const DeviceKv& kv, HostLayout layout, CopyPath path, int reps, double pcie_h2d, double pcie_d2h,
-                  cudaStream_t compute) {
+void bench_layout(const DeviceKv& kv, HostLayout layout, const Variant& var, int reps, double pcie_h2d,
+                  double pcie_d2h, cudaStream_t compute) {
+  const CopyPath path = var.path;
   kvp::host::HostGeometry g;
   g.layout = layout;
   g.page_size = kPage;
@@ -183,6 +221,7 @@ void bench_layout(const DeviceKv& kv, HostLayout layout, CopyPath path, int reps
   o.device_pages = kv.rows / kPage;
   o.direct = path == CopyPath::kCopyEngine;
   o.path = path;
+  o.layer_group = var.layer_group;
   std::unique_ptr<kvp::host::HostTransfer> t;
   HT_CHECK(kvp::host::make_cuda_transfer(pool.get(), 0, o, &t));
   HT_CHECK(t->set_compute_stream(compute));
@@ -238,7 +277,7 @@ void bench_layout(const DeviceKv& kv, HostLayout layout, CopyPath path, int reps
     const bool load_done = t->finished(ticket);
     HT_CHECK(t->wait_layer(set, 0, compute));
     HT_CHECK_CUDA(cudaEventRecord(first, compute));
-    HT_CHECK(t->wait_layer(set, kLayers - 1, compute));
+    HT_CHECK(t->wait_layer(set, kLayers - 1, compute));  // the last layer: the whole load
     HT_CHECK_CUDA(cudaEventRecord(last, compute));
     HT_CHECK_CUDA(cudaEventSynchronize(last));
     float ms_first = 0, ms_last = 0;
@@ -252,14 +291,14 @@ void bench_layout(const DeviceKv& kv, HostLayout layout, CopyPath path, int reps
       load_synced += load_done ? 1 : 0;
     }
   }
-  line("host_tier_backup_gbps", layout, path, backup_gbps, "GB/s", sglang_of(layout, true), pcie_d2h, kGoalGbps, false,
+  line("host_tier_backup_gbps", layout, var, backup_gbps, "GB/s", sglang_of(layout, true), pcie_d2h, kGoalGbps, false,
        backup_synced);
-  line("host_tier_load_gbps", layout, path, load_gbps, "GB/s", sglang_of(layout, false), pcie_h2d, kGoalGbps, false,
+  line("host_tier_load_gbps", layout, var, load_gbps, "GB/s", sglang_of(layout, false), pcie_h2d, kGoalGbps, false,
        load_synced);
-  line("host_tier_backup_host_us", layout, path, backup_us, "us", 0, 0, kGoalHostUs, true, backup_synced);
-  line("host_tier_load_host_us", layout, path, load_us, "us", 0, 0, kGoalHostUs, true, load_synced);
-  line("host_tier_load_first_layer_ms", layout, path, first_ms, "ms", 0, 0, 0, true, load_synced);
-  line("host_tier_load_last_layer_ms", layout, path, last_ms, "ms", 0, 0, 0, true, load_synced);
+  line("host_tier_backup_host_us", layout, var, backup_us, "us", 0, 0, kGoalHostUs, true, backup_synced);
+  line("host_tier_load_host_us", layout, var, load_us, "us", 0, 0, kGoalHostUs, true, load_synced);
+  line("host_tier_load_first_layer_ms", layout, var, first_ms, "ms", 0, 0, 0, true, load_synced);
+  line("host_tier_load_last_layer_ms", layout, var, last_ms, "ms", 0, 0, 0, true, load_synced);
   cudaEventDestroy(start);
   cudaEventDestroy(first);
   cudaEventDestroy(last);
@@ -273,17 +312,25 @@ void bench_host_tier(bool quick) {
   cudaStream_t compute;
   HT_CHECK_CUDA(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking));
   double h2d = 0, d2h = 0;
+  enqueue_floor(compute);
   pcie_limit(static_cast<size_t>(kBatchTokens) * kLayers * 2 * kItem, reps, compute, &h2d, &d2h);
   {
     DeviceKv kv;
     for (HostLayout layout : {HostLayout::kLayerFirst, HostLayout::kPageFirst, HostLayout::kPageFirstDirect,
                               HostLayout::kPageHead}) {
-      bench_layout(kv, layout, CopyPath::kKernel, reps, h2d, d2h, compute);
+      bench_layout(kv, layout, {CopyPath::kKernel, 0}, reps, h2d, d2h, compute);
       // The copy engines get one run per piece contiguous on both sides: a (page, layer) block for
       // layer_first and page_first_direct, a token row for page_first (timed a few times: 262K runs a
       // batch), a head's row for page_head (not timed: 2M runs a batch).
       if (layout == HostLayout::kPageHead) continue;
-      bench_layout(kv, layout, CopyPath::kCopyEngine, layout == HostLayout::kPageFirst ? 3 : reps, h2d, d2h, compute);
+      bench_layout(kv, layout, {CopyPath::kCopyEngine, 0}, layout == HostLayout::kPageFirst ? 3 : reps, h2d, d2h,
+                   compute);
+    }
+    // Loads of 2 and 4 layers per launch and event, against the default of 1 above.
+    for (HostLayout layout : {HostLayout::kLayerFirst, HostLayout::kPageFirstDirect}) {
+      for (const Variant& var : {Variant{CopyPath::kKernel, 2}, Variant{CopyPath::kKernel, 4}}) {
+        bench_layout(kv, layout, var, reps, h2d, d2h, compute);
+      }
     }
   }
   pcie_limit(static_cast<size_t>(kBatchTokens) * kLayers * 2 * kItem, reps, compute, &h2d, &d2h);  // drift check
