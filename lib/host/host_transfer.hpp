@@ -54,6 +54,7 @@ enum class CopyPath : int32_t {
   kAuto,        // io_backend "kernel": the copy kernel; "direct": the faster path for the layout (docs/performance.md)
   kKernel,      // the copy kernel (SMs read/write pinned host memory through unified addressing)
   kCopyEngine,  // cudaMemcpyBatchAsync of the contiguous runs (the DMA engines; no SM time)
+  kBulk,        // the copy kernel moving rows with the bulk copy unit (TMA, sm_90+; else as kKernel)
 };
 
 struct CudaTransferOptions {

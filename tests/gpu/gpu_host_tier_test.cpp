@@ -1,6 +1,7 @@
 // The CUDA host-tier transfer (cuda/host_transfer.cu) against the CPU one
 // (host_transfer_cpu.cpp): the same random device rows are backed up and loaded
-// through both, for every layout, both CUDA paths (copy kernel and copy engines) and
+// through both, for every layout, every CUDA path (copy kernel with SM or bulk copies,
+// copy engines) and
 // the row shapes of the pool kinds (mha bf16, mha fp4 with its scale parts, mla,
 // nsa with its per-page indexer part, and an odd-sized part that forces narrow
 // accesses); the whole host buffer and every whole device buffer must then be equal
@@ -228,7 +229,11 @@ std::vector<int64_t> distinct(std::mt19937_64& rng, uint64_t limit, size_t n) {
   return all;
 }
 
-const char* path_name(CopyPath p) { return p == CopyPath::kKernel ? "kernel" : "copy_engine"; }
+const char* path_name(CopyPath p) {
+  return p == CopyPath::kKernel ? "kernel" : p == CopyPath::kBulk ? "bulk" : "copy_engine";
+}
+
+const CopyPath kPaths[] = {CopyPath::kKernel, CopyPath::kBulk, CopyPath::kCopyEngine};
 
 TEST(GpuHostTier, ParityWithCpuTransfer) {
   KVPOOL_REQUIRE_CUDA_DEVICE();
@@ -240,7 +245,7 @@ TEST(GpuHostTier, ParityWithCpuTransfer) {
   int checked = 0;
   for (const Kind& kind : kinds()) {
     for (HostLayout layout : layouts) {
-      for (CopyPath path : {CopyPath::kKernel, CopyPath::kCopyEngine}) {
+      for (CopyPath path : kPaths) {
         SCOPED_TRACE(std::string(kind.name) + " / " + kvp::host::host_layout_name(layout) + " / " + path_name(path));
         Rig rig;
         // Every other combination loads two layers per launch and event.
@@ -280,8 +285,8 @@ TEST(GpuHostTier, ParityWithCpuTransfer) {
       }
     }
   }
-  // 6 kinds x 4 layouts x 2 paths, less page_head for the 3 kinds whose rows are not whole heads.
-  EXPECT_EQ(checked, 6 * 4 * 2 - 3 * 2);
+  // 6 kinds x 4 layouts x 3 paths, less page_head for the 3 kinds whose rows are not whole heads.
+  EXPECT_EQ(checked, 6 * 4 * 3 - 3 * 3);
 }
 
 // A kernel on a user stream, after wait_layer(set, 0, stream), sees layer 0 of the load,
@@ -289,7 +294,7 @@ TEST(GpuHostTier, ParityWithCpuTransfer) {
 TEST(GpuHostTier, WaitLayerOrdersUserStream) {
   KVPOOL_REQUIRE_CUDA_DEVICE();
   std::mt19937_64 rng(seed_of_run());
-  for (CopyPath path : {CopyPath::kKernel, CopyPath::kCopyEngine}) {
+  for (CopyPath path : kPaths) {
     SCOPED_TRACE(path_name(path));
     Rig rig;
     ASSERT_TRUE(rig.build(kinds()[0], HostLayout::kLayerFirst, path, rng));
