@@ -1,6 +1,7 @@
 // Builds the components a configuration asks for, in dependency order.
 #include "capi/pool_handle.hpp"
 #include "backend/device.hpp"
+#include "host/host_geometry.hpp"
 #include "seq/mamba_sequences.hpp"
 #include "seq/swa_sequences.hpp"
 
@@ -28,6 +29,26 @@ mamba::MambaShape mamba_shape(const config::Config& c, const plan::Plan& p) {
   s.spec_slots = p.max_running_requests;
   s.ping_pong = c.pool.mamba_extra_buffer;
   return s;
+}
+
+// host_cache: the host tier sized from the device pool, and its transfer engine.
+Status build_host_tier(::kvpool* pool) {
+  const config::Config& c = pool->config;
+  host::HostGeometry g;
+  if (!host::parse_host_layout(c.host_cache.layout, &g.layout)) {
+    return Status::config("$.host_cache.layout: got \"" + c.host_cache.layout + "\", expected a host layout");
+  }
+  g.page_size = pool->plan.page_size;
+  KVPOOL_RETURN_IF_ERROR(pool->kv->tier_parts(&g.parts, &g.layers));
+  backend::MemoryInfo memory;
+  KVPOOL_RETURN_IF_ERROR(backend::host_memory(&memory));
+  KVPOOL_RETURN_IF_ERROR(host::HostPool::make(pool->backend.get(), c.host_cache, pool->plan.max_total_tokens,
+                                              std::move(g), memory.free_bytes, &pool->host));
+  if (c.pool.device == config::DeviceKind::kCuda) {
+    return host::make_cuda_transfer(pool->host.get(), c.pool.device_index, &pool->host_transfer);
+  }
+  pool->host_transfer = host::make_cpu_transfer(pool->host.get());
+  return Status::ok();
 }
 
 }  // namespace
@@ -62,6 +83,7 @@ Status build_pool(::kvpool* pool) {
   }
   const int64_t* swa_mapping = pool->swa ? pool->swa->mapping_data() : nullptr;
   KVPOOL_RETURN_IF_ERROR(pool::KvBuffers::make(pool->backend.get(), c, p, swa_mapping, &pool->kv));
+  if (c.host_cache.enabled) KVPOOL_RETURN_IF_ERROR(build_host_tier(pool));
   // Prefix cache and requests: the plain radix tree serves variants whose KV is
   // fully described by the token slots (swa and hybrid_linear need their own trees).
   const bool plain = c.model.attention != config::Attention::kSWA && c.model.attention != config::Attention::kHybridLinear;

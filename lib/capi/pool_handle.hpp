@@ -14,6 +14,8 @@
 #include "cache/prefix_cache.hpp"
 #include "cache/swa_cache.hpp"
 #include "config/config.hpp"
+#include "host/host_pool.hpp"
+#include "host/host_transfer.hpp"
 #include "mamba/mamba_pool.hpp"
 #include "plan/plan.hpp"
 #include "pool/kv_buffers.hpp"
@@ -60,6 +62,11 @@ struct kvpool {
   std::unique_ptr<kvp::req::RequestTable> requests;
   std::unique_ptr<kvp::mamba::MambaPool> mamba;  // hybrid_linear only
   std::unique_ptr<kvp::pool::KvBuffers> kv;
+  // host_cache: the host tier's memory and page allocator (lib/host/host_pool.hpp), and the
+  // copies between it and `kv`. Declared after `kv` and in this order so that destruction
+  // runs transfer, then host pool, then buffers, and the backend last (it frees the memory).
+  std::unique_ptr<kvp::host::HostPool> host;
+  std::unique_ptr<kvp::host::HostTransfer> host_transfer;
   std::unique_ptr<kvp::cache::PrefixCache> cache;  // radix prefix cache (mha, mla, nsa, double_sparse)
   std::unique_ptr<kvp::cache::MambaCache> mamba_cache;  // hybrid_linear radix cache (page_size 1, no extra buffer)
   std::unique_ptr<kvp::cache::SwaCache> swa_cache;      // swa radix cache

@@ -33,6 +33,15 @@ uint32_t HostGeometry::pieces(size_t p) const {
 
 uint64_t HostGeometry::piece_bytes(size_t p) const { return parts[p].item_bytes / pieces(p); }
 
+uint64_t HostGeometry::device_pages() const {
+  uint64_t limit = UINT64_MAX;
+  for (const TierPart& part : parts) {
+    const uint64_t pages_of_part = part.per_page ? part.device_rows : part.device_rows / page_size;
+    if (pages_of_part < limit) limit = pages_of_part;
+  }
+  return parts.empty() ? 0 : limit;
+}
+
 uint64_t HostGeometry::bytes_per_token() const {
   uint64_t b = 0;
   for (const TierPart& part : parts) b += part.per_page ? (part.item_bytes + page_size - 1) / page_size : part.item_bytes;

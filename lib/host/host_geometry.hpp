@@ -34,6 +34,7 @@ struct TierPart {
   uint64_t item_bytes = 0;            // bytes copied per row and layer
   bool per_page = false;              // a row per page (nsa indexer: device row = slot / P), else per token
   uint32_t heads = 0;                 // page_head: the item is `heads` equal pieces (0: not split)
+  uint64_t device_rows = 0;           // rows of each device buffer (per_page: pages)
 };
 
 // The host buffer's geometry: sizes and byte offsets.
@@ -56,6 +57,8 @@ struct HostGeometry {
   // Bytes contiguous at offset(): the item, or one piece of it under page_head.
   uint64_t piece_bytes(size_t p) const;
   uint32_t pieces(size_t p) const;  // 1, or heads under page_head for split parts
+  // Device pages every part has rows for: device page ids a transfer accepts are below this.
+  uint64_t device_pages() const;
 };
 
 // Fills region[] and bytes from parts, pages, page_size and layout; an error message

@@ -11,10 +11,15 @@
 namespace kvp::host {
 namespace {
 
-// Decimal GB with two digits, as SGLang prints its host-memory message; bytes stay exact in the text.
+// "12.35 GB" (decimal, as SGLang prints its host-memory message) or "10.00 GiB"; exact bytes are printed too.
 std::string gb(uint64_t bytes) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f", static_cast<double>(bytes) / 1e9);
+  std::snprintf(buf, sizeof buf, "%.2f GB", static_cast<double>(bytes) / 1e9);
+  return buf;
+}
+std::string gib(uint64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f GiB", static_cast<double>(bytes) / double(uint64_t(1) << 30));
   return buf;
 }
 
@@ -48,9 +53,9 @@ Status HostPool::make(backend::Backend* backend, const config::HostCacheConfig& 
   const uint64_t allowed = available_bytes > headroom ? available_bytes - headroom : 0;
   if (g.bytes > allowed) {
     return Status(KVPOOL_ERR_HOST_MEMORY,
-                  "host_cache needs " + std::to_string(g.bytes) + " bytes (" + gb(g.bytes) + " GB, " +
+                  "host_cache needs " + std::to_string(g.bytes) + " bytes (" + gb(g.bytes) + ", " +
                       std::to_string(g.tokens()) + " tokens of " + std::to_string(per_token) + " bytes) but only " +
-                      std::to_string(allowed) + " are free after the " + gb(headroom) + " GB headroom (" +
+                      std::to_string(allowed) + " are free after the " + gib(headroom) + " headroom (" +
                       std::to_string(available_bytes) + " bytes free, headroom_bytes " + std::to_string(headroom) +
                       "); reduce host_cache.ratio or size_bytes, or lower headroom_bytes");
   }

@@ -13,6 +13,7 @@
 
 #include "backend/backend.hpp"
 #include "config/config.hpp"
+#include "host/host_geometry.hpp"
 #include "kvpool/buffers.h"
 #include "plan/plan.hpp"
 #include "pool/kv_device.hpp"
@@ -54,6 +55,10 @@ class KvBuffers {
   Status get_kv_async(int32_t layer, const int64_t* slots, size_t n, void* k, size_t k_bytes, void* v,
                       size_t v_bytes, int32_t dst_dtype, void* stream, const dev::FaultSink& fault) const;
   Status move_kv_async(const int64_t* dst, const int64_t* src, size_t n, void* stream, const dev::FaultSink& fault);
+
+  // The rows the host tier copies (lib/host/): one part per kind of row, with each tiered
+  // layer's device buffer; `*layers` = number of tiered layers (kv_tier_parts.cpp).
+  Status tier_parts(std::vector<host::TierPart>* parts, uint32_t* layers) const;
 
   // Bytes of every buffer this object owns.
   uint64_t bytes() const;

@@ -201,6 +201,12 @@ TEST(Config, CrossSectionRules) {
                       {"$.host_cache.layout: got \"page_first_direct\" with io_backend \"kernel\""});
   expect_config_error(doc(kModel, kPool, R"("host_cache": {"ratio": 0.5})"),
                       {"$.host_cache.ratio: got 0.5, expected a number in (1, 1000]"});
+  expect_config_error(doc(kModel, kPool, R"("host_cache": {"layout": "page_first_kv_split"})"),
+                      {"$.host_cache.layout: got \"page_first_kv_split\"", "Ascend NPUs", "does not support"});
+  expect_config_error(doc(kModel, kPool, R"("host_cache": {"headroom_bytes": -1})"),
+                      {"$.host_cache.headroom_bytes: got -1"});
+  expect_config_error(doc(kModel, kPool, R"("host_cache": {"headroom_bytes": 1.5})"),
+                      {"$.host_cache.headroom_bytes"});
   expect_config_error(doc(R"("model": {"num_layers": 4, "kv_heads": 1, "head_dim": 8})",
                           R"("pool": {"kv_dtype": "fp4_e2m1", "max_total_tokens": 1024, "max_context_len": 256})"),
                       {"$.pool.kv_dtype: got \"fp4_e2m1\"", "multiple of 16", "has 8 values"});
@@ -210,7 +216,8 @@ TEST(Config, AllSectionsAccepted) {
   const std::string json = doc(kModel, kPool,
                                R"("version": 1, "parallel": {"tp_size": 2, "tp_rank": 1, "start_layer": 0, "end_layer": 3},
       "prefix_cache": {"kind": "radix", "eviction": "priority", "events": true, "evict_rule": "sglang"},
-      "host_cache": {"ratio": 3.0, "size_bytes": 0, "layout": "page_first_direct", "write_policy": "write_back", "io_backend": "direct"},
+      "host_cache": {"ratio": 3.0, "size_bytes": 0, "layout": "page_first_direct", "write_policy": "write_back", "io_backend": "direct",
+                     "headroom_bytes": 0},
       "storage": {"backend": "file", "path": "/tmp/kv", "prefetch_policy": "timeout", "prefetch_threshold_tokens": 128,
                   "prefetch_timeout_base_s": 2.0, "prefetch_timeout_per_ki_token_s": 0.5})");
   kvpool_plan_info p;

@@ -40,6 +40,44 @@ TEST(Pool, CreateAndDestroy) {
   kvpool_destroy(pool);
 }
 
+TEST(Pool, HostCacheSectionAllocatesTheHostTier) {
+  // 4096 device tokens, ratio 2: 2 * 4096 / 4 + 1 pages; headroom 0 so that any machine can hold it.
+  const std::string json = R"({"model": {"num_layers": 2, "kv_heads": 2, "head_dim": 16},
+      "pool": {"kv_dtype": "f32", "page_size": 4, "max_total_tokens": 4096, "max_running_requests": 16,
+               "max_context_len": 1024},
+      "host_cache": {"ratio": 2.0, "layout": "page_first", "headroom_bytes": 0}})";
+  kvpool* pool = nullptr;
+  ASSERT_EQ(kvpool_create(json.data(), json.size(), &pool), KVPOOL_OK) << kvpool_last_error();
+  size_t n = 0;
+  EXPECT_EQ(kvalloc_available(pool, &n), KVPOOL_OK);
+  EXPECT_EQ(n, 4096u) << "the device pool is unchanged by the host tier";
+  kvpool_destroy(pool);
+}
+
+TEST(Pool, HostCacheLargerThanFreeMemoryLessHeadroomIsRefused) {
+  const std::string base = R"({"model": {"num_layers": 2, "kv_heads": 2, "head_dim": 16},
+      "pool": {"kv_dtype": "f32", "page_size": 4, "max_total_tokens": 4096, "max_running_requests": 16,
+               "max_context_len": 1024}, "host_cache": )";
+  // A petabyte-scale tier, and a small tier under a headroom larger than any machine's memory.
+  for (const std::string host : {R"({"size_bytes": 4503599627370496, "headroom_bytes": 0})",
+                                 R"({"ratio": 2.0, "headroom_bytes": 4503599627370496})"}) {
+    SCOPED_TRACE(host);
+    const std::string json = base + host + "}";
+    kvpool* pool = reinterpret_cast<kvpool*>(0x1);
+    EXPECT_EQ(kvpool_create(json.data(), json.size(), &pool), KVPOOL_ERR_HOST_MEMORY);
+    EXPECT_EQ(pool, nullptr);
+    const std::string error = kvpool_last_error();
+    EXPECT_NE(error.find("host_cache needs"), std::string::npos) << error;
+    EXPECT_NE(error.find("are free after the"), std::string::npos) << error;
+  }
+  // A tier no larger than the device pool is a configuration error.
+  const std::string small = base + R"({"size_bytes": 4096, "headroom_bytes": 0})" + "}";
+  kvpool* pool = nullptr;
+  EXPECT_EQ(kvpool_create(small.data(), small.size(), &pool), KVPOOL_ERR_CONFIG);
+  EXPECT_NE(std::string(kvpool_last_error()).find("device pool's 4096 tokens"), std::string::npos)
+      << kvpool_last_error();
+}
+
 TEST(Pool, DestroyIsNullSafeAndIdempotent) {
   kvpool_destroy(nullptr);
   kvpool* pool = nullptr;
