@@ -92,7 +92,8 @@ class CudaTransfer final : public HostTransfer {
       return Status::invalid("host tier geometry: " + std::to_string(g_.parts.size()) + " parts (1.." +
                              std::to_string(kMaxParts) + ") of " + std::to_string(g_.layers) + " layers");
     }
-    if (options_.device_pages == 0) return Status::invalid("CudaTransferOptions.device_pages is 0");
+    device_pages_ = g_.device_pages();
+    if (device_pages_ == 0) return Status::invalid("host tier geometry: no device rows (TierPart::device_rows)");
     backup_path_ = load_path_ = options_.path;
     if (options_.path == CopyPath::kAuto) {
       backup_path_ = auto_path(g_.layout, options_.direct, true);
@@ -130,12 +131,9 @@ class CudaTransfer final : public HostTransfer {
   }
 
   Status backup(const int64_t* device_pages, const int64_t* host_pages, size_t n, uint64_t* ticket) override {
-    KVPOOL_RETURN_IF_ERROR(check_pages(device_pages, host_pages, n, "backup"));
-    if (n == 0) {
-      *ticket = last_ticket_;  // nothing to copy: the last ticket is as good as any
-      return Status::ok();
-    }
+    KVPOOL_RETURN_IF_ERROR(check_pages(device_pages, host_pages, n, ticket, "backup"));
     KVP_CUDA(cudaSetDevice(device_), "cudaSetDevice (host tier backup)");
+    if (n == 0) return next_ticket(write_, ticket);  // nothing to copy, a ticket all the same
     KVPOOL_RETURN_IF_ERROR(follow_compute(write_, "backup"));
     uint64_t t = 0;
     if (backup_path_ == CopyPath::kCopyEngine) {
@@ -163,7 +161,7 @@ class CudaTransfer final : public HostTransfer {
     if (set < 0 || set >= kLoadSets) {
       return Status::invalid("load set " + std::to_string(set) + " is not in [0, " + std::to_string(kLoadSets) + ")");
     }
-    KVPOOL_RETURN_IF_ERROR(check_pages(device_pages, host_pages, n, "load"));
+    KVPOOL_RETURN_IF_ERROR(check_pages(device_pages, host_pages, n, ticket, "load"));
     KVP_CUDA(cudaSetDevice(device_), "cudaSetDevice (host tier load)");
     // Even an empty load marks every layer of the set done (after the compute stream's
     // work), so that a batch that waits on the set never waits on an older load.
@@ -317,11 +315,13 @@ class CudaTransfer final : public HostTransfer {
     return Status::ok();
   }
 
-  Status check_pages(const int64_t* device_pages, const int64_t* host_pages, size_t n, const char* what) const {
+  Status check_pages(const int64_t* device_pages, const int64_t* host_pages, size_t n, const uint64_t* ticket,
+                     const char* what) const {
+    if (ticket == nullptr) return Status::invalid(std::string(what) + ": ticket is NULL");
     if (n > 0 && (device_pages == nullptr || host_pages == nullptr)) {
       return Status::invalid(std::string(what) + ": NULL page list");
     }
-    const int64_t dev_limit = static_cast<int64_t>(options_.device_pages);
+    const int64_t dev_limit = static_cast<int64_t>(device_pages_);
     const int64_t host_limit = static_cast<int64_t>(g_.pages);
     for (size_t i = 0; i < n; ++i) {
       if (device_pages[i] < 0 || device_pages[i] >= dev_limit) {
@@ -510,6 +510,7 @@ class CudaTransfer final : public HostTransfer {
   const HostGeometry& g_;
   int device_;
   CudaTransferOptions options_;
+  uint64_t device_pages_ = 0;  // device page ids are below this (the geometry's device rows / P)
   CopyPath backup_path_ = CopyPath::kKernel, load_path_ = CopyPath::kKernel;
   uint32_t group_ = 1, groups_ = 1;  // tiered layers per load launch / layer-done event, and their count
   int sms_ = 1;

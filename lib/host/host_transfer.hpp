@@ -58,7 +58,6 @@ enum class CopyPath : int32_t {
 };
 
 struct CudaTransferOptions {
-  uint64_t device_pages = 0;  // device page ids must be < this: KV device rows / P
   bool direct = false;        // host_cache.io_backend "direct" (page_first_direct requires it)
   CopyPath path = CopyPath::kAuto;  // tests and benchmarks force one path (both directions)
   // Tiered layers per load launch and per layer-done event (0: 1). Larger groups cost the

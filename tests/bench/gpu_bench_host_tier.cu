@@ -209,6 +209,7 @@ void bench_layout(const DeviceKv& kv, HostLayout layout, const Variant& var, int
     t.device_stride = kItem;
     t.item_bytes = kItem;
     t.heads = 8;
+    t.device_rows = kv.rows;
     g.parts.push_back(t);
   }
   kvp::test::TierBackend pinned(true);
@@ -218,7 +219,6 @@ void bench_layout(const DeviceKv& kv, HostLayout layout, const Variant& var, int
   HT_CHECK(kvp::host::HostPool::make(&pinned, cfg, kDeviceTokens, g, uint64_t{1} << 42, &pool));
   std::memset(pool->data(), 0x33, pool->geometry().bytes);  // touch every page once, outside the timings
   kvp::host::CudaTransferOptions o;
-  o.device_pages = kv.rows / kPage;
   o.direct = path == CopyPath::kCopyEngine;
   o.path = path;
   o.layer_group = var.layer_group;
@@ -231,7 +231,7 @@ void bench_layout(const DeviceKv& kv, HostLayout layout, const Variant& var, int
   const size_t n = kBatchTokens / kPage;
   std::vector<std::vector<int64_t>> dev_sets, host_sets;
   for (int s = 0; s < 8; ++s) {
-    std::vector<int64_t> d(o.device_pages), h(pool->pages());
+    std::vector<int64_t> d(pool->geometry().device_pages()), h(pool->pages());
     std::iota(d.begin(), d.end(), 0);
     std::iota(h.begin(), h.end(), 0);
     std::shuffle(d.begin(), d.end(), rng);

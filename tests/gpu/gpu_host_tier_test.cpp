@@ -134,6 +134,7 @@ struct Rig {
       t.item_bytes = kind.parts[p].item;
       t.per_page = kind.parts[p].per_page;
       t.heads = kind.parts[p].heads;
+      t.device_rows = rows[p];
       for (uint32_t l = 0; l < kind.layers; ++l) {
         t.device_base.push_back(on_device ? dev[p][l] : const_cast<uint8_t*>(mirror[p][l].data()));
       }
@@ -177,7 +178,6 @@ struct Rig {
     fill_random(rng, gpu_pool->data(), gpu_pool->geometry().bytes);
     std::memcpy(cpu_pool->data(), gpu_pool->data(), gpu_pool->geometry().bytes);
     CudaTransferOptions o;
-    o.device_pages = device_pages;
     o.direct = path == CopyPath::kCopyEngine;
     o.path = path;
     o.layer_group = layer_group;
