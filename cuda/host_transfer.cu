@@ -24,7 +24,6 @@
 
 #include "host/host_transfer.hpp"
 #include "host_copy.cuh"
-#include "host_load_bulk.cuh"
 
 namespace kvp::host {
 namespace {
@@ -103,9 +102,10 @@ class CudaTransfer final : public HostTransfer {
     groups_ = (g_.layers + group_ - 1) / group_;
     KVP_CUDA(cudaSetDevice(device_), "cudaSetDevice (host tier)");
     KVP_CUDA(cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, device_), "cudaDeviceGetAttribute");
-    int major = 0;
-    KVP_CUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device_), "cudaDeviceGetAttribute");
-    hopper_ = major >= 9;
+    // Load the kernel now: with lazy loading (the default) its first launch would load the
+    // module then, which can wait for the work running on the device.
+    cudaFuncAttributes attr{};
+    KVP_CUDA(cudaFuncGetAttributes(&attr, cudak::host_copy_kernel), "cudaFuncGetAttributes (host tier kernel)");
     KVP_CUDA(cudaStreamCreateWithFlags(&write_, cudaStreamNonBlocking), "cudaStreamCreate (host tier write)");
     KVP_CUDA(cudaStreamCreateWithFlags(&load_, cudaStreamNonBlocking), "cudaStreamCreate (host tier load)");
     KVP_CUDA(cudaEventCreateWithFlags(&compute_done_, cudaEventDisableTiming), "cudaEventCreate (host tier)");
@@ -116,12 +116,8 @@ class CudaTransfer final : public HostTransfer {
       for (cudaEvent_t& e : set) KVP_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
     }
     KVPOOL_RETURN_IF_ERROR(build_parts());
-    // The bulk path needs 16-byte aligned pieces that fit the stage, on sm_90+.
-    for (auto* path : {&backup_path_, &load_path_}) {
-      if (*path == CopyPath::kBulk && !(hopper_ && bulk_ok_)) *path = CopyPath::kKernel;
-    }
     KVPOOL_RETURN_IF_ERROR(grow_ids(&load_ids_, kInitialIdPages));
-    if (load_path_ != CopyPath::kCopyEngine) KVPOOL_RETURN_IF_ERROR(capture_load_graphs());
+    if (load_path_ == CopyPath::kKernel) KVPOOL_RETURN_IF_ERROR(capture_load_graphs());
     return Status::ok();
   }
 
@@ -147,7 +143,7 @@ class CudaTransfer final : public HostTransfer {
       Staging* s = nullptr;
       KVPOOL_RETURN_IF_ERROR(stage(host_pages, device_pages, n, &s));
       CopyArgs a{parts_dev_, s->device, 0, g_.layers, 1};
-      launch_copy(backup_path_, a, static_cast<uint64_t>(n) * g_.layers, write_);
+      launch_copy(a, static_cast<uint64_t>(n) * g_.layers, write_);
       KVP_CUDA(cudaGetLastError(), "host_copy_kernel launch (host tier backup)");
       KVPOOL_RETURN_IF_ERROR(next_ticket(write_, &t));
       s->ticket = t;
@@ -295,12 +291,6 @@ class CudaTransfer final : public HostTransfer {
       pc.item_units = static_cast<uint32_t>(item_units);
       pc.chunks = (pc.item_units + cudak::kChunkUnits - 1) / cudak::kChunkUnits;
       max_chunks_ = std::max<uint64_t>(max_chunks_, pc.chunks);
-      const uint64_t per_stage = cudak::kBulkStage / piece;
-      if (pc.width != 16 || per_stage == 0) {
-        bulk_ok_ = false;
-      } else {
-        max_bulk_chunks_ = std::max<uint64_t>(max_bulk_chunks_, (item_units / pc.units + per_stage - 1) / per_stage);
-      }
       page_bytes_ += static_cast<uint64_t>(pc.rows) * tp.item_bytes * L;
       for (uint8_t* b : tp.device_base) bases.push_back(reinterpret_cast<uintptr_t>(b));
     }
@@ -415,7 +405,7 @@ class CudaTransfer final : public HostTransfer {
       for (uint32_t grp = 0; grp < groups_ && e == cudaSuccess; ++grp) {
         const uint32_t first = grp * group_, count = std::min(g_.layers - first, group_);
         CopyArgs a{parts_dev_, load_ids_.ptr, first, count, 0};
-        launch_copy(load_path_, a, 0, load_);
+        launch_copy(a, 0, load_);
         e = cudaGetLastError();
         if (e == cudaSuccess) e = cudaEventRecordWithFlags(layer_done_[set][grp], load_, cudaEventRecordExternal);
       }
@@ -429,20 +419,13 @@ class CudaTransfer final : public HostTransfer {
     return Status::ok();
   }
 
-  // Enqueues the copy kernel of `path` over `items` (page, layer) items; 0: a fixed grid
-  // for any n (the load graphs, which read n on the device).
-  void launch_copy(CopyPath path, const CopyArgs& a, uint64_t items, cudaStream_t stream) {
-    const dim3 parts(1, static_cast<unsigned>(g_.parts.size()));
-    if (path == CopyPath::kBulk) {
-      // One warp and a 32 KiB stage per block: ~6 blocks per SM.
-      const uint64_t cap = static_cast<uint64_t>(sms_) * 6;
-      const unsigned blocks = static_cast<unsigned>(items == 0 ? cap : std::min(items * max_bulk_chunks_, cap));
-      cudak::host_bulk_kernel<<<dim3(blocks, parts.y), 32, cudak::kBulkStage, stream>>>(a);
-    } else {
-      const uint64_t cap = static_cast<uint64_t>(sms_) * (items == 0 ? 4 : 16);
-      const unsigned blocks = static_cast<unsigned>(items == 0 ? cap : std::min(items * max_chunks_, cap));
-      cudak::host_copy_kernel<<<dim3(blocks, parts.y), cudak::kCopyThreads, 0, stream>>>(a);
-    }
+  // Enqueues the copy kernel over `items` (page, layer) items; 0: a fixed grid for any n
+  // (the load graphs, which read n on the device).
+  void launch_copy(const CopyArgs& a, uint64_t items, cudaStream_t stream) {
+    const uint64_t cap = static_cast<uint64_t>(sms_) * (items == 0 ? 4 : 16);
+    const unsigned blocks = static_cast<unsigned>(items == 0 ? cap : std::min(items * max_chunks_, cap));
+    cudak::host_copy_kernel<<<dim3(blocks, static_cast<unsigned>(g_.parts.size())), cudak::kCopyThreads, 0,
+                              stream>>>(a);
   }
 
   // The copy-engine runs of one tiered layer, merged where both sides continue.
@@ -499,7 +482,6 @@ class CudaTransfer final : public HostTransfer {
     if (t > kTickets && cudaEventQuery(e) == cudaErrorNotReady) {
       KVP_CUDA(cudaEventSynchronize(e), "cudaEventSynchronize (host tier ticket reuse)");
     }
-    (void)cudaGetLastError();
     KVP_CUDA(cudaEventRecord(e, stream), "cudaEventRecord (host tier ticket)");
     last_ticket_ = t;
     *out = t;
@@ -523,10 +505,7 @@ class CudaTransfer final : public HostTransfer {
   std::vector<PartCopy> parts_;  // host copy of parts_dev_ (the copy-engine path's runs)
   PartCopy* parts_dev_ = nullptr;
   uint64_t* bases_dev_ = nullptr;
-  uint64_t max_chunks_ = 1;       // host_copy_kernel work pieces per item, largest part
-  uint64_t max_bulk_chunks_ = 1;  // host_bulk_kernel's
-  bool bulk_ok_ = true;           // every part can take the bulk path
-  bool hopper_ = false;
+  uint64_t max_chunks_ = 1;  // host_copy_kernel work pieces per item, largest part
   uint64_t page_bytes_ = 0;  // bytes of one page, all layers and parts
   IdBuffer load_ids_;  // what the load graphs read
   std::vector<Staging> staging_;

@@ -51,10 +51,11 @@ std::unique_ptr<HostTransfer> make_cpu_transfer(const HostPool* pool);
 
 // How a CUDA transfer copies (make_cuda_transfer).
 enum class CopyPath : int32_t {
-  kAuto,        // io_backend "kernel": the copy kernel; "direct": the faster path for the layout (docs/performance.md)
+  // io_backend "kernel": the copy kernel. "direct": per direction the path measured faster
+  // (docs/performance.md): copy engines for loads of layer_first / page_first_direct, else the kernel.
+  kAuto,
   kKernel,      // the copy kernel (SMs read/write pinned host memory through unified addressing)
   kCopyEngine,  // cudaMemcpyBatchAsync of the contiguous runs (the DMA engines; no SM time)
-  kBulk,        // the copy kernel moving rows with the bulk copy unit (TMA, sm_90+; else as kKernel)
 };
 
 struct CudaTransferOptions {
@@ -67,7 +68,8 @@ struct CudaTransferOptions {
 };
 
 // CUDA pools (cuda/host_transfer.cu): the copy kernel for every layout, copy engines
-// where faster. The pool's memory must be pinned (device-addressable).
+// where faster. The pool's memory must be pinned (device-addressable). Calls are not
+// thread-safe, and the compute stream must not be capturing a graph during a call.
 // KVPOOL_ERR_UNSUPPORTED in builds without CUDA.
 Status make_cuda_transfer(const HostPool* pool, int device, const CudaTransferOptions& options,
                           std::unique_ptr<HostTransfer>* out);

@@ -104,7 +104,7 @@ void line(const char* metric, HostLayout layout, const Variant& var, const std::
               "\"median\": %.3f, \"p10\": %.3f, \"p90\": %.3f, \"unit\": \"%s\", \"n\": %zu, \"sglang\": %.1f, "
               "\"x_vs_sglang\": %.3f, \"pcie_gbps\": %.2f, \"of_pcie\": %.3f, \"synced_calls\": %d, \"goal\": %.1f, "
               "\"goal_met\": %s}\n",
-              metric, kvp::host::host_layout_name(layout), path == CopyPath::kKernel ? "kernel" : path == CopyPath::kBulk ? "bulk" : "copy_engine",
+              metric, kvp::host::host_layout_name(layout), path == CopyPath::kKernel ? "kernel" : "copy_engine",
               var.layer_group, static_cast<int>(kPage), static_cast<int>(kBatchTokens), m, quantile(v, 0.1), quantile(v, 0.9), unit,
               v.size(), sglang, sglang > 0 ? m / sglang : 0.0, pcie, pcie > 0 && !lower_is_better ? m / pcie : 0.0,
               synced, goal, met ? "true" : "false");
@@ -319,7 +319,6 @@ void bench_host_tier(bool quick) {
     for (HostLayout layout : {HostLayout::kLayerFirst, HostLayout::kPageFirst, HostLayout::kPageFirstDirect,
                               HostLayout::kPageHead}) {
       bench_layout(kv, layout, {CopyPath::kKernel, 0}, reps, h2d, d2h, compute);
-      bench_layout(kv, layout, {CopyPath::kBulk, 0}, reps, h2d, d2h, compute);
       // The copy engines get one run per piece contiguous on both sides: a (page, layer) block for
       // layer_first and page_first_direct, a token row for page_first (timed a few times: 262K runs a
       // batch), a head's row for page_head (not timed: 2M runs a batch).
