@@ -70,6 +70,7 @@ class CudaTransfer final : public HostTransfer {
     for (auto& set : graphs_) {
       if (set != nullptr) cudaGraphExecDestroy(set);
     }
+    for (cudaGraphExec_t g : retired_graphs_) cudaGraphExecDestroy(g);
     for (Staging& s : staging_) cudaFreeHost(s.host);
     for (void* p : retired_) cudaFree(p);
     for (void* p : retired_host_) cudaFreeHost(p);
@@ -144,8 +145,9 @@ class CudaTransfer final : public HostTransfer {
       KVPOOL_RETURN_IF_ERROR(stage(host_pages, device_pages, n, &s));
       CopyArgs a{parts_dev_, s->device, 0, g_.layers, 1};
       launch_copy(a, static_cast<uint64_t>(n) * g_.layers, write_);
-      KVP_CUDA(cudaGetLastError(), "host_copy_kernel launch (host tier backup)");
-      KVPOOL_RETURN_IF_ERROR(next_ticket(write_, &t));
+      Status st = cuda_error(cudaGetLastError(), "host_copy_kernel launch (host tier backup)");
+      if (st.is_ok()) st = next_ticket(write_, &t);
+      if (!st.is_ok()) return retire(s, st);
       s->ticket = t;
     }
     to_host_ += n * page_bytes_;
@@ -180,9 +182,10 @@ class CudaTransfer final : public HostTransfer {
         KVPOOL_RETURN_IF_ERROR(grow_ids(&load_ids_, n));
         KVPOOL_RETURN_IF_ERROR(capture_load_graphs());
       }
-      KVPOOL_RETURN_IF_ERROR(upload_ids(&load_ids_, s, n, load_, "load"));
-      KVP_CUDA(cudaGraphLaunch(graphs_[set], load_), "cudaGraphLaunch (host tier load)");
-      KVPOOL_RETURN_IF_ERROR(next_ticket(load_, &t));
+      Status st = upload_ids(&load_ids_, s, n, load_, "load");
+      if (st.is_ok()) st = cuda_error(cudaGraphLaunch(graphs_[set], load_), "cudaGraphLaunch (host tier load)");
+      if (st.is_ok()) st = next_ticket(load_, &t);
+      if (!st.is_ok()) return retire(s, st);
       s->ticket = t;
     }
     to_device_ += n * page_bytes_;
@@ -373,6 +376,14 @@ class CudaTransfer final : public HostTransfer {
     return Status::ok();
   }
 
+  // A call failed after the device may have started reading slot `s`, and no ticket
+  // guards it: the slot's memory is set aside (freed with the transfer), the slot starts empty.
+  Status retire(Staging* s, Status failure) {
+    retired_host_.push_back(s->host);
+    *s = Staging{};
+    return failure;
+  }
+
   Status grow_ids(IdBuffer* b, size_t pages) {
     if (pages <= b->pages && b->ptr != nullptr) return Status::ok();
     const size_t grown = std::max(pages, 2 * b->pages);
@@ -396,8 +407,8 @@ class CudaTransfer final : public HostTransfer {
   // the group. The grid is fixed (n is read on the device), so a load of any size replays it.
   Status capture_load_graphs() {
     for (int set = 0; set < kLoadSets; ++set) {
-      if (graphs_[set] != nullptr) {
-        cudaGraphExecDestroy(graphs_[set]);
+      if (graphs_[set] != nullptr) {  // a launch of it may still run: destroyed with the transfer
+        retired_graphs_.push_back(graphs_[set]);
         graphs_[set] = nullptr;
       }
       KVP_CUDA(cudaStreamBeginCapture(load_, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture (host tier)");
@@ -512,6 +523,7 @@ class CudaTransfer final : public HostTransfer {
   size_t staging_next_ = 0;
   std::vector<void*> retired_;       // outgrown device id buffers
   std::vector<void*> retired_host_;  // outgrown staging slots
+  std::vector<cudaGraphExec_t> retired_graphs_;  // load graphs of an outgrown id buffer
   std::vector<Run> runs_;
   std::vector<void*> dsts_;
   std::vector<const void*> srcs_;

@@ -393,4 +393,68 @@ TEST(GpuHostTier, BadIdsAreRefusedAndNothingIsEnqueued) {
   ASSERT_OK(rig.gpu->wait(t));
 }
 
+// Calls queue up behind a long kernel on the compute stream: the staging ring grows
+// instead of waiting, a batch larger than the first id buffers (4,096 pages) grows them
+// (and re-captures the load graphs), and the results still equal the CPU transfer's.
+// Then 300 small backups wrap the ticket ring.
+TEST(GpuHostTier, ManyCallsInFlightAndLargeBatches) {
+  KVPOOL_REQUIRE_CUDA_DEVICE();
+  const uint64_t seed = seed_of_run();
+  std::mt19937_64 rng(seed);
+  SCOPED_TRACE("seed " + std::to_string(seed) + " (KVPOOL_TEST_SEED)");
+  const Kind kind{"small_rows_page1", 2, 1, 12000, {{32, 32, false, 2}, {16, 48, false, 0}}};
+  Rig rig;
+  ASSERT_TRUE(rig.build(kind, HostLayout::kPageFirst, CopyPath::kKernel, rng));
+  cudaStream_t compute = nullptr;
+  ASSERT_CUDA(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking));
+  ASSERT_OK(rig.gpu->set_compute_stream(compute));
+  host_tier_test_spin(compute, 1);  // loaded before the timed part (lazy loading)
+  ASSERT_CUDA(cudaStreamSynchronize(compute));
+
+  // Backups: one of 5,000 pages, then five of 100, all behind the spin; disjoint host pages.
+  const std::vector<int64_t> d = distinct(rng, rig.device_pages, 5500);
+  const std::vector<int64_t> h = distinct(rng, rig.gpu_pool->pages(), 5500);
+  host_tier_test_spin(compute, 50LL * 1000 * 1000);
+  uint64_t first = 0, t = 0, t_cpu = 0;
+  for (size_t at = 0, k = 0; at < d.size(); at += k == 0 ? 5000 : 100, ++k) {
+    const size_t n = k == 0 ? 5000 : 100;
+    ASSERT_OK(rig.gpu->backup(d.data() + at, h.data() + at, n, &t));
+    ASSERT_OK(rig.cpu->backup(d.data() + at, h.data() + at, n, &t_cpu));
+    if (k == 0) first = t;
+  }
+  EXPECT_FALSE(rig.gpu->finished(first));  // all still behind the spin
+  ASSERT_OK(rig.gpu->wait(t));             // the write stream runs them in order
+  EXPECT_TRUE(rig.gpu->finished(first));
+  ASSERT_EQ(rig.host_mismatches(), 0u);
+
+  // Loads: 5,000 pages as set 0, then 10 as set 1, behind another spin; distinct device pages.
+  rig.randomize_device(rng);
+  const std::vector<int64_t> d2 = distinct(rng, rig.device_pages, 5010);
+  host_tier_test_spin(compute, 50LL * 1000 * 1000);
+  ASSERT_OK(rig.gpu->load(h.data(), d2.data(), 5000, 0, &t));
+  ASSERT_OK(rig.cpu->load(h.data(), d2.data(), 5000, 0, &t_cpu));
+  ASSERT_OK(rig.gpu->load(h.data() + 5000, d2.data() + 5000, 10, 1, &t));
+  ASSERT_OK(rig.cpu->load(h.data() + 5000, d2.data() + 5000, 10, 1, &t_cpu));
+  ASSERT_OK(rig.gpu->wait_layer(0, kind.layers - 1, nullptr));
+  ASSERT_OK(rig.gpu->wait(t));
+  ASSERT_CUDA(cudaStreamSynchronize(compute));
+  ASSERT_EQ(rig.device_mismatches(), 0u);
+
+  // 300 one-page backups: tickets older than the ring are reported finished.
+  uint64_t oldest = 0;
+  for (int k = 0; k < 300; ++k) {
+    const int64_t dp = d[static_cast<size_t>(k)], hp = h[static_cast<size_t>(k)];
+    ASSERT_OK(rig.gpu->backup(&dp, &hp, 1, &t));
+    ASSERT_OK(rig.cpu->backup(&dp, &hp, 1, &t_cpu));
+    if (k == 0) oldest = t;
+  }
+  ASSERT_OK(rig.gpu->wait(t));
+  EXPECT_TRUE(rig.gpu->finished(oldest));
+  ASSERT_OK(rig.gpu->wait(oldest));
+  EXPECT_EQ(rig.host_mismatches(), 0u);
+  EXPECT_EQ(rig.gpu->bytes_to_host(), rig.cpu->bytes_to_host());
+  EXPECT_EQ(rig.gpu->bytes_to_device(), rig.cpu->bytes_to_device());
+  cudaStreamDestroy(compute);
+}
+
 }  // namespace
