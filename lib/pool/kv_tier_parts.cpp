@@ -48,7 +48,10 @@ Status KvBuffers::tier_parts(std::vector<host::TierPart>* parts, uint32_t* layer
     add(&LayerKv::k_scale, L.scale_bytes, 0, false);
     if (L.mha_like()) add(&LayerKv::v_scale, L.scale_bytes, 0, false);
   }
-  if (L.label_rows > 0) add(&LayerKv::label, L.label_bytes, 0, false);  // double_sparse
+  // double_sparse labels have size + 1 rows (SGLang's shape) while K/V have size + page_size:
+  // with page_size > 1 the last device page has no label rows, and HostGeometry::device_pages()
+  // (the smallest limit of all parts) leaves it out of the tier.
+  if (L.label_rows > 0) add(&LayerKv::label, L.label_bytes, 0, false);
   if (L.indexer_rows > 0) add(&LayerKv::indexer, L.indexer_row_bytes, 0, true);  // nsa: one row per page
   *parts = std::move(out);
   *layers = static_cast<uint32_t>(tiered.size());

@@ -62,6 +62,10 @@ std::vector<Variant> variants() {
        config_json(R"("num_layers": 2, "attention": "double_sparse", "kv_heads": 2, "head_dim": 16, "heavy_channels": 4)",
                    R"("kv_dtype": "f16", "page_size": 1, "max_total_tokens": 64, )" + kSmall),
        false},
+      {"double_sparse f32 P4",
+       config_json(R"("num_layers": 2, "attention": "double_sparse", "kv_heads": 2, "head_dim": 16, "heavy_channels": 4)",
+                   R"("kv_dtype": "f32", "page_size": 4, "max_total_tokens": 64, )" + kSmall),
+       false},
       {"swa f32", config_json(R"("num_layers": 4, "attention": "swa", "kv_heads": 2, "head_dim": 16, "sliding_window": 8,
                                  "swa_layer_pattern": "SF")",
                               R"("kv_dtype": "f32", "page_size": 1, "max_total_tokens": 64, )" + kSmall),
@@ -297,16 +301,28 @@ TEST(HostTransferCpu, TieredLayersAreTheFullAttentionOnes) {
     EXPECT_EQ(s.host->geometry().layers, s.tiered.size());
   }
   Tier swa;
-  ASSERT_TRUE(swa.make(variants()[7].json, HostLayout::kLayerFirst).is_ok());
+  ASSERT_TRUE(swa.make(variants()[8].json, HostLayout::kLayerFirst).is_ok());
   EXPECT_EQ(swa.tiered, (std::vector<int>{1, 3})) << "swa window layers are not tiered";
   Tier hybrid;
-  ASSERT_TRUE(hybrid.make(variants()[8].json, HostLayout::kLayerFirst).is_ok());
+  ASSERT_TRUE(hybrid.make(variants()[9].json, HostLayout::kLayerFirst).is_ok());
   EXPECT_EQ(hybrid.tiered, (std::vector<int>{1, 3}));
+}
+
+TEST(HostTransferCpu, DoubleSparseLastPageHasNoLabelsAndIsNotTiered) {
+  // Labels have size + 1 = 65 rows, K/V 68: 16 whole label pages of 4 against 17 K/V pages.
+  Tier s;
+  ASSERT_TRUE(s.make(variants()[7].json, HostLayout::kLayerFirst).is_ok());
+  EXPECT_EQ(s.host->geometry().device_pages(), 16u);
+  const int64_t last = 16, host_page = 0;
+  uint64_t ticket = 0;
+  const Status st = s.transfer->backup(&last, &host_page, 1, &ticket);
+  EXPECT_EQ(st.code(), KVPOOL_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(st.message().find("device_pages[0] = 16 is out of range [0, 16)"), std::string::npos) << st.message();
 }
 
 TEST(HostTransferCpu, WindowLayersAreLeftAlone) {
   Tier s;
-  ASSERT_TRUE(s.make(variants()[7].json, HostLayout::kPageFirst).is_ok());
+  ASSERT_TRUE(s.make(variants()[8].json, HostLayout::kPageFirst).is_ok());
   kvpool_buffer window = KVPOOL_BUFFER_INIT;
   ASSERT_TRUE(s.kv->describe(KVPOOL_BUFFER_K, 0, &window).is_ok());
   std::memset(window.data, 0x3C, window.bytes);

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "test_util.hpp"
 
@@ -13,6 +14,7 @@ namespace {
 struct Ledger {
   std::map<void*, size_t> live;
   size_t calls = 0, bytes = 0;
+  std::vector<size_t> sizes;  // of every call, in order
   int fail_at = -1;       // this call returns NULL
   bool misalign = false;  // hand out 256-byte aligned + 16
 };
@@ -21,6 +23,7 @@ void* ledger_alloc(void* ctx, size_t bytes, int32_t device_type, int32_t device_
   auto* l = static_cast<Ledger*>(ctx);
   EXPECT_EQ(device_type, KVPOOL_DEVICE_CPU);
   EXPECT_EQ(device_id, 0);
+  l->sizes.push_back(bytes);
   if (static_cast<int>(l->calls++) == l->fail_at) return nullptr;
   char* p = static_cast<char*>(std::aligned_alloc(256, (bytes + 16 + 255) / 256 * 256));
   if (l->misalign) p += 16;
@@ -86,6 +89,31 @@ TEST(PoolAllocator, FailuresLeakNothingAndNameTheCause) {
   EXPECT_EQ(kvpool_create_with_allocator(kJson.data(), kJson.size(), &a, &pool), KVPOOL_ERR_HOST_MEMORY);
   EXPECT_NE(std::string(kvpool_last_error()).find("256-byte"), std::string::npos) << kvpool_last_error();
   EXPECT_TRUE(m.live.empty());
+}
+
+TEST(PoolAllocator, TheHostTierComesFromTheCallbacksToo) {
+  // 2 layers x K and V of 2 heads x 8 f32: 256 bytes per token; 256 device tokens x ratio 2 -> 129 pages of 4.
+  std::string json = kJson;
+  json.replace(json.size() - 2, 2, R"(}, "host_cache": {"ratio": 2.0, "headroom_bytes": 0}})");
+  const size_t host_bytes = 516 * 256;
+  Ledger l;
+  const kvpool_allocator a = callbacks(&l);  // its alloc expects device type KVPOOL_DEVICE_CPU for a CPU pool
+  kvpool* pool = nullptr;
+  ASSERT_EQ(kvpool_create_with_allocator(json.data(), json.size(), &a, &pool), KVPOOL_OK) << kvpool_last_error();
+  size_t host_call = l.sizes.size();
+  for (size_t i = 0; i < l.sizes.size(); ++i) {
+    if (l.sizes[i] == host_bytes) host_call = i;
+  }
+  ASSERT_LT(host_call, l.sizes.size()) << "no allocation of the host tier's " << host_bytes << " bytes";
+  kvpool_destroy(pool);
+  EXPECT_TRUE(l.live.empty());
+  // The tier's allocation failing fails the pool, which gives everything back.
+  Ledger f;
+  f.fail_at = static_cast<int>(host_call);
+  const kvpool_allocator b = callbacks(&f);
+  EXPECT_EQ(kvpool_create_with_allocator(json.data(), json.size(), &b, &pool), KVPOOL_ERR_HOST_MEMORY);
+  EXPECT_NE(std::string(kvpool_last_error()).find("host-tier memory"), std::string::npos) << kvpool_last_error();
+  EXPECT_TRUE(f.live.empty());
 }
 
 TEST(PoolAllocator, BadCallbackStructsAreRejected) {
