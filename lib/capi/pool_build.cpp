@@ -45,7 +45,9 @@ Status build_host_tier(::kvpool* pool) {
   KVPOOL_RETURN_IF_ERROR(host::HostPool::make(pool->backend.get(), c.host_cache, pool->plan.max_total_tokens,
                                               std::move(g), memory.free_bytes, &pool->host));
   if (c.pool.device == config::DeviceKind::kCuda) {
-    return host::make_cuda_transfer(pool->host.get(), c.pool.device_index, &pool->host_transfer);
+    host::CudaTransferOptions options;
+    options.direct = c.host_cache.io_backend == "direct";
+    return host::make_cuda_transfer(pool->host.get(), c.pool.device_index, options, &pool->host_transfer);
   }
   pool->host_transfer = host::make_cpu_transfer(pool->host.get());
   return Status::ok();

@@ -48,8 +48,30 @@ class HostTransfer {
 
 // memcpy between host-addressable device buffers (CPU pools) and the host pool.
 std::unique_ptr<HostTransfer> make_cpu_transfer(const HostPool* pool);
-// CUDA pools (cuda/host_transfer.cu): kernels for every layout, copy engines where faster.
+
+// How a CUDA transfer copies (make_cuda_transfer).
+enum class CopyPath : int32_t {
+  // io_backend "kernel": the copy kernel. "direct": per direction the path measured faster
+  // (docs/performance.md): copy engines for loads of layer_first / page_first_direct, else the kernel.
+  kAuto,
+  kKernel,      // the copy kernel (SMs read/write pinned host memory through unified addressing)
+  kCopyEngine,  // cudaMemcpyBatchAsync of the contiguous runs (the DMA engines; no SM time)
+};
+
+struct CudaTransferOptions {
+  bool direct = false;        // host_cache.io_backend "direct" (page_first_direct requires it)
+  CopyPath path = CopyPath::kAuto;  // tests and benchmarks force one path (both directions)
+  // Tiered layers per load launch and per layer-done event (0: 1). Larger groups cost the
+  // host less per load (one graph node pair per group) and the engine more latency before
+  // its first layer can start (docs/performance.md, "Host tier transfers").
+  uint32_t layer_group = 0;
+};
+
+// CUDA pools (cuda/host_transfer.cu): the copy kernel for every layout, copy engines
+// where faster. The pool's memory must be pinned (device-addressable). Calls are not
+// thread-safe, and the compute stream must not be capturing a graph during a call.
 // KVPOOL_ERR_UNSUPPORTED in builds without CUDA.
-Status make_cuda_transfer(const HostPool* pool, int device, std::unique_ptr<HostTransfer>* out);
+Status make_cuda_transfer(const HostPool* pool, int device, const CudaTransferOptions& options,
+                          std::unique_ptr<HostTransfer>* out);
 
 }  // namespace kvp::host

@@ -4,7 +4,7 @@
 
 namespace kvp::host {
 
-Status make_cuda_transfer(const HostPool*, int, std::unique_ptr<HostTransfer>*) {
+Status make_cuda_transfer(const HostPool*, int, const CudaTransferOptions&, std::unique_ptr<HostTransfer>*) {
   return Status::unsupported("host_cache transfers for CUDA pools need a build with CUDA (KVPOOL_WITH_CUDA)");
 }
 

@@ -569,14 +569,20 @@ void bench_seq(const SeqPath& path, int bs, int prompt, int shared, int rounds, 
   kvpool_destroy(pool);
 }
 
+void bench_host_tier(bool quick);  // gpu_bench_host_tier.cu
+
 int main(int argc, char** argv) {
-  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;  // [--quick] [--seq]
+  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;  // [--quick] [--seq | --host-tier]
   const int reps = quick ? 20 : 300;
   cudaDeviceProp prop{};
   CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
   g_h200 = std::strstr(prop.name, "H200") != nullptr;
   std::printf("{\"device\": \"%s\", \"sms\": %d, \"reps\": %d, \"anchor\": \"%s\"}\n", prop.name,
               prop.multiProcessorCount, reps, g_h200 ? "SGLANG_H200" : "SGLANG_H100");
+  if (argc > 1 && std::strcmp(argv[argc - 1], "--host-tier") == 0) {
+    bench_host_tier(quick);
+    return 0;
+  }
   cudaStream_t stream;
   CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   const bool seq_only = argc > 1 && std::strcmp(argv[argc - 1], "--seq") == 0;

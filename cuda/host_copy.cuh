@@ -1,0 +1,117 @@
+// The copy kernel of the host tier (cuda/host_transfer.cu): device KV rows <->
+// pinned host memory, which the GPU reads and writes directly through unified
+// addressing (cudaHostAlloc memory has one pointer on both sides).
+//
+// Every layout of host_geometry.hpp is affine in (host page, layer, row of the page,
+// head piece), and every device buffer is affine in (device page, row, piece) once
+// the layer's base is known. So one kernel serves every layout and part: it gets
+// byte strides, not layout names, and the host computes the strides from
+// HostGeometry::offset() itself, so the layout arithmetic lives in one place.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace kvp::host::cudak {
+
+constexpr int kCopyThreads = 256;
+constexpr int kCopyUnroll = 4;  // loads in flight per thread before the first store: PCIe latency is ~1-2 µs
+constexpr uint32_t kChunkUnits = kCopyThreads * kCopyUnroll;
+
+// One part (K, V, scales, latent row, indexer row) of one transfer, both sides.
+struct PartCopy {
+  const uint64_t* dev_base;              // device array: per tiered layer, the device buffer's address
+  uint64_t dev_page, dev_row, dev_piece;  // device byte strides
+  uint8_t* host;                         // the part's host region (offset of page 0, layer 0, row 0)
+  uint64_t host_page, host_layer, host_row, host_piece;
+  uint32_t rows;        // rows per page: P, or 1 for page parts
+  uint32_t pieces;      // contiguous pieces per row (page_head: heads), else 1
+  uint32_t units;       // width-byte units per piece
+  int32_t units_shift;  // log2(units) when a power of two, else -1 (no division on the hot path)
+  uint32_t width;       // 16, 8, 4, 2 or 1: the widest access every address and size allows
+  uint32_t item_units;  // rows * pieces * units: one (page, layer) item
+  uint32_t chunks;      // ceil(item_units / kChunkUnits): blocks' work pieces per item
+};
+
+// ids: [n, host pages (n), device pages (n)] in device memory, checked on the host.
+struct CopyArgs {
+  const PartCopy* parts;  // device array, blockIdx.y selects
+  const int64_t* ids;
+  uint32_t layer0, layers;  // tiered layers [layer0, layer0 + layers)
+  int to_host;              // 1: device -> host (backup), 0: host -> device (load)
+};
+
+template <class V>
+__device__ __forceinline__ void copy_chunk(const PartCopy& pc, uint8_t* dev, uint8_t* host, uint32_t first,
+                                           bool to_host) {
+  V v[kCopyUnroll];
+  uint64_t doff[kCopyUnroll], hoff[kCopyUnroll];
+#pragma unroll
+  for (int j = 0; j < kCopyUnroll; ++j) {
+    const uint32_t k = first + static_cast<uint32_t>(j * kCopyThreads) + threadIdx.x;
+    uint32_t c, rest;
+    if (pc.units_shift >= 0) {
+      c = k & (pc.units - 1);
+      rest = k >> pc.units_shift;
+    } else {
+      c = k % pc.units;
+      rest = k / pc.units;
+    }
+    const uint32_t h = pc.pieces == 1 ? 0 : rest % pc.pieces;
+    const uint32_t r = pc.pieces == 1 ? rest : rest / pc.pieces;
+    doff[j] = r * pc.dev_row + h * pc.dev_piece + static_cast<uint64_t>(c) * sizeof(V);
+    hoff[j] = r * pc.host_row + h * pc.host_piece + static_cast<uint64_t>(c) * sizeof(V);
+  }
+  // All loads first, then all stores: kCopyUnroll transactions of each thread are in flight at once.
+#pragma unroll
+  for (int j = 0; j < kCopyUnroll; ++j) {
+    const uint32_t k = first + static_cast<uint32_t>(j * kCopyThreads) + threadIdx.x;
+    if (k < pc.item_units) {
+      // Streaming loads: each byte is read once, keep it out of the caches.
+      v[j] = __ldcs(reinterpret_cast<const V*>(to_host ? dev + doff[j] : host + hoff[j]));
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < kCopyUnroll; ++j) {
+    const uint32_t k = first + static_cast<uint32_t>(j * kCopyThreads) + threadIdx.x;
+    if (k < pc.item_units) {
+      if (to_host) {
+        __stcs(reinterpret_cast<V*>(host + hoff[j]), v[j]);
+      } else {
+        __stcs(reinterpret_cast<V*>(dev + doff[j]), v[j]);
+      }
+    }
+  }
+}
+
+// Grid: x strides over (page, layer, chunk) work pieces, y is the part. The grid
+// may be larger than the work (a captured load graph has a fixed grid and reads n
+// on the device): spare blocks exit.
+__global__ void __launch_bounds__(kCopyThreads) host_copy_kernel(CopyArgs a) {
+  __shared__ PartCopy pc;
+  if (threadIdx.x == 0) pc = a.parts[blockIdx.y];
+  __syncthreads();
+  const int64_t n = a.ids[0];
+  const int64_t* host_pages = a.ids + 1;
+  const int64_t* dev_pages = a.ids + 1 + n;
+  const uint64_t work = static_cast<uint64_t>(n) * a.layers * pc.chunks;
+  for (uint64_t w = blockIdx.x; w < work; w += gridDim.x) {
+    const uint64_t item = w / pc.chunks;
+    const uint32_t chunk = static_cast<uint32_t>(w - item * pc.chunks);
+    const uint64_t i = item / a.layers;
+    const uint32_t l = a.layer0 + static_cast<uint32_t>(item - i * a.layers);
+    uint8_t* dev = reinterpret_cast<uint8_t*>(pc.dev_base[l]) + static_cast<uint64_t>(dev_pages[i]) * pc.dev_page;
+    uint8_t* host = pc.host + static_cast<uint64_t>(host_pages[i]) * pc.host_page + l * pc.host_layer;
+    const uint32_t first = chunk * kChunkUnits;
+    switch (pc.width) {
+      case 16: copy_chunk<uint4>(pc, dev, host, first, a.to_host != 0); break;
+      case 8: copy_chunk<uint2>(pc, dev, host, first, a.to_host != 0); break;
+      case 4: copy_chunk<unsigned>(pc, dev, host, first, a.to_host != 0); break;
+      case 2: copy_chunk<unsigned short>(pc, dev, host, first, a.to_host != 0); break;
+      default: copy_chunk<unsigned char>(pc, dev, host, first, a.to_host != 0); break;
+    }
+  }
+}
+
+}  // namespace kvp::host::cudak
