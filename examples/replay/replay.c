@@ -488,6 +488,13 @@ static int run_loop(sched *s) {
 
 /* After the last finish nothing may be held: the tree owns what is left, unlocked. */
 static int check_end(sched *s) {
+  if (s->host) {
+    /* Backups start at the call after the insert that asks for them: start the last
+     * finish's and wait for every copy, so that the counters are complete. */
+    size_t completed = 0;
+    kvpool_status st = kvhost_poll(s->pool, 1, &completed);
+    if (st != KVPOOL_OK) return api_fail(s, "kvhost_poll", st);
+  }
   if (check_pool(s)) return 1;
   size_t available, evictable, protected_len, uncached, capacity;
   kvpool_status st = kvseq_accounting(s->pool, &available, &evictable, &protected_len, &uncached, &capacity);
