@@ -58,8 +58,13 @@ class PrefixCache {
   host::HostTransfer* host_transfer() const { return transfer_; }
   // Host hits shorter than this are recomputed rather than loaded (SGLang: 10 tokens).
   static constexpr size_t kLoadBackThreshold = 10;
-  // Releases the nodes of finished copies (non-blocking); `wait`: waits for all of them first.
+  // Starts the copies that inserts since the last poll asked for, then releases the nodes
+  // of finished copies (non-blocking); `wait`: waits for all of them first. Copies start
+  // here, not in the insert, because an engine inserts pages (kvseq_extend) before its
+  // forward pass writes their KV: the next call comes after that pass was issued.
   Status poll(bool wait, size_t* completed);
+  // Pending copies or copies in flight: poll() has work.
+  bool tier_busy() const { return !pending_.empty() || !in_flight_.empty(); }
   size_t copies_in_flight() const { return in_flight_.size(); }
   // Deletes host-only leaves until `tokens` host tokens are free again.
   Status evict_host(size_t tokens, size_t* evicted);
@@ -76,8 +81,10 @@ class PrefixCache {
   const HostTierStats& tier_stats() const { return stats_; }
 
  private:
-  // After an insert: the path's nodes the write policy wants copied get their copies.
+  // After an insert: the path's nodes the write policy wants copied are noted, and get
+  // their copies at the next poll.
   void back_up_path(NodeHandle node);
+  void start_pending_backups();
   // Host pages for `n` pages, deleting host-only leaves if needed; false if impossible.
   bool take_host_pages(size_t n, int64_t* out);
   // Starts a backup; nodes are locked until it lands (not on CPU pools: it already has).
@@ -96,6 +103,7 @@ class PrefixCache {
   HostTierStats stats_;
   std::vector<int64_t> tier_pages_;  // scratch: device pages, host pages
   std::vector<NodeHandle> tier_handles_;
+  std::vector<NodeHandle> pending_;  // last nodes of inserts whose paths may need copies
 
   Status check_handover(const int64_t* slots, size_t n) const;
   // Gives evicted device slots back to the allocator (RadixTree::FreeSlots).

@@ -29,6 +29,7 @@ void PrefixCache::enable_host_tier(host::HostPool* pool, host::HostTransfer* tra
 
 Status PrefixCache::poll(bool wait, size_t* completed) {
   *completed = 0;
+  if (!pending_.empty()) start_pending_backups();
   size_t kept = 0;
   for (size_t i = 0; i < in_flight_.size(); ++i) {
     InFlight& f = in_flight_[i];
@@ -72,10 +73,20 @@ Status PrefixCache::start_backup(const int64_t* device_pages, const int64_t* hos
 
 void PrefixCache::back_up_path(NodeHandle node) {
   if (policy_ == WritePolicy::kWriteBack) return;  // copies are made at eviction
-  size_t done = 0;
-  (void)poll(false, &done);
+  pending_.push_back(node);
+}
+
+void PrefixCache::start_pending_backups() {
+  // The nodes of every noted path that the policy wants copied, once each (paths share
+  // ancestors), copied together: one transfer, a constant number of launches.
   tier_handles_.clear();
-  tree_.backup_candidates(node, policy_ == WritePolicy::kWriteThrough ? 1 : 2, &tier_handles_);
+  const uint32_t min_hits = policy_ == WritePolicy::kWriteThrough ? 1 : 2;
+  for (NodeHandle h : pending_) {
+    if (tree_.is_live(h)) tree_.backup_candidates(h, min_hits, &tier_handles_);
+  }
+  pending_.clear();
+  std::sort(tier_handles_.begin(), tier_handles_.end());
+  tier_handles_.erase(std::unique(tier_handles_.begin(), tier_handles_.end()), tier_handles_.end());
   if (tier_handles_.empty()) return;
   std::vector<int64_t>& pages = tier_pages_;
   pages.clear();

@@ -126,6 +126,12 @@ void Sequences::reserve_rematch(Request* r) {
   r->slots.reserve(r->tokens.size());
 }
 
+Status Sequences::tier_tick() {
+  if (cache_ == nullptr || !cache_->tier_busy()) return Status::ok();
+  size_t done = 0;
+  return cache_->poll(false, &done);
+}
+
 Status Sequences::unlock(Request* r) {
   if (cache_ == nullptr) return Status::ok();
   return cache_->tree().unlock(r->node);
@@ -176,6 +182,7 @@ Status Sequences::tree_evict(size_t tokens) {
 }
 
 Status Sequences::begin(const int32_t* tokens, size_t n, const std::string& extra_key, uint64_t* id, size_t* cached) {
+  KVPOOL_RETURN_IF_ERROR(tier_tick());
   if (n == 0) return Status::invalid("a request needs at least one token");
   if (n > static_cast<size_t>(table_->max_context_len())) {
     return Status::invalid(std::to_string(n) + " tokens exceed max_context_len " + std::to_string(table_->max_context_len()));
@@ -253,6 +260,7 @@ Status Sequences::assign_rows(const std::vector<Request*>& reqs, const int32_t* 
 }
 
 Status Sequences::extend(const uint64_t* ids, const int64_t* chunks, size_t n, int64_t* out, size_t out_len) {
+  KVPOOL_RETURN_IF_ERROR(tier_tick());
   std::vector<Request*>& reqs = batch_reqs_;
   KVPOOL_RETURN_IF_ERROR(check_batch(ids, n, &reqs));
   size_t total = 0, pages = 0, rows_needed = 0;
@@ -543,6 +551,7 @@ Status Sequences::cache_computed_pages(Request* r) {
 }
 
 Status Sequences::decode(const uint64_t* ids, const int32_t* tokens, size_t n, int64_t* out) {
+  KVPOOL_RETURN_IF_ERROR(tier_tick());
   std::vector<Request*>& reqs = batch_reqs_;
   KVPOOL_RETURN_IF_ERROR(check_batch(ids, n, &reqs));
   size_t pages = 0;
@@ -622,6 +631,7 @@ struct ScopedValue {
 
 Status Sequences::extend_async(const uint64_t* ids, const int64_t* chunks, size_t n, int64_t* device_out,
                                size_t out_len, void* stream) {
+  KVPOOL_RETURN_IF_ERROR(tier_tick());
   host_out_.resize(out_len);  // before anything changes (it may allocate)
   ScopedValue<void*> s(&stream_, stream);
   ScopedValue<int64_t*> o(&device_out_, device_out);
@@ -630,6 +640,7 @@ Status Sequences::extend_async(const uint64_t* ids, const int64_t* chunks, size_
 
 Status Sequences::decode_async(const uint64_t* ids, const int32_t* tokens, size_t n, int64_t* device_out,
                                void* stream) {
+  KVPOOL_RETURN_IF_ERROR(tier_tick());
   host_out_.resize(n);
   ScopedValue<void*> s(&stream_, stream);
   ScopedValue<int64_t*> o(&device_out_, device_out);
@@ -657,6 +668,7 @@ Status Sequences::release(Request* r, bool insert, size_t committed) {
 }
 
 Status Sequences::finish(uint64_t id, size_t committed) {
+  KVPOOL_RETURN_IF_ERROR(tier_tick());
   Request* r = nullptr;
   KVPOOL_RETURN_IF_ERROR(lookup(id, &r));
   if (committed > r->slots.size()) {
@@ -670,6 +682,7 @@ Status Sequences::finish(uint64_t id, size_t committed) {
 }
 
 Status Sequences::abort(uint64_t id) {
+  KVPOOL_RETURN_IF_ERROR(tier_tick());
   Request* r = nullptr;
   KVPOOL_RETURN_IF_ERROR(lookup(id, &r));
   KVPOOL_RETURN_IF_ERROR(release(r, false, 0));
@@ -679,6 +692,7 @@ Status Sequences::abort(uint64_t id) {
 }
 
 Status Sequences::retract(uint64_t id, size_t* cached) {
+  KVPOOL_RETURN_IF_ERROR(tier_tick());
   Request* r = nullptr;
   KVPOOL_RETURN_IF_ERROR(lookup(id, &r));
   reserve_rematch(r);  // the match after the release must not allocate

@@ -139,6 +139,10 @@ class Sequences {
   virtual Status match_and_lock(Request* r);
   // match_and_lock with the host tier: the host-only part of the match is loaded back.
   Status match_tiered(Request* r);
+  // Host tier: starts the copies the last call's inserts asked for (the engine has issued
+  // the forward pass that writes their KV since) and releases landed ones. Every public
+  // call runs it first.
+  Status tier_tick();
   // Takes the host memory a match_and_lock of `r` needs (the match's split and the
   // request's slots), for retract, which matches again after the release.
   virtual void reserve_rematch(Request* r);

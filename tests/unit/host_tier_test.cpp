@@ -1,0 +1,572 @@
+// The host tier through the C API (host.h, radix.h, seq.h) on CPU pools: node
+// states, the three write policies, device and host eviction, load-back with the
+// KV bytes intact, kvseq_begin's host hits, events, bad input, and randomized
+// request workloads with kvpool_check after every step.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "test_util.hpp"
+
+namespace {
+
+using kvtest::expect_consistent;
+using kvtest::Pool;
+
+constexpr int kLayers = 2;
+constexpr size_t kRow = 2 * 8;  // kv heads x head_dim (f32 values per token and layer)
+
+// An mha f32 pool on the CPU with a host tier of `ratio` x its tokens.
+std::string tier_config(int page, int64_t tokens, double ratio, const char* policy, bool events = false,
+                        const char* layout = "layer_first") {
+  return R"({"model": {"num_layers": 2, "kv_heads": 2, "head_dim": 8}, "pool": {"kv_dtype": "f32", "page_size": )" +
+         std::to_string(page) + R"(, "max_total_tokens": )" + std::to_string(tokens) +
+         R"(, "max_running_requests": 8, "max_context_len": 64}, "prefix_cache": {"kind": "radix", "events": )" +
+         (events ? "true" : "false") + R"(}, "host_cache": {"ratio": )" + std::to_string(ratio) +
+         R"(, "headroom_bytes": 0, "write_policy": ")" + policy + R"(", "layout": ")" + layout + R"(", "io_backend": ")" +
+         (std::string(layout) == "page_first_direct" ? "direct" : "kernel") + R"("}})";
+}
+
+kvhost_stats stats(kvpool* pool) {
+  kvhost_stats s = KVHOST_STATS_INIT;
+  EXPECT_EQ(kvhost_get_stats(pool, &s), KVPOOL_OK) << kvpool_last_error();
+  return s;
+}
+
+// A token's KV in every layer: values derived from (layer, `tag`, element), so that a row
+// read back names the token it was written for.
+std::vector<float> row_of(int layer, uint64_t tag) {
+  std::vector<float> r(kRow);
+  for (size_t e = 0; e < kRow; ++e) r[e] = static_cast<float>((tag * 131 + static_cast<uint64_t>(layer) * 17 + e) % 1000003);
+  return r;
+}
+
+void write_kv(kvpool* pool, const std::vector<int64_t>& slots, const std::vector<uint64_t>& tags) {
+  for (int layer = 0; layer < kLayers; ++layer) {
+    std::vector<float> k, v;
+    for (uint64_t t : tags) {
+      const std::vector<float> r = row_of(layer, t);
+      k.insert(k.end(), r.begin(), r.end());
+      const std::vector<float> r2 = row_of(layer, t + 7);
+      v.insert(v.end(), r2.begin(), r2.end());
+    }
+    ASSERT_EQ(kvpool_set_kv(pool, layer, slots.data(), slots.size(), k.data(), k.size() * 4, v.data(), v.size() * 4,
+                            KVPOOL_DTYPE_F32, 1.0f, 1.0f),
+              KVPOOL_OK)
+        << kvpool_last_error();
+  }
+}
+
+// The rows of `slots` hold what write_kv wrote for `tags`.
+void expect_kv(kvpool* pool, const std::vector<int64_t>& slots, const std::vector<uint64_t>& tags) {
+  for (int layer = 0; layer < kLayers; ++layer) {
+    std::vector<float> k(slots.size() * kRow), v(slots.size() * kRow);
+    ASSERT_EQ(kvpool_get_kv(pool, layer, slots.data(), slots.size(), k.data(), k.size() * 4, v.data(), v.size() * 4,
+                            KVPOOL_DTYPE_F32),
+              KVPOOL_OK)
+        << kvpool_last_error();
+    for (size_t i = 0; i < slots.size(); ++i) {
+      ASSERT_EQ(std::vector<float>(k.begin() + static_cast<long>(i * kRow), k.begin() + static_cast<long>((i + 1) * kRow)),
+                row_of(layer, tags[i]))
+          << "K of token " << i << " (slot " << slots[i] << ", layer " << layer << ")";
+      ASSERT_EQ(std::vector<float>(v.begin() + static_cast<long>(i * kRow), v.begin() + static_cast<long>((i + 1) * kRow)),
+                row_of(layer, tags[i] + 7))
+          << "V of token " << i;
+    }
+  }
+}
+
+std::vector<int32_t> tokens_from(int32_t first, size_t n) {
+  std::vector<int32_t> t(n);
+  for (size_t i = 0; i < n; ++i) t[i] = first + static_cast<int32_t>(i);
+  return t;
+}
+
+// radix_insert of freshly allocated slots holding tags 1000*first + i.
+uint64_t insert_fresh(kvpool* pool, const std::vector<int32_t>& tokens, std::vector<int64_t>* slots_out = nullptr) {
+  std::vector<int64_t> slots = kvtest::alloc(pool, tokens.size());
+  std::vector<uint64_t> tags(tokens.size());
+  for (size_t i = 0; i < tokens.size(); ++i) tags[i] = static_cast<uint64_t>(tokens[i]);
+  write_kv(pool, slots, tags);
+  size_t prefix = 0;
+  uint64_t node = 0;
+  EXPECT_EQ(radix_insert(pool, tokens.data(), tokens.size(), slots.data(), slots.size(), nullptr, 0, &prefix, &node), KVPOOL_OK)
+      << kvpool_last_error();
+  EXPECT_EQ(prefix, 0u);
+  if (slots_out != nullptr) *slots_out = slots;
+  return node;
+}
+
+struct Tiered {
+  size_t device = 0, host = 0;
+  uint64_t node = 0, host_node = 0;
+  std::vector<int64_t> slots;
+};
+
+Tiered match(kvpool* pool, const std::vector<int32_t>& tokens) {
+  Tiered m;
+  m.slots.resize(tokens.size());
+  EXPECT_EQ(kvhost_match(pool, tokens.data(), tokens.size(), nullptr, m.slots.data(), m.slots.size(), &m.device, &m.host,
+                         &m.node, &m.host_node),
+            KVPOOL_OK)
+      << kvpool_last_error();
+  m.slots.resize(m.device);
+  return m;
+}
+
+void node_state(kvpool* pool, uint64_t node, int32_t* on_device, int32_t* on_host) {
+  size_t tokens = 0;
+  ASSERT_EQ(kvhost_node_state(pool, node, on_device, on_host, &tokens), KVPOOL_OK) << kvpool_last_error();
+}
+
+TEST(HostTier, WriteThroughBacksUpOnInsertAndLoadsBackTheSameBytes) {
+  Pool pool(tier_config(4, 64, 4.0, "write_through"));
+  const std::vector<int32_t> key = tokens_from(100, 16);
+  const uint64_t node = insert_fresh(pool, key);
+  int32_t on_device = 0, on_host = 0;
+  node_state(pool, node, &on_device, &on_host);
+  EXPECT_EQ(on_host, 0) << "the copy starts at the next call: the engine writes the KV after inserting";
+  size_t done = 0;
+  ASSERT_EQ(kvhost_poll(pool, 0, &done), KVPOOL_OK);
+  node_state(pool, node, &on_device, &on_host);
+  EXPECT_EQ(on_device, 1);
+  EXPECT_EQ(on_host, 1) << "write_through copies a node when it is created";
+  kvhost_stats s = stats(pool);
+  EXPECT_EQ(s.backups, 1u);
+  EXPECT_EQ(s.backup_tokens, 16u);
+  EXPECT_EQ(s.used_tokens, 16u);
+  EXPECT_EQ(s.host_only_tokens, 0u);
+  EXPECT_EQ(s.bytes_to_host, 16u * kLayers * 2 * kRow * 4);
+  expect_consistent(pool);
+
+  // Device eviction keeps the backed-up node as host-only.
+  const size_t free_before = kvtest::available(pool);
+  size_t evicted = 0;
+  ASSERT_EQ(radix_evict(pool, 16, &evicted), KVPOOL_OK);
+  EXPECT_EQ(evicted, 16u);
+  EXPECT_EQ(kvtest::available(pool), free_before + 16);
+  node_state(pool, node, &on_device, &on_host);
+  EXPECT_EQ(on_device, 0);
+  EXPECT_EQ(on_host, 1);
+  EXPECT_EQ(stats(pool).host_only_tokens, 16u);
+  size_t evictable = 0, protected_len = 0, total = 0;
+  ASSERT_EQ(radix_sizes(pool, &evictable, &protected_len, &total), KVPOOL_OK);
+  EXPECT_EQ(total, 0u) << "radix_sizes counts device tokens";
+  expect_consistent(pool);
+
+  // A plain match sees nothing on the device; the tiered one the host part.
+  std::vector<int64_t> plain(16);
+  size_t matched = 99;
+  uint64_t last = 0;
+  ASSERT_EQ(radix_match(pool, key.data(), key.size(), nullptr, plain.data(), plain.size(), &matched, &last), KVPOOL_OK);
+  EXPECT_EQ(matched, 0u);
+  Tiered m = match(pool, key);
+  EXPECT_EQ(m.device, 0u);
+  EXPECT_EQ(m.host, 16u);
+  EXPECT_EQ(m.host_node, node);
+
+  // Load-back: fresh device slots holding the bytes written before the eviction.
+  std::vector<int64_t> slots(16);
+  size_t loaded = 0;
+  uint64_t back = 0;
+  ASSERT_EQ(kvhost_load_back(pool, m.host_node, slots.data(), slots.size(), &loaded, &back), KVPOOL_OK) << kvpool_last_error();
+  EXPECT_EQ(loaded, 16u);
+  EXPECT_EQ(back, node);
+  std::vector<uint64_t> tags(key.begin(), key.end());
+  expect_kv(pool, slots, tags);
+  m = match(pool, key);
+  EXPECT_EQ(m.device, 16u);
+  EXPECT_EQ(m.host, 0u);
+  EXPECT_EQ(m.slots, slots);
+  s = stats(pool);
+  EXPECT_EQ(s.loads, 1u);
+  EXPECT_EQ(s.load_tokens, 16u);
+  EXPECT_EQ(s.bytes_to_device, s.bytes_to_host);
+  EXPECT_EQ(s.host_only_tokens, 0u);
+  EXPECT_EQ(s.used_tokens, 16u) << "the host copy stays: the node is device+host again";
+  expect_consistent(pool);
+}
+
+TEST(HostTier, SelectiveWriteThroughCopiesOnTheSecondHit) {
+  Pool pool(tier_config(4, 64, 4.0, "write_through_selective"));
+  const std::vector<int32_t> key = tokens_from(1, 8);
+  std::vector<int64_t> slots;
+  const uint64_t node = insert_fresh(pool, key, &slots);
+  EXPECT_EQ(stats(pool).backups, 0u);
+  int32_t on_device = 0, on_host = 0;
+  node_state(pool, node, &on_device, &on_host);
+  EXPECT_EQ(on_host, 0);
+  // Without a copy, device eviction deletes the node as a plain radix cache does.
+  size_t evicted = 0;
+  ASSERT_EQ(radix_evict(pool, 8, &evicted), KVPOOL_OK);
+  EXPECT_FALSE(kvhost_node_state(pool, node, &on_device, &on_host, nullptr) == KVPOOL_OK) << "the node is gone";
+  // Inserted twice: the second insert's hit triggers the copy.
+  const uint64_t again = insert_fresh(pool, key);
+  std::vector<int64_t> dup = kvtest::alloc(pool, key.size());
+  size_t prefix = 0;
+  uint64_t n2 = 0;
+  ASSERT_EQ(radix_insert(pool, key.data(), key.size(), dup.data(), dup.size(), nullptr, 0, &prefix, &n2), KVPOOL_OK);
+  EXPECT_EQ(prefix, 8u);
+  kvtest::free_slots(pool, dup);
+  EXPECT_EQ(n2, again);
+  ASSERT_EQ(kvhost_poll(pool, 0, nullptr), KVPOOL_OK);
+  EXPECT_EQ(stats(pool).backups, 1u);
+  node_state(pool, again, &on_device, &on_host);
+  EXPECT_EQ(on_host, 1);
+  expect_consistent(pool);
+}
+
+TEST(HostTier, WriteBackCopiesAtEvictionOnly) {
+  Pool pool(tier_config(4, 64, 4.0, "write_back"));
+  const std::vector<int32_t> parent = tokens_from(10, 8);
+  std::vector<int32_t> child = parent;
+  child.insert(child.end(), {500, 501, 502, 503});
+  insert_fresh(pool, parent);
+  std::vector<int64_t> slots = kvtest::alloc(pool, child.size());
+  std::vector<uint64_t> tags(child.begin(), child.end());
+  write_kv(pool, slots, tags);
+  size_t prefix = 0;
+  uint64_t leaf = 0;
+  ASSERT_EQ(radix_insert(pool, child.data(), child.size(), slots.data(), slots.size(), nullptr, 0, &prefix, &leaf), KVPOOL_OK);
+  kvtest::free_slots(pool, std::vector<int64_t>(slots.begin(), slots.begin() + static_cast<long>(prefix)));
+  EXPECT_EQ(stats(pool).backups, 0u) << "write_back copies nothing on insert";
+  size_t evicted = 0;
+  ASSERT_EQ(radix_evict(pool, 4, &evicted), KVPOOL_OK);  // the leaf: it and its parent get copies
+  EXPECT_EQ(evicted, 4u);
+  const kvhost_stats s = stats(pool);
+  EXPECT_EQ(s.backups, 1u) << "the leaf and the parent it needs, in one copy";
+  EXPECT_EQ(s.backup_tokens, 12u);
+  EXPECT_EQ(s.host_only_tokens, 4u);
+  Tiered m = match(pool, child);
+  EXPECT_EQ(m.device, 8u);
+  EXPECT_EQ(m.host, 4u);
+  // Four tokens are below the load-back threshold: recomputing is cheaper.
+  std::vector<int64_t> out(4);
+  size_t loaded = 9;
+  uint64_t node = 0;
+  ASSERT_EQ(kvhost_load_back(pool, m.host_node, out.data(), out.size(), &loaded, &node), KVPOOL_OK);
+  EXPECT_EQ(loaded, 0u);
+  EXPECT_EQ(node, m.node);
+  EXPECT_EQ(stats(pool).loads_refused, 1u);
+  // Evict the rest: both on the host now, loaded back as one 12-token chain.
+  ASSERT_EQ(radix_evict(pool, 64, &evicted), KVPOOL_OK);
+  m = match(pool, child);
+  EXPECT_EQ(m.device, 0u);
+  EXPECT_EQ(m.host, 12u);
+  out.assign(12, 0);
+  ASSERT_EQ(kvhost_load_back(pool, m.host_node, out.data(), out.size(), &loaded, &node), KVPOOL_OK) << kvpool_last_error();
+  EXPECT_EQ(loaded, 12u);
+  EXPECT_EQ(node, leaf);
+  expect_kv(pool, out, tags);
+  expect_consistent(pool);
+}
+
+TEST(HostTier, HostEvictionDeletesHostOnlyLeavesAndMakesRoomForCopies) {
+  // 32 device tokens, host 1.5x: 52 host tokens (SGLang's +1 page), 13 pages of 4.
+  Pool pool(tier_config(4, 32, 1.5, "write_through"));
+  EXPECT_EQ(stats(pool).capacity_tokens, 52u);
+  std::vector<uint64_t> nodes;
+  for (int32_t k = 0; k < 8; ++k) {
+    nodes.push_back(insert_fresh(pool, tokens_from(1000 * (k + 1), 8)));
+    size_t evicted = 0;
+    ASSERT_EQ(radix_evict(pool, 8, &evicted), KVPOOL_OK);  // device room for the next key
+    expect_consistent(pool);
+  }
+  const kvhost_stats s = stats(pool);
+  EXPECT_EQ(s.backups, 8u) << "every key was copied: older host-only keys made room";
+  EXPECT_LE(s.used_tokens, 52u);
+  EXPECT_GT(s.host_evicted_tokens, 0u);
+  int32_t on_device = 0, on_host = 0;
+  EXPECT_EQ(kvhost_node_state(pool, nodes.front(), &on_device, &on_host, nullptr), KVPOOL_ERR_INVALID_ARGUMENT)
+      << "the oldest host-only key went first (lru)";
+  node_state(pool, nodes.back(), &on_device, &on_host);
+  EXPECT_EQ(on_host, 1);
+  size_t freed = 0;
+  ASSERT_EQ(kvhost_evict(pool, 1000, &freed), KVPOOL_OK);
+  EXPECT_EQ(freed, stats(pool).used_tokens == 0 ? s.used_tokens : freed);
+  EXPECT_EQ(stats(pool).used_tokens, 0u) << "nothing left on the device, so every host copy was host-only";
+  expect_consistent(pool);
+}
+
+TEST(HostTier, LockedNodesStayAndInsertAdoptsHostOnlyNodes) {
+  Pool pool(tier_config(4, 64, 4.0, "write_through"));
+  const std::vector<int32_t> key = tokens_from(7, 12);
+  const uint64_t node = insert_fresh(pool, key);
+  ASSERT_EQ(radix_lock(pool, node), KVPOOL_OK);
+  size_t evicted = 0;
+  ASSERT_EQ(radix_evict(pool, 64, &evicted), KVPOOL_OK);
+  EXPECT_EQ(evicted, 0u) << "locked";
+  ASSERT_EQ(radix_unlock(pool, node), KVPOOL_OK);
+  ASSERT_EQ(radix_evict(pool, 64, &evicted), KVPOOL_OK);
+  EXPECT_EQ(evicted, 12u);
+  // An insert of the same key (recomputed) gives the host-only node its device copy back:
+  // the tree takes all the caller's slots (prefix 0: nothing of it was on the device).
+  std::vector<int64_t> slots = kvtest::alloc(pool, key.size());
+  size_t prefix = 99;
+  uint64_t again = 0;
+  ASSERT_EQ(radix_insert(pool, key.data(), key.size(), slots.data(), slots.size(), nullptr, 0, &prefix, &again), KVPOOL_OK);
+  EXPECT_EQ(prefix, 0u);
+  EXPECT_EQ(again, node);
+  Tiered m = match(pool, key);
+  EXPECT_EQ(m.device, 12u);
+  EXPECT_EQ(m.slots, slots);
+  expect_consistent(pool);
+}
+
+TEST(HostTier, EventsNameTheTier) {
+  Pool pool(tier_config(4, 64, 4.0, "write_through", true));
+  insert_fresh(pool, tokens_from(1, 8));
+  size_t evicted = 0;
+  ASSERT_EQ(radix_evict(pool, 8, &evicted), KVPOOL_OK);
+  size_t freed = 0;
+  ASSERT_EQ(kvhost_evict(pool, 8, &freed), KVPOOL_OK);
+  std::vector<radix_event> ev(32);
+  std::vector<int32_t> tok(64);
+  size_t n_ev = 0, n_tok = 0;
+  ASSERT_EQ(radix_take_events(pool, ev.data(), ev.size(), &n_ev, tok.data(), tok.size(), &n_tok), KVPOOL_OK);
+  std::vector<int32_t> types;
+  for (size_t i = 0; i < n_ev; ++i) types.push_back(ev[i].type);
+  const std::vector<int32_t> expected = {RADIX_EVENT_BLOCK_STORED,  RADIX_EVENT_BLOCK_STORED,  RADIX_EVENT_HOST_STORED,
+                                         RADIX_EVENT_HOST_STORED,   RADIX_EVENT_BLOCK_REMOVED, RADIX_EVENT_BLOCK_REMOVED,
+                                         RADIX_EVENT_HOST_REMOVED,  RADIX_EVENT_HOST_REMOVED};
+  EXPECT_EQ(types, expected);
+  EXPECT_EQ(ev[0].block_hash, ev[2].block_hash) << "the same page in both tiers";
+  EXPECT_EQ(ev[2].block_hash, ev[6].block_hash);
+}
+
+TEST(HostTier, RequestsLoadHostHitsBack) {
+  Pool pool(tier_config(4, 64, 4.0, "write_through"));
+  const std::vector<int32_t> prompt = tokens_from(300, 33);
+  uint64_t seq = 0;
+  size_t cached = 0;
+  ASSERT_EQ(kvseq_begin(pool, prompt.data(), prompt.size(), nullptr, &seq, &cached), KVPOOL_OK);
+  int64_t chunk = 33;
+  std::vector<int64_t> slots(33);
+  ASSERT_EQ(kvseq_extend(pool, &seq, 1, &chunk, 1, slots.data(), slots.size()), KVPOOL_OK) << kvpool_last_error();
+  write_kv(pool, slots, std::vector<uint64_t>(prompt.begin(), prompt.end()));
+  ASSERT_EQ(kvseq_finish(pool, seq, 33), KVPOOL_OK);
+  size_t evicted = 0;
+  ASSERT_EQ(radix_evict(pool, 64, &evicted), KVPOOL_OK);
+  EXPECT_EQ(evicted, 32u);
+  ASSERT_EQ(kvseq_begin(pool, prompt.data(), prompt.size(), nullptr, &seq, &cached), KVPOOL_OK);
+  EXPECT_EQ(cached, 32u);
+  kvseq_info info = KVSEQ_INFO_INIT;
+  ASSERT_EQ(kvseq_get_info(pool, seq, &info), KVPOOL_OK);
+  EXPECT_EQ(info.host_hit, 32u);
+  EXPECT_EQ(info.prefix_hit, 32u);
+  std::vector<int64_t> held(33);
+  size_t n = 0;
+  ASSERT_EQ(kvseq_get_slots(pool, seq, held.data(), held.size(), &n), KVPOOL_OK);
+  ASSERT_EQ(n, 32u);
+  held.resize(32);
+  expect_kv(pool, held, std::vector<uint64_t>(prompt.begin(), prompt.begin() + 32));
+  // An old caller's smaller struct still works and is not written past its end.
+  kvseq_info old = KVSEQ_INFO_INIT;
+  old.struct_size = static_cast<uint32_t>(offsetof(kvseq_info, host_hit));
+  old.host_hit = 12345;
+  ASSERT_EQ(kvseq_get_info(pool, seq, &old), KVPOOL_OK);
+  EXPECT_EQ(old.host_hit, 12345u);
+  ASSERT_EQ(kvseq_abort(pool, seq), KVPOOL_OK);
+  expect_consistent(pool);
+}
+
+TEST(HostTier, BadInputIsRefusedAndChangesNothing) {
+  Pool plain(kvtest::mha_config(4, 64));
+  kvhost_stats s = KVHOST_STATS_INIT;
+  EXPECT_EQ(kvhost_get_stats(plain, &s), KVPOOL_ERR_UNSUPPORTED);
+  EXPECT_EQ(kvhost_poll(plain, 0, nullptr), KVPOOL_ERR_UNSUPPORTED);
+  EXPECT_NE(std::string(kvpool_last_error()).find("host_cache"), std::string::npos) << kvpool_last_error();
+  EXPECT_EQ(kvhost_get_stats(nullptr, &s), KVPOOL_ERR_INVALID_ARGUMENT);
+
+  Pool pool(tier_config(4, 64, 4.0, "write_through"));
+  s.struct_size = 8;
+  EXPECT_EQ(kvhost_get_stats(pool, &s), KVPOOL_ERR_INVALID_ARGUMENT);
+  int32_t set = -1;
+  ASSERT_EQ(kvhost_load_set(pool, &set), KVPOOL_OK);
+  EXPECT_EQ(set, 0);
+  for (int expect : {1, 2, 0}) {
+    ASSERT_EQ(kvhost_next_load_set(pool, &set), KVPOOL_OK);
+    EXPECT_EQ(set, expect);
+  }
+  EXPECT_EQ(kvhost_wait_layer(pool, 0, 1, nullptr), KVPOOL_OK);
+  EXPECT_EQ(kvhost_wait_layer(pool, 3, 0, nullptr), KVPOOL_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(kvhost_wait_layer(pool, 0, 2, nullptr), KVPOOL_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(kvhost_wait_layer(pool, -1, 0, nullptr), KVPOOL_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(kvhost_set_stream(pool, nullptr), KVPOOL_OK);
+  size_t done = 7;
+  EXPECT_EQ(kvhost_poll(pool, 1, &done), KVPOOL_OK);
+  EXPECT_EQ(done, 0u) << "CPU copies land inside the call: nothing is ever in flight";
+
+  const std::vector<int32_t> key = tokens_from(40, 16);
+  insert_fresh(pool, key);
+  size_t evicted = 0;
+  ASSERT_EQ(radix_evict(pool, 16, &evicted), KVPOOL_OK);
+  const Tiered m = match(pool, key);
+  std::vector<int64_t> small(8);
+  size_t loaded = 0;
+  uint64_t node = 0;
+  EXPECT_EQ(kvhost_load_back(pool, m.host_node, small.data(), small.size(), &loaded, &node), KVPOOL_ERR_BUFFER_TOO_SMALL);
+  EXPECT_EQ(loaded, 16u);
+  EXPECT_EQ(stats(pool).host_only_tokens, 16u) << "nothing was loaded";
+  EXPECT_EQ(kvhost_load_back(pool, m.host_node ^ (uint64_t{1} << 40), small.data(), small.size(), &loaded, &node),
+            KVPOOL_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(kvhost_load_back(pool, m.host_node, nullptr, 4, &loaded, &node), KVPOOL_ERR_INVALID_ARGUMENT);
+  std::vector<int64_t> slots(16);
+  size_t dev = 0, host = 0;
+  uint64_t n1 = 0, n2 = 0;
+  EXPECT_EQ(kvhost_match(pool, key.data(), key.size(), nullptr, slots.data(), slots.size(), &dev, nullptr, &n1, &n2),
+            KVPOOL_ERR_INVALID_ARGUMENT);
+  int32_t on_device = 0, on_host = 0;
+  EXPECT_EQ(kvhost_node_state(pool, 12345, &on_device, &on_host, nullptr), KVPOOL_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(kvhost_evict(pool, 4, nullptr), KVPOOL_ERR_INVALID_ARGUMENT);
+  (void)host;
+  expect_consistent(pool);
+}
+
+TEST(HostTier, PoolsTheTierDoesNotServeAreRefused) {
+  kvpool* pool = nullptr;
+  const std::string swa = R"({"model": {"num_layers": 4, "attention": "swa", "kv_heads": 2, "head_dim": 8,
+      "sliding_window": 4, "swa_layer_pattern": "SF"}, "pool": {"kv_dtype": "f32", "max_total_tokens": 64,
+      "max_context_len": 64},
+      "host_cache": {"ratio": 2, "headroom_bytes": 0}})";
+  EXPECT_EQ(kvpool_create(swa.data(), swa.size(), &pool), KVPOOL_ERR_UNSUPPORTED);
+  EXPECT_NE(std::string(kvpool_last_error()).find("not tiered"), std::string::npos) << kvpool_last_error();
+  const std::string chunk = R"({"model": {"num_layers": 2, "kv_heads": 2, "head_dim": 8}, "pool": {"kv_dtype": "f32",
+      "max_total_tokens": 64, "max_context_len": 64}, "prefix_cache": {"kind": "chunk"}, "host_cache": {"ratio": 2, "headroom_bytes": 0}})";
+  EXPECT_EQ(kvpool_create(chunk.data(), chunk.size(), &pool), KVPOOL_ERR_CONFIG);
+  EXPECT_EQ(pool, nullptr);
+}
+
+// Random request workloads: prompts sharing prefixes, chunked prefill, decode, finish,
+// abort and retract, under device pressure (eviction to the host) and host pressure
+// (host eviction); kvpool_check after every step, and every slot a request holds after
+// kvseq_begin has the KV of the token it stands for.
+struct Workload {
+  const char* policy;
+  int page;
+  double ratio;
+  const char* layout;
+};
+
+class HostTierRandom : public ::testing::TestWithParam<Workload> {};
+
+TEST_P(HostTierRandom, RequestsKeepTheirBytesAndTheAccountingAddsUp) {
+  const Workload w = GetParam();
+  Pool pool(tier_config(w.page, 96, w.ratio, w.policy, false, w.layout));
+  std::mt19937 rng(1234 + static_cast<unsigned>(w.page));
+  // Token t at position i of a prompt: its KV tag is a hash of the prompt's first i+1
+  // tokens, as a model's KV depends on the whole prefix.
+  auto tags_of = [](const std::vector<int32_t>& t, size_t n) {
+    std::vector<uint64_t> tags(n);
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; ++i) {
+      h = (h ^ static_cast<uint64_t>(t[i])) * 1099511628211ull;
+      tags[i] = h % 100003;
+    }
+    return tags;
+  };
+  std::vector<std::vector<int32_t>> prefixes;
+  for (int g = 0; g < 4; ++g) prefixes.push_back(tokens_from(10000 * (g + 1), 12 + static_cast<size_t>(g) * 4));
+  struct Live {
+    uint64_t id;
+    std::vector<int32_t> tokens;
+    size_t computed;
+  };
+  std::vector<Live> live;
+  uint64_t host_hits = 0;
+  for (int step = 0; step < 400; ++step) {
+    const int op = static_cast<int>(rng() % 10);
+    if (live.size() < 4 && op < 4) {  // begin
+      std::vector<int32_t> t = prefixes[rng() % prefixes.size()];
+      const size_t tail = 1 + rng() % 12;
+      for (size_t i = 0; i < tail; ++i) t.push_back(static_cast<int32_t>(rng() % 50));
+      uint64_t id = 0;
+      size_t cached = 0;
+      ASSERT_EQ(kvseq_begin(pool, t.data(), t.size(), nullptr, &id, &cached), KVPOOL_OK) << kvpool_last_error();
+      kvseq_info info = KVSEQ_INFO_INIT;
+      ASSERT_EQ(kvseq_get_info(pool, id, &info), KVPOOL_OK);
+      host_hits += info.host_hit;
+      std::vector<int64_t> held(t.size());
+      size_t n = 0;
+      ASSERT_EQ(kvseq_get_slots(pool, id, held.data(), held.size(), &n), KVPOOL_OK);
+      held.resize(n);
+      ASSERT_EQ(n, cached);
+      expect_kv(pool, held, tags_of(t, n));
+      live.push_back({id, t, cached});
+    } else if (!live.empty() && op < 7) {  // extend a chunk, or decode once the prompt is done
+      Live& r = live[rng() % live.size()];
+      if (r.computed < r.tokens.size()) {
+        const size_t chunk = std::min(r.tokens.size() - r.computed, static_cast<size_t>(1 + rng() % 16));
+        int64_t c = static_cast<int64_t>(chunk);
+        std::vector<int64_t> out(chunk);
+        const kvpool_status st = kvseq_extend(pool, &r.id, 1, &c, 1, out.data(), out.size());
+        if (st == KVPOOL_ERR_OUT_OF_MEMORY) continue;  // full of locked requests: try later
+        ASSERT_EQ(st, KVPOOL_OK) << kvpool_last_error();
+        const std::vector<uint64_t> tags = tags_of(r.tokens, r.computed + chunk);
+        write_kv(pool, out, std::vector<uint64_t>(tags.begin() + static_cast<long>(r.computed), tags.end()));
+        r.computed += chunk;
+      } else if (r.tokens.size() < 60) {
+        int32_t tok = static_cast<int32_t>(rng() % 50);
+        int64_t slot = 0;
+        const kvpool_status st = kvseq_decode(pool, &r.id, 1, &tok, 1, &slot, 1);
+        if (st == KVPOOL_ERR_OUT_OF_MEMORY) continue;
+        ASSERT_EQ(st, KVPOOL_OK) << kvpool_last_error();
+        r.tokens.push_back(tok);
+        write_kv(pool, {slot}, {tags_of(r.tokens, r.tokens.size()).back()});
+        ++r.computed;
+      }
+    } else if (!live.empty()) {  // finish (mostly), abort or retract
+      const size_t i = rng() % live.size();
+      Live& r = live[i];
+      const int how = static_cast<int>(rng() % 6);
+      if (how == 0) {
+        ASSERT_EQ(kvseq_abort(pool, r.id), KVPOOL_OK);
+      } else if (how == 1) {
+        size_t cached = 0;
+        ASSERT_EQ(kvseq_retract(pool, r.id, &cached), KVPOOL_OK) << kvpool_last_error();
+        r.computed = cached;
+        std::vector<int64_t> held(r.tokens.size());
+        size_t n = 0;
+        ASSERT_EQ(kvseq_get_slots(pool, r.id, held.data(), held.size(), &n), KVPOOL_OK);
+        held.resize(n);
+        expect_kv(pool, held, tags_of(r.tokens, n));
+        continue;
+      } else {
+        ASSERT_EQ(kvseq_finish(pool, r.id, r.computed), KVPOOL_OK) << kvpool_last_error();
+      }
+      live.erase(live.begin() + static_cast<long>(i));
+    }
+    if (rng() % 8 == 0) {  // host pressure now and then
+      size_t freed = 0;
+      ASSERT_EQ(kvhost_evict(pool, 1 + rng() % 16, &freed), KVPOOL_OK);
+    }
+    char report[4096];
+    ASSERT_EQ(kvpool_check(pool, report, sizeof(report)), KVPOOL_OK) << "step " << step << ":\n" << report;
+  }
+  for (const Live& r : live) ASSERT_EQ(kvseq_finish(pool, r.id, r.computed), KVPOOL_OK);
+  expect_consistent(pool);
+  const kvhost_stats s = stats(pool);
+  EXPECT_GT(s.backups, 0u);
+  if (std::string(w.policy) != "write_through_selective") {
+    EXPECT_GT(host_hits, 0u) << "the workload must reach the host tier";
+  }
+  EXPECT_EQ(s.load_tokens, host_hits) << "every load-back was a request's host hit";
+}
+
+INSTANTIATE_TEST_SUITE_P(Policies, HostTierRandom,
+                         ::testing::Values(Workload{"write_through", 4, 3.0, "layer_first"},
+                                           Workload{"write_through_selective", 4, 3.0, "page_first"},
+                                           Workload{"write_back", 4, 3.0, "page_first_direct"},
+                                           Workload{"write_through", 1, 1.5, "page_head"},
+                                           Workload{"write_back", 1, 1.5, "layer_first"}),
+                         [](const ::testing::TestParamInfo<Workload>& info) {
+                           return std::string(info.param.policy) + "_page" + std::to_string(info.param.page) + "_" +
+                                  info.param.layout;
+                         });
+
+}  // namespace
