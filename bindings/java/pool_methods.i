@@ -830,8 +830,10 @@
   }
 
   /**
-   * Releases the nodes of copies that have landed (with wait, after blocking until every copy in
-   * flight has landed); returns the number of copies released.
+   * Starts the backups that inserts since the last call asked for (never in the insert itself: the
+   * engine writes the KV after inserting), then releases the nodes of copies that have landed (with
+   * wait, after blocking until every copy in flight has landed); returns the number of copies
+   * released (always 0 on CPU pools, whose copies land at once).
    * @throws KvPoolException CUDA if a copy failed
    */
   public long hostPoll(boolean wait) {

@@ -690,8 +690,10 @@ namespace KvPool {
       return stats;
     }
 
-    /// <summary>Releases the nodes of copies that have landed (with wait, after blocking until every
-    /// copy in flight has landed); returns the number of copies released.</summary>
+    /// <summary>Starts the backups that inserts since the last call asked for (never in the insert
+    /// itself: the engine writes the KV after inserting), then releases the nodes of copies that have
+    /// landed (with wait, after blocking until every copy in flight has landed); returns the number of
+    /// copies released (always 0 on CPU pools, whose copies land at once).</summary>
     /// <exception cref="KvPoolException">Status.Cuda if a copy failed.</exception>
     public ulong HostPoll(bool wait = false) {
       ulong completed;

@@ -33,8 +33,12 @@ namespace KvPool.Tests {
       }
       InsertResult r = pool.Insert(tokens, slots);
       Assert.AreEqual(0UL, r.PrefixLength);
-      // write_through (the default): backed up when the node was created.
+      // write_through (the default) copies a new node, but the copy starts at the next call (the
+      // engine writes the KV after inserting): here HostPoll, which on a CPU pool also lands it.
       HostNodeState s = pool.HostNodeState(r.Node);
+      Assert.IsTrue(s.OnDevice && !s.OnHost, s.ToString());
+      Assert.AreEqual(0UL, pool.HostPoll());  // CPU copies are never in flight
+      s = pool.HostNodeState(r.Node);
       Assert.IsTrue(s.OnDevice && s.OnHost, s.ToString());
       Assert.AreEqual((ulong)tokens.Length, s.Tokens);
       Assert.AreEqual((ulong)tokens.Length, pool.Evict((ulong)tokens.Length));

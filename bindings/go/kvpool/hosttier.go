@@ -80,9 +80,12 @@ func (p *Pool) HostStats() (HostStats, error) {
 	}, nil
 }
 
-// HostPoll releases the nodes of copies that have landed (with wait, after
-// blocking until every copy in flight has landed) and returns how many
-// copies it released. ErrCUDA if a copy failed.
+// HostPoll starts the backups that inserts since the last call asked for
+// (a backup never starts in the insert itself: the engine writes the KV
+// after inserting), then releases the nodes of copies that have landed
+// (with wait, after blocking until every copy in flight has landed) and
+// returns how many copies it released (always 0 on CPU pools, whose copies
+// land at once). ErrCUDA if a copy failed.
 func (p *Pool) HostPoll(wait bool) (completed int, err error) {
 	w := 0
 	if wait {

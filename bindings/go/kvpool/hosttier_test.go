@@ -53,9 +53,18 @@ func insertHostOnly(t *testing.T, p *kvpool.Pool, tokens []int32) uint64 {
 	if prefix != 0 {
 		t.Fatalf("Insert: prefix %d, want 0", prefix)
 	}
-	// write_through (the default): backed up when the node was created.
+	// write_through (the default) copies a new node, but the copy starts at the next call (the
+	// engine writes the KV after inserting): here HostPoll, which on a CPU pool also lands it.
+	if s := hostNodeState(t, p, node); !s.OnDevice || s.OnHost || s.Tokens != len(tokens) {
+		t.Fatalf("HostNodeState after Insert = %+v, want on the device only with %d tokens", s, len(tokens))
+	}
+	completed, err := p.HostPoll(false)
+	must(t, err)
+	if completed != 0 {
+		t.Fatalf("HostPoll released %d copies, want 0 (CPU copies are never in flight)", completed)
+	}
 	if s := hostNodeState(t, p, node); !s.OnDevice || !s.OnHost || s.Tokens != len(tokens) {
-		t.Fatalf("HostNodeState after Insert = %+v, want on device and host with %d tokens", s, len(tokens))
+		t.Fatalf("HostNodeState after HostPoll = %+v, want on device and host with %d tokens", s, len(tokens))
 	}
 	evicted, err := p.Evict(len(tokens))
 	must(t, err)

@@ -58,8 +58,12 @@ public class HostTierTest {
     }
     InsertResult r = pool.insert(tokens, slots);
     assertEquals(0, r.getPrefixLength());
-    // write_through (the default): backed up when the node was created.
+    // write_through (the default) copies a new node, but the copy starts at the next call (the
+    // engine writes the KV after inserting): here hostPoll, which on a CPU pool also lands it.
     HostNodeState s = pool.hostNodeState(r.getNode());
+    assertTrue(s.toString(), s.isOnDevice() && !s.isOnHost());
+    assertEquals(0, pool.hostPoll(false));  // CPU copies are never in flight
+    s = pool.hostNodeState(r.getNode());
     assertTrue(s.toString(), s.isOnDevice() && s.isOnHost());
     assertEquals(tokens.length, s.getTokens());
     assertEquals(tokens.length, pool.evict(tokens.length));
