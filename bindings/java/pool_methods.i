@@ -809,7 +809,7 @@
   }
 
   // ---------------------------------------------------------------------
-  // The host-memory tier (L2) of the radix cache (host.h; docs/config.md host_cache).
+  // The host-memory tier (L2) of the radix cache (host.h); docs/host-tier.md.
   // With a host_cache section nodes are device-only, device+host or
   // host-only: evict() keeps backed-up nodes on the host, hostEvict() drops
   // host-only leaves, hostLoadBack() (and begin(), see SeqInfo.getHostHit())

@@ -672,7 +672,7 @@ namespace KvPool {
     }
 
     // ------------------------------------------------------------------
-    // The host-memory tier (L2) of the radix cache (host.h; docs/config.md host_cache).
+    // The host-memory tier (L2) of the radix cache (host.h); docs/host-tier.md.
     // With a host_cache section nodes are device-only, device+host or
     // host-only: Evict keeps backed-up nodes on the host, HostEvict drops
     // host-only leaves, HostLoadBack (and Begin, see SeqInfo.HostHit) brings

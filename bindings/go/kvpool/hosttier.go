@@ -8,8 +8,7 @@ import "errors"
 // or host-only (evicted from the device, kept on the host). Evict keeps
 // backed-up nodes as host-only; HostEvict removes host-only leaves;
 // HostLoadBack (and Begin, which reports it in SeqInfo.HostHit) brings a
-// host-only prefix back to the device. See include/kvpool/host.h and the
-// host_cache section of docs/config.md.
+// host-only prefix back to the device. See docs/host-tier.md.
 //
 // Pools without a host tier give ErrUnsupported for every Host* call. On
 // CPU pools copies land inside the call; on CUDA pools they run on their own
