@@ -89,6 +89,7 @@ Status PrefixCache::insert(const int32_t* tokens, size_t n, const int64_t* slots
   // The tree takes the slots past its device part (host-only nodes on the path adopt theirs).
   size_t prefix = 0;
   const size_t walked = tree_.walk_prefix(tokens, n, extra_key, &prefix);
+  if (host_ != nullptr && pending_.size() == pending_.capacity()) pending_.reserve(2 * pending_.capacity());
   KVPOOL_RETURN_IF_ERROR(check_handover(slots + prefix, n - prefix));
   NodeHandle last = 0;
   KVPOOL_RETURN_IF_ERROR(tree_.insert(tokens, n, slots, extra_key, priority, prefix_len, &last, walked));

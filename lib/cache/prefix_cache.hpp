@@ -58,12 +58,19 @@ class PrefixCache {
   host::HostTransfer* host_transfer() const { return transfer_; }
   // Host hits shorter than this are recomputed rather than loaded (SGLang: 10 tokens).
   static constexpr size_t kLoadBackThreshold = 10;
-  // Starts the copies that inserts since the last poll asked for, then releases the nodes
-  // of finished copies (non-blocking); `wait`: waits for all of them first. Copies start
-  // here, not in the insert, because an engine inserts pages (kvseq_extend) before its
-  // forward pass writes their KV: the next call comes after that pass was issued.
+  // Starts every copy that inserts asked for, then releases the nodes of finished copies
+  // (non-blocking); `wait`: waits for all of them first (kvhost_poll()).
   Status poll(bool wait, size_t* completed);
-  // Pending copies or copies in flight: poll() has work.
+  // Releases the nodes of copies that have landed (non-blocking; starts nothing).
+  Status release_landed(size_t* completed);
+  // After a successful kvseq_* call: starts the copies of the first `noted` pending inserts
+  // (those of earlier calls: an engine inserts pages (kvseq_extend) before its forward pass
+  // writes their KV, and the next call comes after that pass was issued) and releases
+  // landed ones. Best effort and never failing: what cannot start now (no memory, a copy
+  // that fails to start) stays pending, or is counted, and the call's result stands.
+  void tick(size_t noted) noexcept;
+  size_t pending_inserts() const { return pending_.size(); }
+  // Pending copies or copies in flight: tick() has work.
   bool tier_busy() const { return !pending_.empty() || !in_flight_.empty(); }
   size_t copies_in_flight() const { return in_flight_.size(); }
   // Deletes host-only leaves until `tokens` host tokens are free again.
@@ -84,12 +91,11 @@ class PrefixCache {
   // After an insert: the path's nodes the write policy wants copied are noted, and get
   // their copies at the next poll.
   void back_up_path(NodeHandle node);
-  void start_pending_backups();
+  // Starts the copies of pending_[0, count); they leave pending_ once started (or skipped
+  // for want of host room). On an error nothing has changed but, maybe, host eviction.
+  Status start_pending_backups(size_t count);
   // Host pages for `n` pages, deleting host-only leaves if needed; false if impossible.
   bool take_host_pages(size_t n, int64_t* out);
-  // Starts a backup; nodes are locked until it lands (not on CPU pools: it already has).
-  Status start_backup(const int64_t* device_pages, const int64_t* host_pages, size_t n,
-                      const std::vector<NodeHandle>& nodes);
   size_t check_host(std::string* report, size_t max_lines) const;
   struct InFlight {
     uint64_t ticket;

@@ -25,16 +25,21 @@ void PrefixCache::enable_host_tier(host::HostPool* pool, host::HostTransfer* tra
   transfer_ = transfer;
   policy_ = policy;
   tree_.enable_host_tier();
+  // Inserts note their paths without allocating: a batch's inserts fit (a kvseq call
+  // inserts once per request at most, and copies start after each successful call).
+  pending_.reserve(1024);
+  tree_.reserve_tier_scratch(static_cast<size_t>(allocator_->num_pages()));
 }
 
 Status PrefixCache::poll(bool wait, size_t* completed) {
   *completed = 0;
-  if (!pending_.empty()) start_pending_backups();
+  if (!pending_.empty()) KVPOOL_RETURN_IF_ERROR(start_pending_backups(pending_.size()));
+  if (!wait) return release_landed(completed);
   size_t kept = 0;
   for (size_t i = 0; i < in_flight_.size(); ++i) {
     InFlight& f = in_flight_[i];
     if (wait) KVPOOL_RETURN_IF_ERROR(transfer_->wait(f.ticket));
-    if (!wait && !transfer_->finished(f.ticket)) {
+    if (!transfer_->finished(f.ticket)) {
       if (kept != i) in_flight_[kept] = std::move(f);
       ++kept;
       continue;
@@ -49,6 +54,35 @@ Status PrefixCache::poll(bool wait, size_t* completed) {
   return Status::ok();
 }
 
+Status PrefixCache::release_landed(size_t* completed) {
+  *completed = 0;
+  size_t kept = 0;
+  for (size_t i = 0; i < in_flight_.size(); ++i) {
+    InFlight& f = in_flight_[i];
+    if (!transfer_->finished(f.ticket)) {
+      if (kept != i) in_flight_[kept] = std::move(f);
+      ++kept;
+      continue;
+    }
+    for (NodeHandle h : f.locked) {
+      const Status st = tree_.unlock(h);  // locked by us at the start of the copy: cannot fail
+      if (!st.is_ok()) return Status::internal("host tier: " + st.message());
+    }
+    ++*completed;
+  }
+  in_flight_.resize(kept);
+  return Status::ok();
+}
+
+void PrefixCache::tick(size_t noted) noexcept {
+  try {
+    if (noted > 0) (void)start_pending_backups(std::min(noted, pending_.size()));
+    size_t done = 0;
+    (void)release_landed(&done);
+  } catch (...) {  // out of host memory: the pending copies stay pending, the next call retries
+  }
+}
+
 bool PrefixCache::take_host_pages(size_t n, int64_t* out) {
   if (host_->free_pages() < n) {
     size_t freed = 0;
@@ -58,91 +92,93 @@ bool PrefixCache::take_host_pages(size_t n, int64_t* out) {
   return host_->free_pages() >= n && host_->alloc(n, out).is_ok();
 }
 
-Status PrefixCache::start_backup(const int64_t* device_pages, const int64_t* host_pages, size_t n,
-                                 const std::vector<NodeHandle>& nodes) {
-  uint64_t ticket = 0;
-  KVPOOL_RETURN_IF_ERROR(transfer_->backup(device_pages, host_pages, n, &ticket));
-  ++stats_.backups;
-  stats_.backup_tokens += n * static_cast<size_t>(page_size());
-  if (nodes.empty() || transfer_->finished(ticket)) return Status::ok();
-  // The device pages must stay put until they are read: the nodes stay locked.
-  for (NodeHandle h : nodes) KVPOOL_RETURN_IF_ERROR(tree_.lock(h));
-  in_flight_.push_back(InFlight{ticket, nodes});
-  return Status::ok();
-}
-
 void PrefixCache::back_up_path(NodeHandle node) {
   if (policy_ == WritePolicy::kWriteBack) return;  // copies are made at eviction
-  pending_.push_back(node);
+  // Reserved at the insert's start (PrefixCache::insert): no allocation after its change.
+  if (pending_.size() < pending_.capacity()) pending_.push_back(node);
 }
 
-void PrefixCache::start_pending_backups() {
-  // The nodes of every noted path that the policy wants copied, once each (paths share
-  // ancestors), copied together: one transfer, a constant number of launches.
+Status PrefixCache::start_pending_backups(size_t count) {
+  // The nodes of the noted paths that the policy wants copied, once each (paths share
+  // ancestors), copied together: one transfer, a constant number of launches. Everything
+  // that allocates comes first, so that a failure leaves the inserts pending.
   tier_handles_.clear();
   const uint32_t min_hits = policy_ == WritePolicy::kWriteThrough ? 1 : 2;
-  for (NodeHandle h : pending_) {
-    if (tree_.is_live(h)) tree_.backup_candidates(h, min_hits, &tier_handles_);
+  for (size_t i = 0; i < count; ++i) {
+    if (tree_.is_live(pending_[i])) tree_.backup_candidates(pending_[i], min_hits, &tier_handles_);
   }
-  pending_.clear();
   std::sort(tier_handles_.begin(), tier_handles_.end());
   tier_handles_.erase(std::unique(tier_handles_.begin(), tier_handles_.end()), tier_handles_.end());
-  if (tier_handles_.empty()) return;
   std::vector<int64_t>& pages = tier_pages_;
   pages.clear();
-  for (NodeHandle h : tier_handles_) (void)tree_.device_pages(h, &pages);  // candidates are device nodes of whole pages
+  for (NodeHandle h : tier_handles_) KVPOOL_RETURN_IF_ERROR(tree_.device_pages(h, &pages));
   const size_t n = pages.size();
   pages.resize(2 * n);
+  for (NodeHandle h : tier_handles_) tree_.reserve_host(h);  // attach_host below then allocates nothing
+  in_flight_.reserve(in_flight_.size() + 1);
+  InFlight flight{0, tier_handles_};
+  tree_.reserve_unlocks(tier_handles_.size());  // the locks below
+  pending_.erase(pending_.begin(), pending_.begin() + static_cast<long>(count));  // no allocation
+  if (n == 0) return Status::ok();
   if (!take_host_pages(n, pages.data() + n)) {
     stats_.backups_skipped += tier_handles_.size();
-    return;
+    return Status::ok();
   }
-  const Status st = start_backup(pages.data(), pages.data() + n, n, tier_handles_);
+  uint64_t ticket = 0;
+  const Status st = transfer_->backup(pages.data(), pages.data() + n, n, &ticket);
   if (!st.is_ok()) {
     (void)host_->free(pages.data() + n, n);
     ++stats_.backup_errors;
-    return;
+    return Status::ok();  // counted; the nodes stay device-only
   }
+  ++stats_.backups;
+  stats_.backup_tokens += n * static_cast<size_t>(page_size());
   size_t at = n;
   for (NodeHandle h : tier_handles_) {
-    const size_t count = tree_.tier_node(h).tokens / static_cast<size_t>(page_size());
-    (void)tree_.attach_host(h, pages.data() + at, count);  // a device node without a copy, of `count` pages
-    at += count;
+    const size_t pages_of_node = tree_.tier_node(h).tokens / static_cast<size_t>(page_size());
+    (void)tree_.attach_host(h, pages.data() + at, pages_of_node);  // reserved: no allocation
+    at += pages_of_node;
   }
+  if (transfer_->finished(ticket)) return Status::ok();
+  // The device pages must stay put until they are read: the nodes stay locked.
+  for (NodeHandle h : tier_handles_) (void)tree_.lock(h);  // live handles, reserved room
+  flight.ticket = ticket;
+  in_flight_.push_back(std::move(flight));  // reserved
+  return Status::ok();
 }
 
 Status PrefixCache::evict_tiered(size_t tokens, size_t* evicted) {
   size_t done = 0;
-  KVPOOL_RETURN_IF_ERROR(poll(false, &done));
-  uint64_t last_copy = 0;
-  bool copied = false;
-  Status copy_error;
+  KVPOOL_RETURN_IF_ERROR(release_landed(&done));  // landed copies unlock their nodes: evictable again
   // Copies made at eviction (write_back, or ancestors of a backed-up node) are not locked:
   // the pages are waited for below, before the call returns and anything can reuse them.
-  auto copy = [&](const int64_t* device_pages, size_t pages, int64_t* host_pages) -> bool {
+  // The lambdas capture two pointers at most: their std::function wrappers allocate nothing.
+  struct Copies {
+    uint64_t last = 0;
+    bool made = false;
+  } copies;
+  auto copy = [this, &copies](const int64_t* device_pages, size_t pages, int64_t* host_pages) -> bool {
     if (!take_host_pages(pages, host_pages)) {
       ++stats_.backups_skipped;
       return false;
     }
     uint64_t ticket = 0;
-    const Status st = transfer_->backup(device_pages, host_pages, pages, &ticket);
-    if (!st.is_ok()) {
+    if (!transfer_->backup(device_pages, host_pages, pages, &ticket).is_ok()) {
       (void)host_->free(host_pages, pages);
       ++stats_.backup_errors;
-      copy_error = st;
       return false;
     }
     ++stats_.backups;
     stats_.backup_tokens += pages * static_cast<size_t>(page_size());
-    last_copy = ticket;
-    copied = true;
+    copies.last = ticket;
+    copies.made = true;
     return true;
   };
   auto free_host = [this](const int64_t* pages, size_t n) { (void)host_->free(pages, n); };
   const Status st = tree_.evict_tiered(
       tokens, [this](const int64_t* values, const size_t* ends, size_t runs, bool paged) { return give_back(values, ends, runs, paged); },
       copy, policy_ == WritePolicy::kWriteBack, free_host, evicted);
-  if (copied) KVPOOL_RETURN_IF_ERROR(transfer_->wait(last_copy));  // one write stream: the last one lands last
+  if (copies.made) KVPOOL_RETURN_IF_ERROR(transfer_->wait(copies.last));  // one write stream: the last one lands last
   return st;
 }
 
@@ -156,7 +192,7 @@ Status PrefixCache::load_back(NodeHandle host_node, std::vector<int64_t>* slots,
                               NodeHandle* node) {
   *loaded = 0;
   size_t done = 0;
-  KVPOOL_RETURN_IF_ERROR(poll(false, &done));
+  KVPOOL_RETURN_IF_ERROR(release_landed(&done));
   std::vector<NodeHandle> chain;
   std::vector<int64_t> host_pages;
   size_t tokens = 0;
@@ -168,29 +204,40 @@ Status PrefixCache::load_back(NodeHandle host_node, std::vector<int64_t>* slots,
     ++stats_.loads_refused;
     return Status::ok();
   }
+  // Everything that allocates first: after the eviction below, nothing may fail for want
+  // of memory (the eviction would stay, the fresh slots leak).
+  const size_t P = static_cast<size_t>(page_size());
+  std::vector<int64_t> fresh(tokens), device_pages(tokens / P);
+  slots->reserve(slots->size() + tokens);
+  in_flight_.reserve(in_flight_.size() + 1);
+  InFlight flight{0, {chain.back()}};
+  tree_.reserve_unlocks(2);
   // Device room, evicting if needed. The chain and its ancestors stay locked meanwhile:
   // the device eviction cannot take the path, nor a host eviction (room for copies
   // that eviction makes) the chain's host-only nodes.
-  std::vector<int64_t> fresh(tokens);
   const NodeHandle last = chain.back();
   KVPOOL_RETURN_IF_ERROR(tree_.lock(last));
-  if (allocator_->available_tokens() < tokens) {
-    size_t freed = 0;
-    const Status st = evict(tokens - allocator_->available_tokens(), &freed);
-    if (!st.is_ok()) {
-      (void)tree_.unlock(last);
-      return st;
+  bool room = false;
+  try {  // the lock must not outlive a throw
+    if (allocator_->available_tokens() < tokens) {
+      size_t freed = 0;
+      const Status st = evict(tokens - allocator_->available_tokens(), &freed);
+      if (!st.is_ok()) {
+        (void)tree_.unlock(last);
+        return st;
+      }
     }
+    room = allocator_->available_tokens() >= tokens && allocator_->alloc(tokens, fresh.data()).is_ok();
+  } catch (...) {
+    (void)tree_.unlock(last);
+    throw;
   }
-  const bool room = allocator_->available_tokens() >= tokens && allocator_->alloc(tokens, fresh.data()).is_ok();
   KVPOOL_RETURN_IF_ERROR(tree_.unlock(last));
   if (!room) {
     ++stats_.loads_refused;
     return Status::ok();
   }
   // Copy, then hand the pages to the tree.
-  const size_t P = static_cast<size_t>(page_size());
-  std::vector<int64_t> device_pages(tokens / P);
   for (size_t p = 0; p < device_pages.size(); ++p) device_pages[p] = page_of(fresh[p * P]);
   uint64_t ticket = 0;
   Status st = transfer_->load(host_pages.data(), device_pages.data(), device_pages.size(), load_set_, &ticket);
@@ -204,10 +251,11 @@ Status PrefixCache::load_back(NodeHandle host_node, std::vector<int64_t>* slots,
   stats_.load_tokens += tokens;
   *loaded = tokens;
   *node = chain.back();
-  slots->insert(slots->end(), fresh.begin(), fresh.end());
+  slots->insert(slots->end(), fresh.begin(), fresh.end());  // reserved
   if (!transfer_->finished(ticket)) {
     KVPOOL_RETURN_IF_ERROR(tree_.lock(chain.back()));  // until the pages land
-    in_flight_.push_back(InFlight{ticket, {chain.back()}});
+    flight.ticket = ticket;
+    in_flight_.push_back(std::move(flight));  // reserved
   }
   return Status::ok();
 }

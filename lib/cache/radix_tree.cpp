@@ -164,19 +164,22 @@ size_t RadixTree::find_spare(size_t tokens, size_t values) {
   const size_t n = spare_leaves_.size();
   if (spare_next_.size() != n + 1) return n;  // no index (no spares made yet)
   size_t i = static_cast<size_t>(std::lower_bound(spare_rooms_.begin(), spare_rooms_.end(), tokens) - spare_rooms_.begin());
-  for (i = next_spare(i); i < n && !spare_leaves_[i].fits(tokens, values); i = next_spare(i + 1)) {
+  for (i = next_spare(i); i < n && !spare_leaves_[i].fits(tokens, values, host_for(tokens)); i = next_spare(i + 1)) {
   }
   return i;
 }
 
-void RadixTree::take_spare_leaf(size_t tokens, size_t values, std::vector<int32_t>* key, std::vector<int64_t>* value) {
+void RadixTree::take_spare_leaf(size_t tokens, size_t values, std::vector<int32_t>* key, std::vector<int64_t>* value,
+                                std::vector<int64_t>* host) {
   // reserve_leaves() made a spare per expected use.
   const size_t i = find_spare(tokens, values);
   if (i >= spare_leaves_.size()) return;
   *key = std::move(spare_leaves_[i].key);
   *value = std::move(spare_leaves_[i].value);
+  *host = std::move(spare_leaves_[i].host);
   spare_leaves_[i].key = std::vector<int32_t>();  // moved-from: make the emptiness explicit
   spare_leaves_[i].value = std::vector<int64_t>();
+  spare_leaves_[i].host = std::vector<int64_t>();
   spare_next_[i] = static_cast<uint32_t>(i + 1);
 }
 
@@ -196,7 +199,7 @@ void RadixTree::reserve_leaves() {
   size_t kept = 0;  // spare_leaves_[0, kept) are reused, in order
   for (size_t i = 0; i < needs.size(); ++i) {
     const size_t need = needs[i];
-    if (kept < spare_leaves_.size() && spare_leaves_[kept].fits(need, values_for(need))) {
+    if (kept < spare_leaves_.size() && spare_leaves_[kept].fits(need, values_for(need), host_for(need))) {
       next_leaves_.emplace_back();  // filled from spare_leaves_[kept] below
       leaf_reused_[i] = 1;
       ++kept;
@@ -205,6 +208,7 @@ void RadixTree::reserve_leaves() {
     LeafBuffer b;
     b.key.reserve(need);
     b.value.reserve(values_for(need));
+    b.host.reserve(host_for(need));
     next_leaves_.push_back(std::move(b));
   }
   for (size_t i = 0, j = 0; i < needs.size(); ++i) {
@@ -411,13 +415,18 @@ int32_t RadixTree::split(int32_t child, size_t at) {
   std::vector<int32_t> key;
   std::vector<int64_t> value;
   const size_t values = lower.evicted ? 0 : lower.paged ? pages : at;  // stored values of the upper part
-  take_spare_leaf(at, values, &key, &value);
+  std::vector<int64_t> host;  // host tier: the host pages split at the same page
+  // An evicted node's upper part keeps room for its device copy (adopt() must not allocate).
+  take_spare_leaf(at, lower.evicted ? (lower.paged ? pages : at) : values, &key, &value, &host);
   key.assign(lower.key.begin(), lower.key.begin() + static_cast<long>(at));
   value.assign(lower.value.begin(), lower.value.begin() + static_cast<long>(values));
   std::vector<Digest> hashes;
   if (!lower.hashes.empty()) hashes.assign(lower.hashes.begin(), lower.hashes.begin() + static_cast<long>(pages));
-  std::vector<int64_t> host;  // host tier: the host pages split at the same page
   if (!lower.host.empty()) host.assign(lower.host.begin(), lower.host.begin() + static_cast<long>(pages));
+  if (tiered_) {  // room for a later host copy and a later device copy (a spare's, if prepared)
+    host.reserve(pages);
+    if (lower.evicted) value.reserve(lower.paged ? pages : at);
+  }
   const int32_t upper = new_node();  // may reallocate nodes_: index from here on
   Node& u = nodes_[static_cast<size_t>(upper)];
   Node& c = nodes_[static_cast<size_t>(child)];
@@ -435,10 +444,8 @@ int32_t RadixTree::split(int32_t child, size_t at) {
   u.creation = c.creation;
   u.evicted = c.evicted;
   u.write_hits = c.write_hits;
-  if (!c.host.empty()) {
-    u.host = std::move(host);
-    c.host.erase(c.host.begin(), c.host.begin() + static_cast<long>(pages));
-  }
+  u.host = std::move(host);  // the upper part's copy, or room for one (host tier)
+  if (!c.host.empty()) c.host.erase(c.host.begin(), c.host.begin() + static_cast<long>(pages));
   if (!c.hashes.empty()) {
     u.hashes = std::move(hashes);
     c.hashes.erase(c.hashes.begin(), c.hashes.begin() + static_cast<long>(pages));
@@ -586,7 +593,8 @@ Status RadixTree::insert(const int32_t* tokens, size_t n, const int64_t* slots, 
     }
     leaf_paged = in_order;
   }
-  if (cached < n) take_spare_leaf(n - cached, leaf_paged ? (n - cached) / P : n - cached, &leaf_key, &leaf_value);
+  std::vector<int64_t> leaf_host;  // host tier: room for the leaf's host copy (attached later without allocating)
+  if (cached < n) take_spare_leaf(n - cached, leaf_paged ? (n - cached) / P : n - cached, &leaf_key, &leaf_value, &leaf_host);
   leaf_key.assign(tokens + cached, tokens + n);
   if (leaf_paged) {
     leaf_value.resize((n - cached) / P);
@@ -594,6 +602,7 @@ Status RadixTree::insert(const int32_t* tokens, size_t n, const int64_t* slots, 
   } else {
     leaf_value.assign(slots + cached, slots + n);
   }
+  if (tiered_ && cached < n) leaf_host.reserve((n - cached) / P);  // a spare's room already, when prepared
   std::vector<Digest> leaf_hashes;
   const Digest* prev = events_enabled_ && cached < n ? digest_before(tokens, cached, extra) : nullptr;
   // The leaf's first page's parent id, taken now: a split on the walk below moves the
@@ -636,6 +645,7 @@ Status RadixTree::insert(const int32_t* tokens, size_t n, const int64_t* slots, 
     l.key = std::move(leaf_key);  // pos == cached: the walk matched what cached_prefix found
     l.value = std::move(leaf_value);
     l.paged = leaf_paged;
+    l.host = std::move(leaf_host);
     if (!leaf_paged && page_ > 1) all_paged_ = false;  // spares need a value per token from now on
     trim(&l.key);
     trim(&l.value);
@@ -701,8 +711,12 @@ Status RadixTree::unlock(NodeHandle h) {
 Status RadixTree::evict_tiered(size_t tokens, const FreeSlots& free, const MakeHostCopies& copy, bool copy_missing,
                                const FreeHostPages& free_host, size_t* evicted) {
   *evicted = 0;
-  prepare(0);
-  if (events_enabled_) reserve_events(evictable_ / static_cast<size_t>(page_), 0);  // a BlockRemoved per evictable page at most
+  // Host tier: a node kept as host-only moves its own order entry to the host order, so
+  // the parent it may turn into a device candidate needs a spare one; each evicted node
+  // frees a page at least, which bounds how many this call can need.
+  prepare(0, tiered_ ? std::min(live_nodes_, tokens / static_cast<size_t>(page_) + 1) + 1 : 1);
+  // A BlockRemoved per evictable page at most (host tier: and a HostStored for each copy made).
+  if (events_enabled_) reserve_events((tiered_ ? 2 : 1) * evictable_ / static_cast<size_t>(page_), 0);
   // The evicted nodes' values are batched (one run per node, in eviction order) and
   // freed together; the buffers were sized at creation, so nothing here allocates.
   evict_values_.clear();
@@ -718,6 +732,9 @@ Status RadixTree::evict_tiered(size_t tokens, const FreeSlots& free, const MakeH
   while (*evicted < tokens && !evictable_leaves_.empty()) {
     const int32_t id = std::get<2>(*evictable_leaves_.begin());
     Node& n = nodes_[static_cast<size_t>(id)];
+    // Host tier: kept as host-only when it and its ancestors have (or now get) host copies.
+    // Decided first: the copies are the one step here that can fail.
+    const bool keep = tiered_ && (path_on_host(id) || (copy && (copy_missing || !n.host.empty()) && make_host_copies(id, copy)));
     if (!evict_ends_.empty() && (n.paged != batch_paged || evict_ends_.size() == evict_ends_.capacity() ||
                                  evict_values_.size() + n.value.size() > evict_values_.capacity())) {
       KVPOOL_RETURN_IF_ERROR(flush());
@@ -733,8 +750,6 @@ Status RadixTree::evict_tiered(size_t tokens, const FreeSlots& free, const MakeH
     *evicted += n.key.size();
     evictable_ -= n.key.size();
     if (events_enabled_) emit_removed(n);
-    // Host tier: kept as host-only when it and its ancestors have (or now get) host copies.
-    const bool keep = tiered_ && (path_on_host(id) || (copy && (copy_missing || !n.host.empty()) && make_host_copies(id, copy)));
     if (keep) {
       drop_to_host(id);
       continue;

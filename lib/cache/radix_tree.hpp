@@ -95,6 +95,11 @@ class RadixTree {
   // ancestors have host copies, so along any root-to-leaf path the device nodes form a
   // prefix and every host-only node can be loaded back. Call once, on an empty tree.
   void enable_host_tier() { tiered_ = true; }
+  // Room for the host copies an eviction makes of up to `pages` pages (no allocation then).
+  void reserve_tier_scratch(size_t pages) {
+    tier_scratch_.reserve(2 * pages);
+    tier_nodes_.reserve(pages);
+  }
   bool host_tier() const { return tiered_; }
   // Host tokens held by nodes (device+host and host-only), and those in host-only nodes.
   size_t host_size() const { return host_tokens_; }
@@ -119,6 +124,8 @@ class RadixTree {
   void backup_candidates(NodeHandle node, uint32_t min_hits, std::vector<NodeHandle>* out) const;
   // The device pages (slot / page_size) of a device node, appended to `out`.
   Status device_pages(NodeHandle node, std::vector<int64_t>* out) const;
+  // Room in a node's host page list for attach_host() (which then allocates nothing).
+  void reserve_host(NodeHandle node);
   // Gives a device node without a host copy its host pages (one per page of its key).
   Status attach_host(NodeHandle node, const int64_t* host_pages, size_t pages);
   // The host-only nodes from `node` up to (excluded) the first node on the device, in
@@ -280,7 +287,8 @@ class RadixTree {
   // Moves the best-fitting spare key/value buffer pair with room for `tokens` tokens and
   // `values` stored values into *key / *value, if one is left (reserve_inserts() /
   // reserve_match() made them); otherwise the caller's assign allocates.
-  void take_spare_leaf(size_t tokens, size_t values, std::vector<int32_t>* key, std::vector<int64_t>* value);
+  void take_spare_leaf(size_t tokens, size_t values, std::vector<int32_t>* key, std::vector<int64_t>* value,
+                       std::vector<int64_t>* host);
   // The stored values a node of `tokens` tokens may need: one per page while every node
   // of the tree is paged (page_size > 1), else one per token.
   size_t values_for(size_t tokens) const {
@@ -328,9 +336,14 @@ class RadixTree {
   struct LeafBuffer {
     std::vector<int32_t> key;
     std::vector<int64_t> value;
+    std::vector<int64_t> host;  // host tier: room for the node's host pages
     size_t room() const { return key.capacity(); }  // tokens
-    bool fits(size_t tokens, size_t values) const { return key.capacity() >= tokens && value.capacity() >= values; }
+    bool fits(size_t tokens, size_t values, size_t host_pages) const {
+      return key.capacity() >= tokens && value.capacity() >= values && host.capacity() >= host_pages;
+    }
   };
+  // Host pages a node of `tokens` tokens may get (0 without the host tier: no room kept).
+  size_t host_for(size_t tokens) const { return tiered_ ? tokens / static_cast<size_t>(page_) : 0; }
   std::vector<LeafBuffer> spare_leaves_;  // ascending room after reserve_leaves(); taken ones left empty
   // take_spare_leaf's index over spare_leaves_: each spare's room when it was made (a
   // taken spare keeps its entry, so the array stays sorted for a binary search), and the

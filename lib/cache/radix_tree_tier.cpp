@@ -90,6 +90,8 @@ void RadixTree::emit_host(const Node& n, bool stored) {
 
 Status RadixTree::evict_host(size_t tokens, const FreeHostPages& free_host, size_t* evicted) {
   *evicted = 0;
+  prepare(0);  // spare order nodes for parents that become candidates
+  if (events_enabled_) reserve_events(host_only_tokens_ / static_cast<size_t>(page_), 0);  // a HostRemoved per page at most
   while (*evicted < tokens && !host_leaves_.empty()) {
     const int32_t id = std::get<2>(*host_leaves_.begin());
     Node& n = nodes_[static_cast<size_t>(id)];
@@ -129,6 +131,11 @@ Status RadixTree::device_pages(NodeHandle node, std::vector<int64_t>* out) const
   }
   for (int64_t v : n.value) out->push_back(page_ > 1 ? v / page_ : v);
   return Status::ok();
+}
+
+void RadixTree::reserve_host(NodeHandle node) {
+  const int32_t id = resolve(node);
+  if (id > kRoot) nodes_[static_cast<size_t>(id)].host.reserve(nodes_[static_cast<size_t>(id)].key.size() / static_cast<size_t>(page_));
 }
 
 Status RadixTree::attach_host(NodeHandle node, const int64_t* host_pages, size_t pages) {

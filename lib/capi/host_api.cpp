@@ -127,7 +127,7 @@ KVPOOL_API kvpool_status kvhost_match(kvpool* pool, const int32_t* tokens, size_
     KVPOOL_RETURN_IF_ERROR(check_out(host_node, "host_node"));
     const std::string key = key_of(extra_key);
     size_t done = 0;
-    KVPOOL_RETURN_IF_ERROR(p->cache->poll(false, &done));
+    KVPOOL_RETURN_IF_ERROR(p->cache->release_landed(&done));
     const size_t would_match = p->cache->tree().cached_prefix(tokens, tokens_len, key);
     if (would_match > slots_cap) {
       *matched = would_match;
@@ -180,7 +180,7 @@ KVPOOL_API kvpool_status kvhost_evict(kvpool* pool, size_t tokens, size_t* evict
     KVPOOL_RETURN_IF_ERROR(has_tier(p));  // host pages only
     KVPOOL_RETURN_IF_ERROR(check_out(evicted, "evicted"));
     size_t done = 0;
-    KVPOOL_RETURN_IF_ERROR(p->cache->poll(false, &done));
+    KVPOOL_RETURN_IF_ERROR(p->cache->release_landed(&done));  // landed loads unlock host-only leaves
     return p->cache->evict_host(tokens, evicted);
   });
 }

@@ -81,6 +81,9 @@ KVPOOL_API kvpool_status radix_insert(kvpool* pool, const int32_t* tokens, size_
       KVPOOL_RETURN_IF_ERROR(p->swa_cache->insert_keep_prefix(tokens, tokens_len, slots, key_of(extra_key), prefix_len, &last));
     } else {
       KVPOOL_RETURN_IF_ERROR(p->cache->insert(tokens, tokens_len, slots, key_of(extra_key), priority, prefix_len, &last));
+      // Host tier: engines that drive the tree insert after their forward pass wrote the KV,
+      // so this insert's copies (and any noted earlier) start now (never fails).
+      if (p->cache->host_tier()) p->cache->tick(p->cache->pending_inserts());
     }
     if (node != nullptr) *node = last;
     return Status::ok();

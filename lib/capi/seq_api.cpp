@@ -43,6 +43,19 @@ Status counted(kvpool* pool, const Status& st) {
   return st;
 }
 
+// Host tier: the copies that earlier calls' inserts noted start once this call has
+// succeeded (PrefixCache::tick: never fails, so the call's result stands and a failed
+// call changes nothing). Its own inserts wait for the next call: their KV is written by
+// the forward pass the engine issues after it.
+template <class Body>
+Status ticked(kvpool* pool, Body&& body) {
+  kvp::cache::PrefixCache* tier = pool->cache && pool->cache->host_tier() ? pool->cache.get() : nullptr;
+  const size_t noted = tier != nullptr ? tier->pending_inserts() : 0;
+  const Status st = body();
+  if (st.is_ok() && tier != nullptr && tier->tier_busy()) tier->tick(noted);
+  return st;
+}
+
 // The arguments of kvseq_extend and kvseq_extend_async (slots: host or device memory).
 Status check_extend_args(const uint64_t* seqs, size_t seqs_len, const int64_t* chunk_lens, size_t chunk_lens_len,
                          const int64_t* slots, size_t slots_len) {
@@ -73,7 +86,7 @@ KVPOOL_API kvpool_status kvseq_begin(kvpool* pool, const int32_t* tokens, size_t
     KVPOOL_RETURN_IF_ERROR(check_array(tokens, tokens_len, "tokens"));
     KVPOOL_RETURN_IF_ERROR(check_out(seq, "seq"));
     KVPOOL_RETURN_IF_ERROR(check_out(cached, "cached"));
-    return p->seqs->begin(tokens, tokens_len, extra_key == nullptr ? "" : extra_key, seq, cached);
+    return ticked(p, [&] { return p->seqs->begin(tokens, tokens_len, extra_key == nullptr ? "" : extra_key, seq, cached); });
   });
 }
 
@@ -82,7 +95,7 @@ KVPOOL_API kvpool_status kvseq_extend(kvpool* pool, const uint64_t* seqs, size_t
   return with_pool("kvseq_extend", pool, [&](kvpool* p) -> Status {
     KVPOOL_RETURN_IF_ERROR(need_seqs(p));
     KVPOOL_RETURN_IF_ERROR(check_extend_args(seqs, seqs_len, chunk_lens, chunk_lens_len, slots, slots_len));
-    return counted(p, p->seqs->extend(seqs, chunk_lens, seqs_len, slots, slots_len));
+    return ticked(p, [&] { return counted(p, p->seqs->extend(seqs, chunk_lens, seqs_len, slots, slots_len)); });
   });
 }
 
@@ -91,7 +104,7 @@ KVPOOL_API kvpool_status kvseq_decode(kvpool* pool, const uint64_t* seqs, size_t
   return with_pool("kvseq_decode", pool, [&](kvpool* p) -> Status {
     KVPOOL_RETURN_IF_ERROR(need_seqs(p));
     KVPOOL_RETURN_IF_ERROR(check_decode_args(seqs, seqs_len, tokens, tokens_len, slots, slots_len));
-    return counted(p, p->seqs->decode(seqs, tokens, seqs_len, slots));
+    return ticked(p, [&] { return counted(p, p->seqs->decode(seqs, tokens, seqs_len, slots)); });
   });
 }
 
@@ -102,7 +115,7 @@ KVPOOL_API kvpool_status kvseq_extend_async(kvpool* pool, const uint64_t* seqs, 
     KVPOOL_RETURN_IF_ERROR(need_seqs(p));
     KVPOOL_RETURN_IF_ERROR(check_extend_args(seqs, seqs_len, chunk_lens, chunk_lens_len, slots, slots_len));
     KVPOOL_RETURN_IF_ERROR(kvp::capi::device_fault_status(p));
-    return counted(p, p->seqs->extend_async(seqs, chunk_lens, seqs_len, slots, slots_len, stream));
+    return ticked(p, [&] { return counted(p, p->seqs->extend_async(seqs, chunk_lens, seqs_len, slots, slots_len, stream)); });
   });
 }
 
@@ -112,21 +125,21 @@ KVPOOL_API kvpool_status kvseq_decode_async(kvpool* pool, const uint64_t* seqs, 
     KVPOOL_RETURN_IF_ERROR(need_seqs(p));
     KVPOOL_RETURN_IF_ERROR(check_decode_args(seqs, seqs_len, tokens, tokens_len, slots, slots_len));
     KVPOOL_RETURN_IF_ERROR(kvp::capi::device_fault_status(p));
-    return counted(p, p->seqs->decode_async(seqs, tokens, seqs_len, slots, stream));
+    return ticked(p, [&] { return counted(p, p->seqs->decode_async(seqs, tokens, seqs_len, slots, stream)); });
   });
 }
 
 KVPOOL_API kvpool_status kvseq_finish(kvpool* pool, uint64_t seq, size_t committed) {
   return with_pool("kvseq_finish", pool, [&](kvpool* p) -> Status {
     KVPOOL_RETURN_IF_ERROR(need_seqs(p));
-    return p->seqs->finish(seq, committed);
+    return ticked(p, [&] { return p->seqs->finish(seq, committed); });
   });
 }
 
 KVPOOL_API kvpool_status kvseq_abort(kvpool* pool, uint64_t seq) {
   return with_pool("kvseq_abort", pool, [&](kvpool* p) -> Status {
     KVPOOL_RETURN_IF_ERROR(need_seqs(p));
-    return p->seqs->abort(seq);
+    return ticked(p, [&] { return p->seqs->abort(seq); });
   });
 }
 
@@ -134,7 +147,7 @@ KVPOOL_API kvpool_status kvseq_retract(kvpool* pool, uint64_t seq, size_t* cache
   return with_pool("kvseq_retract", pool, [&](kvpool* p) -> Status {
     KVPOOL_RETURN_IF_ERROR(need_seqs(p));
     KVPOOL_RETURN_IF_ERROR(check_out(cached, "cached"));
-    return p->seqs->retract(seq, cached);
+    return ticked(p, [&] { return p->seqs->retract(seq, cached); });
   });
 }
 

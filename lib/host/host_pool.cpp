@@ -99,29 +99,33 @@ Status HostPool::free(const int64_t* pages, size_t n) {
   // Check everything before changing anything. A page seen earlier in this call is
   // marked 2 in held_ (a duplicate), and the marks are undone before returning.
   constexpr uint8_t kSeen = 2;
-  Status bad;
+  // The first offender and why; its message is built only then (no allocation when all is well).
+  const char* why = nullptr;
+  bool out_of_range = false;
   size_t marked = 0;
   for (; marked < n; ++marked) {
     const int64_t p = pages[marked];
-    const std::string where = "host page pages[" + std::to_string(marked) + "] = " + std::to_string(p);
     if (p < 0 || static_cast<uint64_t>(p) >= g_.pages) {
-      bad = Status::invalid(where + " is out of range [0, " + std::to_string(g_.pages) + ")");
+      why = "is out of range";
+      out_of_range = true;
       break;
     }
     uint8_t& h = held_[static_cast<size_t>(p)];
     if (h == kSeen) {
-      bad = Status::invalid(where + " is listed twice");
+      why = "is listed twice";
       break;
     }
     if (h == 0) {
-      bad = Status::invalid(where + " is not held (already free)");
+      why = "is not held (already free)";
       break;
     }
     h = kSeen;
   }
-  if (!bad.is_ok()) {
+  if (why != nullptr) {
     for (size_t i = 0; i < marked; ++i) held_[static_cast<size_t>(pages[i])] = 1;
-    return bad;
+    const std::string range = out_of_range ? " [0, " + std::to_string(g_.pages) + ")" : "";
+    return Status::invalid("host page pages[" + std::to_string(marked) + "] = " + std::to_string(pages[marked]) + " " +
+                           why + range);
   }
   // free_ has capacity for every page, so these push_backs cannot throw.
   for (size_t i = 0; i < n; ++i) {

@@ -76,7 +76,9 @@ Status Sequences::match_and_lock(Request* r) {
   r->cached = r->prefix_hit = r->host_hit = 0;
   r->slots.clear();
   if (cache_ == nullptr) return Status::ok();
-  if (cache_->host_tier()) return match_tiered(r);
+  // Host tier: load host-only prefixes back, except when retracting (under memory pressure,
+  // and after the release: the re-match must not allocate; the host part is recomputed).
+  if (cache_->host_tier() && !retracting_) return match_tiered(r);
   // At least one token must be computed to produce logits. Room first (a split's
   // buffers, the lock, the slots), so that the match changes nothing if it fails.
   cache_->tree().reserve_match(r->tokens.size());
@@ -95,14 +97,24 @@ Status Sequences::match_tiered(Request* r) {
   // The device part of the match, then the host-only part after it brought back (SGLang's
   // init_load_back), its slots the tree's like the device part's. The device part stays
   // locked while the load makes room, so that its eviction cannot take it.
+  // Room first (a split, the locks, the slots), so that nothing allocates after a change.
+  cache_->tree().reserve_match(r->tokens.size());
+  cache_->tree().reserve_unlocks(4);
+  r->slots.reserve(r->tokens.size());
   cache::MatchResult m = cache_->tree().match(r->tokens.data(), r->tokens.size() - 1, r->extra_key);
   cache::NodeHandle node = m.last_node;
   KVPOOL_RETURN_IF_ERROR(cache_->tree().lock(node));  // a node just matched is live
-  r->slots.assign(m.slots.begin(), m.slots.end());
+  r->slots.assign(m.slots.begin(), m.slots.end());     // reserved
   if (m.host_tokens > 0) {
     size_t loaded = 0;
     cache::NodeHandle last = node;
-    const Status st = cache_->load_back(m.last_host_node, &r->slots, &loaded, &last);
+    Status st;
+    try {  // load_back allocates before it changes anything; the lock must not outlive a throw
+      st = cache_->load_back(m.last_host_node, &r->slots, &loaded, &last);
+    } catch (...) {
+      (void)cache_->tree().unlock(node);
+      throw;
+    }
     if (loaded > 0) {  // the request locks the loaded chain's end instead (its path includes node)
       KVPOOL_RETURN_IF_ERROR(cache_->tree().lock(last));
       KVPOOL_RETURN_IF_ERROR(cache_->tree().unlock(node));
@@ -124,12 +136,6 @@ Status Sequences::match_tiered(Request* r) {
 void Sequences::reserve_rematch(Request* r) {
   if (cache_ != nullptr) cache_->tree().reserve_match(r->tokens.size());  // a split, the lock
   r->slots.reserve(r->tokens.size());
-}
-
-Status Sequences::tier_tick() {
-  if (cache_ == nullptr || !cache_->tier_busy()) return Status::ok();
-  size_t done = 0;
-  return cache_->poll(false, &done);
 }
 
 Status Sequences::unlock(Request* r) {
@@ -182,7 +188,6 @@ Status Sequences::tree_evict(size_t tokens) {
 }
 
 Status Sequences::begin(const int32_t* tokens, size_t n, const std::string& extra_key, uint64_t* id, size_t* cached) {
-  KVPOOL_RETURN_IF_ERROR(tier_tick());
   if (n == 0) return Status::invalid("a request needs at least one token");
   if (n > static_cast<size_t>(table_->max_context_len())) {
     return Status::invalid(std::to_string(n) + " tokens exceed max_context_len " + std::to_string(table_->max_context_len()));
@@ -260,7 +265,6 @@ Status Sequences::assign_rows(const std::vector<Request*>& reqs, const int32_t* 
 }
 
 Status Sequences::extend(const uint64_t* ids, const int64_t* chunks, size_t n, int64_t* out, size_t out_len) {
-  KVPOOL_RETURN_IF_ERROR(tier_tick());
   std::vector<Request*>& reqs = batch_reqs_;
   KVPOOL_RETURN_IF_ERROR(check_batch(ids, n, &reqs));
   size_t total = 0, pages = 0, rows_needed = 0;
@@ -551,7 +555,6 @@ Status Sequences::cache_computed_pages(Request* r) {
 }
 
 Status Sequences::decode(const uint64_t* ids, const int32_t* tokens, size_t n, int64_t* out) {
-  KVPOOL_RETURN_IF_ERROR(tier_tick());
   std::vector<Request*>& reqs = batch_reqs_;
   KVPOOL_RETURN_IF_ERROR(check_batch(ids, n, &reqs));
   size_t pages = 0;
@@ -631,7 +634,6 @@ struct ScopedValue {
 
 Status Sequences::extend_async(const uint64_t* ids, const int64_t* chunks, size_t n, int64_t* device_out,
                                size_t out_len, void* stream) {
-  KVPOOL_RETURN_IF_ERROR(tier_tick());
   host_out_.resize(out_len);  // before anything changes (it may allocate)
   ScopedValue<void*> s(&stream_, stream);
   ScopedValue<int64_t*> o(&device_out_, device_out);
@@ -640,7 +642,6 @@ Status Sequences::extend_async(const uint64_t* ids, const int64_t* chunks, size_
 
 Status Sequences::decode_async(const uint64_t* ids, const int32_t* tokens, size_t n, int64_t* device_out,
                                void* stream) {
-  KVPOOL_RETURN_IF_ERROR(tier_tick());
   host_out_.resize(n);
   ScopedValue<void*> s(&stream_, stream);
   ScopedValue<int64_t*> o(&device_out_, device_out);
@@ -668,7 +669,6 @@ Status Sequences::release(Request* r, bool insert, size_t committed) {
 }
 
 Status Sequences::finish(uint64_t id, size_t committed) {
-  KVPOOL_RETURN_IF_ERROR(tier_tick());
   Request* r = nullptr;
   KVPOOL_RETURN_IF_ERROR(lookup(id, &r));
   if (committed > r->slots.size()) {
@@ -682,7 +682,6 @@ Status Sequences::finish(uint64_t id, size_t committed) {
 }
 
 Status Sequences::abort(uint64_t id) {
-  KVPOOL_RETURN_IF_ERROR(tier_tick());
   Request* r = nullptr;
   KVPOOL_RETURN_IF_ERROR(lookup(id, &r));
   KVPOOL_RETURN_IF_ERROR(release(r, false, 0));
@@ -692,11 +691,11 @@ Status Sequences::abort(uint64_t id) {
 }
 
 Status Sequences::retract(uint64_t id, size_t* cached) {
-  KVPOOL_RETURN_IF_ERROR(tier_tick());
   Request* r = nullptr;
   KVPOOL_RETURN_IF_ERROR(lookup(id, &r));
   reserve_rematch(r);  // the match after the release must not allocate
   KVPOOL_RETURN_IF_ERROR(release(r, false, 0));
+  ScopedValue<bool> no_load_back(&retracting_, true);
   KVPOOL_RETURN_IF_ERROR(match_and_lock(r));
   *cached = r->cached;
   return Status::ok();

@@ -139,10 +139,6 @@ class Sequences {
   virtual Status match_and_lock(Request* r);
   // match_and_lock with the host tier: the host-only part of the match is loaded back.
   Status match_tiered(Request* r);
-  // Host tier: starts the copies the last call's inserts asked for (the engine has issued
-  // the forward pass that writes their KV since) and releases landed ones. Every public
-  // call runs it first.
-  Status tier_tick();
   // Takes the host memory a match_and_lock of `r` needs (the match's split and the
   // request's slots), for retract, which matches again after the release.
   virtual void reserve_rematch(Request* r);
@@ -228,6 +224,7 @@ class Sequences {
     const int64_t* values;
   };
   bool stage_redirects_ = false;
+  bool retracting_ = false;  // match_and_lock inside retract: no load-back from the host tier
   // Inside place_chunks on a host table: each row is written after its request's caching,
   // so nothing is staged: stage_redirect frees the duplicates at once (the first failure
   // of those frees is kept here for flush_redirects).

@@ -168,6 +168,35 @@ TEST(FaultSeq, MhaPage16Radix) {
   t.sum.print();
 }
 
+// The host tier on: begins load host-only prefixes back (device eviction and copies
+// inside kvseq_begin), extends note backups that a later call starts. The picture adds
+// the tier's sizes and counters, so a failed call must leave those unchanged too. The
+// copies a successful call starts afterwards are best effort (an allocation failure
+// there leaves them pending, the call's result stands), so the picture first starts
+// whatever is pending (kvhost_poll, without injection) in both pools alike.
+void run_host_tier(const char* policy) {
+  std::string json = kvtest::mha_config(4, 48 * 4, "none", 8, 512);
+  json.insert(json.size() - 1, std::string(R"(, "prefix_cache": {"kind": "radix"}, "host_cache": {"ratio": 3, "headroom_bytes": 0,
+      "write_policy": ")") + policy + "\"}");
+  Twin t(json, std::string("kvseq mha page 4 host tier ") + policy);
+  t.extra = [](kvpool* p) {
+    if (kvhost_poll(p, 0, nullptr) != KVPOOL_OK) return std::string(" poll: ") + kvpool_last_error();
+    kvhost_stats s = KVHOST_STATS_INIT;
+    if (kvhost_get_stats(p, &s) != KVPOOL_OK) return std::string(" host: ") + kvpool_last_error();
+    return " host used " + std::to_string(s.used_tokens) + " host-only " + std::to_string(s.host_only_tokens) +
+           " backups " + std::to_string(s.backup_tokens) + " loads " + std::to_string(s.load_tokens);
+  };
+  auto seen = run(t, 4, 400, {10, 28, 12, 0});
+  expect_ops(seen, {"begin", "extend", "decode", "finish", "abort"}, t.sum.name);
+  kvhost_stats s = KVHOST_STATS_INIT;
+  ASSERT_EQ(kvhost_get_stats(t.a(), &s), KVPOOL_OK);
+  EXPECT_GT(s.load_tokens, 0u) << "the workload must load prefixes back from the host";
+  t.sum.print();
+}
+
+TEST(FaultSeq, MhaPage4HostTierWriteThrough) { run_host_tier("write_through"); }
+TEST(FaultSeq, MhaPage4HostTierWriteBack) { run_host_tier("write_back"); }
+
 TEST(FaultSeq, SwaNoCache) {
   Twin t(kvtest::swa_radix_config(96, 48, 4, 8, 512, "none"), "kvseq swa no cache");
   auto seen = run(t, 4, 400, {9, 16, 8, 5});
