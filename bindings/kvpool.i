@@ -16,7 +16,8 @@
  *    destructor is kvpool_destroy; the raw C functions are not public in
  *    Java/C# (KVPOOL_RAW list below): the idiomatic methods live on Pool.
  *  - Read-only structs filled by the library (kvpool_plan_info -> PlanInfo,
- *    kvpool_stats -> Stats, kvpool_buffer -> an internal BufferDescriptor)
+ *    kvpool_stats -> Stats, kvhost_stats -> HostStats, kvpool_buffer -> an
+ *    internal BufferDescriptor)
  *    are made by a constructor that sets struct_size.
  *  - Zero-copy array typemaps, bound by PARAMETER NAME. The base patterns
  *    (see the "Arrays" block of each language section):
@@ -90,6 +91,8 @@
 %rename(BLOCK_STORED) RADIX_EVENT_BLOCK_STORED;
 %rename(BLOCK_REMOVED) RADIX_EVENT_BLOCK_REMOVED;
 %rename(ALL_BLOCKS_CLEARED) RADIX_EVENT_ALL_BLOCKS_CLEARED;
+%rename(HOST_STORED) RADIX_EVENT_HOST_STORED;
+%rename(HOST_REMOVED) RADIX_EVENT_HOST_REMOVED;
 %rename(OK) KVPOOL_OK;
 /* Enum items lose their C prefix: Status.CONFIG, DType.F32, BufferKind.K,
  * AllocKind.PAGED, AllocList.SWA_FREE. */
@@ -386,6 +389,7 @@ KVPOOL_JAVA_OWNED_PROXY(struct kvpool_plan_info, delete_PlanInfo)
 KVPOOL_JAVA_OWNED_PROXY(struct kvpool_stats, delete_Stats)
 KVPOOL_JAVA_OWNED_PROXY(struct kvpool_buffer, delete_BufferDescriptor)
 KVPOOL_JAVA_OWNED_PROXY(struct kvseq_info, delete_SeqInfo)
+KVPOOL_JAVA_OWNED_PROXY(struct kvhost_stats, delete_HostStats)
 
 /* Pool: AutoCloseable; close() destroys once, later calls do nothing. After
  * close() the handle is 0, which every C function rejects with
@@ -416,6 +420,12 @@ KVPOOL_JAVA_OWNED_PROXY(struct kvseq_info, delete_SeqInfo)
     if (swigCleanable != null) swigCleanable.clean();
   }
 %javamethodmodifiers kvseq_info::kvseq_info "";
+/* HostStats (kvhost_stats): a read-only value made by Pool.hostStats(). */
+%typemap(javadestruct, methodname="delete", methodmodifiers="private synchronized") struct kvhost_stats {
+    swigCPtr = 0;
+    if (swigCleanable != null) swigCleanable.clean();
+  }
+%javamethodmodifiers kvhost_stats::kvhost_stats "";
 %typemap(javacode) struct kvpool_stats %{
   /** The allocator kind as an enum (getAllocKind() is its number). */
   public AllocKind getKind() {
@@ -494,6 +504,8 @@ KVPOOL_JAVA_OWNED_PROXY(struct kvseq_info, delete_SeqInfo)
 %rename(BlockStored) RADIX_EVENT_BLOCK_STORED;
 %rename(BlockRemoved) RADIX_EVENT_BLOCK_REMOVED;
 %rename(AllBlocksCleared) RADIX_EVENT_ALL_BLOCKS_CLEARED;
+%rename(HostStored) RADIX_EVENT_HOST_STORED;
+%rename(HostRemoved) RADIX_EVENT_HOST_REMOVED;
 /* An enum value appended to a header needs its PascalCase name here (the C#
  * test EnumsHavePascalCaseNames fails until it has one). */
 
@@ -689,7 +701,9 @@ KVPOOL_CS_VALUE_PROXY(struct kvpool_plan_info)
 KVPOOL_CS_VALUE_PROXY(struct kvpool_stats)
 KVPOOL_CS_VALUE_PROXY(struct kvpool_buffer)
 KVPOOL_CS_VALUE_PROXY(struct kvseq_info)
+KVPOOL_CS_VALUE_PROXY(struct kvhost_stats)
 %csmethodmodifiers kvseq_info::kvseq_info "internal";
+%csmethodmodifiers kvhost_stats::kvhost_stats "internal";
 %csmethodmodifiers kvpool_plan_info::kvpool_plan_info "internal";
 %csmethodmodifiers kvpool_stats::kvpool_stats "internal";
 %typemap(cscode) struct kvpool_stats %{
@@ -920,9 +934,11 @@ KVPOOL_IN_ARRAY(int64_t, seq_lens_host, seq_lens_host_len)  /* also kvalloc_deco
                           size_t *matched, size_t *prefix_len, size_t *evicted, size_t *evictable,
                           size_t *protected_len, size_t *total, size_t *events_len, size_t *tokens_len,
                           size_t *cached, size_t *slots_len, size_t *available, size_t *uncached,
-                          size_t *capacity, size_t *swa_evicted, size_t *pages, size_t *steps };
-%apply int32_t *OUT_I32 { int32_t *kind, int32_t *dst, int32_t *slot, int32_t *mamba_slot, int32_t *mamba_exist };
-%apply uint64_t *OUT_U64 { uint64_t *token, uint64_t *node, uint64_t *seq };
+                          size_t *capacity, size_t *swa_evicted, size_t *pages, size_t *steps,
+                          size_t *completed, size_t *host_matched, size_t *loaded };
+%apply int32_t *OUT_I32 { int32_t *kind, int32_t *dst, int32_t *slot, int32_t *mamba_slot, int32_t *mamba_exist,
+                          int32_t *set, int32_t *on_device, int32_t *on_host };
+%apply uint64_t *OUT_U64 { uint64_t *token, uint64_t *node, uint64_t *seq, uint64_t *host_node };
 %apply int64_t *OUT_I64 { int64_t *event_id };
 
 /* Raw C functions with an idiomatic method on Pool: hidden in Java/C#. */
@@ -1002,6 +1018,16 @@ KVPOOL_RAW(kvseq_get_info)
 KVPOOL_RAW(kvseq_get_slots)
 KVPOOL_RAW(kvseq_accounting)
 KVPOOL_RAW(kvseq_mamba_slot)
+KVPOOL_RAW(kvhost_get_stats)
+KVPOOL_RAW(kvhost_poll)
+KVPOOL_RAW(kvhost_next_load_set)
+KVPOOL_RAW(kvhost_load_set)
+KVPOOL_RAW(kvhost_match)
+KVPOOL_RAW(kvhost_load_back)
+KVPOOL_RAW(kvhost_evict)
+KVPOOL_RAW(kvhost_node_state)
+KVPOOL_RAW(kvpool_addr_host_set_stream)
+KVPOOL_RAW(kvpool_addr_host_wait_layer)
 KVPOOL_RAW(kvpool_addr_create_with_allocator)
 KVPOOL_RAW(kvpool_addr_synchronize)
 KVPOOL_RAW(kvpool_addr_extend_async)
@@ -1037,6 +1063,7 @@ KVPOOL_RAW(kvpool_addr_seq_decode_async)
 %rename(Stats) kvpool_stats;
 %rename(BufferDescriptor) kvpool_buffer;
 %rename(SeqInfo) kvseq_info;
+%rename(HostStats) kvhost_stats;
 #endif
 %nodefaultctor kvpool;
 #if defined(SWIGGO)
@@ -1097,7 +1124,16 @@ struct kvpool {};
   }
   ~kvseq_info() { free($self); }
 }
+%extend kvhost_stats {
+  kvhost_stats() {
+    kvhost_stats *stats = (kvhost_stats *)calloc(1, sizeof(kvhost_stats));
+    if (stats) stats->struct_size = (uint32_t)sizeof(kvhost_stats);
+    return stats;
+  }
+  ~kvhost_stats() { free($self); }
+}
 %ignore kvseq_info::struct_size;
+%ignore kvhost_stats::struct_size;
 %ignore kvpool_plan_info::struct_size;
 %ignore kvpool_stats::struct_size;
 %ignore kvpool_buffer::struct_size;
@@ -1113,6 +1149,11 @@ struct kvpool {};
 %ignore KVPOOL_STATS_INIT;
 %ignore KVPOOL_BUFFER_INIT;
 %ignore KVSEQ_INFO_INIT;
+%ignore KVHOST_STATS_INIT;
+/* kvhost_set_stream / kvhost_wait_layer take a cudaStream_t: bound by address
+ * (kvpool_addr_host_* in the device.h block below), as the device.h calls. */
+%ignore kvhost_set_stream;
+%ignore kvhost_wait_layer;
 /* kvpool_create_with_allocator: the callbacks of a kvpool_allocator are C
  * function pointers, which the bindings do not make from Go/Java/C# code. The
  * bindings call it with the struct's ADDRESS (kvpool_addr_create_with_allocator
@@ -1141,6 +1182,7 @@ struct kvpool {};
 %include "kvpool/check.h"
 %include "kvpool/radix.h"
 %include "kvpool/seq.h"
+%include "kvpool/host.h"
 %mutable;
 
 /* ------------------------------------------------------------------------ */
@@ -1323,6 +1365,16 @@ static kvpool_status kvpool_addr_seq_decode_async(kvpool *pool, const uint64_t *
   return kvseq_decode_async(pool, seqs, seqs_len, tokens, tokens_len, KVPOOL_ADDR_PTR(int64_t *, slots), slots_len,
                             KVPOOL_ADDR_PTR(void *, stream));
 }
+
+/* host.h (the host tier): kvhost_set_stream and kvhost_wait_layer take a
+ * cudaStream_t; only the stream is an address. */
+static kvpool_status kvpool_addr_host_set_stream(kvpool *pool, kvpool_addr stream) {
+  return kvhost_set_stream(pool, KVPOOL_ADDR_PTR(void *, stream));
+}
+
+static kvpool_status kvpool_addr_host_wait_layer(kvpool *pool, int32_t set, int32_t layer, kvpool_addr stream) {
+  return kvhost_wait_layer(pool, set, layer, KVPOOL_ADDR_PTR(void *, stream));
+}
 %}
 typedef uintptr_t kvpool_addr;
 %rename(kvpool_create_with_allocator) kvpool_addr_create_with_allocator;
@@ -1346,6 +1398,8 @@ typedef uintptr_t kvpool_addr;
 %rename(kvalloc_decode_graph_advance) kvpool_addr_decode_graph_advance;
 %rename(kvseq_extend_async) kvpool_addr_seq_extend_async;
 %rename(kvseq_decode_async) kvpool_addr_seq_decode_async;
+%rename(kvhost_set_stream) kvpool_addr_host_set_stream;
+%rename(kvhost_wait_layer) kvpool_addr_host_wait_layer;
 kvpool_status kvpool_addr_create_with_allocator(const char *json, size_t json_len, kvpool_addr allocator, kvpool **out);
 kvpool_status kvpool_addr_synchronize(kvpool *pool, kvpool_addr stream);
 kvpool_status kvpool_addr_extend_async(kvpool *pool, const int64_t *prefix_lens_host, size_t prefix_lens_host_len,
@@ -1392,6 +1446,8 @@ kvpool_status kvpool_addr_seq_extend_async(kvpool *pool, const uint64_t *seqs, s
                                           kvpool_addr stream);
 kvpool_status kvpool_addr_seq_decode_async(kvpool *pool, const uint64_t *seqs, size_t seqs_len, const int32_t *tokens,
                                           size_t tokens_len, kvpool_addr slots, size_t slots_len, kvpool_addr stream);
+kvpool_status kvpool_addr_host_set_stream(kvpool *pool, kvpool_addr stream);
+kvpool_status kvpool_addr_host_wait_layer(kvpool *pool, int32_t set, int32_t layer, kvpool_addr stream);
 
 /* KV events for the bindings: radix_take_events with each event as six int64
  * fields (type, has_parent, block_hash, parent_hash, token_offset,

@@ -809,6 +809,138 @@
   }
 
   // ---------------------------------------------------------------------
+  // The host-memory tier (L2) of the radix cache (host.h); docs/host-tier.md.
+  // With a host_cache section nodes are device-only, device+host or
+  // host-only: evict() keeps backed-up nodes on the host, hostEvict() drops
+  // host-only leaves, hostLoadBack() (and begin(), see SeqInfo.getHostHit())
+  // brings a host-only prefix back. Pools without a host tier throw
+  // UNSUPPORTED. Streams are cudaStream_t values as long (0 = the legacy
+  // default stream), as in the device.h calls; node handles are those of the
+  // radix calls.
+  // ---------------------------------------------------------------------
+
+  /**
+   * The host tier's sizes and counters.
+   * @throws KvPoolException UNSUPPORTED if the pool has no host tier
+   */
+  public HostStats hostStats() {
+    HostStats stats = new HostStats();
+    Kvpool.kvhost_get_stats(this, stats);
+    return stats;
+  }
+
+  /**
+   * Starts the backups that inserts since the last call asked for (never in the insert itself: the
+   * engine writes the KV after inserting), then releases the nodes of copies that have landed (with
+   * wait, after blocking until every copy in flight has landed); returns the number of copies
+   * released (always 0 on CPU pools, whose copies land at once).
+   * @throws KvPoolException CUDA if a copy failed
+   */
+  public long hostPoll(boolean wait) {
+    long[] completed = new long[1];
+    Kvpool.kvhost_poll(this, wait ? 1 : 0, completed);
+    return completed[0];
+  }
+
+  /**
+   * Sets the compute stream: backups wait for the work already on it, and
+   * {@link #hostWaitLayer(int, int, long)} with stream 0 makes it wait. CPU pools ignore it.
+   */
+  public void hostSetStream(long stream) {
+    Kvpool.kvhost_set_stream(this, stream);
+  }
+
+  /**
+   * Moves load-backs to the next of the three load sets (once per batch, before the batch's begin /
+   * hostLoadBack calls); returns the new current set (0, 1 or 2).
+   */
+  public int hostNextLoadSet() {
+    int[] set = new int[1];
+    Kvpool.kvhost_next_load_set(this, set);
+    return set[0];
+  }
+
+  /** The load set that load-backs go to now (0, 1 or 2). */
+  public int hostLoadSet() {
+    int[] set = new int[1];
+    Kvpool.kvhost_load_set(this, set);
+    return set[0];
+  }
+
+  /**
+   * Makes stream (0: the compute stream of {@link #hostSetStream(long)}) wait until layer (a global
+   * layer id) of the loads of set has landed; the host does not block. CPU pools: nothing to wait for.
+   * @throws KvPoolException INVALID_ARGUMENT for a set outside 0..2 or a layer the pool does not hold
+   */
+  public void hostWaitLayer(int set, int layer, long stream) {
+    Kvpool.kvhost_wait_layer(this, set, layer, stream);
+  }
+
+  /**
+   * {@link #match(int[], String)} that also reports the host-only part of the match: the tokens
+   * found after the device part in host-only nodes, and the node to pass to
+   * {@link #hostLoadBack(long)}.
+   * @param extraKey namespace, or null for the default one
+   */
+  public HostMatchResult hostMatch(int[] tokens, String extraKey) {
+    // tokens.length always suffices.
+    long[] slots = new long[Objects.requireNonNull(tokens, "tokens").length];
+    long[] matched = new long[1];
+    long[] hostMatched = new long[1];
+    long[] node = new long[1];
+    long[] hostNode = new long[1];
+    Kvpool.kvhost_match(this, tokens, extraKey, slots, matched, hostMatched, node, hostNode);
+    return new HostMatchResult(matched[0] == slots.length ? slots : Arrays.copyOf(slots, (int) matched[0]), node[0],
+        hostMatched[0], hostNode[0]);
+  }
+
+  /**
+   * Brings the host-only nodes that end at hostNode (from {@link #hostMatch(int[], String)}) back to
+   * the device: fresh device slots (evicting unlocked device nodes if needed), owned by the tree at
+   * once. Nothing is loaded for fewer than 10 tokens or when the device cannot make room.
+   * @throws KvPoolException INVALID_ARGUMENT for a stale handle
+   */
+  public HostLoadResult hostLoadBack(long hostNode) {
+    long[] slots = new long[64];
+    long[] loaded = new long[1];
+    long[] node = new long[1];
+    while (true) {
+      try {
+        Kvpool.kvhost_load_back(this, hostNode, slots, loaded, node);
+        return new HostLoadResult(loaded[0] == slots.length ? slots : Arrays.copyOf(slots, (int) loaded[0]), node[0]);
+      } catch (KvPoolException e) {
+        // BUFFER_TOO_SMALL changed nothing and tells the size.
+        if (e.getStatus() != Status.BUFFER_TOO_SMALL || loaded[0] <= slots.length) {
+          throw e;
+        }
+        slots = new long[count(loaded[0], "host chain length")];
+      }
+    }
+  }
+
+  /**
+   * Deletes unlocked host-only leaves in policy order until tokens host tokens are freed (or none
+   * are left); returns the host tokens freed.
+   */
+  public long hostEvict(long tokens) {
+    long[] evicted = new long[1];
+    Kvpool.kvhost_evict(this, length(tokens, "tokens"), evicted);
+    return evicted[0];
+  }
+
+  /**
+   * Where a node's tokens live.
+   * @throws KvPoolException INVALID_ARGUMENT for a stale handle
+   */
+  public HostNodeState hostNodeState(long node) {
+    int[] onDevice = new int[1];
+    int[] onHost = new int[1];
+    long[] tokens = new long[1];
+    Kvpool.kvhost_node_state(this, node, onDevice, onHost, tokens);
+    return new HostNodeState(onDevice[0] != 0, onHost[0] != 0, tokens[0]);
+  }
+
+  // ---------------------------------------------------------------------
   // Stream-ordered operations on device memory (device.h).
   //
   // Every `long` named as an address below is the ADDRESS of device memory of

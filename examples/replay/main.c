@@ -26,12 +26,13 @@
 
 #define PROG "kvpool-replay"
 
-/* One replay at `capacity` (see pool_config_build); fills *out, and matched[] when not NULL. */
-static int run_one(const replay_options *o, const trace *t, uint64_t capacity, const char *label, run_summary *out,
-                   uint64_t *matched) {
+/* One replay at `capacity`, with a host tier of host_capacity tokens if not 0 (see
+ * pool_config_build); fills *out, and matched[] / host_matched[] when not NULL. */
+static int run_one(const replay_options *o, const trace *t, uint64_t capacity, uint64_t host_capacity,
+                   const char *label, run_summary *out, uint64_t *matched, uint64_t *host_matched) {
   char err[1024];
   pool_setup setup;
-  if (pool_config_build(o, t, capacity, &setup, err, sizeof err)) {
+  if (pool_config_build(o, t, capacity, host_capacity, &setup, err, sizeof err)) {
     fprintf(stderr, PROG ": %s\n", err);
     return 1;
   }
@@ -45,6 +46,7 @@ static int run_one(const replay_options *o, const trace *t, uint64_t capacity, c
                           .greedy = o->greedy,
                           .sglang_evict_rule = setup.sglang_evict_rule,
                           .matched = matched,
+                          .host_matched = host_matched,
                           .progress = progress_update,
                           .progress_ctx = &bar};
   memset(out, 0, sizeof *out);
@@ -56,6 +58,8 @@ static int run_one(const replay_options *o, const trace *t, uint64_t capacity, c
   out->chunk = o->chunk;
   out->greedy = o->greedy;
   out->unbounded = setup.unbounded;
+  out->host_requested = host_capacity;
+  if (setup.host_tier) snprintf(out->host_write_policy, sizeof out->host_write_policy, "%s", setup.host_write_policy);
   pool_setup_free(&setup);
   if (rc != 0) fprintf(stderr, PROG ": %s\n", err);
   return rc;
@@ -76,14 +80,18 @@ static int make_dirs(const char *path) {
   }
 }
 
-/* --per-request: one line per request, trace order (the format of SGLang's replay files). */
-static int write_per_request(const char *path, const uint64_t *matched, size_t n) {
+/* --per-request: one line per request, trace order (the format of SGLang's replay files);
+ * with a host tier (host_matched not NULL) each line is "matched host_hit". */
+static int write_per_request(const char *path, const uint64_t *matched, const uint64_t *host_matched, size_t n) {
   FILE *f = fopen(path, "w");
   if (f == NULL) {
     fprintf(stderr, PROG ": cannot write %s: %s\n", path, strerror(errno));
     return 1;
   }
-  for (size_t i = 0; i < n; ++i) fprintf(f, "%" PRIu64 "\n", matched[i]);
+  for (size_t i = 0; i < n; ++i) {
+    if (host_matched != NULL) fprintf(f, "%" PRIu64 " %" PRIu64 "\n", matched[i], host_matched[i]);
+    else fprintf(f, "%" PRIu64 "\n", matched[i]);
+  }
   if (fclose(f) != 0) {
     fprintf(stderr, PROG ": cannot write %s: %s\n", path, strerror(errno));
     return 1;
@@ -96,10 +104,17 @@ static int cmp_u64(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
+/* --sweep with --host-capacity-tokens: the capacities that get a second run with the tier. */
+static int host_run_at(const replay_options *o, uint64_t capacity) {
+  return o->host_capacity != 0 && capacity != CAPACITY_UNBOUNDED && capacity < o->host_capacity &&
+         o->host_capacity <= 1000 * capacity;
+}
+
 static int sweep(const replay_options *o, const trace *t) {
-  /* Ascending, distinct, and always ending with the unbounded ceiling. */
+  /* Ascending, distinct, and always ending with the unbounded ceiling; with a host tier,
+   * each capacity below it is followed by its run with the tier. */
   uint64_t *caps = malloc((o->sweep_len + 1) * sizeof *caps);
-  run_summary *runs = calloc(o->sweep_len + 1, sizeof *runs);
+  run_summary *runs = calloc(2 * o->sweep_len + 1, sizeof *runs);
   if (caps == NULL || runs == NULL) return 1;
   memcpy(caps, o->sweep, o->sweep_len * sizeof *caps);
   qsort(caps, o->sweep_len, sizeof *caps, cmp_u64);
@@ -108,12 +123,19 @@ static int sweep(const replay_options *o, const trace *t) {
     if (caps[i] != CAPACITY_UNBOUNDED && (n == 0 || caps[n - 1] != caps[i])) caps[n++] = caps[i];
   }
   caps[n++] = CAPACITY_UNBOUNDED;
+  size_t total = n;
+  for (size_t i = 0; i < n; ++i) total += (size_t)host_run_at(o, caps[i]);
   int rc = 0;
+  size_t done = 0;
   for (size_t i = 0; i < n && rc == 0; ++i) {
-    char label[64];
-    snprintf(label, sizeof label, "sweep %zu/%zu", i + 1, n);
-    rc = run_one(o, t, caps[i], label, &runs[i], NULL);
+    for (int host = 0; host <= host_run_at(o, caps[i]) && rc == 0; ++host) {
+      char label[64];
+      snprintf(label, sizeof label, "sweep %zu/%zu%s", done + 1, total, host ? " +host" : "");
+      rc = run_one(o, t, caps[i], host ? o->host_capacity : 0, label, &runs[done], NULL, NULL);
+      ++done;
+    }
   }
+  n = done;
   char csv[4200], svg[4200];
   snprintf(csv, sizeof csv, "%s/sweep.csv", o->out_dir);
   snprintf(svg, sizeof svg, "%s/sweep.svg", o->out_dir);
@@ -171,16 +193,21 @@ int main(int argc, char **argv) {
     rc = sweep(&o, &t);
   } else {
     run_summary s;
-    uint64_t *matched = NULL;
-    if (o.per_request != NULL && (matched = calloc(t.num_reqs ? t.num_reqs : 1, sizeof *matched)) == NULL) {
+    uint64_t *matched = NULL, *host_matched = NULL;
+    if (o.per_request != NULL && ((matched = calloc(t.num_reqs ? t.num_reqs : 1, sizeof *matched)) == NULL ||
+                                  (host_matched = calloc(t.num_reqs ? t.num_reqs : 1, sizeof *host_matched)) == NULL)) {
       fprintf(stderr, PROG ": out of memory\n");
+      free(matched);
       trace_free(&t);
       options_free(&o);
       return 1;
     }
-    rc = run_one(&o, &t, o.capacity, "replay", &s, matched);
-    if (rc == 0 && matched != NULL) rc = write_per_request(o.per_request, matched, t.num_reqs);
+    rc = run_one(&o, &t, o.capacity, o.host_capacity, "replay", &s, matched, host_matched);
+    if (rc == 0 && matched != NULL) {
+      rc = write_per_request(o.per_request, matched, s.r.host_tier ? host_matched : NULL, t.num_reqs);
+    }
     free(matched);
+    free(host_matched);
     if (rc == 0 && o.json) {
       report_json(stdout, &s);
       putchar('\n');

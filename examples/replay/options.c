@@ -34,8 +34,14 @@ void options_usage(FILE *f, const char *prog) {
           "                            scheduler estimate (need + a page per request) whenever\n"
           "                            free < it, or only the shortfall (default: the config's,\n"
           "                            else shortfall); sets prefix_cache.evict_rule\n"
+          "  --host-capacity-tokens N  add a host-memory tier (L2, host_cache) of N tokens (k/M/G\n"
+          "                            suffixes); N must exceed the device capacity, which must\n"
+          "                            be bounded; with --sweep, a second replay with the tier at\n"
+          "                            every capacity below N\n"
+          "  --host-write-policy P     write_through (default), write_through_selective, write_back\n"
           "  --per-request FILE        write each request's matched tokens at its first admission,\n"
-          "                            one line per request in trace order\n"
+          "                            one line per request in trace order (with a host tier:\n"
+          "                            matched and host-hit tokens, separated by a space)\n"
           "  --max-requests N          replay only the first N requests\n"
           "  --check-every K           run kvpool_check every K steps (default: only at the end)\n"
           "  --sweep N1,N2,...         one replay per capacity plus an unbounded one; writes\n"
@@ -127,7 +133,8 @@ int options_parse(int argc, char **argv, replay_options *o) {
     /* Every other option takes a value. */
     static const char *const kValued[] = {"--trace", "--config", "--capacity-tokens", "--page-size", "--policy",
                                           "--concurrency", "--chunk", "--admission", "--max-requests", "--check-every",
-                                          "--sweep", "--out", "--evict-rule", "--per-request"};
+                                          "--sweep", "--out", "--evict-rule", "--per-request",
+                                          "--host-capacity-tokens", "--host-write-policy"};
     int known = 0;
     for (size_t k = 0; k < sizeof kValued / sizeof kValued[0]; ++k) known |= strcmp(a, kValued[k]) == 0;
     if (!known) return usage_error(prog, "unknown option", a);
@@ -146,6 +153,16 @@ int options_parse(int argc, char **argv, replay_options *o) {
         return usage_error(prog, "--evict-rule must be sglang or shortfall", val);
       }
       o->evict_rule = val;
+    } else if (strcmp(a, "--host-capacity-tokens") == 0) {
+      if (!parse_count(val, (uint64_t)1 << 40, &o->host_capacity)) {
+        return usage_error(prog, "bad --host-capacity-tokens (a token count)", val);
+      }
+    } else if (strcmp(a, "--host-write-policy") == 0) {
+      if (strcmp(val, "write_through") != 0 && strcmp(val, "write_through_selective") != 0 &&
+          strcmp(val, "write_back") != 0) {
+        return usage_error(prog, "--host-write-policy must be write_through, write_through_selective or write_back", val);
+      }
+      o->host_write_policy = val;
     } else if (strcmp(a, "--capacity-tokens") == 0) {
       if (!parse_capacity(val, &o->capacity)) return usage_error(prog, "bad --capacity-tokens", val);
     } else if (strcmp(a, "--page-size") == 0) {
@@ -185,6 +202,27 @@ int options_parse(int argc, char **argv, replay_options *o) {
   }
   if (o->sweep != NULL && o->per_request != NULL) {
     return usage_error(prog, "--per-request writes one replay's requests; it excludes --sweep", NULL);
+  }
+  if (o->host_write_policy != NULL && o->host_capacity == 0) {
+    return usage_error(prog, "--host-write-policy needs --host-capacity-tokens", NULL);
+  }
+  if (o->host_capacity != 0 && o->sweep == NULL) {
+    /* The tier is sized as a ratio of the device capacity (host_cache.ratio, in (1, 1000]). */
+    if (o->capacity == CAPACITY_UNBOUNDED || (o->capacity == 0 && o->config_path == NULL)) {
+      return usage_error(prog, "--host-capacity-tokens needs a bounded --capacity-tokens (an unbounded device cache never evicts)",
+                         NULL);
+    }
+    if (o->capacity != 0 && o->host_capacity <= o->capacity) {
+      return usage_error(prog, "--host-capacity-tokens must be larger than --capacity-tokens", NULL);
+    }
+    if (o->capacity != 0 && o->host_capacity > 1000 * o->capacity) {
+      return usage_error(prog, "--host-capacity-tokens may be at most 1000 x --capacity-tokens (host_cache.ratio)", NULL);
+    }
+  }
+  if (o->host_capacity != 0 && o->sweep != NULL) {
+    int below = 0;
+    for (size_t i = 0; i < o->sweep_len; ++i) below |= o->sweep[i] != CAPACITY_UNBOUNDED && o->sweep[i] < o->host_capacity;
+    if (!below) return usage_error(prog, "--host-capacity-tokens must be larger than some --sweep capacity", NULL);
   }
   return 0;
 }

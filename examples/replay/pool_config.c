@@ -48,9 +48,45 @@ static uint32_t get_u32(const cJSON *obj, const char *key, uint32_t fallback) {
   return cJSON_IsNumber(v) && v->valuedouble >= 1 ? (uint32_t)v->valuedouble : fallback;
 }
 
+static int set_string(cJSON *obj, const char *key, const char *v) {
+  cJSON_DeleteItemFromObjectCaseSensitive(obj, key);
+  return cJSON_AddStringToObject(obj, key, v) != NULL;
+}
+
+/* host_cache sized to host_capacity tokens over a device pool of device_tokens (whole pages):
+ * ratio = host / device, write_policy from the flag (else the config's, else write_through),
+ * headroom_bytes the config's, else REPLAY_HOST_HEADROOM_BYTES. */
+static int apply_host(const replay_options *o, cJSON *root, uint64_t device_tokens, uint64_t host_capacity,
+                      char *err, size_t err_cap) {
+  if (device_tokens == 0) {
+    return fail(err, err_cap, "--host-capacity-tokens needs a token capacity (--capacity-tokens, or "
+                              "pool.max_total_tokens in the config)");
+  }
+  if (host_capacity <= device_tokens) {
+    return fail(err, err_cap, "--host-capacity-tokens %llu is not larger than the device capacity %llu",
+                (unsigned long long)host_capacity, (unsigned long long)device_tokens);
+  }
+  if (host_capacity > 1000 * device_tokens) {
+    return fail(err, err_cap, "--host-capacity-tokens %llu exceeds 1000 x the device capacity %llu (host_cache.ratio)",
+                (unsigned long long)host_capacity, (unsigned long long)device_tokens);
+  }
+  cJSON *host = get_or_add_object(root, "host_cache");
+  if (host == NULL) return fail(err, err_cap, "out of memory");
+  /* kvpool takes floor(device x ratio): half a token more keeps binary rounding from losing one. */
+  double ratio = ((double)host_capacity + 0.5) / (double)device_tokens;
+  if (ratio > 1000.0) ratio = 1000.0;
+  cJSON_DeleteItemFromObjectCaseSensitive(host, "size_bytes");
+  int ok = set_number(host, "ratio", ratio);
+  if (o->host_write_policy != NULL) ok = ok && set_string(host, "write_policy", o->host_write_policy);
+  if (!cJSON_HasObjectItem(host, "headroom_bytes")) {
+    ok = ok && set_number(host, "headroom_bytes", (double)REPLAY_HOST_HEADROOM_BYTES);
+  }
+  return ok ? 0 : fail(err, err_cap, "out of memory");
+}
+
 /* Fills the pool and prefix_cache keys the replay controls. */
-static int apply(const replay_options *o, const trace *t, uint64_t capacity, cJSON *root, pool_setup *out,
-                 char *err, size_t err_cap) {
+static int apply(const replay_options *o, const trace *t, uint64_t capacity, uint64_t host_capacity, cJSON *root,
+                 pool_setup *out, char *err, size_t err_cap) {
   cJSON *pool = get_or_add_object(root, "pool");
   cJSON *cache = get_or_add_object(root, "prefix_cache");
   if (pool == NULL || cache == NULL) return fail(err, err_cap, "out of memory");
@@ -84,6 +120,20 @@ static int apply(const replay_options *o, const trace *t, uint64_t capacity, cJS
   /* Nothing drains KV events during a replay; the queue would only grow. */
   cJSON_DeleteItemFromObjectCaseSensitive(cache, "events");
   if (!ok) return fail(err, err_cap, "out of memory");
+  if (host_capacity != 0) {
+    if (out->unbounded) return fail(err, err_cap, "--host-capacity-tokens needs a bounded device capacity");
+    /* The device capacity kvpool will use: max_total_tokens in whole pages. */
+    const cJSON *max_tokens = cJSON_GetObjectItemCaseSensitive(pool, "max_total_tokens");
+    const uint64_t tokens = cJSON_IsNumber(max_tokens) && max_tokens->valuedouble >= 1 ? (uint64_t)max_tokens->valuedouble : 0;
+    if (apply_host(o, root, tokens - tokens % out->page_size, host_capacity, err, err_cap)) return 1;
+  }
+  const cJSON *host = cJSON_GetObjectItemCaseSensitive(root, "host_cache");
+  out->host_tier = cJSON_IsObject(host);
+  if (out->host_tier) {
+    const cJSON *wp = cJSON_GetObjectItemCaseSensitive(host, "write_policy");
+    snprintf(out->host_write_policy, sizeof out->host_write_policy, "%s",
+             cJSON_IsString(wp) ? wp->valuestring : "write_through");
+  }
 
   const cJSON *kind = cJSON_GetObjectItemCaseSensitive(cache, "kind");
   const cJSON *policy = cJSON_GetObjectItemCaseSensitive(cache, "eviction");
@@ -96,8 +146,8 @@ static int apply(const replay_options *o, const trace *t, uint64_t capacity, cJS
   return 0;
 }
 
-int pool_config_build(const replay_options *o, const trace *t, uint64_t capacity, pool_setup *out, char *err,
-                      size_t err_cap) {
+int pool_config_build(const replay_options *o, const trace *t, uint64_t capacity, uint64_t host_capacity,
+                      pool_setup *out, char *err, size_t err_cap) {
   memset(out, 0, sizeof *out);
   char *text = NULL;
   if (o->config_path != NULL) {
@@ -111,7 +161,7 @@ int pool_config_build(const replay_options *o, const trace *t, uint64_t capacity
     cJSON_Delete(root);
     return fail(err, err_cap, "%s: not a JSON object", o->config_path ? o->config_path : "built-in config");
   }
-  int rc = apply(o, t, capacity, root, out, err, err_cap);
+  int rc = apply(o, t, capacity, host_capacity, root, out, err, err_cap);
   if (rc == 0) {
     out->json = cJSON_PrintUnformatted(root);
     if (out->json == NULL) rc = fail(err, err_cap, "out of memory");

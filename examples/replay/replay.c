@@ -55,6 +55,7 @@ typedef struct sched {
   kvpool *pool;
   replay_result *res;
   uint32_t page;
+  int host;        /* the pool has a host tier (kvhost_get_stats answers) */
   list running;    /* in admission order */
   list waiting;    /* begun or retracted requests, oldest (smallest idx) first */
   size_t next;     /* next trace arrival */
@@ -143,28 +144,70 @@ static uint64_t count_hit_blocks(const trace *t, const trace_request *r, uint64_
   return hits;
 }
 
+/* Device tokens the tree holds (evictable + protected). */
+static int tree_tokens(sched *s, uint64_t *out) {
+  size_t available, evictable, protected_len, uncached, capacity;
+  kvpool_status st = kvseq_accounting(s->pool, &available, &evictable, &protected_len, &uncached, &capacity);
+  if (st != KVPOOL_OK) return api_fail(s, "kvseq_accounting", st);
+  *out = (uint64_t)evictable + protected_len;
+  return 0;
+}
+
+/* With a host tier, kvseq_begin and kvseq_retract load host hits back and evict device
+ * nodes themselves to make room. Given the tree's device tokens before the call, reads the
+ * tokens loaded (kvseq_info.host_hit) and counts the evicted ones: the tree lost exactly
+ * what was evicted and gained what was loaded (the call inserts nothing else). */
+static int after_load(sched *s, uint64_t seq, uint64_t tree_before, uint64_t *loaded) {
+  kvseq_info info = KVSEQ_INFO_INIT;
+  kvpool_status st = kvseq_get_info(s->pool, seq, &info);
+  if (st != KVPOOL_OK) return api_fail(s, "kvseq_get_info", st);
+  *loaded = info.host_hit;
+  uint64_t tree_after = 0;
+  if (tree_tokens(s, &tree_after)) return 1;
+  if (tree_before + info.host_hit < tree_after) {
+    return fail(s, "host load-back: the tree grew by %llu tokens, more than the %llu loaded",
+                (unsigned long long)(tree_after - tree_before), (unsigned long long)info.host_hit);
+  }
+  const uint64_t evicted = tree_before + info.host_hit - tree_after;
+  s->res->evicted_tokens += evicted;
+  s->res->load_evicted_tokens += evicted;
+  return 0;
+}
+
 /* kvseq_begin of r (its prompt plus the tokens it already decoded). */
 static int begin_request(sched *s, live *r, int first) {
   const trace_request *tr = &s->t->reqs[r->idx];
   trace_expand(s->t, r->idx, r->decoded, s->tokens);
   size_t cached = 0;
+  uint64_t tree_before = 0, loaded = 0;
+  if (s->host && tree_tokens(s, &tree_before)) return 1;
   kvpool_status st = kvseq_begin(s->pool, s->tokens, r->tokens, NULL, &r->seq, &cached);
   ++s->res->kvseq_calls;
   ++s->res->ops;
   if (st != KVPOOL_OK) return api_fail(s, "kvseq_begin", st);
+  if (s->host && after_load(s, r->seq, tree_before, &loaded)) return 1;
   r->computed = (uint32_t)cached;
   if (!first) return 0;
   if (s->p->matched != NULL) s->p->matched[r->idx] = cached;
+  if (s->p->host_matched != NULL) s->p->host_matched[r->idx] = loaded;
   s->res->matched_tokens += cached;
+  s->res->host_hit_tokens += loaded;
+  s->res->device_hit_tokens += cached - loaded;
   /* kvseq_begin matches at most len - 1 tokens. When that cap is what stopped it, look
    * whether the tree holds the whole prompt, for the block metric only. */
   uint64_t tree_has = cached;
   if (tr->input_len % s->page == 0 && cached + s->page == tr->input_len) {
-    size_t m = 0;
-    uint64_t node = 0;
-    st = radix_match(s->pool, s->tokens, tr->input_len, NULL, s->slots, tr->input_len, &m, &node);
-    if (st == KVPOOL_OK) tree_has = m;
-    else if (st != KVPOOL_ERR_UNSUPPORTED) return api_fail(s, "radix_match", st);
+    size_t m = 0, host_m = 0;
+    uint64_t node = 0, host_node = 0;
+    if (s->host) {  /* the last page may be on the host only: it counts as held */
+      st = kvhost_match(s->pool, s->tokens, tr->input_len, NULL, s->slots, tr->input_len, &m, &host_m, &node, &host_node);
+      if (st != KVPOOL_OK) return api_fail(s, "kvhost_match", st);
+      tree_has = m + host_m;
+    } else {
+      st = radix_match(s->pool, s->tokens, tr->input_len, NULL, s->slots, tr->input_len, &m, &node);
+      if (st == KVPOOL_OK) tree_has = m;
+      else if (st != KVPOOL_ERR_UNSUPPORTED) return api_fail(s, "radix_match", st);
+    }
   }
   s->res->hit_blocks += count_hit_blocks(s->t, tr, tree_has, s->page, s->seen);
   for (uint32_t j = 0; j < tr->num_blocks; ++j) s->seen[s->t->block_ids[tr->block_off + j]] = 1;
@@ -251,10 +294,13 @@ static int skip_running(sched *s, size_t i) {
 static int retract_running(sched *s, size_t i) {
   live r = s->running.v[i];
   size_t cached = 0;
+  uint64_t tree_before = 0, loaded = 0;
+  if (s->host && tree_tokens(s, &tree_before)) return 1;
   kvpool_status st = kvseq_retract(s->pool, r.seq, &cached);
   ++s->res->kvseq_calls;
   ++s->res->ops;
   if (st != KVPOOL_OK) return api_fail(s, "kvseq_retract", st);
+  if (s->host && after_load(s, r.seq, tree_before, &loaded)) return 1;
   r.computed = (uint32_t)cached;
   list_remove(&s->running, i);
   ++s->res->retractions;
@@ -442,6 +488,13 @@ static int run_loop(sched *s) {
 
 /* After the last finish nothing may be held: the tree owns what is left, unlocked. */
 static int check_end(sched *s) {
+  if (s->host) {
+    /* Backups start at the call after the insert that asks for them: start the last
+     * finish's and wait for every copy, so that the counters are complete. */
+    size_t completed = 0;
+    kvpool_status st = kvhost_poll(s->pool, 1, &completed);
+    if (st != KVPOOL_OK) return api_fail(s, "kvhost_poll", st);
+  }
   if (check_pool(s)) return 1;
   size_t available, evictable, protected_len, uncached, capacity;
   kvpool_status st = kvseq_accounting(s->pool, &available, &evictable, &protected_len, &uncached, &capacity);
@@ -452,6 +505,27 @@ static int check_end(sched *s) {
   }
   s->res->final_cached_tokens = evictable;
   s->res->capacity_tokens = capacity;
+  if (!s->host) return 0;
+  kvhost_stats h = KVHOST_STATS_INIT;
+  st = kvhost_get_stats(s->pool, &h);
+  if (st != KVPOOL_OK) return api_fail(s, "kvhost_get_stats", st);
+  replay_result *r = s->res;
+  r->host_capacity_tokens = h.capacity_tokens;
+  r->host_used_tokens = h.used_tokens;
+  r->host_only_tokens = h.host_only_tokens;
+  r->host_backups = h.backups;
+  r->host_backup_tokens = h.backup_tokens;
+  r->host_backups_skipped = h.backups_skipped;
+  r->host_loads = h.loads;
+  r->host_load_tokens = h.load_tokens;
+  r->host_loads_refused = h.loads_refused;
+  r->host_evicted_tokens = h.host_evicted_tokens;
+  r->bytes_to_host = h.bytes_to_host;
+  r->bytes_to_device = h.bytes_to_device;
+  if (h.copies_in_flight != 0 || h.backup_errors != 0) {
+    return fail(s, "host tier after the replay: %llu copies in flight, %llu failed backups",
+                (unsigned long long)h.copies_in_flight, (unsigned long long)h.backup_errors);
+  }
   return 0;
 }
 
@@ -486,6 +560,14 @@ int replay_run(const replay_params *p, replay_result *out, char *err, size_t err
   s.page = plan.page_size;
   out->page_size = plan.page_size;
   out->capacity_tokens = plan.max_total_tokens;
+  if (rc == 0) {
+    kvhost_stats h = KVHOST_STATS_INIT;
+    st = kvhost_get_stats(s.pool, &h);
+    if (st == KVPOOL_OK) s.host = 1;
+    else if (st != KVPOOL_ERR_UNSUPPORTED) rc = api_fail(&s, "kvhost_get_stats", st);
+    out->host_tier = s.host;
+    out->host_capacity_tokens = h.capacity_tokens;
+  }
 
   const size_t ctx = (size_t)t->max_context + 1, conc = p->concurrency;
   s.seen = calloc((size_t)t->max_block_id + 1, 1);

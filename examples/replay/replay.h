@@ -21,6 +21,7 @@ typedef struct replay_params {
   int greedy;               /* admit without reserving memory for running requests */
   int sglang_evict_rule;    /* evict SGLang's whole estimate when free < it (prefix_cache.evict_rule) */
   uint64_t *matched;        /* NULL, or one entry per trace request: tokens matched at first admission */
+  uint64_t *host_matched;   /* NULL, or one entry per trace request: of those, tokens loaded from the host tier */
   replay_progress_fn progress;
   void *progress_ctx;
 } replay_params;
@@ -30,11 +31,14 @@ typedef struct replay_result {
   uint64_t blocks;
   uint64_t hit_blocks;       /* blocks wholly inside the cached prefix at first admission */
   uint64_t input_tokens;
-  uint64_t matched_tokens;   /* kvseq_begin's cached length at first admission, summed */
+  uint64_t matched_tokens;   /* kvseq_begin's cached length at first admission, summed (every tier) */
+  uint64_t device_hit_tokens; /* of matched_tokens, found on the device */
+  uint64_t host_hit_tokens;  /* of matched_tokens, loaded back from the host tier (kvseq_info.host_hit) */
   uint64_t output_tokens;
   double block_hit_ratio;
   double token_hit_ratio;
-  uint64_t evicted_tokens;   /* tokens radix_evict took out of the tree */
+  uint64_t evicted_tokens;   /* device tokens evicted: by radix_evict, plus load_evicted_tokens */
+  uint64_t load_evicted_tokens; /* device tokens evicted inside kvseq_begin/retract to load host hits back */
   uint64_t peak_used_tokens; /* max over steps of capacity - available */
   uint64_t final_cached_tokens;
   uint64_t capacity_tokens;
@@ -48,6 +52,15 @@ typedef struct replay_result {
   uint64_t ops;              /* per-request operations (a batched decode of n is n) */
   uint64_t checks;           /* kvpool_check calls, all passed */
   double wall_seconds;       /* pool creation to destruction */
+  /* The host tier (kvhost_get_stats at the end); all 0 when host_tier is 0. */
+  int host_tier;
+  uint64_t host_capacity_tokens;
+  uint64_t host_used_tokens;       /* at the end */
+  uint64_t host_only_tokens;       /* at the end */
+  uint64_t host_backups, host_backup_tokens, host_backups_skipped;
+  uint64_t host_loads, host_load_tokens, host_loads_refused;
+  uint64_t host_evicted_tokens;
+  uint64_t bytes_to_host, bytes_to_device;
   double ops_per_second;
 } replay_result;
 

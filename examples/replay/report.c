@@ -29,7 +29,7 @@ static void json_string(FILE *f, const char *s) {
 
 void report_text(FILE *f, const run_summary *s) {
   const replay_result *r = &s->r;
-  char a[32], b[32], c[32];
+  char a[32], b[32], c[32], d[32];
   fprintf(f, "kvpool-replay: %s\n", s->trace_path);
   fprintf(f, "  requests          %s (%s blocks of 512 tokens)\n", report_thousands(r->requests, a, sizeof a),
           report_thousands(r->blocks, b, sizeof b));
@@ -46,7 +46,27 @@ void report_text(FILE *f, const run_summary *s) {
           report_thousands(r->hit_blocks, a, sizeof a), report_thousands(r->blocks, b, sizeof b));
   fprintf(f, "  token hit ratio   %.2f%%  (%s of %s prompt tokens)\n", 100.0 * r->token_hit_ratio,
           report_thousands(r->matched_tokens, a, sizeof a), report_thousands(r->input_tokens, b, sizeof b));
-  fprintf(f, "  evicted tokens    %s\n", report_thousands(r->evicted_tokens, a, sizeof a));
+  if (r->host_tier) {
+    const double in = r->input_tokens ? (double)r->input_tokens : 1.0;
+    fprintf(f, "  host tier         %s tokens, %s\n", report_thousands(r->host_capacity_tokens, a, sizeof a),
+            s->host_write_policy);
+    fprintf(f, "    device hits     %.2f%%  (%s tokens)\n", 100.0 * (double)r->device_hit_tokens / in,
+            report_thousands(r->device_hit_tokens, a, sizeof a));
+    fprintf(f, "    host hits       %.2f%%  (%s tokens loaded back at first admission)\n",
+            100.0 * (double)r->host_hit_tokens / in, report_thousands(r->host_hit_tokens, a, sizeof a));
+    fprintf(f, "    to host         %s bytes (%s tokens in %s backups; %s skipped)\n",
+            report_thousands(r->bytes_to_host, a, sizeof a), report_thousands(r->host_backup_tokens, b, sizeof b),
+            report_thousands(r->host_backups, c, sizeof c), report_thousands(r->host_backups_skipped, d, sizeof d));
+    fprintf(f, "    to device       %s bytes (%s tokens in %s loads; %s refused)\n",
+            report_thousands(r->bytes_to_device, a, sizeof a), report_thousands(r->host_load_tokens, b, sizeof b),
+            report_thousands(r->host_loads, c, sizeof c), report_thousands(r->host_loads_refused, d, sizeof d));
+    fprintf(f, "    host evicted    %s tokens; at the end %s host tokens, %s host-only\n",
+            report_thousands(r->host_evicted_tokens, a, sizeof a), report_thousands(r->host_used_tokens, b, sizeof b),
+            report_thousands(r->host_only_tokens, c, sizeof c));
+  }
+  fprintf(f, "  evicted tokens    %s", report_thousands(r->evicted_tokens, a, sizeof a));
+  if (r->host_tier) fprintf(f, " (%s by load-backs)", report_thousands(r->load_evicted_tokens, b, sizeof b));
+  fputc('\n', f);
   fprintf(f, "  peak used tokens  %s (%.1f%% of capacity)\n", report_thousands(r->peak_used_tokens, a, sizeof a),
           r->capacity_tokens ? 100.0 * (double)r->peak_used_tokens / (double)r->capacity_tokens : 0.0);
   fprintf(f, "  computed tokens   %s prefill + %s decode\n", report_thousands(r->prefill_tokens, a, sizeof a),
@@ -74,25 +94,46 @@ void report_json(FILE *f, const run_summary *s) {
           ", \"evicted_tokens\": %" PRIu64 ", \"peak_used_tokens\": %" PRIu64 ", \"final_cached_tokens\": %" PRIu64
           ", \"prefill_tokens\": %" PRIu64 ", \"decode_tokens\": %" PRIu64 ", \"retractions\": %" PRIu64
           ", \"oom_skipped\": %" PRIu64 ", \"steps\": %" PRIu64 ", \"kvseq_calls\": %" PRIu64 ", \"ops\": %" PRIu64
-          ", \"ops_per_second\": %.0f, \"wall_seconds\": %.3f, \"checks\": %" PRIu64 ", \"check\": \"ok\"}",
+          ", \"ops_per_second\": %.0f, \"wall_seconds\": %.3f, \"checks\": %" PRIu64 ", \"check\": \"ok\"",
           r->capacity_tokens, s->unbounded ? "true" : "false", r->page_size, s->concurrency, s->chunk, s->greedy ? "greedy" : "reserve", r->requests,
           r->blocks, r->hit_blocks, r->block_hit_ratio, r->input_tokens, r->matched_tokens, r->token_hit_ratio,
           r->output_tokens, r->evicted_tokens, r->peak_used_tokens, r->final_cached_tokens, r->prefill_tokens,
           r->decode_tokens, r->retractions, r->oom_skipped, r->steps, r->kvseq_calls, r->ops, r->ops_per_second,
           r->wall_seconds, r->checks);
+  /* Hits by tier (token_hit_ratio above counts both) and the host tier's figures, 0 without one. */
+  fprintf(f,
+          ", \"device_hit_tokens\": %" PRIu64 ", \"host_hit_tokens\": %" PRIu64 ", \"bytes_to_host\": %" PRIu64
+          ", \"bytes_to_device\": %" PRIu64 ", \"host_tier\": %s, \"host_capacity_tokens\": %" PRIu64
+          ", \"host_write_policy\": \"%s\", \"host_backups\": %" PRIu64 ", \"host_backup_tokens\": %" PRIu64
+          ", \"host_backups_skipped\": %" PRIu64 ", \"host_loads\": %" PRIu64 ", \"host_load_tokens\": %" PRIu64
+          ", \"host_loads_refused\": %" PRIu64 ", \"host_evicted_tokens\": %" PRIu64 ", \"host_used_tokens\": %" PRIu64
+          ", \"host_only_tokens\": %" PRIu64 ", \"load_evicted_tokens\": %" PRIu64 "}",
+          r->device_hit_tokens, r->host_hit_tokens, r->bytes_to_host, r->bytes_to_device,
+          r->host_tier ? "true" : "false", r->host_capacity_tokens, s->host_write_policy, r->host_backups,
+          r->host_backup_tokens, r->host_backups_skipped, r->host_loads, r->host_load_tokens, r->host_loads_refused,
+          r->host_evicted_tokens, r->host_used_tokens, r->host_only_tokens, r->load_evicted_tokens);
 }
 
 void report_sweep_text(FILE *f, const run_summary *runs, size_t n) {
   if (n == 0) return;
+  int host = 0;  /* host-tier columns only when some run has the tier */
+  for (size_t i = 0; i < n; ++i) host |= runs[i].r.host_tier;
   fprintf(f, "kvpool-replay sweep: %s (page %" PRIu32 ", policy %s, concurrency %" PRIu32 ")\n", runs[0].trace_path,
           runs[0].r.page_size, runs[0].policy, runs[0].concurrency);
-  fprintf(f, "  %15s  %9s  %9s  %15s  %15s  %11s  %8s\n", "capacity", "block hit", "token hit", "evicted tokens",
-          "peak used", "retractions", "seconds");
+  fprintf(f, "  %15s  ", "capacity");
+  if (host) fprintf(f, "%15s  %9s  %9s  ", "host tier", "dev. hit", "host hit");
+  fprintf(f, "%9s  %9s  %15s  %15s  %11s  %8s\n", "block hit", "token hit", "evicted tokens", "peak used",
+          "retractions", "seconds");
   for (size_t i = 0; i < n; ++i) {
     const replay_result *r = &runs[i].r;
     char a[32], b[32], c[32], d[32];
-    fprintf(f, "  %15s  %8.2f%%  %8.2f%%  %15s  %15s  %11s  %8.2f%s\n",
-            report_thousands(r->capacity_tokens, a, sizeof a), 100.0 * r->block_hit_ratio,
+    fprintf(f, "  %15s  ", report_thousands(r->capacity_tokens, a, sizeof a));
+    if (host) {
+      const double in = r->input_tokens ? (double)r->input_tokens : 1.0;
+      fprintf(f, "%15s  %8.2f%%  %8.2f%%  ", r->host_tier ? report_thousands(r->host_capacity_tokens, a, sizeof a) : "-",
+              100.0 * (double)r->device_hit_tokens / in, 100.0 * (double)r->host_hit_tokens / in);
+    }
+    fprintf(f, "%8.2f%%  %8.2f%%  %15s  %15s  %11s  %8.2f%s\n", 100.0 * r->block_hit_ratio,
             100.0 * r->token_hit_ratio, report_thousands(r->evicted_tokens, b, sizeof b),
             report_thousands(r->peak_used_tokens, c, sizeof c), report_thousands(r->retractions, d, sizeof d),
             r->wall_seconds, runs[i].unbounded ? "  (unbounded)" : "");
@@ -104,17 +145,19 @@ int report_csv(const char *path, const run_summary *runs, size_t n) {
   if (f == NULL) return 1;
   fputs("capacity_tokens,unbounded,page_size,policy,concurrency,block_hit_ratio,token_hit_ratio,hit_blocks,blocks,"
         "matched_tokens,input_tokens,evicted_tokens,peak_used_tokens,retractions,oom_skipped,steps,ops_per_second,"
-        "wall_seconds\n",
+        "wall_seconds,host_capacity_tokens,device_hit_tokens,host_hit_tokens,bytes_to_host,bytes_to_device\n",
         f);
   for (size_t i = 0; i < n; ++i) {
     const replay_result *r = &runs[i].r;
     fprintf(f,
             "%" PRIu64 ",%d,%" PRIu32 ",%s,%" PRIu32 ",%.6f,%.6f,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64
-            ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%.0f,%.3f\n",
+            ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%.0f,%.3f,%" PRIu64 ",%" PRIu64 ",%" PRIu64
+            ",%" PRIu64 ",%" PRIu64 "\n",
             r->capacity_tokens, runs[i].unbounded, r->page_size, runs[i].policy, runs[i].concurrency,
             r->block_hit_ratio, r->token_hit_ratio, r->hit_blocks, r->blocks, r->matched_tokens, r->input_tokens,
             r->evicted_tokens, r->peak_used_tokens, r->retractions, r->oom_skipped, r->steps, r->ops_per_second,
-            r->wall_seconds);
+            r->wall_seconds, r->host_capacity_tokens, r->device_hit_tokens, r->host_hit_tokens, r->bytes_to_host,
+            r->bytes_to_device);
   }
   return fclose(f) != 0;
 }

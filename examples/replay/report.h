@@ -16,6 +16,8 @@ typedef struct run_summary {
   uint32_t chunk;  /* 0 = whole prompt */
   int greedy;      /* --admission greedy */
   int unbounded;
+  uint64_t host_requested;     /* --host-capacity-tokens of this run, 0 for none (r.host_capacity_tokens: kvpool's) */
+  char host_write_policy[32];  /* the host tier's write policy ("" without one: r.host_tier) */
   replay_result r;
 } run_summary;
 

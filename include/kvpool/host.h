@@ -16,9 +16,9 @@
  * on the compute stream (kvhost_set_stream()); a load-back copies layer by layer into
  * the current load set, and kvhost_wait_layer() makes a stream wait for one layer of it
  * (SGLang's LayerDoneCounter: three rotating sets, one per batch in flight). Nodes whose
- * copies are in flight stay locked until a poll sees them land; every kvhost_* and tree
- * call polls without blocking, and kvhost_poll() does it on demand. On CPU pools copies
- * land inside the call.
+ * copies are in flight stay locked until a poll sees them land; every kvseq_* call, device
+ * eviction, load-back, kvhost_match() and kvhost_evict() polls without blocking, and
+ * kvhost_poll() does it on demand. On CPU pools copies land inside the call.
  *
  * Pools without `host_cache` answer #KVPOOL_ERR_UNSUPPORTED. docs/host-tier.md has the
  * details. Thread safety: one thread at a time per pool.
@@ -76,6 +76,10 @@ typedef struct kvhost_stats {
 
 /**
  * @brief The host tier's sizes and counters.
+ *
+ * A read: it starts no copy. Copies that the last inserts asked for start at the next
+ * kvseq_* / tree call or kvhost_poll(); call kvhost_poll() first for counters that include them.
+ *
  * @param[in]  pool A live pool with a host tier.
  * @param[out] out  Receives the figures; out->struct_size must be set (#KVHOST_STATS_INIT).
  * @return #KVPOOL_OK; #KVPOOL_ERR_UNSUPPORTED (no host tier); #KVPOOL_ERR_INVALID_ARGUMENT.

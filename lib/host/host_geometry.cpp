@@ -42,6 +42,17 @@ uint64_t HostGeometry::device_pages() const {
   return parts.empty() ? 0 : limit;
 }
 
+uint64_t HostGeometry::token_stride(size_t p) const {
+  const uint64_t item = parts[p].item_bytes;
+  switch (layout) {
+    case HostLayout::kLayerFirst:
+    case HostLayout::kPageFirstDirect: return item;
+    case HostLayout::kPageFirst: return item * layers;
+    case HostLayout::kPageHead: return piece_bytes(p) * layers;
+  }
+  return item;
+}
+
 uint64_t HostGeometry::bytes_per_token() const {
   uint64_t b = 0;
   for (const TierPart& part : parts) b += part.per_page ? (part.item_bytes + page_size - 1) / page_size : part.item_bytes;

@@ -54,6 +54,9 @@ struct HostGeometry {
   // Byte offset of host token `t` (page parts: host page `t`), tiered layer `l`, of part `p`,
   // piece `h` of a page_head split item (0 otherwise). The piece / item is contiguous there.
   uint64_t offset(size_t p, uint64_t t, uint32_t l, uint32_t h = 0) const;
+  // Bytes from a token's item (or piece) to the next token's within a page, same layer and
+  // part: offset(p, t + 1, l, h) - offset(p, t, l, h) when t and t + 1 share a page.
+  uint64_t token_stride(size_t p) const;
   // Bytes contiguous at offset(): the item, or one piece of it under page_head.
   uint64_t piece_bytes(size_t p) const;
   uint32_t pieces(size_t p) const;  // 1, or heads under page_head for split parts

@@ -111,18 +111,23 @@ class CpuTransfer final : public HostTransfer {
       for (size_t p = 0; p < g_.parts.size(); ++p) {
         const TierPart& part = g_.parts[p];
         uint8_t* const device = part.device_base[l];
-        const uint64_t piece = g_.piece_bytes(p);
+        const uint64_t piece = g_.piece_bytes(p), stride = part.device_stride, host_stride = g_.token_stride(p);
+        // A page's tokens of one layer, part and piece: one block when both sides are dense.
+        const bool dense = stride == piece && host_stride == piece;
         for (uint32_t h = 0; h < g_.pieces(p); ++h) {
           for (size_t i = 0; i < n; ++i) {
             const auto d = static_cast<uint64_t>(device_pages[i]), t = static_cast<uint64_t>(host_pages[i]);
             if (part.per_page) {  // one row per page: device row d, host page t
-              move(&c, device + d * part.device_stride, host + g_.offset(p, t, l), part.item_bytes, to_host);
+              move(&c, device + d * stride, host + g_.offset(p, t, l), part.item_bytes, to_host);
               continue;
             }
-            for (uint64_t j = 0; j < P; ++j) {
-              uint8_t* dev = device + (d * P + j) * part.device_stride + h * piece;
-              move(&c, dev, host + g_.offset(p, t * P + j, l, h), piece, to_host);
+            uint8_t* dev = device + d * P * stride + h * piece;
+            uint8_t* at = host + g_.offset(p, t * P, l, h);  // the page's first token; the rest follow by host_stride
+            if (dense) {
+              move(&c, dev, at, P * piece, to_host);
+              continue;
             }
+            for (uint64_t j = 0; j < P; ++j) move(&c, dev + j * stride, at + j * host_stride, piece, to_host);
           }
         }
       }

@@ -190,6 +190,88 @@ TEST_P(GpuHostTierPool, CudaPoolsMatchTheCpuPoolStepByStep) {
   EXPECT_GT(host_hits, 0u) << "the workload must load prefixes back from the host";
 }
 
+// Copies left in flight: no step waits for them. Requests are aborted and retracted while
+// their prefixes' loads and backups are still running; each begin's loaded prefix is read
+// after kvhost_wait_layer() made the (legacy default) compute stream wait for its layers;
+// kvpool_check holds after every step (in-flight nodes are locked, not leaked), and once
+// everything is finished and polled, nothing is left in flight or locked.
+TEST(GpuHostTierInFlight, AbortAndRetractWhileCopiesRun) {
+  KVPOOL_REQUIRE_CUDA_DEVICE();
+  PoolPtr pool = make(config(R"("device": "cuda:0", )", "write_through", "page_first"));
+  ASSERT_NE(pool, nullptr);
+  std::mt19937 rng(99);
+  struct Live {
+    uint64_t id;
+    std::vector<int32_t> tokens;
+    size_t computed;
+  };
+  std::vector<Live> live;
+  uint64_t host_hits = 0;
+  for (int step = 0; step < 600; ++step) {
+    const int op = static_cast<int>(rng() % 10);
+    if (live.size() < 4 && op < 4) {
+      std::vector<int32_t> t;
+      const int g = static_cast<int>(rng() % 4);
+      for (int i = 0; i < 12 + 4 * g; ++i) t.push_back(10000 * (g + 1) + i);
+      const size_t tail = 1 + rng() % 12;
+      for (size_t i = 0; i < tail; ++i) t.push_back(static_cast<int32_t>(rng() % 50));
+      int32_t set = 0;
+      ASSERT_EQ(kvhost_next_load_set(pool.get(), &set), KVPOOL_OK);
+      uint64_t id = 0;
+      size_t cached = 0;
+      ASSERT_EQ(kvseq_begin(pool.get(), t.data(), t.size(), nullptr, &id, &cached), KVPOOL_OK) << kvpool_last_error();
+      kvseq_info info = KVSEQ_INFO_INIT;
+      ASSERT_EQ(kvseq_get_info(pool.get(), id, &info), KVPOOL_OK);
+      host_hits += info.host_hit;
+      for (int layer = 0; layer < 2; ++layer) ASSERT_EQ(kvhost_wait_layer(pool.get(), set, layer, nullptr), KVPOOL_OK);
+      std::vector<int64_t> held(t.size());
+      size_t n = 0;
+      ASSERT_EQ(kvseq_get_slots(pool.get(), id, held.data(), held.size(), &n), KVPOOL_OK);
+      held.resize(n);
+      expect_kv(pool.get(), held, tags_of(t, n), "in flight");
+      live.push_back({id, t, n});
+    } else if (!live.empty() && op < 7) {
+      Live& r = live[rng() % live.size()];
+      if (r.computed < r.tokens.size()) {
+        const size_t chunk = std::min(r.tokens.size() - r.computed, static_cast<size_t>(1 + rng() % 16));
+        const int64_t len = static_cast<int64_t>(chunk);
+        std::vector<int64_t> out(chunk);
+        const kvpool_status st = kvseq_extend(pool.get(), &r.id, 1, &len, 1, out.data(), out.size());
+        if (st == KVPOOL_ERR_OUT_OF_MEMORY) continue;
+        ASSERT_EQ(st, KVPOOL_OK) << kvpool_last_error();
+        const std::vector<uint64_t> tags = tags_of(r.tokens, r.computed + chunk);
+        write_kv(pool.get(), out, std::vector<uint64_t>(tags.begin() + static_cast<long>(r.computed), tags.end()));
+        r.computed += chunk;
+      }
+    } else if (!live.empty()) {
+      const size_t i = rng() % live.size();
+      const int how = static_cast<int>(rng() % 3);
+      if (how == 1) {
+        size_t cached = 0;
+        ASSERT_EQ(kvseq_retract(pool.get(), live[i].id, &cached), KVPOOL_OK) << kvpool_last_error();
+        live[i].computed = cached;
+      } else {
+        if (how == 0) ASSERT_EQ(kvseq_abort(pool.get(), live[i].id), KVPOOL_OK);
+        else ASSERT_EQ(kvseq_finish(pool.get(), live[i].id, live[i].computed), KVPOOL_OK) << kvpool_last_error();
+        live.erase(live.begin() + static_cast<long>(i));
+      }
+    }
+    char report[4096];
+    ASSERT_EQ(kvpool_check(pool.get(), report, sizeof report), KVPOOL_OK) << "step " << step << ":\n" << report;
+  }
+  for (const Live& r : live) ASSERT_EQ(kvseq_finish(pool.get(), r.id, r.computed), KVPOOL_OK);
+  ASSERT_EQ(kvhost_poll(pool.get(), 1, nullptr), KVPOOL_OK);
+  kvhost_stats s = KVHOST_STATS_INIT;
+  ASSERT_EQ(kvhost_get_stats(pool.get(), &s), KVPOOL_OK);
+  EXPECT_EQ(s.copies_in_flight, 0u);
+  size_t evictable = 0, protected_len = 0, total = 0;
+  ASSERT_EQ(radix_sizes(pool.get(), &evictable, &protected_len, &total), KVPOOL_OK);
+  EXPECT_EQ(protected_len, 0u) << "every lock of a copy in flight was released";
+  EXPECT_GT(host_hits, 0u);
+  char report[4096];
+  EXPECT_EQ(kvpool_check(pool.get(), report, sizeof report), KVPOOL_OK) << report;
+}
+
 INSTANTIATE_TEST_SUITE_P(Policies, GpuHostTierPool,
                          ::testing::Values(Case{"write_through", "layer_first"}, Case{"write_through", "page_first"},
                                            Case{"write_back", "page_first_direct"}, Case{"write_through", "page_head"},

@@ -15,6 +15,15 @@ set(cases
   "--trace|${TRACE}|--evict-rule|lazy"
   "--trace|${TRACE}|--evict-rule"
   "--trace|${TRACE}|--sweep|1M|--per-request|${OUT}/x.txt"
+  "--trace|${TRACE}|--capacity-tokens|1M|--host-capacity-tokens|1M"
+  "--trace|${TRACE}|--capacity-tokens|1M|--host-capacity-tokens|500k"
+  "--trace|${TRACE}|--host-capacity-tokens|10M"
+  "--trace|${TRACE}|--capacity-tokens|unbounded|--host-capacity-tokens|10M"
+  "--trace|${TRACE}|--capacity-tokens|1M|--host-capacity-tokens|lots"
+  "--trace|${TRACE}|--capacity-tokens|1k|--host-capacity-tokens|2M"
+  "--trace|${TRACE}|--capacity-tokens|1M|--host-capacity-tokens|2M|--host-write-policy|sometimes"
+  "--trace|${TRACE}|--capacity-tokens|1M|--host-write-policy|write_back"
+  "--trace|${TRACE}|--sweep|1M,2M|--host-capacity-tokens|500k"
   "--trace")
 foreach(case IN LISTS cases)
   string(REPLACE "|" ";" args "${case}")

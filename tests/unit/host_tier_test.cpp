@@ -479,7 +479,7 @@ TEST_P(HostTierRandom, RequestsKeepTheirBytesAndTheAccountingAddsUp) {
   };
   std::vector<Live> live;
   uint64_t host_hits = 0;
-  for (int step = 0; step < 400; ++step) {
+  for (int step = 0; step < 1200; ++step) {
     const int op = static_cast<int>(rng() % 10);
     if (live.size() < 4 && op < 4) {  // begin
       std::vector<int32_t> t = prefixes[rng() % prefixes.size()];

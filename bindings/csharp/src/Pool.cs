@@ -672,6 +672,117 @@ namespace KvPool {
     }
 
     // ------------------------------------------------------------------
+    // The host-memory tier (L2) of the radix cache (host.h); docs/host-tier.md.
+    // With a host_cache section nodes are device-only, device+host or
+    // host-only: Evict keeps backed-up nodes on the host, HostEvict drops
+    // host-only leaves, HostLoadBack (and Begin, see SeqInfo.HostHit) brings
+    // a host-only prefix back. Pools without a host tier throw
+    // Status.Unsupported. Streams are cudaStream_t values as IntPtr
+    // (IntPtr.Zero = the legacy default stream), as in the device.h calls;
+    // node handles are those of the radix calls.
+    // ------------------------------------------------------------------
+
+    /// <summary>The host tier's sizes and counters.</summary>
+    /// <exception cref="KvPoolException">Status.Unsupported if the pool has no host tier.</exception>
+    public HostStats HostStats() {
+      HostStats stats = new HostStats();
+      Kvpool.kvhost_get_stats(this, stats);
+      return stats;
+    }
+
+    /// <summary>Starts the backups that inserts since the last call asked for (never in the insert
+    /// itself: the engine writes the KV after inserting), then releases the nodes of copies that have
+    /// landed (with wait, after blocking until every copy in flight has landed); returns the number of
+    /// copies released (always 0 on CPU pools, whose copies land at once).</summary>
+    /// <exception cref="KvPoolException">Status.Cuda if a copy failed.</exception>
+    public ulong HostPoll(bool wait = false) {
+      ulong completed;
+      Kvpool.kvhost_poll(this, wait ? 1 : 0, out completed);
+      return completed;
+    }
+
+    /// <summary>Sets the compute stream: backups wait for the work already on it, and HostWaitLayer
+    /// with IntPtr.Zero makes it wait. CPU pools ignore it.</summary>
+    public void HostSetStream(global::System.IntPtr stream) {
+      Kvpool.kvhost_set_stream(this, stream);
+    }
+
+    /// <summary>Moves load-backs to the next of the three load sets (once per batch, before the
+    /// batch's Begin / HostLoadBack calls); returns the new current set (0, 1 or 2).</summary>
+    public int HostNextLoadSet() {
+      int set;
+      Kvpool.kvhost_next_load_set(this, out set);
+      return set;
+    }
+
+    /// <summary>The load set that load-backs go to now (0, 1 or 2).</summary>
+    public int HostLoadSet() {
+      int set;
+      Kvpool.kvhost_load_set(this, out set);
+      return set;
+    }
+
+    /// <summary>Makes stream (IntPtr.Zero: the compute stream of HostSetStream) wait until layer (a
+    /// global layer id) of the loads of set has landed; the host does not block. CPU pools: nothing
+    /// to wait for.</summary>
+    /// <exception cref="KvPoolException">Status.InvalidArgument for a set outside 0..2 or a layer the
+    /// pool does not hold.</exception>
+    public void HostWaitLayer(int set, int layer, global::System.IntPtr stream) {
+      Kvpool.kvhost_wait_layer(this, set, layer, stream);
+    }
+
+    /// <summary>Match that also reports the host-only part of the match: the tokens found after the
+    /// device part in host-only nodes, and the node to pass to HostLoadBack.</summary>
+    /// <param name="extraKey">Namespace, or null for the default one.</param>
+    public HostMatchResult HostMatch(int[] tokens, string extraKey = null) {
+      // tokens.Length always suffices.
+      long[] slots = new long[NotNull(tokens, "tokens").Length];
+      ulong matched, hostMatched, node, hostNode;
+      Kvpool.kvhost_match(this, tokens, Len(tokens), extraKey, slots, Len(slots), out matched, out hostMatched,
+                          out node, out hostNode);
+      if ((ulong)slots.Length != matched) global::System.Array.Resize(ref slots, (int)matched);
+      return new HostMatchResult(slots, node, hostMatched, hostNode);
+    }
+
+    /// <summary>Brings the host-only nodes that end at hostNode (from HostMatch) back to the device:
+    /// fresh device slots (evicting unlocked device nodes if needed), owned by the tree at once.
+    /// Nothing is loaded for fewer than 10 tokens or when the device cannot make room.</summary>
+    /// <exception cref="KvPoolException">Status.InvalidArgument for a stale handle.</exception>
+    public HostLoadResult HostLoadBack(ulong hostNode) {
+      long[] slots = new long[64];
+      while (true) {
+        ulong loaded = 0, node = 0;
+        try {
+          Kvpool.kvhost_load_back(this, hostNode, slots, Len(slots), out loaded, out node);
+        } catch (KvPoolException e) {
+          // BUFFER_TOO_SMALL changed nothing and tells the size.
+          if (e.Status != Status.BufferTooSmall || loaded <= (ulong)slots.Length || loaded > int.MaxValue) throw;
+          slots = new long[loaded];
+          continue;
+        }
+        if ((ulong)slots.Length != loaded) global::System.Array.Resize(ref slots, (int)loaded);
+        return new HostLoadResult(slots, node);
+      }
+    }
+
+    /// <summary>Deletes unlocked host-only leaves in policy order until tokens host tokens are freed
+    /// (or none are left); returns the host tokens freed.</summary>
+    public ulong HostEvict(ulong tokens) {
+      ulong evicted;
+      Kvpool.kvhost_evict(this, tokens, out evicted);
+      return evicted;
+    }
+
+    /// <summary>Where a node's tokens live.</summary>
+    /// <exception cref="KvPoolException">Status.InvalidArgument for a stale handle.</exception>
+    public HostNodeState HostNodeState(ulong node) {
+      int onDevice, onHost;
+      ulong tokens;
+      Kvpool.kvhost_node_state(this, node, out onDevice, out onHost, out tokens);
+      return new HostNodeState(onDevice != 0, onHost != 0, tokens);
+    }
+
+    // ------------------------------------------------------------------
 
     /// <summary>Length of an array for the C side (0 for null, which passes NULL).</summary>
     private static ulong Len(global::System.Array array) {

@@ -59,6 +59,9 @@ namespace KvPool {
     public const int DeviceCpu = Kvpool.KVPOOL_DEVICE_CPU;
     /// <summary>DeviceType of CUDA device memory (DLPack's kDLCUDA).</summary>
     public const int DeviceCuda = Kvpool.KVPOOL_DEVICE_CUDA;
+    /// <summary>Pinned host memory (DLPack's kDLCUDAHost): never a buffer's DeviceType, but what the
+    /// callbacks of a C kvpool_allocator get for a CUDA pool's host tier.</summary>
+    public const int DeviceCudaHost = Kvpool.KVPOOL_DEVICE_CUDA_HOST;
 
     private readonly long[] shape;
     private readonly long[] strides;
@@ -290,6 +293,96 @@ namespace KvPool {
     public override string ToString() {
       return "Accounting{Available=" + Available + ", Evictable=" + Evictable + ", Protected=" + Protected +
              ", Uncached=" + Uncached + ", Capacity=" + Capacity + "}";
+    }
+  }
+
+  /// <summary>A match that also reports the host tier (Pool.HostMatch): the device part (as
+  /// MatchResult) and the host-only part after it.</summary>
+  public sealed class HostMatchResult {
+    private readonly long[] slots;
+
+    internal HostMatchResult(long[] slots, ulong node, ulong hostLength, ulong hostNode) {
+      this.slots = slots;
+      Node = node;
+      HostLength = hostLength;
+      HostNode = hostNode;
+    }
+
+    /// <summary>The device slots of the tokens matched on the device; a copy.</summary>
+    public long[] Slots {
+      get { return (long[])slots.Clone(); }
+    }
+
+    /// <summary>Number of tokens matched on the device.</summary>
+    public int Length {
+      get { return slots.Length; }
+    }
+
+    /// <summary>Handle of the deepest matched device node (the root if none).</summary>
+    public ulong Node { get; private set; }
+
+    /// <summary>Tokens matched after the device part in host-only nodes.</summary>
+    public ulong HostLength { get; private set; }
+
+    /// <summary>Handle of the deepest matched node with a host copy (the root if none): pass it to
+    /// Pool.HostLoadBack.</summary>
+    public ulong HostNode { get; private set; }
+
+    /// <summary>The lengths and nodes.</summary>
+    public override string ToString() {
+      return "HostMatchResult{Length=" + Length + ", Node=" + Node + ", HostLength=" + HostLength + ", HostNode=" +
+             HostNode + "}";
+    }
+  }
+
+  /// <summary>What Pool.HostLoadBack brought back to the device.</summary>
+  public sealed class HostLoadResult {
+    private readonly long[] slots;
+
+    internal HostLoadResult(long[] slots, ulong node) {
+      this.slots = slots;
+      Node = node;
+    }
+
+    /// <summary>The loaded tokens' device slots, owned by the tree (empty if nothing was loaded); a copy.</summary>
+    public long[] Slots {
+      get { return (long[])slots.Clone(); }
+    }
+
+    /// <summary>Number of tokens loaded (0 below the 10-token threshold or without device room).</summary>
+    public int Loaded {
+      get { return slots.Length; }
+    }
+
+    /// <summary>Handle of the deepest device node of the path afterwards.</summary>
+    public ulong Node { get; private set; }
+
+    /// <summary>The count and the node.</summary>
+    public override string ToString() {
+      return "HostLoadResult{Loaded=" + Loaded + ", Node=" + Node + "}";
+    }
+  }
+
+  /// <summary>Where a radix node's tokens live (Pool.HostNodeState).</summary>
+  public sealed class HostNodeState {
+    internal HostNodeState(bool onDevice, bool onHost, ulong tokens) {
+      OnDevice = onDevice;
+      OnHost = onHost;
+      Tokens = tokens;
+    }
+
+    /// <summary>Whether the node's KV is on the device.</summary>
+    public bool OnDevice { get; private set; }
+
+    /// <summary>Whether the node has a host copy.</summary>
+    public bool OnHost { get; private set; }
+
+    /// <summary>The node's token count.</summary>
+    public ulong Tokens { get; private set; }
+
+    /// <summary>All three.</summary>
+    public override string ToString() {
+      return "HostNodeState{OnDevice=" + OnDevice + ", OnHost=" + OnHost + ", Tokens=" + Tokens + "}";
     }
   }
 }

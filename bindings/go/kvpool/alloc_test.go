@@ -113,6 +113,7 @@ func TestEnumsMatchHeader(t *testing.T) {
 		{"BufferMambaIntermediateConv", int(kvpool.BufferMambaIntermediateConv), int(kvpool.KVPOOL_BUFFER_MAMBA_INTERMEDIATE_CONV)},
 		{"DeviceCPU", int(kvpool.DeviceCPU), kvpool.KVPOOL_DEVICE_CPU},
 		{"DeviceCUDA", int(kvpool.DeviceCUDA), kvpool.KVPOOL_DEVICE_CUDA},
+		{"DeviceCUDAHost", int(kvpool.DeviceCUDAHost), kvpool.KVPOOL_DEVICE_CUDA_HOST},
 	}
 	for _, p := range pairs {
 		if p.got != p.want {

@@ -32,6 +32,8 @@ const (
 	EventBlockStored      EventType = 0 // a page entered the tree
 	EventBlockRemoved     EventType = 1 // a page left the tree (evicted)
 	EventAllBlocksCleared EventType = 2 // the tree was reset (ResetCache)
+	EventHostStored       EventType = 3 // host tier: a page got its host copy (BlockHash only)
+	EventHostRemoved      EventType = 4 // host tier: a page's host copy was dropped (BlockHash only)
 )
 
 func (e EventType) String() string {
@@ -42,6 +44,10 @@ func (e EventType) String() string {
 		return "BlockRemoved"
 	case EventAllBlocksCleared:
 		return "AllBlocksCleared"
+	case EventHostStored:
+		return "HostStored"
+	case EventHostRemoved:
+		return "HostRemoved"
 	}
 	return "EventType(" + strconv.Itoa(int(e)) + ")"
 }

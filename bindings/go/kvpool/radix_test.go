@@ -218,6 +218,8 @@ func TestEventTypesMatchHeader(t *testing.T) {
 		{kvpool.EventBlockStored, kvpool.RADIX_EVENT_BLOCK_STORED},
 		{kvpool.EventBlockRemoved, kvpool.RADIX_EVENT_BLOCK_REMOVED},
 		{kvpool.EventAllBlocksCleared, kvpool.RADIX_EVENT_ALL_BLOCKS_CLEARED},
+		{kvpool.EventHostStored, kvpool.RADIX_EVENT_HOST_STORED},
+		{kvpool.EventHostRemoved, kvpool.RADIX_EVENT_HOST_REMOVED},
 	} {
 		if int(c.got) != int(c.want) {
 			t.Errorf("%s = %d, header %d", c.got, c.got, c.want)

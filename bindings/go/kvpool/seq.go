@@ -19,6 +19,7 @@ type SeqInfo struct {
 	Computed  int   // tokens whose KV slots are allocated (cached prefix + computed)
 	Cached    int   // leading tokens whose slots the prefix tree owns (page-aligned)
 	PrefixHit int   // prefix tokens found in the tree at Begin (or at the last Retract)
+	HostHit   int   // of PrefixHit, tokens loaded back from the host tier (host_cache); 0 without one
 }
 
 // Accounting is SGLang's scheduler accounting: Available + Evictable +
@@ -126,6 +127,7 @@ func (p *Pool) SeqInfo(seq uint64) (SeqInfo, error) {
 		Computed:  int(info.GetComputed()),
 		Cached:    int(info.GetCached()),
 		PrefixHit: int(info.GetPrefix_hit()),
+		HostHit:   int(info.GetHost_hit()),
 	}, nil
 }
 

@@ -81,8 +81,11 @@ const (
 	BufferMambaIntermediateConv BufferKind = 11 // hybrid_linear speculative: per-draft-token conv windows
 )
 
-// Device types of Buffer.DeviceType (DLPack's numbers).
+// Device types (DLPack's numbers): Buffer.DeviceType is DeviceCPU or
+// DeviceCUDA; DeviceCUDAHost (pinned host memory) is what the callbacks of a
+// C kvpool_allocator get for a CUDA pool's host tier.
 const (
-	DeviceCPU  int32 = 1
-	DeviceCUDA int32 = 2
+	DeviceCPU      int32 = 1
+	DeviceCUDA     int32 = 2
+	DeviceCUDAHost int32 = 3
 )

@@ -12,6 +12,11 @@ public final class BufferInfo {
   public static final int DEVICE_CPU = Kvpool.KVPOOL_DEVICE_CPU;
   /** {@link #getDeviceType()} of CUDA device memory (DLPack's kDLCUDA). */
   public static final int DEVICE_CUDA = Kvpool.KVPOOL_DEVICE_CUDA;
+  /**
+   * Pinned host memory (DLPack's kDLCUDAHost): never a buffer's device type, but what the callbacks
+   * of a C kvpool_allocator get for a CUDA pool's host tier.
+   */
+  public static final int DEVICE_CUDA_HOST = Kvpool.KVPOOL_DEVICE_CUDA_HOST;
 
   private final DType dtype;
   private final long data;
