@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The host tier's CUDA transfers on a GPU machine: builds the parity test, the GPU
 # test suite and gpu_bench for sm_90 (Release), runs the parity test and the suite's
-# HostTierPool tests with KVPOOL_REQUIRE_GPU=1, then `gpu_bench --host-tier`, then the
+# HostTier tests (pools, copies in flight) with KVPOOL_REQUIRE_GPU=1, then `gpu_bench --host-tier`, then the
 # parity test under compute-sanitizer memcheck and racecheck.
 #
 #   scripts/gpu_host_tier.sh [build-dir] [log-dir]
@@ -31,8 +31,8 @@ tests=$build/tests/gpu/kvpool_gpu_host_tier_tests
 echo "=== parity test"
 "$tests" > "$logs/test.log" 2>&1 || status=1
 grep -E '^\[  (PASSED|FAILED) |^\[  FAILED|Failure|seed|stale bytes' "$logs/test.log" | head -n 30
-echo "=== kvpool_gpu_tests --gtest_filter='*HostTierPool*'"
-"$build/tests/gpu/kvpool_gpu_tests" --gtest_filter='*HostTierPool*' > "$logs/pool.log" 2>&1 || status=1
+echo "=== kvpool_gpu_tests --gtest_filter='*HostTier*'"
+"$build/tests/gpu/kvpool_gpu_tests" --gtest_filter='*HostTier*' > "$logs/pool.log" 2>&1 || status=1
 grep -E '^\[  (PASSED|FAILED) |^\[  FAILED|Failure' "$logs/pool.log" | head -n 30
 if [[ ${SKIP_BENCH:-0} != 1 ]]; then
   echo "=== gpu_bench --host-tier"
