@@ -34,12 +34,22 @@ struct PartCopy {
   uint32_t chunks;      // ceil(item_units / kChunkUnits): blocks' work pieces per item
 };
 
-// ids: [n, host pages (n), device pages (n)] in device memory, checked on the host.
+// ids: [n, host pages (n), device pages (n)] in device (or mapped pinned) memory, checked on the host.
 struct CopyArgs {
   const PartCopy* parts;  // device array, blockIdx.y selects
   const int64_t* ids;
   uint32_t layer0, layers;  // tiered layers [layer0, layer0 + layers)
   int to_host;              // 1: device -> host (backup), 0: host -> device (load)
+  // Loads that mark each layer done in device memory (layer_flag NULL: none). Per tiered layer
+  // l, blocks add the work pieces they finished to layer_done[l]; the block whose pieces
+  // complete the layer (layer_work of them, every part) zeroes the counter for the next load
+  // and stores seq to layer_flag[l], which wait_layer waits on (cuStreamWaitValue32, >= seq).
+  // sweep: per part the next work piece, then the count of blocks done (all zero at launch).
+  unsigned long long* layer_done;
+  unsigned long long* sweep;
+  unsigned* layer_flag;
+  unsigned seq;
+  unsigned long long layer_work;
 };
 
 template <class V>
@@ -85,31 +95,102 @@ __device__ __forceinline__ void copy_chunk(const PartCopy& pc, uint8_t* dev, uin
   }
 }
 
-// Grid: x strides over (page, layer, chunk) work pieces, y is the part. The grid
-// may be larger than the work (a captured load graph has a fixed grid and reads n
-// on the device): spare blocks exit.
+// A block finished `count` work pieces of tiered layer l (all its threads call this).
+__device__ __forceinline__ void mark_layer(const CopyArgs& a, uint32_t l, unsigned long long count) {
+  __threadfence();  // this thread's stores of the layer are visible device-wide...
+  __syncthreads();  // ...and so every thread's, before thread 0 counts them
+  if (threadIdx.x == 0) {
+    const unsigned long long before = atomicAdd(&a.layer_done[l], count);
+    if (before + count == a.layer_work) {  // the layer's last pieces: every block has counted
+      __threadfence();
+      a.layer_done[l] = 0;  // the next load is ordered after this kernel on the load stream
+      __threadfence_system();
+      atomicExch(&a.layer_flag[l], a.seq);
+    }
+  }
+}
+
+// Grid: x sweeps (layer, page, chunk) work pieces, layer-major; y is the part. Without
+// layer marks the blocks stride over the pieces (the grid may be larger than the work: a
+// captured load graph has a fixed grid and reads n on the device; spare blocks exit).
+// With them the blocks take the next piece of their part from a counter (a.sweep), so
+// the pieces are started strictly in order and layer 0 lands first whatever the blocks'
+// speeds; the last block to finish zeroes the counters for the next load.
 __global__ void __launch_bounds__(kCopyThreads) host_copy_kernel(CopyArgs a) {
   __shared__ PartCopy pc;
+  __shared__ unsigned long long taken;
   if (threadIdx.x == 0) pc = a.parts[blockIdx.y];
   __syncthreads();
   const int64_t n = a.ids[0];
   const int64_t* host_pages = a.ids + 1;
   const int64_t* dev_pages = a.ids + 1 + n;
+  const bool marks = a.layer_flag != nullptr;
+  if (marks && n == 0) {  // an empty load: every layer is done at once (one block)
+    __threadfence_system();
+    for (uint32_t l = threadIdx.x; l < a.layers; l += blockDim.x) atomicExch(&a.layer_flag[a.layer0 + l], a.seq);
+    return;
+  }
   const uint64_t work = static_cast<uint64_t>(n) * a.layers * pc.chunks;
-  for (uint64_t w = blockIdx.x; w < work; w += gridDim.x) {
-    const uint64_t item = w / pc.chunks;
-    const uint32_t chunk = static_cast<uint32_t>(w - item * pc.chunks);
-    const uint64_t i = item / a.layers;
-    const uint32_t l = a.layer0 + static_cast<uint32_t>(item - i * a.layers);
-    uint8_t* dev = reinterpret_cast<uint8_t*>(pc.dev_base[l]) + static_cast<uint64_t>(dev_pages[i]) * pc.dev_page;
-    uint8_t* host = pc.host + static_cast<uint64_t>(host_pages[i]) * pc.host_page + l * pc.host_layer;
-    const uint32_t first = chunk * kChunkUnits;
+  // The block's next piece (the same in every thread).
+  const auto next_piece = [&](uint64_t w) -> uint64_t {
+    if (!marks) return w + gridDim.x;
+    __syncthreads();  // every thread has read the last one
+    if (threadIdx.x == 0) taken = atomicAdd(&a.sweep[blockIdx.y], 1ULL);
+    __syncthreads();
+    return taken;
+  };
+  // A piece's layer, chunk and page ids. The ids of the next piece are read while this one
+  // is copied: ids in the mapped staging slot cost a trip over PCIe, which waits behind the
+  // copies' own reads while the link is busy.
+  struct Piece {
+    uint32_t l, chunk;
+    int64_t host_page, dev_page;
+  };
+  const auto piece_of = [&](uint64_t w) {
+    Piece p{};
+    if (w < work) {
+      const uint64_t item = w / pc.chunks;
+      const uint64_t ll = item / static_cast<uint64_t>(n);
+      const uint64_t i = item - ll * static_cast<uint64_t>(n);
+      p = Piece{a.layer0 + static_cast<uint32_t>(ll), static_cast<uint32_t>(w - item * pc.chunks), host_pages[i],
+                dev_pages[i]};
+    }
+    return p;
+  };
+  uint32_t open = UINT32_MAX;  // the layer whose pieces `done` counts
+  unsigned long long done = 0;
+  uint64_t w = marks ? next_piece(0) : blockIdx.x;
+  Piece cur = piece_of(w);
+  while (w < work) {
+    const uint64_t w_next = next_piece(w);
+    const Piece next = piece_of(w_next);
+    if (marks && cur.l != open) {
+      if (done != 0) mark_layer(a, open, done);
+      open = cur.l;
+      done = 0;
+    }
+    ++done;
+    uint8_t* dev = reinterpret_cast<uint8_t*>(pc.dev_base[cur.l]) + static_cast<uint64_t>(cur.dev_page) * pc.dev_page;
+    uint8_t* host = pc.host + static_cast<uint64_t>(cur.host_page) * pc.host_page + cur.l * pc.host_layer;
+    const uint32_t first = cur.chunk * kChunkUnits;
     switch (pc.width) {
       case 16: copy_chunk<uint4>(pc, dev, host, first, a.to_host != 0); break;
       case 8: copy_chunk<uint2>(pc, dev, host, first, a.to_host != 0); break;
       case 4: copy_chunk<unsigned>(pc, dev, host, first, a.to_host != 0); break;
       case 2: copy_chunk<unsigned short>(pc, dev, host, first, a.to_host != 0); break;
       default: copy_chunk<unsigned char>(pc, dev, host, first, a.to_host != 0); break;
+    }
+    w = w_next;
+    cur = next;
+  }
+  if (!marks) return;
+  if (done != 0) mark_layer(a, open, done);
+  if (threadIdx.x == 0) {
+    // Every block has taken its last piece before it counts itself out here.
+    unsigned long long* finished = a.sweep + gridDim.y;
+    if (atomicAdd(finished, 1ULL) == static_cast<unsigned long long>(gridDim.x) * gridDim.y - 1) {
+      for (uint32_t p = 0; p < gridDim.y; ++p) a.sweep[p] = 0;
+      *finished = 0;
     }
   }
 }

@@ -8,13 +8,22 @@
 // event on the compute stream and a wait for it, and:
 //   backup: one kernel for every tiered layer, part and page (cuda/host_copy.cuh),
 //           reading the ids from the mapped staging slot;
-//   load:   a copy of the ids to the device, then one CUDA graph of the load set,
-//           captured once: per layer (group) the kernel, then the set's event of it
-//           (SGLang's LayerDoneCounter), so a load is one cudaGraphLaunch;
+//   load:   one kernel for every layer, reading the ids from the mapped slot; its
+//           blocks (as many as fit at once) take the work pieces in order from a
+//           counter, layer 0 first, and the block that completes a layer stores the
+//           load's sequence number to the set's flag of the layer in device memory
+//           (SGLang's LayerDoneCounter); wait_layer enqueues a stream wait on that
+//           flag (cuStreamWaitValue32, from the driver through
+//           cudaGetDriverEntryPoint: the library links the static runtime only).
+//           Where stream memory operations are missing, the event path: a copy of
+//           the ids to the device, then one CUDA graph of the load set, captured
+//           once, per layer (group) the kernel and the set's event of it, waited on
+//           with cudaStreamWaitEvent;
 // then the ticket's event. The copy-engine path (CopyPath::kCopyEngine) replaces the
 // kernels by cudaMemcpyBatchAsync of the runs contiguous on both sides: faster for
 // loads (a host read by the SMs fetches less per PCIe request than a DMA engine
-// does), but the host pays per run. Measured on an H200: docs/performance.md.
+// does), but the host pays per run. Measured: docs/performance.md.
+#include <cuda.h>  // types and constants of cuStreamWaitValue32 only: no link to libcuda
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -50,6 +59,24 @@ uint32_t widest_access(uint64_t v) {
   return 1;
 }
 
+using StreamWaitValue32 = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+
+// cuStreamWaitValue32 (the v2 memory operations, always on since CUDA 12.0), or NULL.
+StreamWaitValue32 driver_wait_value32() {
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+#if CUDART_VERSION >= 12050
+  const cudaError_t e = cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &fn, 12000, cudaEnableDefault, &found);
+#else
+  const cudaError_t e = cudaGetDriverEntryPoint("cuStreamWaitValue32", &fn, cudaEnableDefault, &found);
+#endif
+  if (e != cudaSuccess || found != cudaDriverEntryPointSuccess) {
+    (void)cudaGetLastError();
+    return nullptr;
+  }
+  return reinterpret_cast<StreamWaitValue32>(fn);
+}
+
 // A run contiguous on both sides, for the copy engines.
 struct Run {
   uint8_t* dst;
@@ -77,6 +104,8 @@ class CudaTransfer final : public HostTransfer {
     cudaFree(load_ids_.ptr);
     cudaFree(parts_dev_);
     cudaFree(bases_dev_);
+    cudaFree(layer_done_dev_);
+    cudaFree(layer_flags_);
     for (cudaEvent_t e : tickets_) cudaEventDestroy(e);
     for (auto& set : layer_done_) {
       for (cudaEvent_t e : set) cudaEventDestroy(e);
@@ -107,18 +136,34 @@ class CudaTransfer final : public HostTransfer {
     // module then, which can wait for the work running on the device.
     cudaFuncAttributes attr{};
     KVP_CUDA(cudaFuncGetAttributes(&attr, cudak::host_copy_kernel), "cudaFuncGetAttributes (host tier kernel)");
+    int per_sm = 0;
+    KVP_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, cudak::host_copy_kernel, cudak::kCopyThreads, 0),
+             "cudaOccupancyMaxActiveBlocksPerMultiprocessor (host tier kernel)");
+    resident_ = static_cast<uint64_t>(std::max(per_sm, 1)) * static_cast<uint64_t>(sms_);
     KVP_CUDA(cudaStreamCreateWithFlags(&write_, cudaStreamNonBlocking), "cudaStreamCreate (host tier write)");
     KVP_CUDA(cudaStreamCreateWithFlags(&load_, cudaStreamNonBlocking), "cudaStreamCreate (host tier load)");
     KVP_CUDA(cudaEventCreateWithFlags(&compute_done_, cudaEventDisableTiming), "cudaEventCreate (host tier)");
     tickets_.assign(kTickets, nullptr);
     for (cudaEvent_t& e : tickets_) KVP_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
-    for (auto& set : layer_done_) {
-      set.assign(groups_, nullptr);
-      for (cudaEvent_t& e : set) KVP_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
-    }
     KVPOOL_RETURN_IF_ERROR(build_parts());
-    KVPOOL_RETURN_IF_ERROR(grow_ids(&load_ids_, kInitialIdPages));
-    if (load_path_ == CopyPath::kKernel) KVPOOL_RETURN_IF_ERROR(capture_load_graphs());
+    if (load_path_ == CopyPath::kKernel && !options_.layer_events) wait_value_ = driver_wait_value32();
+    if (wait_value_ == nullptr) {
+      for (auto& set : layer_done_) {
+        set.assign(groups_, nullptr);
+        for (cudaEvent_t& e : set) KVP_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
+      }
+    }
+    if (wait_value_ != nullptr) {  // loads mark layers in device memory
+      const size_t counters = (g_.layers + kMaxParts + 1) * sizeof(unsigned long long);  // layers, then the sweep
+      KVP_CUDA(cudaMalloc(&layer_done_dev_, counters), "cudaMalloc (host tier layers)");
+      KVP_CUDA(cudaMemset(layer_done_dev_, 0, counters), "cudaMemset (host tier layers)");
+      KVP_CUDA(cudaMalloc(&layer_flags_, kLoadSets * g_.layers * sizeof(unsigned)), "cudaMalloc (host tier flags)");
+      KVP_CUDA(cudaMemset(layer_flags_, 0, kLoadSets * g_.layers * sizeof(unsigned)), "cudaMemset (host tier flags)");
+      KVP_CUDA(cudaDeviceSynchronize(), "cudaDeviceSynchronize (host tier init)");  // the memsets ran
+    } else {
+      KVPOOL_RETURN_IF_ERROR(grow_ids(&load_ids_, kInitialIdPages));
+      if (load_path_ == CopyPath::kKernel) KVPOOL_RETURN_IF_ERROR(capture_load_graphs());
+    }
     return Status::ok();
   }
 
@@ -143,8 +188,8 @@ class CudaTransfer final : public HostTransfer {
       // copy to the device, and a few µs of latency per block against ~10 ms of copying.
       Staging* s = nullptr;
       KVPOOL_RETURN_IF_ERROR(stage(host_pages, device_pages, n, &s));
-      CopyArgs a{parts_dev_, s->device, 0, g_.layers, 1};
-      launch_copy(a, static_cast<uint64_t>(n) * g_.layers, write_);
+      CopyArgs a{parts_dev_, s->device, 0, g_.layers, 1, nullptr, nullptr, nullptr, 0, 0};
+      launch_copy(a, static_cast<uint64_t>(n) * g_.layers, static_cast<uint64_t>(sms_) * 16, write_);
       Status st = cuda_error(cudaGetLastError(), "host_copy_kernel launch (host tier backup)");
       if (st.is_ok()) st = next_ticket(write_, &t);
       if (!st.is_ok()) return retire(s, st);
@@ -165,7 +210,27 @@ class CudaTransfer final : public HostTransfer {
     // work), so that a batch that waits on the set never waits on an older load.
     KVPOOL_RETURN_IF_ERROR(follow_compute(load_, "load"));
     uint64_t t = 0;
-    if (load_path_ == CopyPath::kCopyEngine || n == 0) {
+    if (wait_value_ != nullptr) {
+      // One kernel, every layer; its blocks store seq to the set's layer flags.
+      Staging* s = nullptr;
+      KVPOOL_RETURN_IF_ERROR(stage(host_pages, device_pages, n, &s));
+      const unsigned seq = load_seq_[set] == UINT32_MAX ? 1 : load_seq_[set] + 1;  // 0: never loaded
+      CopyArgs a{parts_dev_,   s->device, 0, g_.layers, 0, layer_done_dev_, layer_done_dev_ + g_.layers,
+                 layer_flags_ + set * g_.layers, seq, static_cast<unsigned long long>(n) * chunk_sum_};
+      // As many blocks as fit on the device at once: they take the pieces in order, layer 0
+      // first (one block marks an empty load).
+      if (n == 0) {
+        cudak::host_copy_kernel<<<1, cudak::kCopyThreads, 0, load_>>>(a);
+      } else {
+        launch_copy(a, static_cast<uint64_t>(n) * g_.layers, resident_ / g_.parts.size(), load_);
+      }
+      Status st = cuda_error(cudaGetLastError(), "host_copy_kernel launch (host tier load)");
+      if (!st.is_ok()) return retire(s, st);
+      load_seq_[set] = seq;  // only a load that was enqueued is waited for
+      st = next_ticket(load_, &t);
+      if (!st.is_ok()) return retire(s, st);
+      s->ticket = t;
+    } else if (load_path_ == CopyPath::kCopyEngine || n == 0) {
       for (uint32_t grp = 0; grp < groups_; ++grp) {
         runs_.clear();
         for (uint32_t l = grp * group_; l < std::min(g_.layers, (grp + 1) * group_); ++l) {
@@ -213,6 +278,19 @@ class CudaTransfer final : public HostTransfer {
                              " tiered layers)");
     }
     cudaStream_t st = stream != nullptr ? static_cast<cudaStream_t>(stream) : compute_;
+    if (wait_value_ != nullptr) {
+      // Cyclic >=: a flag still holding an older load's number does not pass, a later load's does
+      // (that load ran after this one on the load stream). Never loaded: nothing to wait for.
+      const unsigned seq = load_seq_[set];
+      if (seq == 0) return Status::ok();
+      const CUresult r = wait_value_(reinterpret_cast<CUstream>(st),
+                                     reinterpret_cast<CUdeviceptr>(layer_flags_ + set * g_.layers + layer), seq,
+                                     CU_STREAM_WAIT_VALUE_GEQ);
+      if (r != CUDA_SUCCESS) {
+        return Status::cuda("cuStreamWaitValue32 (host tier layer): CUresult " + std::to_string(static_cast<int>(r)));
+      }
+      return Status::ok();
+    }
     return cuda_error(cudaStreamWaitEvent(st, layer_done_[set][layer / group_], 0),
                       "cudaStreamWaitEvent (host tier layer)");
   }
@@ -253,6 +331,7 @@ class CudaTransfer final : public HostTransfer {
     uint8_t* data = pool_->data();
     page_bytes_ = 0;
     max_chunks_ = 1;
+    chunk_sum_ = 0;
     for (size_t p = 0; p < g_.parts.size(); ++p) {
       const TierPart& tp = g_.parts[p];
       if (tp.device_base.size() != L || tp.item_bytes == 0) {
@@ -294,6 +373,7 @@ class CudaTransfer final : public HostTransfer {
       pc.item_units = static_cast<uint32_t>(item_units);
       pc.chunks = (pc.item_units + cudak::kChunkUnits - 1) / cudak::kChunkUnits;
       max_chunks_ = std::max<uint64_t>(max_chunks_, pc.chunks);
+      chunk_sum_ += pc.chunks;
       page_bytes_ += static_cast<uint64_t>(pc.rows) * tp.item_bytes * L;
       for (uint8_t* b : tp.device_base) bases.push_back(reinterpret_cast<uintptr_t>(b));
     }
@@ -415,8 +495,8 @@ class CudaTransfer final : public HostTransfer {
       cudaError_t e = cudaSuccess;
       for (uint32_t grp = 0; grp < groups_ && e == cudaSuccess; ++grp) {
         const uint32_t first = grp * group_, count = std::min(g_.layers - first, group_);
-        CopyArgs a{parts_dev_, load_ids_.ptr, first, count, 0};
-        launch_copy(a, 0, load_);
+        CopyArgs a{parts_dev_, load_ids_.ptr, first, count, 0, nullptr, nullptr, nullptr, 0, 0};
+        launch_copy(a, 0, static_cast<uint64_t>(sms_) * 4, load_);
         e = cudaGetLastError();
         if (e == cudaSuccess) e = cudaEventRecordWithFlags(layer_done_[set][grp], load_, cudaEventRecordExternal);
       }
@@ -430,10 +510,10 @@ class CudaTransfer final : public HostTransfer {
     return Status::ok();
   }
 
-  // Enqueues the copy kernel over `items` (page, layer) items; 0: a fixed grid for any n
-  // (the load graphs, which read n on the device).
-  void launch_copy(const CopyArgs& a, uint64_t items, cudaStream_t stream) {
-    const uint64_t cap = static_cast<uint64_t>(sms_) * (items == 0 ? 4 : 16);
+  // Enqueues the copy kernel over `items` (page, layer) items on at most `cap` blocks per
+  // part; 0 items: `cap` blocks for any n (the load graphs, which read n on the device).
+  void launch_copy(const CopyArgs& a, uint64_t items, uint64_t cap, cudaStream_t stream) {
+    cap = std::max<uint64_t>(cap, 1);
     const unsigned blocks = static_cast<unsigned>(items == 0 ? cap : std::min(items * max_chunks_, cap));
     cudak::host_copy_kernel<<<dim3(blocks, static_cast<unsigned>(g_.parts.size())), cudak::kCopyThreads, 0,
                               stream>>>(a);
@@ -507,6 +587,7 @@ class CudaTransfer final : public HostTransfer {
   CopyPath backup_path_ = CopyPath::kKernel, load_path_ = CopyPath::kKernel;
   uint32_t group_ = 1, groups_ = 1;  // tiered layers per load launch / layer-done event, and their count
   int sms_ = 1;
+  uint64_t resident_ = 1;  // copy kernel blocks resident at once on the device
   cudaStream_t compute_ = nullptr;  // the legacy default stream until set_compute_stream
   cudaStream_t write_ = nullptr, load_ = nullptr;
   cudaEvent_t compute_done_ = nullptr;
@@ -517,8 +598,16 @@ class CudaTransfer final : public HostTransfer {
   PartCopy* parts_dev_ = nullptr;
   uint64_t* bases_dev_ = nullptr;
   uint64_t max_chunks_ = 1;  // host_copy_kernel work pieces per item, largest part
+  uint64_t chunk_sum_ = 0;   // work pieces per (page, layer), all parts
+  // The flag path (stream memory operations): cuStreamWaitValue32, per tiered layer the
+  // count of finished work pieces (then the kernel's sweep counters), per set and layer the
+  // flag, per set the last load's number.
+  StreamWaitValue32 wait_value_ = nullptr;
+  unsigned long long* layer_done_dev_ = nullptr;
+  unsigned* layer_flags_ = nullptr;
+  unsigned load_seq_[kLoadSets] = {};
   uint64_t page_bytes_ = 0;  // bytes of one page, all layers and parts
-  IdBuffer load_ids_;  // what the load graphs read
+  IdBuffer load_ids_;  // what the load graphs read (the event path)
   std::vector<Staging> staging_;
   size_t staging_next_ = 0;
   std::vector<void*> retired_;       // outgrown device id buffers

@@ -123,7 +123,8 @@ KVPOOL_API kvpool_status kvhost_load_set(const kvpool *pool, int32_t *set);
 
 /**
  * @brief Make @p stream wait until @p layer of the loads of @p set has landed (the host
- *        does not block).
+ *        does not block). The wait is for the loads enqueued before this call: @p stream
+ *        must not be capturing a CUDA graph (a replay would not wait for later loads).
  * @param[in] pool   A live pool with a host tier.
  * @param[in] set    A load set (0, 1 or 2).
  * @param[in] layer  A global layer id the pool holds KV for.

@@ -10,7 +10,9 @@
 // CUDA pools enqueue a constant number of launches per call on the tier's write or
 // load stream, ordered after the work already on the compute stream
 // (set_compute_stream; default: the legacy default stream), and never synchronise
-// except in wait().
+// except in wait(). A kernel load marks each layer done in device memory and
+// wait_layer enqueues a stream wait on it (cuStreamWaitValue32); the copy engines, and
+// the kernel where stream memory operations are missing, record an event per layer group.
 #pragma once
 
 #include <cstddef>
@@ -40,6 +42,8 @@ class HostTransfer {
   virtual Status wait(uint64_t ticket) = 0;
   // Makes `stream` (NULL: the compute stream) wait until tiered layer `layer` of the last
   // load of `set` has landed; nothing on the host blocks. CPU pools: nothing to wait for.
+  // The wait is for the load enqueued last before this call: `stream` must not be capturing
+  // a graph (a replay would wait for that load again, not for a later one).
   virtual Status wait_layer(int set, uint32_t layer, void* stream) = 0;
   // Bytes moved so far each way.
   virtual uint64_t bytes_to_host() const = 0;
@@ -61,10 +65,15 @@ enum class CopyPath : int32_t {
 struct CudaTransferOptions {
   bool direct = false;        // host_cache.io_backend "direct" (page_first_direct requires it)
   CopyPath path = CopyPath::kAuto;  // tests and benchmarks force one path (both directions)
-  // Tiered layers per load launch and per layer-done event (0: 1). Larger groups cost the
-  // host less per load (one graph node pair per group) and the engine more latency before
-  // its first layer can start (docs/performance.md, "Host tier transfers").
+  // The event path only (copy engines, or layer_events): tiered layers per load launch and
+  // per layer-done event (0: 1). Larger groups cost the host less per load (one graph node
+  // pair per group) and the engine more latency before its first layer can start
+  // (docs/performance.md, "Host tier transfers"). Kernel loads that mark layers in device
+  // memory mark every layer, in one launch.
   uint32_t layer_group = 0;
+  // Kernel loads through the event path (per layer group a graph node pair) even where
+  // stream memory operations work: the fallback where they don't, forced for tests.
+  bool layer_events = false;
 };
 
 // CUDA pools (cuda/host_transfer.cu): the copy kernel for every layout, copy engines

@@ -92,20 +92,27 @@ double sglang_of(HostLayout layout, bool backup) {
 struct Variant {
   CopyPath path;
   uint32_t layer_group;  // 0: the default
+  bool layer_events;     // kernel loads through the event path (the fallback without stream memory operations)
 };
+
+// How a load marks its layers done: flags in device memory, or events (copy engines, fallback).
+const char* marks_of(const Variant& var) {
+  return var.path == CopyPath::kKernel && !var.layer_events ? "flags" : "events";
+}
 
 void line(const char* metric, HostLayout layout, const Variant& var, const std::vector<double>& v, const char* unit,
           double sglang, double pcie, double goal, bool lower_is_better, int synced) {
   const CopyPath path = var.path;
   const double m = median(v);
   const bool met = goal <= 0 || (lower_is_better ? m <= goal : m >= goal);
-  std::printf("{\"metric\": \"%s\", \"layout\": \"%s\", \"path\": \"%s\", \"layer_group\": %u, "
+  std::printf("{\"metric\": \"%s\", \"layout\": \"%s\", \"path\": \"%s\", \"layer_marks\": \"%s\", "
+              "\"layer_group\": %u, "
               "\"page_size\": %d, \"batch_tokens\": %d, "
               "\"median\": %.3f, \"p10\": %.3f, \"p90\": %.3f, \"unit\": \"%s\", \"n\": %zu, \"sglang\": %.1f, "
               "\"x_vs_sglang\": %.3f, \"pcie_gbps\": %.2f, \"of_pcie\": %.3f, \"synced_calls\": %d, \"goal\": %.1f, "
               "\"goal_met\": %s}\n",
               metric, kvp::host::host_layout_name(layout), path == CopyPath::kKernel ? "kernel" : "copy_engine",
-              var.layer_group, static_cast<int>(kPage), static_cast<int>(kBatchTokens), m, quantile(v, 0.1), quantile(v, 0.9), unit,
+              marks_of(var), var.layer_group, static_cast<int>(kPage), static_cast<int>(kBatchTokens), m, quantile(v, 0.1), quantile(v, 0.9), unit,
               v.size(), sglang, sglang > 0 ? m / sglang : 0.0, pcie, pcie > 0 && !lower_is_better ? m / pcie : 0.0,
               synced, goal, met ? "true" : "false");
   std::fflush(stdout);
@@ -114,7 +121,7 @@ void line(const char* metric, HostLayout layout, const Variant& var, const std::
 __global__ void ht_empty_kernel() {}
 
 // What one enqueue costs the host on this machine, for the host-call rows: an empty
-// kernel launch and an event record (a backup is 4 enqueues, a load 5).
+// kernel launch and an event record (a backup or a kernel load is 4 enqueues).
 void enqueue_floor(cudaStream_t s) {
   cudaEvent_t e;
   HT_CHECK_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
@@ -222,6 +229,7 @@ void bench_layout(const DeviceKv& kv, HostLayout layout, const Variant& var, int
   o.direct = path == CopyPath::kCopyEngine;
   o.path = path;
   o.layer_group = var.layer_group;
+  o.layer_events = var.layer_events;
   std::unique_ptr<kvp::host::HostTransfer> t;
   HT_CHECK(kvp::host::make_cuda_transfer(pool.get(), 0, o, &t));
   HT_CHECK(t->set_compute_stream(compute));
@@ -318,17 +326,18 @@ void bench_host_tier(bool quick) {
     DeviceKv kv;
     for (HostLayout layout : {HostLayout::kLayerFirst, HostLayout::kPageFirst, HostLayout::kPageFirstDirect,
                               HostLayout::kPageHead}) {
-      bench_layout(kv, layout, {CopyPath::kKernel, 0}, reps, h2d, d2h, compute);
+      bench_layout(kv, layout, {CopyPath::kKernel, 0, false}, reps, h2d, d2h, compute);
       // The copy engines get one run per piece contiguous on both sides: a (page, layer) block for
       // layer_first and page_first_direct, a token row for page_first (timed a few times: 262K runs a
       // batch), a head's row for page_head (not timed: 2M runs a batch).
       if (layout == HostLayout::kPageHead) continue;
-      bench_layout(kv, layout, {CopyPath::kCopyEngine, 0}, layout == HostLayout::kPageFirst ? 3 : reps, h2d, d2h,
+      bench_layout(kv, layout, {CopyPath::kCopyEngine, 0, false}, layout == HostLayout::kPageFirst ? 3 : reps, h2d, d2h,
                    compute);
     }
-    // Loads of 2 and 4 layers per launch and event, against the default of 1 above.
+    // Kernel loads through the event fallback (a graph of a kernel and an event per layer
+    // group; 1 and 4 layers), against the flags above, in the same run.
     for (HostLayout layout : {HostLayout::kLayerFirst, HostLayout::kPageFirstDirect}) {
-      for (const Variant& var : {Variant{CopyPath::kKernel, 2}, Variant{CopyPath::kKernel, 4}}) {
+      for (const Variant& var : {Variant{CopyPath::kKernel, 1, true}, Variant{CopyPath::kKernel, 4, true}}) {
         bench_layout(kv, layout, var, reps, h2d, d2h, compute);
       }
     }

@@ -5,8 +5,10 @@
 // nsa with its per-page indexer part, and an odd-sized part that forces narrow
 // accesses); the whole host buffer and every whole device buffer must then be equal
 // byte for byte, so a stray write anywhere is caught too. Plus: a kernel on a user
-// stream that waits with wait_layer sees the loaded layer, and bad ids are refused
-// with nothing enqueued.
+// stream that waits with wait_layer sees the loaded layer (and not what an older load
+// of the same set left there), and bad ids are refused with nothing enqueued. Kernel
+// loads run both ways of marking layers done: flags in device memory (stream memory
+// operations) and the event fallback (CudaTransferOptions::layer_events).
 //
 // The device buffers are the test's own (one cudaMalloc per part and layer, rows
 // shaped like the pool kind's), described by hand as TierParts.
@@ -143,7 +145,8 @@ struct Rig {
   }
 
   // false (with geometry_error set) when the layout cannot hold the kind (page_head of non-head rows).
-  bool build(const Kind& k, HostLayout l, CopyPath path, std::mt19937_64& rng, uint32_t layer_group = 0) {
+  bool build(const Kind& k, HostLayout l, CopyPath path, std::mt19937_64& rng, uint32_t layer_group = 0,
+             bool layer_events = false) {
     kind = k;
     layout = l;
     const uint64_t P = k.page_size;
@@ -180,6 +183,7 @@ struct Rig {
     o.direct = path == CopyPath::kCopyEngine;
     o.path = path;
     o.layer_group = layer_group;
+    o.layer_events = layer_events;
     const Status ts = kvp::host::make_cuda_transfer(gpu_pool.get(), 0, o, &gpu);
     EXPECT_TRUE(ts.is_ok()) << ts.message();
     cpu = kvp::host::make_cpu_transfer(cpu_pool.get());
@@ -245,8 +249,10 @@ TEST(GpuHostTier, ParityWithCpuTransfer) {
       for (CopyPath path : kPaths) {
         SCOPED_TRACE(std::string(kind.name) + " / " + kvp::host::host_layout_name(layout) + " / " + path_name(path));
         Rig rig;
-        // Every other combination loads two layers per launch and event.
-        if (!rig.build(kind, layout, path, rng, 1 + static_cast<uint32_t>(checked % 2))) {
+        // Every other combination loads through the event path (kernel loads: the fallback
+        // without stream memory operations), two layers per launch and event.
+        const bool events = checked % 2 == 1;
+        if (!rig.build(kind, layout, path, rng, events ? 2 : 1, events)) {
           // Only page_head may refuse, and only rows that are not whole heads.
           ASSERT_EQ(layout, HostLayout::kPageHead) << rig.geometry_error;
           ASSERT_FALSE(rig.geometry_error.empty());
@@ -286,75 +292,106 @@ TEST(GpuHostTier, ParityWithCpuTransfer) {
   EXPECT_EQ(checked, 6 * 4 * 2 - 3 * 2);
 }
 
+struct LoadMode {
+  const char* name;
+  CopyPath path;
+  bool layer_events;
+};
+const LoadMode kLoadModes[] = {
+    {"kernel, layer flags", CopyPath::kKernel, false},
+    {"kernel, layer events", CopyPath::kKernel, true},
+    {"copy engines", CopyPath::kCopyEngine, false},
+};
+
 // A kernel on a user stream, after wait_layer(set, 0, stream), sees layer 0 of the load,
-// although the load itself waits behind a long kernel on the compute stream.
+// although the load itself waits behind a long kernel on the compute stream. With
+// older_load_first, an earlier load of the same set wrote other host pages into the same
+// device rows and has finished: its marks of layer 0 must not satisfy the wait.
+void check_wait_layer(const LoadMode& mode, bool older_load_first, std::mt19937_64& rng) {
+  SCOPED_TRACE(mode.name);
+  Rig rig;
+  ASSERT_TRUE(rig.build(kinds()[0], HostLayout::kLayerFirst, mode.path, rng, 0, mode.layer_events));
+  cudaStream_t compute = nullptr, user = nullptr;
+  ASSERT_CUDA(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking));
+  ASSERT_CUDA(cudaStreamCreateWithFlags(&user, cudaStreamNonBlocking));
+  ASSERT_OK(rig.gpu->set_compute_stream(compute));
+  const Kind& k = rig.kind;
+  const uint64_t P = k.page_size, item = k.parts[0].item, stride = k.parts[0].stride;
+  const size_t n = rig.device_pages - 1;
+  const std::vector<int64_t> d = distinct(rng, rig.device_pages, n);
+  const std::vector<int64_t> h = distinct(rng, rig.gpu_pool->pages(), n);
+  // What layer 0 of part 0 must hold afterwards, row by row, straight from the host buffer.
+  const HostGeometry& g = rig.gpu_pool->geometry();
+  std::vector<int64_t> rows;
+  std::vector<uint8_t> expect;
+  for (size_t i = 0; i < n; ++i) {
+    for (uint64_t r = 0; r < P; ++r) {
+      rows.push_back(d[i] * static_cast<int64_t>(P) + static_cast<int64_t>(r));
+      const uint8_t* src = rig.gpu_pool->data() + g.offset(0, static_cast<uint64_t>(h[i]) * P + r, 0);
+      expect.insert(expect.end(), src, src + item);
+    }
+  }
+  int64_t* d_rows = nullptr;
+  uint8_t* d_expect = nullptr;
+  unsigned long long* d_bad = nullptr;
+  ASSERT_CUDA(cudaMalloc(&d_rows, rows.size() * sizeof(int64_t)));
+  ASSERT_CUDA(cudaMalloc(&d_expect, expect.size()));
+  ASSERT_CUDA(cudaMalloc(&d_bad, 2 * sizeof(unsigned long long)));
+  ASSERT_CUDA(cudaMemcpy(d_rows, rows.data(), rows.size() * sizeof(int64_t), cudaMemcpyHostToDevice));
+  ASSERT_CUDA(cudaMemcpy(d_expect, expect.data(), expect.size(), cudaMemcpyHostToDevice));
+  ASSERT_CUDA(cudaMemset(d_bad, 0, 2 * sizeof(unsigned long long)));
+  // Both kernels once before the timed part: lazy loading of a kernel while the spin runs
+  // could wait for the device and let the load finish before the control check.
+  host_tier_test_spin(compute, 1);
+  host_tier_test_count_mismatches(user, rig.dev[0][0], stride, d_rows, 0, item, d_expect, d_bad);
+  ASSERT_CUDA(cudaDeviceSynchronize());
+  uint64_t t = 0;
+  if (older_load_first) {
+    // Other host pages (random bytes, unlike h's) into the same device rows, all layers done.
+    std::vector<int64_t> older(h);
+    std::rotate(older.begin(), older.begin() + 1, older.end());
+    ASSERT_OK(rig.gpu->load(older.data(), d.data(), n, 1, &t));
+    ASSERT_OK(rig.gpu->wait_layer(1, k.layers - 1, user));
+    ASSERT_OK(rig.gpu->wait(t));
+    ASSERT_CUDA(cudaStreamSynchronize(user));
+  }
+
+  host_tier_test_spin(compute, 200LL * 1000 * 1000);  // ~0.1 s: the load cannot start before it ends
+  ASSERT_OK(rig.gpu->load(h.data(), d.data(), n, 1, &t));
+  EXPECT_FALSE(rig.gpu->finished(t));  // still behind the spin: nothing on the host waited
+  // Control: the same check without waiting normally runs at once and sees the old rows (not
+  // asserted: a stream may share a hardware queue with the load's and run after it anyway).
+  host_tier_test_count_mismatches(user, rig.dev[0][0], stride, d_rows, static_cast<int64_t>(rows.size()), item,
+                                  d_expect, d_bad + 1);
+  ASSERT_OK(rig.gpu->wait_layer(1, 0, user));
+  host_tier_test_count_mismatches(user, rig.dev[0][0], stride, d_rows, static_cast<int64_t>(rows.size()), item,
+                                  d_expect, d_bad);
+  ASSERT_CUDA(cudaGetLastError());
+  ASSERT_CUDA(cudaStreamSynchronize(user));
+  unsigned long long bad[2] = {0, 0};
+  ASSERT_CUDA(cudaMemcpy(bad, d_bad, sizeof bad, cudaMemcpyDeviceToHost));
+  EXPECT_EQ(bad[0], 0u) << "the kernel after wait_layer read rows the load had not written";
+  std::printf("%s%s: control check without wait_layer: %llu stale bytes\n", mode.name,
+              older_load_first ? ", after an older load" : "", bad[1]);
+  ASSERT_OK(rig.gpu->wait(t));
+  EXPECT_TRUE(rig.gpu->finished(t));
+  cudaFree(d_rows);
+  cudaFree(d_expect);
+  cudaFree(d_bad);
+  cudaStreamDestroy(compute);
+  cudaStreamDestroy(user);
+}
+
 TEST(GpuHostTier, WaitLayerOrdersUserStream) {
   KVPOOL_REQUIRE_CUDA_DEVICE();
   std::mt19937_64 rng(seed_of_run());
-  for (CopyPath path : kPaths) {
-    SCOPED_TRACE(path_name(path));
-    Rig rig;
-    ASSERT_TRUE(rig.build(kinds()[0], HostLayout::kLayerFirst, path, rng));
-    cudaStream_t compute = nullptr, user = nullptr;
-    ASSERT_CUDA(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking));
-    ASSERT_CUDA(cudaStreamCreateWithFlags(&user, cudaStreamNonBlocking));
-    ASSERT_OK(rig.gpu->set_compute_stream(compute));
-    const Kind& k = rig.kind;
-    const uint64_t P = k.page_size, item = k.parts[0].item, stride = k.parts[0].stride;
-    const size_t n = rig.device_pages - 1;
-    const std::vector<int64_t> d = distinct(rng, rig.device_pages, n);
-    const std::vector<int64_t> h = distinct(rng, rig.gpu_pool->pages(), n);
-    // What layer 0 of part 0 must hold afterwards, row by row, straight from the host buffer.
-    const HostGeometry& g = rig.gpu_pool->geometry();
-    std::vector<int64_t> rows;
-    std::vector<uint8_t> expect;
-    for (size_t i = 0; i < n; ++i) {
-      for (uint64_t r = 0; r < P; ++r) {
-        rows.push_back(d[i] * static_cast<int64_t>(P) + static_cast<int64_t>(r));
-        const uint8_t* src = rig.gpu_pool->data() + g.offset(0, static_cast<uint64_t>(h[i]) * P + r, 0);
-        expect.insert(expect.end(), src, src + item);
-      }
-    }
-    int64_t* d_rows = nullptr;
-    uint8_t* d_expect = nullptr;
-    unsigned long long* d_bad = nullptr;
-    ASSERT_CUDA(cudaMalloc(&d_rows, rows.size() * sizeof(int64_t)));
-    ASSERT_CUDA(cudaMalloc(&d_expect, expect.size()));
-    ASSERT_CUDA(cudaMalloc(&d_bad, 2 * sizeof(unsigned long long)));
-    ASSERT_CUDA(cudaMemcpy(d_rows, rows.data(), rows.size() * sizeof(int64_t), cudaMemcpyHostToDevice));
-    ASSERT_CUDA(cudaMemcpy(d_expect, expect.data(), expect.size(), cudaMemcpyHostToDevice));
-    ASSERT_CUDA(cudaMemset(d_bad, 0, 2 * sizeof(unsigned long long)));
-    // Both kernels once before the timed part: lazy loading of a kernel while the spin runs
-    // could wait for the device and let the load finish before the control check.
-    host_tier_test_spin(compute, 1);
-    host_tier_test_count_mismatches(user, rig.dev[0][0], stride, d_rows, 0, item, d_expect, d_bad);
-    ASSERT_CUDA(cudaDeviceSynchronize());
+  for (const LoadMode& mode : kLoadModes) check_wait_layer(mode, false, rng);
+}
 
-    host_tier_test_spin(compute, 200LL * 1000 * 1000);  // ~0.1 s: the load cannot start before it ends
-    uint64_t t = 0;
-    ASSERT_OK(rig.gpu->load(h.data(), d.data(), n, 1, &t));
-    EXPECT_FALSE(rig.gpu->finished(t));  // still behind the spin: nothing on the host waited
-    // Control: the same check without waiting normally runs at once and sees the old rows (not
-    // asserted: a stream may share a hardware queue with the load's and run after it anyway).
-    host_tier_test_count_mismatches(user, rig.dev[0][0], stride, d_rows, static_cast<int64_t>(rows.size()), item,
-                                    d_expect, d_bad + 1);
-    ASSERT_OK(rig.gpu->wait_layer(1, 0, user));
-    host_tier_test_count_mismatches(user, rig.dev[0][0], stride, d_rows, static_cast<int64_t>(rows.size()), item,
-                                    d_expect, d_bad);
-    ASSERT_CUDA(cudaGetLastError());
-    ASSERT_CUDA(cudaStreamSynchronize(user));
-    unsigned long long bad[2] = {0, 0};
-    ASSERT_CUDA(cudaMemcpy(bad, d_bad, sizeof bad, cudaMemcpyDeviceToHost));
-    EXPECT_EQ(bad[0], 0u) << "the kernel after wait_layer read rows the load had not written";
-    std::printf("control check without wait_layer: %llu stale bytes\n", bad[1]);
-    ASSERT_OK(rig.gpu->wait(t));
-    EXPECT_TRUE(rig.gpu->finished(t));
-    cudaFree(d_rows);
-    cudaFree(d_expect);
-    cudaFree(d_bad);
-    cudaStreamDestroy(compute);
-    cudaStreamDestroy(user);
-  }
+TEST(GpuHostTier, WaitLayerIgnoresAnOlderLoadOfTheSet) {
+  KVPOOL_REQUIRE_CUDA_DEVICE();
+  std::mt19937_64 rng(seed_of_run());
+  for (const LoadMode& mode : kLoadModes) check_wait_layer(mode, true, rng);
 }
 
 TEST(GpuHostTier, BadIdsAreRefusedAndNothingIsEnqueued) {
@@ -394,17 +431,14 @@ TEST(GpuHostTier, BadIdsAreRefusedAndNothingIsEnqueued) {
 }
 
 // Calls queue up behind a long kernel on the compute stream: the staging ring grows
-// instead of waiting, a batch larger than the first id buffers (4,096 pages) grows them
-// (and re-captures the load graphs), and the results still equal the CPU transfer's.
-// Then 300 small backups wrap the ticket ring.
-TEST(GpuHostTier, ManyCallsInFlightAndLargeBatches) {
-  KVPOOL_REQUIRE_CUDA_DEVICE();
-  const uint64_t seed = seed_of_run();
-  std::mt19937_64 rng(seed);
-  SCOPED_TRACE("seed " + std::to_string(seed) + " (KVPOOL_TEST_SEED)");
+// instead of waiting, a batch larger than the first staging slots and id buffers (4,096
+// pages) grows them (the event path re-captures its load graphs), and the results still
+// equal the CPU transfer's. Then 300 small backups wrap the ticket ring.
+void check_many_calls(const LoadMode& mode, std::mt19937_64& rng) {
+  SCOPED_TRACE(mode.name);
   const Kind kind{"small_rows_page1", 2, 1, 12000, {{32, 32, false, 2}, {16, 48, false, 0}}};
   Rig rig;
-  ASSERT_TRUE(rig.build(kind, HostLayout::kPageFirst, CopyPath::kKernel, rng));
+  ASSERT_TRUE(rig.build(kind, HostLayout::kPageFirst, mode.path, rng, 0, mode.layer_events));
   cudaStream_t compute = nullptr;
   ASSERT_CUDA(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking));
   ASSERT_OK(rig.gpu->set_compute_stream(compute));
@@ -439,6 +473,11 @@ TEST(GpuHostTier, ManyCallsInFlightAndLargeBatches) {
   ASSERT_OK(rig.gpu->wait(t));
   ASSERT_CUDA(cudaStreamSynchronize(compute));
   ASSERT_EQ(rig.device_mismatches(), 0u);
+  // An empty load still marks every layer of its set done: a wait on it passes.
+  ASSERT_OK(rig.gpu->load(nullptr, nullptr, 0, 2, &t));
+  ASSERT_OK(rig.gpu->wait_layer(2, kind.layers - 1, nullptr));
+  ASSERT_OK(rig.gpu->wait(t));
+  ASSERT_CUDA(cudaStreamSynchronize(compute));
 
   // 300 one-page backups: tickets older than the ring are reported finished.
   uint64_t oldest = 0;
@@ -455,6 +494,15 @@ TEST(GpuHostTier, ManyCallsInFlightAndLargeBatches) {
   EXPECT_EQ(rig.gpu->bytes_to_host(), rig.cpu->bytes_to_host());
   EXPECT_EQ(rig.gpu->bytes_to_device(), rig.cpu->bytes_to_device());
   cudaStreamDestroy(compute);
+}
+
+TEST(GpuHostTier, ManyCallsInFlightAndLargeBatches) {
+  KVPOOL_REQUIRE_CUDA_DEVICE();
+  const uint64_t seed = seed_of_run();
+  std::mt19937_64 rng(seed);
+  SCOPED_TRACE("seed " + std::to_string(seed) + " (KVPOOL_TEST_SEED)");
+  check_many_calls(kLoadModes[0], rng);  // kernel loads marking layer flags
+  check_many_calls(kLoadModes[1], rng);  // kernel loads through the event fallback
 }
 
 }  // namespace
