@@ -570,9 +570,10 @@ void bench_seq(const SeqPath& path, int bs, int prompt, int shared, int rounds, 
 }
 
 void bench_host_tier(bool quick);  // gpu_bench_host_tier.cu
+void bench_host_seq(bool quick);   // gpu_bench_host_seq.cu
 
 int main(int argc, char** argv) {
-  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;  // [--quick] [--seq | --host-tier]
+  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;  // [--quick] [--seq | --host-tier | --host-seq]
   const int reps = quick ? 20 : 300;
   cudaDeviceProp prop{};
   CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
@@ -581,6 +582,10 @@ int main(int argc, char** argv) {
               prop.multiProcessorCount, reps, g_h200 ? "SGLANG_H200" : "SGLANG_H100");
   if (argc > 1 && std::strcmp(argv[argc - 1], "--host-tier") == 0) {
     bench_host_tier(quick);
+    return 0;
+  }
+  if (argc > 1 && std::strcmp(argv[argc - 1], "--host-seq") == 0) {
+    bench_host_seq(quick);
     return 0;
   }
   cudaStream_t stream;

@@ -1,0 +1,132 @@
+// gpu_bench --host-seq: the host tier on the path an engine takes, through the public
+// API on a CUDA pool (Llama-3.1-8B shape: 32 layers, 8 KV heads x 128, bf16, page 64):
+//   * kvseq_begin of a prompt whose 4,096-token prefix is host-only: host time of the call
+//     (match, device room, load-back enqueued), then the load on the GPU until layer 0 and
+//     until the last layer are usable on the compute stream (kvhost_wait_layer + events);
+//   * the backup that write_through starts after the extend that cached those pages: host
+//     time of the next call (kvseq_finish), and the copy's duration until kvhost_poll(wait).
+// One JSON line per metric with the median over the repetitions.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "kvpool/kvpool.h"
+
+namespace {
+
+#define HS_CHECK(x)                                                                              \
+  do {                                                                                           \
+    if ((x) != KVPOOL_OK) {                                                                      \
+      std::fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #x, kvpool_last_error()); \
+      std::exit(1);                                                                              \
+    }                                                                                            \
+  } while (0)
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+double now_us() {
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+void emit(const char* metric, const char* layout, double value, const char* unit, int reps) {
+  std::printf("{\"bench\": \"host_seq\", \"metric\": \"%s\", \"layout\": \"%s\", \"median\": %.2f, \"unit\": \"%s\", "
+              "\"reps\": %d, \"tokens\": 4096, \"layers\": 32, \"page\": 64}\n",
+              metric, layout, value, unit, reps);
+  std::fflush(stdout);
+}
+
+void run_layout(const char* layout, int reps) {
+  const std::string io = std::string(layout) == "page_first_direct" ? "direct" : "kernel";
+  const std::string json =
+      R"({"model": {"num_layers": 32, "kv_heads": 8, "head_dim": 128}, "pool": {"device": "cuda:0", "kv_dtype": "bf16",
+      "page_size": 64, "max_total_tokens": 32768, "max_running_requests": 8, "max_context_len": 8192},
+      "prefix_cache": {"kind": "radix"}, "host_cache": {"ratio": 1.5, "headroom_bytes": 1073741824, "layout": ")" +
+      std::string(layout) + R"(", "io_backend": ")" + io + R"("}})";
+  kvpool* pool = nullptr;
+  HS_CHECK(kvpool_create(json.data(), json.size(), &pool));
+  cudaStream_t stream;
+  cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+  HS_CHECK(kvhost_set_stream(pool, stream));
+  cudaEvent_t start, first, last;
+  cudaEventCreate(&start);
+  cudaEventCreate(&first);
+  cudaEventCreate(&last);
+  std::vector<double> begin_us, first_ms, last_ms, finish_us, backup_ms;
+  std::vector<int32_t> prompt(4097);
+  for (int rep = 0; rep < reps + 2; ++rep) {
+    for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>(rep * 100000 + i);  // a new prefix each time
+    // Compute the prompt once: extend caches its pages (noted), finish starts their backup.
+    uint64_t seq = 0;
+    size_t cached = 0;
+    HS_CHECK(kvseq_begin(pool, prompt.data(), prompt.size(), nullptr, &seq, &cached));
+    int64_t chunk = static_cast<int64_t>(prompt.size());
+    std::vector<int64_t> slots(prompt.size());
+    HS_CHECK(kvseq_extend(pool, &seq, 1, &chunk, 1, slots.data(), slots.size()));
+    const double t0 = now_us();
+    HS_CHECK(kvseq_finish(pool, seq, prompt.size()));
+    const double t1 = now_us();
+    HS_CHECK(kvhost_poll(pool, 1, nullptr));
+    const double t2 = now_us();
+    // Evict it from the device: the prefix is host-only now.
+    size_t evicted = 0;
+    HS_CHECK(radix_evict(pool, 1 << 20, &evicted));
+    int32_t set = 0;
+    HS_CHECK(kvhost_next_load_set(pool, &set));
+    cudaStreamSynchronize(stream);
+    cudaEventRecord(start, stream);
+    const double b0 = now_us();
+    HS_CHECK(kvseq_begin(pool, prompt.data(), prompt.size(), nullptr, &seq, &cached));
+    const double b1 = now_us();
+    HS_CHECK(kvhost_wait_layer(pool, set, 0, stream));
+    cudaEventRecord(first, stream);
+    HS_CHECK(kvhost_wait_layer(pool, set, 31, stream));
+    cudaEventRecord(last, stream);
+    cudaEventSynchronize(last);
+    kvseq_info info = KVSEQ_INFO_INIT;
+    HS_CHECK(kvseq_get_info(pool, seq, &info));
+    if (info.host_hit != 4096) {
+      std::fprintf(stderr, "expected a 4096-token host hit, got %llu\n", static_cast<unsigned long long>(info.host_hit));
+      std::exit(1);
+    }
+    HS_CHECK(kvseq_abort(pool, seq));
+    HS_CHECK(kvhost_poll(pool, 1, nullptr));
+    size_t freed = 0;
+    HS_CHECK(radix_evict(pool, 1 << 20, &evicted));
+    HS_CHECK(kvhost_evict(pool, 1 << 20, &freed));
+    if (rep < 2) continue;  // warm-up
+    float f = 0, l = 0;
+    cudaEventElapsedTime(&f, start, first);
+    cudaEventElapsedTime(&l, start, last);
+    begin_us.push_back(b1 - b0);
+    first_ms.push_back(f);
+    last_ms.push_back(l);
+    finish_us.push_back(t1 - t0);
+    backup_ms.push_back((t2 - t1) / 1000.0);
+  }
+  emit("kvseq_begin host call, 4096-token host hit (load-back enqueued)", layout, median_of(begin_us), "us", reps);
+  emit("load: layer 0 usable on the compute stream", layout, median_of(first_ms), "ms", reps);
+  emit("load: all 32 layers usable", layout, median_of(last_ms), "ms", reps);
+  emit("load GB/s (4096 tokens x 32 layers x K+V / all layers usable)", layout,
+       4096.0 * 32 * 2 * 8 * 128 * 2 / (median_of(last_ms) * 1e-3) / 1e9, "GB/s", reps);
+  emit("kvseq_finish host call, starting the 4096-token backup", layout, median_of(finish_us), "us", reps);
+  emit("backup until kvhost_poll(wait) returns", layout, median_of(backup_ms), "ms", reps);
+  cudaEventDestroy(start);
+  cudaEventDestroy(first);
+  cudaEventDestroy(last);
+  cudaStreamDestroy(stream);
+  kvpool_destroy(pool);
+}
+
+}  // namespace
+
+void bench_host_seq(bool quick) {
+  for (const char* layout : {"layer_first", "page_first", "page_first_direct"}) run_layout(layout, quick ? 5 : 20);
+}
