@@ -525,7 +525,18 @@ Status Sequences::cache_computed_pages(Request* r) {
     }
   }
   size_t prefix = 0;
-  KVPOOL_RETURN_IF_ERROR(cache_->insert(r->tokens.data(), aligned, r->slots.data(), r->extra_key, 0, &prefix, nullptr));
+  // Host tier: the insert of a prompt not fully computed yet (chunked prefill) counts no
+  // write hits, as SGLang's chunked inserts (write_through_selective copies on the 2nd hit).
+  cache_->tree().set_count_hits(r->slots.size() >= r->tokens.size());
+  Status inserted;
+  try {
+    inserted = cache_->insert(r->tokens.data(), aligned, r->slots.data(), r->extra_key, 0, &prefix, nullptr);
+  } catch (...) {
+    cache_->tree().set_count_hits(true);
+    throw;
+  }
+  cache_->tree().set_count_hits(true);
+  KVPOOL_RETURN_IF_ERROR(inserted);
   if (!stage_redirects_) KVPOOL_RETURN_IF_ERROR(free_slots(r->slots, r->cached, prefix));  // duplicates of cached tokens
   // Into a buffer sized at creation: nothing here allocates (the tree was prepared).
   cache::NodeHandle last_node = 0;
@@ -660,6 +671,11 @@ Status Sequences::release(Request* r, bool insert, size_t committed) {
       KVPOOL_RETURN_IF_ERROR(cache_->insert(r->tokens.data(), aligned, r->slots.data(), r->extra_key, 0, &prefix, nullptr));
       KVPOOL_RETURN_IF_ERROR(free_slots(r->slots, r->cached, prefix));  // duplicates of cached tokens
       own_from = aligned;                                               // [prefix, aligned) went to the tree
+    } else if (cache_->host_tier() && aligned > 0) {
+      // Host tier: a finished request's insert is a hit on its path even when nothing is new
+      // (SGLang's cache_finished_req inserts again): write_through_selective copies on it.
+      size_t prefix = 0;
+      KVPOOL_RETURN_IF_ERROR(cache_->insert(r->tokens.data(), aligned, r->slots.data(), r->extra_key, 0, &prefix, nullptr));
     }
   }
   KVPOOL_RETURN_IF_ERROR(free_slots(r->slots, own_from, r->slots.size()));  // unaligned tail, uncommitted tokens

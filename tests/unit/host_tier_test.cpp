@@ -216,6 +216,26 @@ TEST(HostTier, SelectiveWriteThroughCopiesOnTheSecondHit) {
   expect_consistent(pool);
 }
 
+TEST(HostTier, ChunkedPrefillCountsNoHits) {
+  // write_through_selective copies on the second hit; the inserts of a prompt's earlier
+  // chunks count none (as SGLang's chunked inserts), the one that completes it counts one.
+  Pool pool(tier_config(4, 64, 4.0, "write_through_selective"));
+  const std::vector<int32_t> prompt = tokens_from(900, 17);
+  uint64_t seq = 0;
+  size_t cached = 0;
+  ASSERT_EQ(kvseq_begin(pool, prompt.data(), prompt.size(), nullptr, &seq, &cached), KVPOOL_OK);
+  for (int64_t chunk : {8, 4, 5}) {
+    std::vector<int64_t> out(static_cast<size_t>(chunk));
+    ASSERT_EQ(kvseq_extend(pool, &seq, 1, &chunk, 1, out.data(), out.size()), KVPOOL_OK) << kvpool_last_error();
+  }
+  ASSERT_EQ(kvhost_poll(pool, 0, nullptr), KVPOOL_OK);
+  EXPECT_EQ(stats(pool).backups, 0u) << "the first 8 tokens were walked by three inserts but hit once";
+  ASSERT_EQ(kvseq_finish(pool, seq, 17), KVPOOL_OK);  // a second full insert: the second hit
+  ASSERT_EQ(kvhost_poll(pool, 0, nullptr), KVPOOL_OK);
+  EXPECT_EQ(stats(pool).backup_tokens, 16u);
+  expect_consistent(pool);
+}
+
 TEST(HostTier, WriteBackCopiesAtEvictionOnly) {
   Pool pool(tier_config(4, 64, 4.0, "write_back"));
   const std::vector<int32_t> parent = tokens_from(10, 8);
