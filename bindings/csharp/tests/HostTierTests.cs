@@ -33,10 +33,10 @@ namespace KvPool.Tests {
       }
       InsertResult r = pool.Insert(tokens, slots);
       Assert.AreEqual(0UL, r.PrefixLength);
-      // write_through (the default) copies a new node, but the copy starts at the next call (the
-      // engine writes the KV after inserting): here HostPoll, which on a CPU pool also lands it.
+      // write_through (the default) copies a new node; Insert (radix_insert, which an engine calls
+      // after its forward pass) starts the copy before it returns, and on a CPU pool it has landed.
       HostNodeState s = pool.HostNodeState(r.Node);
-      Assert.IsTrue(s.OnDevice && !s.OnHost, s.ToString());
+      Assert.IsTrue(s.OnDevice && s.OnHost, s.ToString());
       Assert.AreEqual(0UL, pool.HostPoll());  // CPU copies are never in flight
       s = pool.HostNodeState(r.Node);
       Assert.IsTrue(s.OnDevice && s.OnHost, s.ToString());

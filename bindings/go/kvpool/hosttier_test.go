@@ -53,10 +53,10 @@ func insertHostOnly(t *testing.T, p *kvpool.Pool, tokens []int32) uint64 {
 	if prefix != 0 {
 		t.Fatalf("Insert: prefix %d, want 0", prefix)
 	}
-	// write_through (the default) copies a new node, but the copy starts at the next call (the
-	// engine writes the KV after inserting): here HostPoll, which on a CPU pool also lands it.
-	if s := hostNodeState(t, p, node); !s.OnDevice || s.OnHost || s.Tokens != len(tokens) {
-		t.Fatalf("HostNodeState after Insert = %+v, want on the device only with %d tokens", s, len(tokens))
+	// write_through (the default) copies a new node; Insert (radix_insert, which an engine calls
+	// after its forward pass) starts the copy before it returns, and on a CPU pool it has landed.
+	if s := hostNodeState(t, p, node); !s.OnDevice || !s.OnHost || s.Tokens != len(tokens) {
+		t.Fatalf("HostNodeState after Insert = %+v, want on device and host with %d tokens", s, len(tokens))
 	}
 	completed, err := p.HostPoll(false)
 	must(t, err)

@@ -58,10 +58,10 @@ public class HostTierTest {
     }
     InsertResult r = pool.insert(tokens, slots);
     assertEquals(0, r.getPrefixLength());
-    // write_through (the default) copies a new node, but the copy starts at the next call (the
-    // engine writes the KV after inserting): here hostPoll, which on a CPU pool also lands it.
+    // write_through (the default) copies a new node; insert (radix_insert, which an engine calls
+    // after its forward pass) starts the copy before it returns, and on a CPU pool it has landed.
     HostNodeState s = pool.hostNodeState(r.getNode());
-    assertTrue(s.toString(), s.isOnDevice() && !s.isOnHost());
+    assertTrue(s.toString(), s.isOnDevice() && s.isOnHost());
     assertEquals(0, pool.hostPoll(false));  // CPU copies are never in flight
     s = pool.hostNodeState(r.getNode());
     assertTrue(s.toString(), s.isOnDevice() && s.isOnHost());
