@@ -34,24 +34,10 @@ void PrefixCache::enable_host_tier(host::HostPool* pool, host::HostTransfer* tra
 Status PrefixCache::poll(bool wait, size_t* completed) {
   *completed = 0;
   if (!pending_.empty()) KVPOOL_RETURN_IF_ERROR(start_pending_backups(pending_.size()));
-  if (!wait) return release_landed(completed);
-  size_t kept = 0;
-  for (size_t i = 0; i < in_flight_.size(); ++i) {
-    InFlight& f = in_flight_[i];
-    if (wait) KVPOOL_RETURN_IF_ERROR(transfer_->wait(f.ticket));
-    if (!transfer_->finished(f.ticket)) {
-      if (kept != i) in_flight_[kept] = std::move(f);
-      ++kept;
-      continue;
-    }
-    for (NodeHandle h : f.locked) {
-      const Status st = tree_.unlock(h);  // locked by us at the start of the copy: cannot fail
-      if (!st.is_ok()) return Status::internal("host tier: " + st.message());
-    }
-    ++*completed;
+  if (wait) {  // then every copy has landed, and the release below takes them all
+    for (const InFlight& f : in_flight_) KVPOOL_RETURN_IF_ERROR(transfer_->wait(f.ticket));
   }
-  in_flight_.resize(kept);
-  return Status::ok();
+  return release_landed(completed);
 }
 
 Status PrefixCache::release_landed(size_t* completed) {

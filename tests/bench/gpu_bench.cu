@@ -20,29 +20,12 @@
 #include <string>
 #include <vector>
 
+#include "gpu_bench_check.cuh"
 #include "kvpool/kvpool.h"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-#define CHECK_CUDA(x)                                                                                 \
-  do {                                                                                                \
-    cudaError_t e_ = (x);                                                                             \
-    if (e_ != cudaSuccess) {                                                                          \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));        \
-      std::exit(1);                                                                                   \
-    }                                                                                                 \
-  } while (0)
-
-#define CHECK_KV(x)                                                                                   \
-  do {                                                                                                \
-    kvpool_status s_ = (x);                                                                           \
-    if (s_ != KVPOOL_OK) {                                                                            \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, kvpool_last_error());           \
-      std::exit(1);                                                                                   \
-    }                                                                                                 \
-  } while (0)
 
 // SGLang's own figures (the anchor files measured with SGLang's code on the same
 // kinds of GPU; primary-run medians), for the ratio column. The table of the

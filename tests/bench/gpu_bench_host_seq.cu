@@ -15,17 +15,10 @@
 #include <string>
 #include <vector>
 
+#include "gpu_bench_check.cuh"
 #include "kvpool/kvpool.h"
 
 namespace {
-
-#define HS_CHECK(x)                                                                              \
-  do {                                                                                           \
-    if ((x) != KVPOOL_OK) {                                                                      \
-      std::fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #x, kvpool_last_error()); \
-      std::exit(1);                                                                              \
-    }                                                                                            \
-  } while (0)
 
 double median_of(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -51,10 +44,10 @@ void run_layout(const char* layout, int reps) {
       "prefix_cache": {"kind": "radix"}, "host_cache": {"ratio": 1.5, "headroom_bytes": 1073741824, "layout": ")" +
       std::string(layout) + R"(", "io_backend": ")" + io + R"("}})";
   kvpool* pool = nullptr;
-  HS_CHECK(kvpool_create(json.data(), json.size(), &pool));
+  CHECK_KV(kvpool_create(json.data(), json.size(), &pool));
   cudaStream_t stream;
   cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
-  HS_CHECK(kvhost_set_stream(pool, stream));
+  CHECK_KV(kvhost_set_stream(pool, stream));
   cudaEvent_t start, first, last;
   cudaEventCreate(&start);
   cudaEventCreate(&first);
@@ -66,41 +59,41 @@ void run_layout(const char* layout, int reps) {
     // Compute the prompt once: extend caches its pages (noted), finish starts their backup.
     uint64_t seq = 0;
     size_t cached = 0;
-    HS_CHECK(kvseq_begin(pool, prompt.data(), prompt.size(), nullptr, &seq, &cached));
+    CHECK_KV(kvseq_begin(pool, prompt.data(), prompt.size(), nullptr, &seq, &cached));
     int64_t chunk = static_cast<int64_t>(prompt.size());
     std::vector<int64_t> slots(prompt.size());
-    HS_CHECK(kvseq_extend(pool, &seq, 1, &chunk, 1, slots.data(), slots.size()));
+    CHECK_KV(kvseq_extend(pool, &seq, 1, &chunk, 1, slots.data(), slots.size()));
     const double t0 = now_us();
-    HS_CHECK(kvseq_finish(pool, seq, prompt.size()));
+    CHECK_KV(kvseq_finish(pool, seq, prompt.size()));
     const double t1 = now_us();
-    HS_CHECK(kvhost_poll(pool, 1, nullptr));
+    CHECK_KV(kvhost_poll(pool, 1, nullptr));
     const double t2 = now_us();
     // Evict it from the device: the prefix is host-only now.
     size_t evicted = 0;
-    HS_CHECK(radix_evict(pool, 1 << 20, &evicted));
+    CHECK_KV(radix_evict(pool, 1 << 20, &evicted));
     int32_t set = 0;
-    HS_CHECK(kvhost_next_load_set(pool, &set));
+    CHECK_KV(kvhost_next_load_set(pool, &set));
     cudaStreamSynchronize(stream);
     cudaEventRecord(start, stream);
     const double b0 = now_us();
-    HS_CHECK(kvseq_begin(pool, prompt.data(), prompt.size(), nullptr, &seq, &cached));
+    CHECK_KV(kvseq_begin(pool, prompt.data(), prompt.size(), nullptr, &seq, &cached));
     const double b1 = now_us();
-    HS_CHECK(kvhost_wait_layer(pool, set, 0, stream));
+    CHECK_KV(kvhost_wait_layer(pool, set, 0, stream));
     cudaEventRecord(first, stream);
-    HS_CHECK(kvhost_wait_layer(pool, set, 31, stream));
+    CHECK_KV(kvhost_wait_layer(pool, set, 31, stream));
     cudaEventRecord(last, stream);
     cudaEventSynchronize(last);
     kvseq_info info = KVSEQ_INFO_INIT;
-    HS_CHECK(kvseq_get_info(pool, seq, &info));
+    CHECK_KV(kvseq_get_info(pool, seq, &info));
     if (info.host_hit != 4096) {
       std::fprintf(stderr, "expected a 4096-token host hit, got %llu\n", static_cast<unsigned long long>(info.host_hit));
       std::exit(1);
     }
-    HS_CHECK(kvseq_abort(pool, seq));
-    HS_CHECK(kvhost_poll(pool, 1, nullptr));
+    CHECK_KV(kvseq_abort(pool, seq));
+    CHECK_KV(kvhost_poll(pool, 1, nullptr));
     size_t freed = 0;
-    HS_CHECK(radix_evict(pool, 1 << 20, &evicted));
-    HS_CHECK(kvhost_evict(pool, 1 << 20, &freed));
+    CHECK_KV(radix_evict(pool, 1 << 20, &evicted));
+    CHECK_KV(kvhost_evict(pool, 1 << 20, &freed));
     if (rep < 2) continue;  // warm-up
     float f = 0, l = 0;
     cudaEventElapsedTime(&f, start, first);

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "config/config.hpp"
+#include "gpu_bench_check.cuh"
 #include "host/host_pool.hpp"
 #include "host/host_transfer.hpp"
 #include "host_tier_backend.hpp"
@@ -40,14 +41,6 @@ using Clock = std::chrono::steady_clock;
 using kvp::host::CopyPath;
 using kvp::host::HostLayout;
 
-#define HT_CHECK_CUDA(x)                                                                        \
-  do {                                                                                          \
-    cudaError_t e_ = (x);                                                                       \
-    if (e_ != cudaSuccess) {                                                                    \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));  \
-      std::exit(1);                                                                             \
-    }                                                                                           \
-  } while (0)
 #define HT_CHECK(x)                                                                             \
   do {                                                                                          \
     const kvp::Status s_ = (x);                                                                 \
@@ -124,21 +117,21 @@ __global__ void ht_empty_kernel() {}
 // kernel launch and an event record (a backup or a kernel load is 4 enqueues).
 void enqueue_floor(cudaStream_t s) {
   cudaEvent_t e;
-  HT_CHECK_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  CHECK_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
   std::vector<double> launch, record;
   for (int r = 0; r < 220; ++r) {
-    HT_CHECK_CUDA(cudaStreamSynchronize(s));
+    CHECK_CUDA(cudaStreamSynchronize(s));
     auto t0 = Clock::now();
     ht_empty_kernel<<<1, 32, 0, s>>>();
     auto t1 = Clock::now();
-    HT_CHECK_CUDA(cudaEventRecord(e, s));
+    CHECK_CUDA(cudaEventRecord(e, s));
     auto t2 = Clock::now();
     if (r >= 20) {
       launch.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
       record.push_back(std::chrono::duration<double, std::micro>(t2 - t1).count());
     }
   }
-  HT_CHECK_CUDA(cudaGetLastError());
+  CHECK_CUDA(cudaGetLastError());
   for (int k = 0; k < 2; ++k) {
     const std::vector<double>& v = k == 0 ? launch : record;
     std::printf("{\"metric\": \"%s\", \"median\": %.3f, \"p10\": %.3f, \"p90\": %.3f, \"unit\": \"us\", \"n\": %zu}\n",
@@ -151,25 +144,25 @@ void enqueue_floor(cudaStream_t s) {
 // The same-run PCIe limit: one copy of `bytes`, pinned <-> device.
 void pcie_limit(size_t bytes, int reps, cudaStream_t s, double* h2d, double* d2h) {
   void *host = nullptr, *dev = nullptr;
-  HT_CHECK_CUDA(cudaHostAlloc(&host, bytes, cudaHostAllocPortable));
-  HT_CHECK_CUDA(cudaMalloc(&dev, bytes));
+  CHECK_CUDA(cudaHostAlloc(&host, bytes, cudaHostAllocPortable));
+  CHECK_CUDA(cudaMalloc(&dev, bytes));
   std::memset(host, 0x5a, bytes);
   cudaEvent_t a, b;
-  HT_CHECK_CUDA(cudaEventCreate(&a));
-  HT_CHECK_CUDA(cudaEventCreate(&b));
+  CHECK_CUDA(cudaEventCreate(&a));
+  CHECK_CUDA(cudaEventCreate(&b));
   for (int dir = 0; dir < 2; ++dir) {
     std::vector<double> gbps;
     for (int r = 0; r < reps + 2; ++r) {
-      HT_CHECK_CUDA(cudaEventRecord(a, s));
+      CHECK_CUDA(cudaEventRecord(a, s));
       if (dir == 0) {
-        HT_CHECK_CUDA(cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, s));
+        CHECK_CUDA(cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, s));
       } else {
-        HT_CHECK_CUDA(cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, s));
+        CHECK_CUDA(cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, s));
       }
-      HT_CHECK_CUDA(cudaEventRecord(b, s));
-      HT_CHECK_CUDA(cudaEventSynchronize(b));
+      CHECK_CUDA(cudaEventRecord(b, s));
+      CHECK_CUDA(cudaEventSynchronize(b));
       float ms = 0;
-      HT_CHECK_CUDA(cudaEventElapsedTime(&ms, a, b));
+      CHECK_CUDA(cudaEventElapsedTime(&ms, a, b));
       if (r >= 2) gbps.push_back(static_cast<double>(bytes) / (ms * 1e-3) / 1e9);
     }
     (dir == 0 ? *h2d : *d2h) = median(gbps);
@@ -191,8 +184,8 @@ struct DeviceKv {
     for (uint32_t l = 0; l < kLayers; ++l) {
       for (auto* side : {&k, &v}) {
         uint8_t* p = nullptr;
-        HT_CHECK_CUDA(cudaMalloc(&p, rows * kItem));
-        HT_CHECK_CUDA(cudaMemset(p, static_cast<int>(0x11 + l), rows * kItem));  // not zeros: see METHOD.md
+        CHECK_CUDA(cudaMalloc(&p, rows * kItem));
+        CHECK_CUDA(cudaMemset(p, static_cast<int>(0x11 + l), rows * kItem));  // not zeros: see METHOD.md
         side->push_back(p);
       }
     }
@@ -251,26 +244,26 @@ void bench_layout(const DeviceKv& kv, HostLayout layout, const Variant& var, int
   }
   const double bytes = static_cast<double>(kBatchTokens) * kLayers * 2 * kItem;
   cudaEvent_t start, first, last;
-  HT_CHECK_CUDA(cudaEventCreate(&start));
-  HT_CHECK_CUDA(cudaEventCreate(&first));
-  HT_CHECK_CUDA(cudaEventCreate(&last));
+  CHECK_CUDA(cudaEventCreate(&start));
+  CHECK_CUDA(cudaEventCreate(&first));
+  CHECK_CUDA(cudaEventCreate(&last));
   std::vector<double> backup_gbps, backup_us, load_gbps, load_us, first_ms, last_ms;
   int backup_synced = 0, load_synced = 0;
   for (int r = 0; r < reps + 2; ++r) {  // the first 2 are warm-up
     const auto& d = dev_sets[static_cast<size_t>(r) % 8];
     const auto& h = host_sets[static_cast<size_t>(r) % 8];
-    HT_CHECK_CUDA(cudaStreamSynchronize(compute));
+    CHECK_CUDA(cudaStreamSynchronize(compute));
     uint64_t ticket = 0;
-    HT_CHECK_CUDA(cudaEventRecord(start, compute));
+    CHECK_CUDA(cudaEventRecord(start, compute));
     auto t0 = Clock::now();
     HT_CHECK(t->backup(d.data(), h.data(), n, &ticket));
     auto t1 = Clock::now();
     const bool backup_done = t->finished(ticket);
     HT_CHECK(t->wait(ticket));
-    HT_CHECK_CUDA(cudaEventRecord(last, compute));
-    HT_CHECK_CUDA(cudaEventSynchronize(last));
+    CHECK_CUDA(cudaEventRecord(last, compute));
+    CHECK_CUDA(cudaEventSynchronize(last));
     float ms = 0;
-    HT_CHECK_CUDA(cudaEventElapsedTime(&ms, start, last));
+    CHECK_CUDA(cudaEventElapsedTime(&ms, start, last));
     if (r >= 2) {
       backup_gbps.push_back(bytes / (ms * 1e-3) / 1e9);
       backup_us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
@@ -278,19 +271,19 @@ void bench_layout(const DeviceKv& kv, HostLayout layout, const Variant& var, int
     }
 
     const int set = r % kvp::host::kLoadSets;
-    HT_CHECK_CUDA(cudaEventRecord(start, compute));
+    CHECK_CUDA(cudaEventRecord(start, compute));
     t0 = Clock::now();
     HT_CHECK(t->load(h.data(), d.data(), n, set, &ticket));
     t1 = Clock::now();
     const bool load_done = t->finished(ticket);
     HT_CHECK(t->wait_layer(set, 0, compute));
-    HT_CHECK_CUDA(cudaEventRecord(first, compute));
+    CHECK_CUDA(cudaEventRecord(first, compute));
     HT_CHECK(t->wait_layer(set, kLayers - 1, compute));  // the last layer: the whole load
-    HT_CHECK_CUDA(cudaEventRecord(last, compute));
-    HT_CHECK_CUDA(cudaEventSynchronize(last));
+    CHECK_CUDA(cudaEventRecord(last, compute));
+    CHECK_CUDA(cudaEventSynchronize(last));
     float ms_first = 0, ms_last = 0;
-    HT_CHECK_CUDA(cudaEventElapsedTime(&ms_first, start, first));
-    HT_CHECK_CUDA(cudaEventElapsedTime(&ms_last, start, last));
+    CHECK_CUDA(cudaEventElapsedTime(&ms_first, start, first));
+    CHECK_CUDA(cudaEventElapsedTime(&ms_last, start, last));
     if (r >= 2) {
       load_gbps.push_back(bytes / (ms_last * 1e-3) / 1e9);
       load_us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
@@ -318,7 +311,7 @@ void bench_layout(const DeviceKv& kv, HostLayout layout, const Variant& var, int
 void bench_host_tier(bool quick) {
   const int reps = quick ? 5 : 20;
   cudaStream_t compute;
-  HT_CHECK_CUDA(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking));
+  CHECK_CUDA(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking));
   double h2d = 0, d2h = 0;
   enqueue_floor(compute);
   pcie_limit(static_cast<size_t>(kBatchTokens) * kLayers * 2 * kItem, reps, compute, &h2d, &d2h);
@@ -343,5 +336,5 @@ void bench_host_tier(bool quick) {
     }
   }
   pcie_limit(static_cast<size_t>(kBatchTokens) * kLayers * 2 * kItem, reps, compute, &h2d, &d2h);  // drift check
-  HT_CHECK_CUDA(cudaStreamDestroy(compute));
+  CHECK_CUDA(cudaStreamDestroy(compute));
 }

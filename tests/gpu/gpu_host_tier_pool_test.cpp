@@ -12,12 +12,12 @@
 #include <string>
 #include <vector>
 
+#include "../support/host_tier_kv.hpp"
 #include "gpu_test_env.hpp"
 #include "kvpool/kvpool.h"
 
 namespace {
 
-constexpr size_t kRow = 2 * 8;  // f32 values per token and layer (2 heads x 8)
 
 std::string config(const char* device, const char* policy, const char* layout) {
   const std::string io = std::string(layout) == "page_first_direct" ? "direct" : "kernel";
@@ -38,44 +38,14 @@ PoolPtr make(const std::string& json) {
   return PoolPtr(p);
 }
 
-std::vector<float> rows_for(const std::vector<uint64_t>& tags, int layer, uint64_t salt) {
-  std::vector<float> out;
-  for (uint64_t t : tags) {
-    for (size_t e = 0; e < kRow; ++e) out.push_back(static_cast<float>((t * 131 + salt + static_cast<uint64_t>(layer) * 17 + e) % 1000003));
-  }
-  return out;
-}
-
-std::vector<uint64_t> tags_of(const std::vector<int32_t>& t, size_t n) {
-  std::vector<uint64_t> tags(n);
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < n; ++i) {
-    h = (h ^ static_cast<uint64_t>(t[i])) * 1099511628211ull;
-    tags[i] = h % 100003;
-  }
-  return tags;
-}
+using kvtest::prefix_tags;
 
 void write_kv(kvpool* pool, const std::vector<int64_t>& slots, const std::vector<uint64_t>& tags) {
-  for (int layer = 0; layer < 2; ++layer) {
-    const std::vector<float> k = rows_for(tags, layer, 0), v = rows_for(tags, layer, 7);
-    ASSERT_EQ(kvpool_set_kv(pool, layer, slots.data(), slots.size(), k.data(), k.size() * 4, v.data(), v.size() * 4,
-                            KVPOOL_DTYPE_F32, 1.0f, 1.0f),
-              KVPOOL_OK)
-        << kvpool_last_error();
-  }
+  kvtest::write_tier_kv(pool, slots, tags);
 }
 
 void expect_kv(kvpool* pool, const std::vector<int64_t>& slots, const std::vector<uint64_t>& tags, const char* lane) {
-  for (int layer = 0; layer < 2; ++layer) {
-    std::vector<float> k(slots.size() * kRow), v(slots.size() * kRow);
-    ASSERT_EQ(kvpool_get_kv(pool, layer, slots.data(), slots.size(), k.data(), k.size() * 4, v.data(), v.size() * 4,
-                            KVPOOL_DTYPE_F32),
-              KVPOOL_OK)
-        << kvpool_last_error();
-    ASSERT_EQ(k, rows_for(tags, layer, 0)) << lane << ": K of a matched prefix, layer " << layer;
-    ASSERT_EQ(v, rows_for(tags, layer, 7)) << lane << ": V, layer " << layer;
-  }
+  kvtest::expect_tier_kv(pool, slots, tags, std::string(lane) + ":");
 }
 
 struct Case {
@@ -124,7 +94,7 @@ TEST_P(GpuHostTierPool, CudaPoolsMatchTheCpuPoolStepByStep) {
         ASSERT_EQ(kvseq_get_slots(pools[k].get(), r.id[k], held.data(), held.size(), &n), KVPOOL_OK);
         held.resize(n);
         ASSERT_EQ(kvhost_poll(pools[k].get(), 1, nullptr), KVPOOL_OK) << kvpool_last_error();  // the load has landed
-        expect_kv(pools[k].get(), held, tags_of(t, n), names[k]);
+        expect_kv(pools[k].get(), held, prefix_tags(t, n), names[k]);
         if (k == 0) {
           first = held;
           host_hits += info.host_hit;
@@ -147,7 +117,7 @@ TEST_P(GpuHostTierPool, CudaPoolsMatchTheCpuPoolStepByStep) {
           if (k == 0) full = st == KVPOOL_ERR_OUT_OF_MEMORY;
           ASSERT_EQ(st, full ? KVPOOL_ERR_OUT_OF_MEMORY : KVPOOL_OK) << names[k] << ": " << kvpool_last_error();
           if (full) continue;
-          const std::vector<uint64_t> tags = tags_of(r.tokens, r.computed + chunk);
+          const std::vector<uint64_t> tags = prefix_tags(r.tokens, r.computed + chunk);
           write_kv(pools[k].get(), out, std::vector<uint64_t>(tags.begin() + static_cast<long>(r.computed), tags.end()));
           if (k == 0) first = out;
           else ASSERT_EQ(out, first) << names[k] << " step " << step;
@@ -228,7 +198,7 @@ TEST(GpuHostTierInFlight, AbortAndRetractWhileCopiesRun) {
       size_t n = 0;
       ASSERT_EQ(kvseq_get_slots(pool.get(), id, held.data(), held.size(), &n), KVPOOL_OK);
       held.resize(n);
-      expect_kv(pool.get(), held, tags_of(t, n), "in flight");
+      expect_kv(pool.get(), held, prefix_tags(t, n), "in flight");
       live.push_back({id, t, n});
     } else if (!live.empty() && op < 7) {
       Live& r = live[rng() % live.size()];
@@ -239,7 +209,7 @@ TEST(GpuHostTierInFlight, AbortAndRetractWhileCopiesRun) {
         const kvpool_status st = kvseq_extend(pool.get(), &r.id, 1, &len, 1, out.data(), out.size());
         if (st == KVPOOL_ERR_OUT_OF_MEMORY) continue;
         ASSERT_EQ(st, KVPOOL_OK) << kvpool_last_error();
-        const std::vector<uint64_t> tags = tags_of(r.tokens, r.computed + chunk);
+        const std::vector<uint64_t> tags = prefix_tags(r.tokens, r.computed + chunk);
         write_kv(pool.get(), out, std::vector<uint64_t>(tags.begin() + static_cast<long>(r.computed), tags.end()));
         r.computed += chunk;
       }

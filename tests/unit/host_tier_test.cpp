@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "../support/host_tier_kv.hpp"
 #include "test_util.hpp"
 
 namespace {
@@ -18,8 +19,6 @@ namespace {
 using kvtest::expect_consistent;
 using kvtest::Pool;
 
-constexpr int kLayers = 2;
-constexpr size_t kRow = 2 * 8;  // kv heads x head_dim (f32 values per token and layer)
 
 // An mha f32 pool on the CPU with a host tier of `ratio` x its tokens.
 std::string tier_config(int page, int64_t tokens, double ratio, const char* policy, bool events = false,
@@ -38,47 +37,15 @@ kvhost_stats stats(kvpool* pool) {
   return s;
 }
 
-// A token's KV in every layer: values derived from (layer, `tag`, element), so that a row
-// read back names the token it was written for.
-std::vector<float> row_of(int layer, uint64_t tag) {
-  std::vector<float> r(kRow);
-  for (size_t e = 0; e < kRow; ++e) r[e] = static_cast<float>((tag * 131 + static_cast<uint64_t>(layer) * 17 + e) % 1000003);
-  return r;
-}
+using kvtest::kTierLayers;
+using kvtest::kTierRow;
 
 void write_kv(kvpool* pool, const std::vector<int64_t>& slots, const std::vector<uint64_t>& tags) {
-  for (int layer = 0; layer < kLayers; ++layer) {
-    std::vector<float> k, v;
-    for (uint64_t t : tags) {
-      const std::vector<float> r = row_of(layer, t);
-      k.insert(k.end(), r.begin(), r.end());
-      const std::vector<float> r2 = row_of(layer, t + 7);
-      v.insert(v.end(), r2.begin(), r2.end());
-    }
-    ASSERT_EQ(kvpool_set_kv(pool, layer, slots.data(), slots.size(), k.data(), k.size() * 4, v.data(), v.size() * 4,
-                            KVPOOL_DTYPE_F32, 1.0f, 1.0f),
-              KVPOOL_OK)
-        << kvpool_last_error();
-  }
+  kvtest::write_tier_kv(pool, slots, tags);
 }
 
-// The rows of `slots` hold what write_kv wrote for `tags`.
 void expect_kv(kvpool* pool, const std::vector<int64_t>& slots, const std::vector<uint64_t>& tags) {
-  for (int layer = 0; layer < kLayers; ++layer) {
-    std::vector<float> k(slots.size() * kRow), v(slots.size() * kRow);
-    ASSERT_EQ(kvpool_get_kv(pool, layer, slots.data(), slots.size(), k.data(), k.size() * 4, v.data(), v.size() * 4,
-                            KVPOOL_DTYPE_F32),
-              KVPOOL_OK)
-        << kvpool_last_error();
-    for (size_t i = 0; i < slots.size(); ++i) {
-      ASSERT_EQ(std::vector<float>(k.begin() + static_cast<long>(i * kRow), k.begin() + static_cast<long>((i + 1) * kRow)),
-                row_of(layer, tags[i]))
-          << "K of token " << i << " (slot " << slots[i] << ", layer " << layer << ")";
-      ASSERT_EQ(std::vector<float>(v.begin() + static_cast<long>(i * kRow), v.begin() + static_cast<long>((i + 1) * kRow)),
-                row_of(layer, tags[i] + 7))
-          << "V of token " << i;
-    }
-  }
+  kvtest::expect_tier_kv(pool, slots, tags);
 }
 
 std::vector<int32_t> tokens_from(int32_t first, size_t n) {
@@ -137,7 +104,7 @@ TEST(HostTier, WriteThroughBacksUpOnInsertAndLoadsBackTheSameBytes) {
   EXPECT_EQ(s.backup_tokens, 16u);
   EXPECT_EQ(s.used_tokens, 16u);
   EXPECT_EQ(s.host_only_tokens, 0u);
-  EXPECT_EQ(s.bytes_to_host, 16u * kLayers * 2 * kRow * 4);
+  EXPECT_EQ(s.bytes_to_host, 16u * kTierLayers * 2 * kTierRow * 4);
   expect_consistent(pool);
 
   // Device eviction keeps the backed-up node as host-only.
@@ -477,17 +444,7 @@ TEST_P(HostTierRandom, RequestsKeepTheirBytesAndTheAccountingAddsUp) {
   const Workload w = GetParam();
   Pool pool(tier_config(w.page, 96, w.ratio, w.policy, false, w.layout));
   std::mt19937 rng(1234 + static_cast<unsigned>(w.page));
-  // Token t at position i of a prompt: its KV tag is a hash of the prompt's first i+1
-  // tokens, as a model's KV depends on the whole prefix.
-  auto tags_of = [](const std::vector<int32_t>& t, size_t n) {
-    std::vector<uint64_t> tags(n);
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; ++i) {
-      h = (h ^ static_cast<uint64_t>(t[i])) * 1099511628211ull;
-      tags[i] = h % 100003;
-    }
-    return tags;
-  };
+  const auto tags_of = kvtest::prefix_tags;  // a token's KV depends on its whole prefix
   std::vector<std::vector<int32_t>> prefixes;
   for (int g = 0; g < 4; ++g) prefixes.push_back(tokens_from(10000 * (g + 1), 12 + static_cast<size_t>(g) * 4));
   struct Live {
