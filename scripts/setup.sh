@@ -8,9 +8,11 @@
 # nvcc is not a Debian package; the CUDA backend is built when nvcc is found.
 set -euo pipefail
 
-minimal=(cmake g++ pkg-config libcjson-dev libgtest-dev)
+minimal=(cmake g++ pkg-config libcjson-dev libxxhash-dev libgtest-dev)
 full=("${minimal[@]}"
   libbenchmark-dev                                   # tests/bench
+  libmemcached-dev memcached libmemcached-tools      # storage tier: memcached backend, its test servers
+  libhiredis-dev redis-server                        # storage tier: redis backend, its test servers
   swig golang-go                                     # Go binding
   default-jdk-headless junit4                        # Java binding and its JUnit tests (FindJNI finds /usr/lib/jvm/default-java)
   mono-mcs mono-devel nunit-console libnunit-cil-dev # C# binding and its tests

@@ -91,8 +91,14 @@ struct HostCacheConfig {
 
 struct StorageConfig {
   bool enabled = false;
-  std::string backend = "file";
-  std::string path;
+  std::string backend = "file";  // "file", "memcached" or "redis"
+  std::string path;              // file: the directory
+  int64_t max_bytes = 0;         // file: bound on the page files' bytes (0: none); LRU pages go first
+  // memcached: every server ("host:port"); redis: the primary, then replicas read from when it fails.
+  std::vector<std::string> servers;
+  int64_t replicas = 0;          // memcached: extra copies of a page on the next servers of the ring
+  int64_t timeout_ms = 1000;     // memcached, redis: bound on one operation's wait for a server
+  double retry_timeout_s = 2.0;  // memcached: an ejected server is tried again after this long
   std::string prefetch_policy = "best_effort";
   int64_t prefetch_threshold_tokens = 256;
   double prefetch_timeout_base_s = 1.0;

@@ -338,18 +338,76 @@ Status parse_host_cache(const cJSON* obj, HostCacheConfig* hc) {
   return r.finish();
 }
 
+// "host:port" with a non-empty host and a port in [1, 65535].
+bool is_server_address(const std::string& s) {
+  const size_t colon = s.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == s.size() || s.size() - colon - 1 > 5) return false;
+  int64_t port = 0;
+  for (size_t i = colon + 1; i < s.size(); ++i) {
+    if (s[i] < '0' || s[i] > '9') return false;
+    port = port * 10 + (s[i] - '0');
+  }
+  return port >= 1 && port <= 65535;
+}
+
+// The backend's own keys: a directory for "file", servers for the distributed ones.
+Status parse_storage_backend(JsonReader& r, StorageConfig* st) {
+  std::optional<std::string> path;
+  std::optional<int64_t> max_bytes, replicas, timeout_ms;
+  std::optional<std::vector<std::string>> servers;
+  std::optional<double> retry;
+  const bool file = st->backend == "file";
+  const auto only_for = [&](const char* key, const char* backends) -> Status {
+    if (!r.has(key)) return Status::ok();
+    return Status::config(r.path_of(key) + ": given for backend \"" + st->backend + "\", expected only with " +
+                          backends);
+  };
+  if (file) {
+    KVPOOL_RETURN_IF_ERROR(r.get_string("path", true, &path));
+    if (path->empty()) return r.error_at("path", "\"\"", "a non-empty directory path");
+    st->path = *path;
+    KVPOOL_RETURN_IF_ERROR(r.get_int("max_bytes", 0, int64_t(1) << 62, false, &max_bytes));
+    st->max_bytes = max_bytes.value_or(0);
+    for (const char* key : {"servers", "replicas", "timeout_ms", "retry_timeout_s"}) {
+      KVPOOL_RETURN_IF_ERROR(only_for(key, "backend \"memcached\" or \"redis\""));
+    }
+    return Status::ok();
+  }
+  KVPOOL_RETURN_IF_ERROR(only_for("path", "backend \"file\""));
+  KVPOOL_RETURN_IF_ERROR(only_for("max_bytes", "backend \"file\""));
+  KVPOOL_RETURN_IF_ERROR(r.get_string_array("servers", true, &servers));
+  if (servers->empty()) return r.error_at("servers", "[]", "at least one \"host:port\"");
+  for (size_t i = 0; i < servers->size(); ++i) {
+    if (!is_server_address((*servers)[i])) {
+      return Status::config(r.path_of("servers") + "[" + std::to_string(i) + "]: got \"" + (*servers)[i] +
+                            "\", expected \"host:port\" with a port in [1, 65535]");
+    }
+  }
+  st->servers = *servers;
+  if (st->backend == "memcached") {
+    KVPOOL_RETURN_IF_ERROR(r.get_int("replicas", 0, int64_t(st->servers.size()) - 1, false, &replicas));
+    st->replicas = replicas.value_or(0);
+    KVPOOL_RETURN_IF_ERROR(r.get_number("retry_timeout_s", 0.0, 3600.0, false, false, &retry));
+    st->retry_timeout_s = retry.value_or(2.0);
+  } else {
+    KVPOOL_RETURN_IF_ERROR(only_for("replicas", "backend \"memcached\" (redis replicas are listed in servers)"));
+    KVPOOL_RETURN_IF_ERROR(only_for("retry_timeout_s", "backend \"memcached\""));
+  }
+  KVPOOL_RETURN_IF_ERROR(r.get_int("timeout_ms", 1, 600000, false, &timeout_ms));
+  st->timeout_ms = timeout_ms.value_or(1000);
+  return Status::ok();
+}
+
 Status parse_storage(const cJSON* obj, const HostCacheConfig& hc, StorageConfig* st) {
   if (obj == nullptr) return Status::ok();
   st->enabled = true;
   JsonReader r(obj, "$.storage");
-  std::optional<std::string> backend, path, policy;
+  std::optional<std::string> backend, policy;
   std::optional<int64_t> threshold;
   std::optional<double> base, per_ki;
-  KVPOOL_RETURN_IF_ERROR(r.get_choice("backend", {"file"}, true, &backend));
+  KVPOOL_RETURN_IF_ERROR(r.get_choice("backend", {"file", "memcached", "redis"}, true, &backend));
   st->backend = *backend;
-  KVPOOL_RETURN_IF_ERROR(r.get_string("path", true, &path));
-  if (path->empty()) return r.error_at("path", "\"\"", "a non-empty directory path");
-  st->path = *path;
+  KVPOOL_RETURN_IF_ERROR(parse_storage_backend(r, st));
   KVPOOL_RETURN_IF_ERROR(r.get_choice("prefetch_policy", {"best_effort", "wait_complete", "timeout"}, false, &policy));
   st->prefetch_policy = policy.value_or("best_effort");
   KVPOOL_RETURN_IF_ERROR(r.get_int("prefetch_threshold_tokens", 0, int64_t(1) << 40, false, &threshold));

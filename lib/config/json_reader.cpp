@@ -145,6 +145,24 @@ Status JsonReader::get_int_array(const char* key, int64_t min, int64_t max, bool
   return Status::ok();
 }
 
+Status JsonReader::get_string_array(const char* key, bool required, std::optional<std::vector<std::string>>* out) {
+  const char* expected = "an array of non-empty strings";
+  const cJSON* v = find(key);
+  if (v == nullptr) return required ? Status::config(path_of(key) + ": missing, expected " + expected) : Status::ok();
+  if (!cJSON_IsArray(v)) return error_at(key, describe_json_value(v), expected);
+  std::vector<std::string> values;
+  int index = 0;
+  for (const cJSON* item = v->child; item != nullptr; item = item->next, ++index) {
+    if (!cJSON_IsString(item) || item->valuestring == nullptr || item->valuestring[0] == '\0') {
+      return Status::config(path_of(key) + "[" + std::to_string(index) + "]: got " + describe_json_value(item) +
+                            ", expected a non-empty string");
+    }
+    values.emplace_back(item->valuestring);
+  }
+  *out = std::move(values);
+  return Status::ok();
+}
+
 Status JsonReader::get_object(const char* key, bool required, const cJSON** out) {
   *out = nullptr;
   const cJSON* v = find(key);

@@ -41,6 +41,8 @@ class JsonReader {
   // Array of integers, each in [min, max]; `distinct` rejects repeated values.
   Status get_int_array(const char* key, int64_t min, int64_t max, bool distinct, bool required,
                        std::optional<std::vector<int64_t>>* out);
+  // Array of non-empty strings.
+  Status get_string_array(const char* key, bool required, std::optional<std::vector<std::string>>* out);
   // Nested object; *out is NULL when absent.
   Status get_object(const char* key, bool required, const cJSON** out);
 

@@ -212,6 +212,42 @@ TEST(Config, CrossSectionRules) {
                       {"$.pool.kv_dtype: got \"fp4_e2m1\"", "multiple of 16", "has 8 values"});
 }
 
+TEST(Config, StorageBackends) {
+  const std::string host = R"("host_cache": {"ratio": 3.0}, )";
+  const auto storage = [&](const std::string& body) { return doc(kModel, kPool, host + R"("storage": )" + body); };
+  kvpool_plan_info p;
+  std::string error;
+  for (const char* ok : {R"({"backend": "file", "path": "/tmp/kv", "max_bytes": 1048576})",
+                         R"({"backend": "memcached", "servers": ["127.0.0.1:11211", "cache-2:11212"], "replicas": 1,
+                             "timeout_ms": 50, "retry_timeout_s": 0.5})",
+                         R"({"backend": "redis", "servers": ["127.0.0.1:6379", "[::1]:6380"], "timeout_ms": 200})"}) {
+    EXPECT_EQ(kvtest::plan(storage(ok), &p, &error), KVPOOL_OK) << ok << ": " << error;
+  }
+  expect_config_error(storage(R"({"backend": "s3", "path": "/tmp/kv"})"), {"$.storage.backend: got \"s3\""});
+  expect_config_error(storage(R"({"backend": "file"})"), {"$.storage.path: missing"});
+  expect_config_error(storage(R"({"backend": "file", "path": "/tmp/kv", "servers": ["a:1"]})"),
+                      {"$.storage.servers: given for backend \"file\""});
+  expect_config_error(storage(R"({"backend": "file", "path": "/tmp/kv", "max_bytes": -1})"),
+                      {"$.storage.max_bytes: got -1"});
+  expect_config_error(storage(R"({"backend": "memcached"})"), {"$.storage.servers: missing"});
+  expect_config_error(storage(R"({"backend": "memcached", "servers": []})"), {"$.storage.servers: got []"});
+  expect_config_error(storage(R"({"backend": "memcached", "servers": ["localhost"]})"),
+                      {"$.storage.servers[0]: got \"localhost\", expected \"host:port\""});
+  expect_config_error(storage(R"({"backend": "memcached", "servers": ["a:1", "b:70000"]})"),
+                      {"$.storage.servers[1]: got \"b:70000\""});
+  expect_config_error(storage(R"({"backend": "memcached", "servers": ["a:1", 7]})"),
+                      {"$.storage.servers[1]: got 7, expected a non-empty string"});
+  expect_config_error(storage(R"({"backend": "memcached", "servers": ["a:1", "b:2"], "replicas": 2})"),
+                      {"$.storage.replicas: got 2, expected an integer in [0, 1]"});
+  expect_config_error(storage(R"({"backend": "memcached", "servers": ["a:1"], "path": "/tmp"})"),
+                      {"$.storage.path: given for backend \"memcached\""});
+  expect_config_error(storage(R"({"backend": "redis", "servers": ["a:1"], "replicas": 1})"),
+                      {"$.storage.replicas: given for backend \"redis\""});
+  expect_config_error(storage(R"({"backend": "redis", "servers": ["a:1"], "timeout_ms": 0})"),
+                      {"$.storage.timeout_ms: got 0"});
+  expect_config_error(storage(R"({"backend": "redis", "servers": ["a:1"], "db": 0})"), {"$.storage.db: unknown key"});
+}
+
 TEST(Config, AllSectionsAccepted) {
   const std::string json = doc(kModel, kPool,
                                R"("version": 1, "parallel": {"tp_size": 2, "tp_rank": 1, "start_layer": 0, "end_layer": 3},
