@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -431,10 +432,14 @@ class FileStore final : public BlobStore {
   void after_put(const std::string& key, uint64_t bytes, int64_t stamp) {
     std::unique_lock<std::mutex> lock(mu_);
     note_locked(key, bytes, stamp);
-    const int64_t now = realtime_ns();
-    const int64_t since_scan_ms = (now - last_scan_ns_) / 1000000;
-    const bool due = since_scan_ms >= options_.rescan_period_ms ||
-                     (total_ > max_bytes_ && since_scan_ms >= options_.min_rescan_interval_ms);
+    // Scans cost one stat per file: spaced so that they take at most
+    // max_scan_share of the time (5 times that when over the bound).
+    const int64_t since_scan_ns = realtime_ns() - last_scan_ns_;
+    const double share = options_.max_scan_share;
+    const int64_t spacing_ns = share > 0 ? int64_t(double(scan_cost_ns_) / share) : 0;
+    const int64_t period_ns = std::max(options_.rescan_period_ms * 1000000, spacing_ns);
+    const int64_t over_ns = std::max(options_.min_rescan_interval_ms * 1000000, spacing_ns / 5);
+    const bool due = since_scan_ns >= period_ns || (total_ > max_bytes_ && since_scan_ns >= over_ns);
     if (due && !scanning_) {
       scanning_ = true;
       lock.unlock();  // the scan stats every file: other threads keep reading and writing meanwhile
@@ -446,8 +451,10 @@ class FileStore final : public BlobStore {
       } catch (...) {
         st = Status::internal("scan failed");
       }
+      const int64_t cost = realtime_ns() - start;
       lock.lock();
       scanning_ = false;
+      scan_cost_ns_ = cost > 0 ? cost : 0;
       if (st.is_ok()) install_scan_locked(std::move(found), start);
     }
     evict_locked();
@@ -605,6 +612,7 @@ class FileStore final : public BlobStore {
   std::set<std::pair<int64_t, std::string>> lru_;  // (stamp, key), least recently used first
   uint64_t total_ = 0;                              // bytes of the files in index_
   int64_t last_scan_ns_ = 0;
+  int64_t scan_cost_ns_ = 0;  // how long the last scan took
   bool scanning_ = false;
 };
 

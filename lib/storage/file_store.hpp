@@ -34,11 +34,14 @@ namespace kvp::storage {
 
 // Tunables of the file backend; the defaults are what open_file_store(cfg) uses.
 struct FileStoreOptions {
-  // With max_bytes > 0, a put rescans the directory (every page file's length and
-  // mtime) when its last scan is older than this; at most once per
-  // min_rescan_interval_ms when its own count says the bound is exceeded.
+  // With max_bytes > 0, a put rescans the directory (every value file's length and
+  // mtime) when its last scan is older than this, or older than
+  // min_rescan_interval_ms when its own count says the bound is exceeded. Both
+  // grow with the directory, so that scans take at most max_scan_share of the
+  // time (5 times that when over the bound; 0: no such spacing).
   int64_t rescan_period_ms = 5000;
   int64_t min_rescan_interval_ms = 1000;
+  double max_scan_share = 0.01;
   // Temporary files older than this are a crashed writer's: scans and clear() remove them.
   int64_t stale_temp_age_s = 3600;
 };

@@ -514,6 +514,7 @@ TEST(FileStore, ARescanSeesTheValuesOfOtherProcesses) {
   FileStoreOptions options;
   options.rescan_period_ms = 0;  // every put rescans
   options.min_rescan_interval_ms = 0;
+  options.max_scan_share = 0;
   auto store = open_store(tmp.path(), kFit * int64_t(kValueBytes), options);
   ASSERT_EQ(put1(store.get(), key_of(0), value_of(0)), BlobResult::kOk);
   const int child = in_child([&] {
@@ -608,6 +609,7 @@ TEST(FileStore, ThreadsShareOneStore) {
   FileStoreOptions options;
   options.rescan_period_ms = 0;  // scans, evictions, puts and gets all at once
   options.min_rescan_interval_ms = 0;
+  options.max_scan_share = 0;
   constexpr size_t kPayload = 3000;
   const size_t page_bytes = kvp::storage::stored_page_bytes(kPayload);
   constexpr uint32_t kKeys = 64;
