@@ -455,7 +455,11 @@ class FileStore final : public BlobStore {
       lock.lock();
       scanning_ = false;
       scan_cost_ns_ = cost > 0 ? cost : 0;
-      if (st.is_ok()) install_scan_locked(std::move(found), start);
+      if (st.is_ok()) {
+        install_scan_locked(std::move(found), start);
+      } else {
+        last_scan_ns_ = start;  // counted in io_errors; tried again after the period, not on every put
+      }
     }
     evict_locked();
   }
