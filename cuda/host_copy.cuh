@@ -17,9 +17,9 @@ namespace kvp::host::cudak {
 
 constexpr int kCopyThreads = 256;
 // Loads in flight per thread before the first store (PCIe latency is ~1-2 µs): 4, 8 or 16
-// (CudaTransferOptions::copy_unroll). A block's work piece is kCopyThreads * unroll
-// accesses: 32 KiB at 8 and 16-byte accesses.
-constexpr int kCopyUnroll = 8;
+// (CudaTransferOptions::copy_unroll; 8 and 16 measured no faster). A block's work piece is
+// kCopyThreads * unroll accesses: 16 KiB at 4 and 16-byte accesses.
+constexpr int kCopyUnroll = 4;
 __host__ __device__ constexpr uint32_t chunk_units(int unroll) { return static_cast<uint32_t>(kCopyThreads * unroll); }
 
 // One part (K, V, scales, latent row, indexer row) of one transfer, both sides.

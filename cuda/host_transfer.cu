@@ -44,15 +44,17 @@ constexpr int kMaxParts = 8;
 constexpr size_t kTickets = 256;        // tickets remembered; older ones are finished
 constexpr size_t kInitialIdPages = 4096;  // device id buffers grow from here
 constexpr uint32_t kDefaultLayerGroup = 1;
-// Blocks of a kernel load that marks layers: 16 in all, at least 8 per part (of 32 KiB
+// Blocks of a kernel load that marks layers: 32 in all, at least 16 per part (16 KiB
 // pieces: 512 KiB in flight for K and V). The SMs' reads of pinned memory reach ~92 % of
 // the link whatever the grid, from 16 blocks to every resident one (264); what the grid
 // decides is how much waits in the link's queue ahead of a layer's last piece, and so
-// when layer 0 lands: 0.4 ms after the call with 16 blocks, 0.8-1.0 ms with 264 (4 MiB in
-// flight). 8 blocks (256 KiB) still kept the link busy, 8 of 16 KiB pieces (128 KiB) did
-// not (39 GB/s). docs/performance.md, "Host tier transfers".
-constexpr uint64_t kLoadBlocks = 16;
-constexpr uint64_t kLoadBlocksPerPart = 8;
+// when layer 0 lands: ~0.4 ms after the call with 16-32 blocks, 0.7-1.0 ms with 264
+// (4 MiB in flight). Too few blocks starve the link: each block waits for all its loads
+// before the next piece, and one SM has only so many reads in flight (8 blocks: 39-43
+// GB/s on two hosts, 16 blocks: page_head 47.8 against 50.8). docs/performance.md,
+// "Host tier transfers".
+constexpr uint64_t kLoadBlocks = 32;
+constexpr uint64_t kLoadBlocksPerPart = 16;
 
 Status cuda_error(cudaError_t e, const char* what) {
   if (e == cudaSuccess) return Status::ok();

@@ -320,7 +320,7 @@ void bench_variant(kvp::host::HostPool* pool, const Variant& var, int reps, doub
 }
 
 // GPU_BENCH_LOAD_SWEEP="blocks:unroll,...": instead of the table, kernel transfers
-// (flags) of the three SGLang layouts at each of these CudaTransferOptions settings
+// (flags) of every layout at each of these CudaTransferOptions settings
 // (0: the default; blocks beyond those that fit at once give the most that fit).
 std::vector<Variant> sweep_variants() {
   std::vector<Variant> out;
@@ -355,7 +355,6 @@ void bench_host_tier(bool quick) {
     DeviceKv kv;
     for (HostLayout layout : {HostLayout::kLayerFirst, HostLayout::kPageFirst, HostLayout::kPageFirstDirect,
                               HostLayout::kPageHead}) {
-      if (!sweep.empty() && layout == HostLayout::kPageHead) continue;
       const auto pool = host_pool(kv, layout);
       if (!sweep.empty()) {
         for (const Variant& var : sweep) bench_variant(pool.get(), var, reps, h2d, d2h, compute);

@@ -257,7 +257,7 @@ TEST(GpuHostTier, ParityWithCpuTransfer) {
         // take turns at the copy kernel's unrolls and load grids (the default, 1 block and
         // 3 blocks per part).
         const bool events = checked % 2 == 1;
-        const uint32_t unroll = events ? 0 : std::array<uint32_t, 3>{0, 4, 16}[checked / 2 % 3];
+        const uint32_t unroll = events ? 0 : std::array<uint32_t, 3>{0, 8, 16}[checked / 2 % 3];
         const uint32_t blocks = events ? 0 : std::array<uint32_t, 3>{0, 1, 3}[checked / 6 % 3];
         if (!rig.build(kind, layout, path, rng, events ? 2 : 1, events, unroll, blocks)) {
           // Only page_head may refuse, and only rows that are not whole heads.
