@@ -49,10 +49,9 @@ constexpr uint32_t kDefaultLayerGroup = 1;
 // the link whatever the grid, from 16 blocks to every resident one (264); what the grid
 // decides is how much waits in the link's queue ahead of a layer's last piece, and so
 // when layer 0 lands: ~0.4 ms after the call with 16-32 blocks, 0.7-1.0 ms with 264
-// (4 MiB in flight). Too few blocks starve the link: each block waits for all its loads
-// before the next piece, and one SM has only so many reads in flight (8 blocks: 39-43
-// GB/s on two hosts, 16 blocks: page_head 47.8 against 50.8). docs/performance.md,
-// "Host tier transfers".
+// (4 MiB in flight). Too few blocks starve the link (each block waits for all its loads
+// before its next piece): 8 blocks gave 38-44 GB/s on two hosts, 16 blocks page_head
+// 47.8 against 50.8. docs/performance.md, "Host tier transfers".
 constexpr uint64_t kLoadBlocks = 32;
 constexpr uint64_t kLoadBlocksPerPart = 16;
 
