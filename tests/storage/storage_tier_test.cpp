@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "../support/host_tier_kv.hpp"
-#include "test_util.hpp"
+#include "../unit/test_util.hpp"
 
 namespace {
 
