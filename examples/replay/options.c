@@ -39,6 +39,9 @@ void options_usage(FILE *f, const char *prog) {
           "                            be bounded; with --sweep, a second replay with the tier at\n"
           "                            every capacity below N\n"
           "  --host-write-policy P     write_through (default), write_through_selective, write_back\n"
+          "  --storage SPEC            add a storage tier (L3) below the host tier: file:DIR,\n"
+          "                            memcached:HOST:PORT[,HOST:PORT...] or redis:HOST:PORT[,...];\n"
+          "                            the store is cleared when each run starts\n"
           "  --per-request FILE        write each request's matched tokens at its first admission,\n"
           "                            one line per request in trace order (with a host tier:\n"
           "                            matched and host-hit tokens, separated by a space)\n"
@@ -134,7 +137,7 @@ int options_parse(int argc, char **argv, replay_options *o) {
     static const char *const kValued[] = {"--trace", "--config", "--capacity-tokens", "--page-size", "--policy",
                                           "--concurrency", "--chunk", "--admission", "--max-requests", "--check-every",
                                           "--sweep", "--out", "--evict-rule", "--per-request",
-                                          "--host-capacity-tokens", "--host-write-policy"};
+                                          "--host-capacity-tokens", "--host-write-policy", "--storage"};
     int known = 0;
     for (size_t k = 0; k < sizeof kValued / sizeof kValued[0]; ++k) known |= strcmp(a, kValued[k]) == 0;
     if (!known) return usage_error(prog, "unknown option", a);
@@ -157,6 +160,12 @@ int options_parse(int argc, char **argv, replay_options *o) {
       if (!parse_count(val, (uint64_t)1 << 40, &o->host_capacity)) {
         return usage_error(prog, "bad --host-capacity-tokens (a token count)", val);
       }
+    } else if (strcmp(a, "--storage") == 0) {
+      if (strncmp(val, "file:", 5) != 0 && strncmp(val, "memcached:", 10) != 0 && strncmp(val, "redis:", 6) != 0) {
+        return usage_error(prog, "--storage must be file:DIR, memcached:HOST:PORT[,...] or redis:HOST:PORT[,...]", val);
+      }
+      if (strchr(val, ':')[1] == '\0') return usage_error(prog, "--storage needs a directory or servers after the colon", val);
+      o->storage = val;
     } else if (strcmp(a, "--host-write-policy") == 0) {
       if (strcmp(val, "write_through") != 0 && strcmp(val, "write_through_selective") != 0 &&
           strcmp(val, "write_back") != 0) {

@@ -85,6 +85,37 @@ static int apply_host(const replay_options *o, cJSON *root, uint64_t device_toke
 }
 
 /* Fills the pool and prefix_cache keys the replay controls. */
+/* storage from --storage SPEC: "file:DIR", or "memcached:" / "redis:" and a comma-separated
+ * list of HOST:PORT. Needs a host tier (the storage tier sits below it). */
+static int apply_storage(const char *spec, cJSON *root, char *err, size_t err_cap) {
+  if (!cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(root, "host_cache"))) {
+    return fail(err, err_cap, "--storage needs a host tier (--host-capacity-tokens, or host_cache in --config)");
+  }
+  cJSON_DeleteItemFromObjectCaseSensitive(root, "storage");
+  cJSON *st = get_or_add_object(root, "storage");
+  if (st == NULL) return fail(err, err_cap, "out of memory");
+  const char *colon = strchr(spec, ':');
+  char backend[16];
+  snprintf(backend, sizeof backend, "%.*s", (int)(colon - spec), spec);
+  int ok = set_string(st, "backend", backend);
+  if (strcmp(backend, "file") == 0) {
+    ok = ok && set_string(st, "path", colon + 1);
+  } else {
+    cJSON *servers = cJSON_AddArrayToObject(st, "servers");
+    ok = ok && servers != NULL;
+    for (const char *at = colon + 1; ok && *at != '\0';) {
+      const char *end = strchr(at, ',');
+      const size_t len = end ? (size_t)(end - at) : strlen(at);
+      char server[256];
+      if (len == 0 || len >= sizeof server) return fail(err, err_cap, "--storage: bad server list in %s", spec);
+      snprintf(server, sizeof server, "%.*s", (int)len, at);
+      ok = cJSON_AddItemToArray(servers, cJSON_CreateString(server));
+      at += len + (end ? 1 : 0);
+    }
+  }
+  return ok ? 0 : fail(err, err_cap, "out of memory");
+}
+
 static int apply(const replay_options *o, const trace *t, uint64_t capacity, uint64_t host_capacity, cJSON *root,
                  pool_setup *out, char *err, size_t err_cap) {
   cJSON *pool = get_or_add_object(root, "pool");
@@ -127,6 +158,7 @@ static int apply(const replay_options *o, const trace *t, uint64_t capacity, uin
     const uint64_t tokens = cJSON_IsNumber(max_tokens) && max_tokens->valuedouble >= 1 ? (uint64_t)max_tokens->valuedouble : 0;
     if (apply_host(o, root, tokens - tokens % out->page_size, host_capacity, err, err_cap)) return 1;
   }
+  if (o->storage != NULL && apply_storage(o->storage, root, err, err_cap)) return 1;
   const cJSON *host = cJSON_GetObjectItemCaseSensitive(root, "host_cache");
   out->host_tier = cJSON_IsObject(host);
   if (out->host_tier) {

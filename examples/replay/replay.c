@@ -28,6 +28,7 @@
 #include "replay.h"
 
 #include <stdarg.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +57,7 @@ typedef struct sched {
   replay_result *res;
   uint32_t page;
   int host;        /* the pool has a host tier (kvhost_get_stats answers) */
+  int storage;     /* the pool has a storage tier (kvstore_get_stats answers) */
   list running;    /* in admission order */
   list waiting;    /* begun or retracted requests, oldest (smallest idx) first */
   size_t next;     /* next trace arrival */
@@ -157,11 +159,12 @@ static int tree_tokens(sched *s, uint64_t *out) {
  * nodes themselves to make room. Given the tree's device tokens before the call, reads the
  * tokens loaded (kvseq_info.host_hit) and counts the evicted ones: the tree lost exactly
  * what was evicted and gained what was loaded (the call inserts nothing else). */
-static int after_load(sched *s, uint64_t seq, uint64_t tree_before, uint64_t *loaded) {
+static int after_load(sched *s, uint64_t seq, uint64_t tree_before, uint64_t *loaded, uint64_t *from_storage) {
   kvseq_info info = KVSEQ_INFO_INIT;
   kvpool_status st = kvseq_get_info(s->pool, seq, &info);
   if (st != KVPOOL_OK) return api_fail(s, "kvseq_get_info", st);
   *loaded = info.host_hit;
+  *from_storage = info.storage_hit;
   uint64_t tree_after = 0;
   if (tree_tokens(s, &tree_after)) return 1;
   if (tree_before + info.host_hit < tree_after) {
@@ -174,24 +177,49 @@ static int after_load(sched *s, uint64_t seq, uint64_t tree_before, uint64_t *lo
   return 0;
 }
 
+/* With a storage tier, a request's stored continuation is read into the host tier before
+ * it begins (SGLang prefetches while the request waits; the replay waits for the whole
+ * prefetch, as the wait_complete policy does), then kvseq_begin loads it back. The replay
+ * is a model of hits, not of timing: it lets backups finish before each prefetch. */
+static int prefetch_request(sched *s, uint32_t tokens) {
+  /* Every earlier backup written first: the store holds what the requests before this one
+   * put there, whatever the disk's or servers' speed, so a run's hits do not depend on it. */
+  kvpool_status st = kvstore_flush(s->pool);
+  if (st != KVPOOL_OK) return api_fail(s, "kvstore_flush", st);
+  uint64_t id = 0;
+  st = kvstore_prefetch(s->pool, s->tokens, tokens, NULL, &id, NULL);
+  if (st != KVPOOL_OK) return api_fail(s, "kvstore_prefetch", st);
+  if (id == 0) return 0;
+  kvstore_prefetch_info info = KVSTORE_PREFETCH_INFO_INIT;
+  do {
+    st = kvstore_prefetch_poll(s->pool, id, &info);
+    if (st != KVPOOL_OK) return api_fail(s, "kvstore_prefetch_poll", st);
+    if (!info.done) sched_yield();
+  } while (!info.done);
+  st = kvstore_prefetch_end(s->pool, id, NULL);
+  return st == KVPOOL_OK ? 0 : api_fail(s, "kvstore_prefetch_end", st);
+}
+
 /* kvseq_begin of r (its prompt plus the tokens it already decoded). */
 static int begin_request(sched *s, live *r, int first) {
   const trace_request *tr = &s->t->reqs[r->idx];
   trace_expand(s->t, r->idx, r->decoded, s->tokens);
   size_t cached = 0;
-  uint64_t tree_before = 0, loaded = 0;
+  uint64_t tree_before = 0, loaded = 0, from_storage = 0;
+  if (s->storage && prefetch_request(s, r->tokens)) return 1;
   if (s->host && tree_tokens(s, &tree_before)) return 1;
   kvpool_status st = kvseq_begin(s->pool, s->tokens, r->tokens, NULL, &r->seq, &cached);
   ++s->res->kvseq_calls;
   ++s->res->ops;
   if (st != KVPOOL_OK) return api_fail(s, "kvseq_begin", st);
-  if (s->host && after_load(s, r->seq, tree_before, &loaded)) return 1;
+  if (s->host && after_load(s, r->seq, tree_before, &loaded, &from_storage)) return 1;
   r->computed = (uint32_t)cached;
   if (!first) return 0;
   if (s->p->matched != NULL) s->p->matched[r->idx] = cached;
   if (s->p->host_matched != NULL) s->p->host_matched[r->idx] = loaded;
   s->res->matched_tokens += cached;
-  s->res->host_hit_tokens += loaded;
+  s->res->host_hit_tokens += loaded - from_storage;
+  s->res->storage_hit_tokens += from_storage;
   s->res->device_hit_tokens += cached - loaded;
   /* kvseq_begin matches at most len - 1 tokens. When that cap is what stopped it, look
    * whether the tree holds the whole prompt, for the block metric only. */
@@ -300,7 +328,8 @@ static int retract_running(sched *s, size_t i) {
   ++s->res->kvseq_calls;
   ++s->res->ops;
   if (st != KVPOOL_OK) return api_fail(s, "kvseq_retract", st);
-  if (s->host && after_load(s, r.seq, tree_before, &loaded)) return 1;
+  uint64_t from_storage = 0;
+  if (s->host && after_load(s, r.seq, tree_before, &loaded, &from_storage)) return 1;
   r.computed = (uint32_t)cached;
   list_remove(&s->running, i);
   ++s->res->retractions;
@@ -495,6 +524,10 @@ static int check_end(sched *s) {
     kvpool_status st = kvhost_poll(s->pool, 1, &completed);
     if (st != KVPOOL_OK) return api_fail(s, "kvhost_poll", st);
   }
+  if (s->storage) {  /* every backup written: the counters are complete */
+    kvpool_status st = kvstore_flush(s->pool);
+    if (st != KVPOOL_OK) return api_fail(s, "kvstore_flush", st);
+  }
   if (check_pool(s)) return 1;
   size_t available, evictable, protected_len, uncached, capacity;
   kvpool_status st = kvseq_accounting(s->pool, &available, &evictable, &protected_len, &uncached, &capacity);
@@ -522,6 +555,18 @@ static int check_end(sched *s) {
   r->host_evicted_tokens = h.host_evicted_tokens;
   r->bytes_to_host = h.bytes_to_host;
   r->bytes_to_device = h.bytes_to_device;
+  if (s->storage) {
+    kvstore_stats g = KVSTORE_STATS_INIT;
+    st = kvstore_get_stats(s->pool, &g);
+    if (st != KVPOOL_OK) return api_fail(s, "kvstore_get_stats", st);
+    r->storage_backup_pages = g.backup_pages;
+    r->storage_bytes_written = g.backup_bytes;
+    r->storage_prefetches = g.prefetches;
+    r->storage_prefetch_tokens = g.prefetch_loaded_tokens;
+    r->storage_bytes_read = g.prefetch_bytes;
+    r->storage_pages_rejected = g.pages_corrupt + g.pages_truncated + g.pages_foreign;
+    r->storage_failures = g.backup_pages_failed + g.read_failures;
+  }
   if (h.copies_in_flight != 0 || h.backup_errors != 0) {
     return fail(s, "host tier after the replay: %llu copies in flight, %llu failed backups",
                 (unsigned long long)h.copies_in_flight, (unsigned long long)h.backup_errors);
@@ -567,6 +612,14 @@ int replay_run(const replay_params *p, replay_result *out, char *err, size_t err
     else if (st != KVPOOL_ERR_UNSUPPORTED) rc = api_fail(&s, "kvhost_get_stats", st);
     out->host_tier = s.host;
     out->host_capacity_tokens = h.capacity_tokens;
+  }
+  if (rc == 0 && s.host) {  /* a storage tier starts cold: every run measures the same thing */
+    kvstore_stats g = KVSTORE_STATS_INIT;
+    st = kvstore_get_stats(s.pool, &g);
+    if (st == KVPOOL_OK) s.storage = 1;
+    else if (st != KVPOOL_ERR_UNSUPPORTED) rc = api_fail(&s, "kvstore_get_stats", st);
+    if (s.storage && (st = kvstore_clear(s.pool)) != KVPOOL_OK) rc = api_fail(&s, "kvstore_clear", st);
+    out->storage = s.storage;
   }
 
   const size_t ctx = (size_t)t->max_context + 1, conc = p->concurrency;

@@ -33,7 +33,8 @@ typedef struct replay_result {
   uint64_t input_tokens;
   uint64_t matched_tokens;   /* kvseq_begin's cached length at first admission, summed (every tier) */
   uint64_t device_hit_tokens; /* of matched_tokens, found on the device */
-  uint64_t host_hit_tokens;  /* of matched_tokens, loaded back from the host tier (kvseq_info.host_hit) */
+  uint64_t host_hit_tokens;  /* of matched_tokens, loaded back from the host tier, not brought by storage */
+  uint64_t storage_hit_tokens; /* of matched_tokens, prefetched from the storage tier (kvseq_info.storage_hit) */
   uint64_t output_tokens;
   double block_hit_ratio;
   double token_hit_ratio;
@@ -61,6 +62,10 @@ typedef struct replay_result {
   uint64_t host_loads, host_load_tokens, host_loads_refused;
   uint64_t host_evicted_tokens;
   uint64_t bytes_to_host, bytes_to_device;
+  /* The storage tier (kvstore_get_stats at the end); all 0 when storage is 0. */
+  int storage;
+  uint64_t storage_backup_pages, storage_bytes_written, storage_prefetches, storage_prefetch_tokens,
+      storage_bytes_read, storage_pages_rejected, storage_failures;
   double ops_per_second;
 } replay_result;
 

@@ -29,7 +29,7 @@ static void json_string(FILE *f, const char *s) {
 
 void report_text(FILE *f, const run_summary *s) {
   const replay_result *r = &s->r;
-  char a[32], b[32], c[32], d[32];
+  char a[32], b[32], c[32], d[32], e[32];
   fprintf(f, "kvpool-replay: %s\n", s->trace_path);
   fprintf(f, "  requests          %s (%s blocks of 512 tokens)\n", report_thousands(r->requests, a, sizeof a),
           report_thousands(r->blocks, b, sizeof b));
@@ -63,6 +63,17 @@ void report_text(FILE *f, const run_summary *s) {
     fprintf(f, "    host evicted    %s tokens; at the end %s host tokens, %s host-only\n",
             report_thousands(r->host_evicted_tokens, a, sizeof a), report_thousands(r->host_used_tokens, b, sizeof b),
             report_thousands(r->host_only_tokens, c, sizeof c));
+  }
+  if (r->storage) {
+    const double in = r->input_tokens ? (double)r->input_tokens : 1.0;
+    fprintf(f, "  storage tier\n    storage hits    %.2f%%  (%s tokens prefetched and loaded at first admission)\n",
+            100.0 * (double)r->storage_hit_tokens / in, report_thousands(r->storage_hit_tokens, a, sizeof a));
+    fprintf(f, "    to storage      %s bytes (%s pages)\n", report_thousands(r->storage_bytes_written, a, sizeof a),
+            report_thousands(r->storage_backup_pages, b, sizeof b));
+    fprintf(f, "    from storage    %s bytes (%s tokens in %s prefetches; %s pages rejected, %s failures)\n",
+            report_thousands(r->storage_bytes_read, a, sizeof a), report_thousands(r->storage_prefetch_tokens, b, sizeof b),
+            report_thousands(r->storage_prefetches, c, sizeof c), report_thousands(r->storage_pages_rejected, d, sizeof d),
+            report_thousands(r->storage_failures, e, sizeof e));
   }
   fprintf(f, "  evicted tokens    %s", report_thousands(r->evicted_tokens, a, sizeof a));
   if (r->host_tier) fprintf(f, " (%s by load-backs)", report_thousands(r->load_evicted_tokens, b, sizeof b));
@@ -107,11 +118,19 @@ void report_json(FILE *f, const run_summary *s) {
           ", \"host_write_policy\": \"%s\", \"host_backups\": %" PRIu64 ", \"host_backup_tokens\": %" PRIu64
           ", \"host_backups_skipped\": %" PRIu64 ", \"host_loads\": %" PRIu64 ", \"host_load_tokens\": %" PRIu64
           ", \"host_loads_refused\": %" PRIu64 ", \"host_evicted_tokens\": %" PRIu64 ", \"host_used_tokens\": %" PRIu64
-          ", \"host_only_tokens\": %" PRIu64 ", \"load_evicted_tokens\": %" PRIu64 "}",
+          ", \"host_only_tokens\": %" PRIu64 ", \"load_evicted_tokens\": %" PRIu64,
           r->device_hit_tokens, r->host_hit_tokens, r->bytes_to_host, r->bytes_to_device,
           r->host_tier ? "true" : "false", r->host_capacity_tokens, s->host_write_policy, r->host_backups,
           r->host_backup_tokens, r->host_backups_skipped, r->host_loads, r->host_load_tokens, r->host_loads_refused,
           r->host_evicted_tokens, r->host_used_tokens, r->host_only_tokens, r->load_evicted_tokens);
+  fprintf(f,
+          ", \"storage_hit_tokens\": %" PRIu64 ", \"storage\": %s, \"storage_backup_pages\": %" PRIu64
+          ", \"storage_bytes_written\": %" PRIu64 ", \"storage_prefetches\": %" PRIu64
+          ", \"storage_prefetch_tokens\": %" PRIu64 ", \"storage_bytes_read\": %" PRIu64
+          ", \"storage_pages_rejected\": %" PRIu64 ", \"storage_failures\": %" PRIu64 "}",
+          r->storage_hit_tokens, r->storage ? "true" : "false", r->storage_backup_pages, r->storage_bytes_written,
+          r->storage_prefetches, r->storage_prefetch_tokens, r->storage_bytes_read, r->storage_pages_rejected,
+          r->storage_failures);
 }
 
 void report_sweep_text(FILE *f, const run_summary *runs, size_t n) {

@@ -180,7 +180,18 @@ Status PrefixCache::evict_tiered(size_t tokens, size_t* evicted) {
 }
 
 Status PrefixCache::evict_host(size_t tokens, size_t* evicted) {
-  const Status st = tree_.evict_host(tokens, [this](const int64_t* pages, size_t n) { release_host(pages, n); }, evicted);
+  // With storage, a leaf whose host pages a backup still reads stays (SGLang skips nodes
+  // whose host copy is pinned): freeing it would free nothing until the backup finishes.
+  RadixTree::KeepHost keep;
+  if (storage_ != nullptr) {
+    keep = [this](const int64_t* pages, size_t n) {
+      for (size_t i = 0; i < n; ++i) {
+        if (host_pins_[static_cast<size_t>(pages[i])] != 0) return true;
+      }
+      return false;
+    };
+  }
+  const Status st = tree_.evict_host(tokens, [this](const int64_t* pages, size_t n) { release_host(pages, n); }, evicted, keep);
   stats_.host_evicted_tokens += *evicted;
   return st;
 }

@@ -118,8 +118,11 @@ class RadixTree {
   // `free_host`.
   Status evict_tiered(size_t tokens, const FreeSlots& free, const MakeHostCopies& copy, bool copy_missing,
                       const FreeHostPages& free_host, size_t* evicted);
-  // Deletes host-only leaves in policy order (unlocked) until `tokens` host tokens are freed.
-  Status evict_host(size_t tokens, const FreeHostPages& free_host, size_t* evicted);
+  // Whether a host-only leaf must stay for now (its host pages are still being read).
+  using KeepHost = std::function<bool(const int64_t* host_pages, size_t pages)>;
+  // Deletes host-only leaves in policy order (unlocked, and not kept by `keep`) until
+  // `tokens` host tokens are freed.
+  Status evict_host(size_t tokens, const FreeHostPages& free_host, size_t* evicted, const KeepHost& keep = nullptr);
   // The nodes on the path root..node, root excluded, that are on the device, have no host
   // copy, can have one (whole pages) and were hit at least `min_hits` times; root-to-leaf order.
   void backup_candidates(NodeHandle node, uint32_t min_hits, std::vector<NodeHandle>* out) const;

@@ -89,13 +89,22 @@ void RadixTree::emit_host(const Node& n, bool stored) {
   for (const Digest& d : n.hashes) push_event(type, event_id(d), false, 0, nullptr, 0);
 }
 
-Status RadixTree::evict_host(size_t tokens, const FreeHostPages& free_host, size_t* evicted) {
+Status RadixTree::evict_host(size_t tokens, const FreeHostPages& free_host, size_t* evicted, const KeepHost& keep) {
   *evicted = 0;
   prepare(0);  // spare order nodes for parents that become candidates
   if (events_enabled_) reserve_events(host_only_tokens_ / static_cast<size_t>(page_), 0);  // a HostRemoved per page at most
-  while (*evicted < tokens && !host_leaves_.empty()) {
-    const int32_t id = std::get<2>(*host_leaves_.begin());
+  // Kept leaves are stepped over (SGLang skips nodes whose host copy is pinned): `at` is the
+  // first candidate not yet looked at. A parent that becomes a candidate is inserted by its
+  // own key and is looked at when the walk reaches it.
+  auto at = host_leaves_.begin();
+  while (*evicted < tokens && at != host_leaves_.end()) {
+    const int32_t id = std::get<2>(*at);
     Node& n = nodes_[static_cast<size_t>(id)];
+    if (keep && keep(n.host.data(), n.host.size())) {
+      ++at;
+      continue;
+    }
+    at = std::next(at);
     if (free_host) free_host(n.host.data(), n.host.size());
     if (events_enabled_) emit_host(n, false);
     host_tokens_ -= n.key.size();
@@ -108,6 +117,10 @@ Status RadixTree::evict_host(size_t tokens, const FreeHostPages& free_host, size
     unlink_child(parent, id);
     free_node(id);
     refresh_order(parent);  // a host-only parent left without children becomes a candidate
+    // A parent that became a candidate may sort before `at` (every candidate before `at`
+    // is kept): it is next then, as in SGLang's heap.
+    const Node& p = nodes_[static_cast<size_t>(parent)];
+    if (p.order_set == kHostOrder && (at == host_leaves_.end() || *p.order_it < *at)) at = p.order_it;
   }
   return Status::ok();
 }
