@@ -17,7 +17,8 @@
  *    Java/C# (KVPOOL_RAW list below): the idiomatic methods live on Pool.
  *  - Read-only structs filled by the library (kvpool_plan_info -> PlanInfo,
  *    kvpool_stats -> Stats, kvhost_stats -> HostStats, kvpool_buffer -> an
- *    internal BufferDescriptor)
+ *    internal BufferDescriptor; the storage tier's kvstore_stats ->
+ *    StorageStats and kvstore_prefetch_info -> StoragePrefetchInfo)
  *    are made by a constructor that sets struct_size.
  *  - Zero-copy array typemaps, bound by PARAMETER NAME. The base patterns
  *    (see the "Arrays" block of each language section):
@@ -93,6 +94,13 @@
 %rename(ALL_BLOCKS_CLEARED) RADIX_EVENT_ALL_BLOCKS_CLEARED;
 %rename(HOST_STORED) RADIX_EVENT_HOST_STORED;
 %rename(HOST_REMOVED) RADIX_EVENT_HOST_REMOVED;
+/* storage.h: why kvstore_prefetch started nothing (StorageSkip.NONE, ...). */
+%rename(StorageSkip) kvstore_skip;
+%rename(NONE) KVSTORE_SKIP_NONE;
+%rename(BELOW_THRESHOLD) KVSTORE_SKIP_BELOW_THRESHOLD;
+%rename(NOT_BACKED_UP) KVSTORE_SKIP_NOT_BACKED_UP;
+%rename(CAPACITY) KVSTORE_SKIP_CAPACITY;
+%rename(HOST_FULL) KVSTORE_SKIP_HOST_FULL;
 %rename(OK) KVPOOL_OK;
 /* Enum items lose their C prefix: Status.CONFIG, DType.F32, BufferKind.K,
  * AllocKind.PAGED, AllocList.SWA_FREE. */
@@ -390,6 +398,8 @@ KVPOOL_JAVA_OWNED_PROXY(struct kvpool_stats, delete_Stats)
 KVPOOL_JAVA_OWNED_PROXY(struct kvpool_buffer, delete_BufferDescriptor)
 KVPOOL_JAVA_OWNED_PROXY(struct kvseq_info, delete_SeqInfo)
 KVPOOL_JAVA_OWNED_PROXY(struct kvhost_stats, delete_HostStats)
+KVPOOL_JAVA_OWNED_PROXY(struct kvstore_stats, delete_StorageStats)
+KVPOOL_JAVA_OWNED_PROXY(struct kvstore_prefetch_info, delete_StoragePrefetchInfo)
 
 /* Pool: AutoCloseable; close() destroys once, later calls do nothing. After
  * close() the handle is 0, which every C function rejects with
@@ -426,6 +436,46 @@ KVPOOL_JAVA_OWNED_PROXY(struct kvhost_stats, delete_HostStats)
     if (swigCleanable != null) swigCleanable.clean();
   }
 %javamethodmodifiers kvhost_stats::kvhost_stats "";
+/* StorageStats (kvstore_stats) and StoragePrefetchInfo (kvstore_prefetch_info):
+ * read-only values made by Pool.storageStats() / Pool.storagePrefetchPoll(). */
+%typemap(javadestruct, methodname="delete", methodmodifiers="private synchronized") struct kvstore_stats {
+    swigCPtr = 0;
+    if (swigCleanable != null) swigCleanable.clean();
+  }
+%javamethodmodifiers kvstore_stats::kvstore_stats "";
+%typemap(javadestruct, methodname="delete", methodmodifiers="private synchronized") struct kvstore_prefetch_info {
+    swigCPtr = 0;
+    if (swigCleanable != null) swigCleanable.clean();
+  }
+%javamethodmodifiers kvstore_prefetch_info::kvstore_prefetch_info "";
+%typemap(javacode) struct kvstore_prefetch_info %{
+  /** Whether nothing more will land (all read, stopped at a missing or bad page, or revoked). */
+  public boolean isDone() {
+    return getDone() != 0;
+  }
+
+  /** Whether storage held fewer tokens than the threshold (nothing was read). */
+  public boolean isRevoked() {
+    return getRevoked() != 0;
+  }
+
+  /** Whether the prefetch policy lets the request go on now. */
+  public boolean isReady() {
+    return getReady() != 0;
+  }
+
+  /** Whether getHitTokens() is known. */
+  public boolean isSearched() {
+    return getSearched() != 0;
+  }
+
+  @Override
+  public String toString() {
+    return "StoragePrefetchInfo{done=" + getDone() + ", revoked=" + getRevoked() + ", ready=" + getReady()
+        + ", searched=" + getSearched() + ", askedTokens=" + getAskedTokens() + ", hitTokens=" + getHitTokens()
+        + ", loadedTokens=" + getLoadedTokens() + "}";
+  }
+%}
 %typemap(javacode) struct kvpool_stats %{
   /** The allocator kind as an enum (getAllocKind() is its number). */
   public AllocKind getKind() {
@@ -506,6 +556,12 @@ KVPOOL_JAVA_OWNED_PROXY(struct kvhost_stats, delete_HostStats)
 %rename(AllBlocksCleared) RADIX_EVENT_ALL_BLOCKS_CLEARED;
 %rename(HostStored) RADIX_EVENT_HOST_STORED;
 %rename(HostRemoved) RADIX_EVENT_HOST_REMOVED;
+%rename(StorageSkip) kvstore_skip;
+%rename(None) KVSTORE_SKIP_NONE;
+%rename(BelowThreshold) KVSTORE_SKIP_BELOW_THRESHOLD;
+%rename(NotBackedUp) KVSTORE_SKIP_NOT_BACKED_UP;
+%rename(Capacity) KVSTORE_SKIP_CAPACITY;
+%rename(HostFull) KVSTORE_SKIP_HOST_FULL;
 /* An enum value appended to a header needs its PascalCase name here (the C#
  * test EnumsHavePascalCaseNames fails until it has one). */
 
@@ -704,6 +760,37 @@ KVPOOL_CS_VALUE_PROXY(struct kvseq_info)
 KVPOOL_CS_VALUE_PROXY(struct kvhost_stats)
 %csmethodmodifiers kvseq_info::kvseq_info "internal";
 %csmethodmodifiers kvhost_stats::kvhost_stats "internal";
+KVPOOL_CS_VALUE_PROXY(struct kvstore_stats)
+KVPOOL_CS_VALUE_PROXY(struct kvstore_prefetch_info)
+%csmethodmodifiers kvstore_stats::kvstore_stats "internal";
+%csmethodmodifiers kvstore_prefetch_info::kvstore_prefetch_info "internal";
+%typemap(cscode) struct kvstore_prefetch_info %{
+  /// <summary>Whether nothing more will land (all read, stopped at a missing or bad page, or revoked).</summary>
+  public bool IsDone {
+    get { return Done != 0; }
+  }
+
+  /// <summary>Whether storage held fewer tokens than the threshold (nothing was read).</summary>
+  public bool IsRevoked {
+    get { return Revoked != 0; }
+  }
+
+  /// <summary>Whether the prefetch policy lets the request go on now.</summary>
+  public bool IsReady {
+    get { return Ready != 0; }
+  }
+
+  /// <summary>Whether HitTokens is known.</summary>
+  public bool IsSearched {
+    get { return Searched != 0; }
+  }
+
+  /// <summary>All fields.</summary>
+  public override string ToString() {
+    return "StoragePrefetchInfo{Done=" + Done + ", Revoked=" + Revoked + ", Ready=" + Ready + ", Searched=" + Searched
+        + ", AskedTokens=" + AskedTokens + ", HitTokens=" + HitTokens + ", LoadedTokens=" + LoadedTokens + "}";
+  }
+%}
 %csmethodmodifiers kvpool_plan_info::kvpool_plan_info "internal";
 %csmethodmodifiers kvpool_stats::kvpool_stats "internal";
 %typemap(cscode) struct kvpool_stats %{
@@ -940,6 +1027,9 @@ KVPOOL_IN_ARRAY(int64_t, seq_lens_host, seq_lens_host_len)  /* also kvalloc_deco
                           int32_t *set, int32_t *on_device, int32_t *on_host };
 %apply uint64_t *OUT_U64 { uint64_t *token, uint64_t *node, uint64_t *seq, uint64_t *host_node };
 %apply int64_t *OUT_I64 { int64_t *event_id };
+/* storage.h */
+%apply uint64_t *OUT_U64 { uint64_t *id, uint64_t *inserted_tokens };
+%apply int32_t *OUT_I32 { int32_t *skipped };
 
 /* Raw C functions with an idiomatic method on Pool: hidden in Java/C#. */
 KVPOOL_RAW(kvpool_create)
@@ -1026,6 +1116,12 @@ KVPOOL_RAW(kvhost_match)
 KVPOOL_RAW(kvhost_load_back)
 KVPOOL_RAW(kvhost_evict)
 KVPOOL_RAW(kvhost_node_state)
+KVPOOL_RAW(kvstore_get_stats)
+KVPOOL_RAW(kvstore_prefetch)
+KVPOOL_RAW(kvstore_prefetch_poll)
+KVPOOL_RAW(kvstore_prefetch_end)
+KVPOOL_RAW(kvstore_flush)
+KVPOOL_RAW(kvstore_clear)
 KVPOOL_RAW(kvpool_addr_host_set_stream)
 KVPOOL_RAW(kvpool_addr_host_wait_layer)
 KVPOOL_RAW(kvpool_addr_create_with_allocator)
@@ -1064,6 +1160,8 @@ KVPOOL_RAW(kvpool_addr_seq_decode_async)
 %rename(BufferDescriptor) kvpool_buffer;
 %rename(SeqInfo) kvseq_info;
 %rename(HostStats) kvhost_stats;
+%rename(StorageStats) kvstore_stats;
+%rename(StoragePrefetchInfo) kvstore_prefetch_info;
 #endif
 %nodefaultctor kvpool;
 #if defined(SWIGGO)
@@ -1132,8 +1230,26 @@ struct kvpool {};
   }
   ~kvhost_stats() { free($self); }
 }
+%extend kvstore_stats {
+  kvstore_stats() {
+    kvstore_stats *stats = (kvstore_stats *)calloc(1, sizeof(kvstore_stats));
+    if (stats) stats->struct_size = (uint32_t)sizeof(kvstore_stats);
+    return stats;
+  }
+  ~kvstore_stats() { free($self); }
+}
+%extend kvstore_prefetch_info {
+  kvstore_prefetch_info() {
+    kvstore_prefetch_info *info = (kvstore_prefetch_info *)calloc(1, sizeof(kvstore_prefetch_info));
+    if (info) info->struct_size = (uint32_t)sizeof(kvstore_prefetch_info);
+    return info;
+  }
+  ~kvstore_prefetch_info() { free($self); }
+}
 %ignore kvseq_info::struct_size;
 %ignore kvhost_stats::struct_size;
+%ignore kvstore_stats::struct_size;
+%ignore kvstore_prefetch_info::struct_size;
 %ignore kvpool_plan_info::struct_size;
 %ignore kvpool_stats::struct_size;
 %ignore kvpool_buffer::struct_size;
@@ -1150,6 +1266,8 @@ struct kvpool {};
 %ignore KVPOOL_BUFFER_INIT;
 %ignore KVSEQ_INFO_INIT;
 %ignore KVHOST_STATS_INIT;
+%ignore KVSTORE_STATS_INIT;
+%ignore KVSTORE_PREFETCH_INFO_INIT;
 /* kvhost_set_stream / kvhost_wait_layer take a cudaStream_t: bound by address
  * (kvpool_addr_host_* in the device.h block below), as the device.h calls. */
 %ignore kvhost_set_stream;
@@ -1183,6 +1301,7 @@ struct kvpool {};
 %include "kvpool/radix.h"
 %include "kvpool/seq.h"
 %include "kvpool/host.h"
+%include "kvpool/storage.h"
 %mutable;
 
 /* ------------------------------------------------------------------------ */

@@ -941,6 +941,77 @@
   }
 
   // ---------------------------------------------------------------------
+  // The storage tier (L3) below the host tier (storage.h); docs/storage.md.
+  // With a storage section (and a host_cache one) the host tier's pages are
+  // backed up to a store shared by pools of the same model. A request's
+  // prompt is prefetched into the host tier with storagePrefetch(), polled
+  // with storagePrefetchPoll() and ended with storagePrefetchEnd(), which puts
+  // what landed into the tree as host-only nodes; begin() then loads them
+  // back (see SeqInfo.getStorageHit()). Pools without a storage tier throw
+  // UNSUPPORTED. Only storageFlush() and storageClear() wait for storage I/O.
+  // ---------------------------------------------------------------------
+
+  /**
+   * The counters of the storage tier and its backend.
+   * @throws KvPoolException UNSUPPORTED if the pool has no storage tier
+   */
+  public StorageStats storageStats() {
+    StorageStats stats = new StorageStats();
+    Kvpool.kvstore_get_stats(this, stats);
+    return stats;
+  }
+
+  /**
+   * Starts reading the stored continuation of a prompt into the host tier and returns at once:
+   * matches the prompt as {@link #begin(int[], String)} would (without locking) and, when the part
+   * past the cached prefix reaches the threshold, reads those pages on the storage thread. Returns
+   * the prefetch's id, or id 0 and the reason when nothing started.
+   * @param extraKey namespace, or null for the default one
+   */
+  public StoragePrefetchResult storagePrefetch(int[] tokens, String extraKey) {
+    long[] id = new long[1];
+    int[] skipped = new int[1];
+    Kvpool.kvstore_prefetch(this, Objects.requireNonNull(tokens, "tokens"), extraKey, id, skipped);
+    return new StoragePrefetchResult(id[0], StorageSkip.swigToEnum(skipped[0]));
+  }
+
+  /**
+   * Where a prefetch stands, without waiting.
+   * @throws KvPoolException INVALID_ARGUMENT for an unknown or ended id
+   */
+  public StoragePrefetchInfo storagePrefetchPoll(long id) {
+    StoragePrefetchInfo info = new StoragePrefetchInfo();
+    Kvpool.kvstore_prefetch_poll(this, id, info);
+    return info;
+  }
+
+  /**
+   * Ends a prefetch whatever its state (ask {@link #storagePrefetchPoll(long)} for isReady() first,
+   * as the policy wants): what landed becomes host-only nodes of the tree, which begin() finds as a
+   * host hit. Returns the tokens added to the tree.
+   * @throws KvPoolException INVALID_ARGUMENT for an unknown or ended id
+   */
+  public long storagePrefetchEnd(long id) {
+    long[] inserted = new long[1];
+    Kvpool.kvstore_prefetch_end(this, id, inserted);
+    return inserted[0];
+  }
+
+  /** Waits until every queued backup has been written (blocks on storage I/O). */
+  public void storageFlush() {
+    Kvpool.kvstore_flush(this);
+  }
+
+  /**
+   * Removes every page the backend holds (blocks on storage I/O); other pools sharing the store
+   * lose their pages too, the pool's own trees are unchanged.
+   * @throws KvPoolException IO when the backend failed
+   */
+  public void storageClear() {
+    Kvpool.kvstore_clear(this);
+  }
+
+  // ---------------------------------------------------------------------
   // Stream-ordered operations on device memory (device.h).
   //
   // Every `long` named as an address below is the ADDRESS of device memory of

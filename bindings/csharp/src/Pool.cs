@@ -783,6 +783,68 @@ namespace KvPool {
     }
 
     // ------------------------------------------------------------------
+    // The storage tier (L3) below the host tier (storage.h); docs/storage.md.
+    // With a storage section (and a host_cache one) the host tier's pages are
+    // backed up to a store shared by pools of the same model. A request's
+    // prompt is prefetched into the host tier with StoragePrefetch, polled
+    // with StoragePrefetchPoll and ended with StoragePrefetchEnd, which puts
+    // what landed into the tree as host-only nodes; Begin then loads them back
+    // (see SeqInfo.StorageHit). Pools without a storage tier throw
+    // Status.Unsupported. Only StorageFlush and StorageClear wait for storage I/O.
+    // ------------------------------------------------------------------
+
+    /// <summary>The counters of the storage tier and its backend.</summary>
+    /// <exception cref="KvPoolException">Status.Unsupported if the pool has no storage tier.</exception>
+    public StorageStats StorageStats() {
+      StorageStats stats = new StorageStats();
+      Kvpool.kvstore_get_stats(this, stats);
+      return stats;
+    }
+
+    /// <summary>Starts reading the stored continuation of a prompt into the host tier and returns at
+    /// once: matches the prompt as Begin would (without locking) and, when the part past the cached
+    /// prefix reaches the threshold, reads those pages on the storage thread. Returns the prefetch's
+    /// id, or id 0 and the reason when nothing started.</summary>
+    /// <param name="tokens">The prompt's token ids.</param>
+    /// <param name="extraKey">Namespace, or null for the default one.</param>
+    public StoragePrefetchResult StoragePrefetch(int[] tokens, string extraKey = null) {
+      ulong id;
+      int skipped;
+      Kvpool.kvstore_prefetch(this, NotNull(tokens, "tokens"), Len(tokens), extraKey, out id, out skipped);
+      return new StoragePrefetchResult(id, (StorageSkip)skipped);
+    }
+
+    /// <summary>Where a prefetch stands, without waiting.</summary>
+    /// <exception cref="KvPoolException">Status.InvalidArgument for an unknown or ended id.</exception>
+    public StoragePrefetchInfo StoragePrefetchPoll(ulong id) {
+      StoragePrefetchInfo info = new StoragePrefetchInfo();
+      Kvpool.kvstore_prefetch_poll(this, id, info);
+      return info;
+    }
+
+    /// <summary>Ends a prefetch whatever its state (ask StoragePrefetchPoll for IsReady first, as the
+    /// policy wants): what landed becomes host-only nodes of the tree, which Begin finds as a host
+    /// hit. Returns the tokens added to the tree.</summary>
+    /// <exception cref="KvPoolException">Status.InvalidArgument for an unknown or ended id.</exception>
+    public ulong StoragePrefetchEnd(ulong id) {
+      ulong inserted;
+      Kvpool.kvstore_prefetch_end(this, id, out inserted);
+      return inserted;
+    }
+
+    /// <summary>Waits until every queued backup has been written (blocks on storage I/O).</summary>
+    public void StorageFlush() {
+      Kvpool.kvstore_flush(this);
+    }
+
+    /// <summary>Removes every page the backend holds (blocks on storage I/O); other pools sharing the
+    /// store lose their pages too, the pool's own trees are unchanged.</summary>
+    /// <exception cref="KvPoolException">Status.Io when the backend failed.</exception>
+    public void StorageClear() {
+      Kvpool.kvstore_clear(this);
+    }
+
+    // ------------------------------------------------------------------
 
     /// <summary>Length of an array for the C side (0 for null, which passes NULL).</summary>
     private static ulong Len(global::System.Array array) {

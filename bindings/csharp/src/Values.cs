@@ -385,4 +385,28 @@ namespace KvPool {
       return "HostNodeState{OnDevice=" + OnDevice + ", OnHost=" + OnHost + ", Tokens=" + Tokens + "}";
     }
   }
+
+  /// <summary>What Pool.StoragePrefetch started: an id, or 0 and why not.</summary>
+  public sealed class StoragePrefetchResult {
+    internal StoragePrefetchResult(ulong id, StorageSkip skipped) {
+      Id = id;
+      Skipped = skipped;
+    }
+
+    /// <summary>The prefetch's id, or 0 when nothing started.</summary>
+    public ulong Id { get; private set; }
+
+    /// <summary>Whether a prefetch started (Id is not 0).</summary>
+    public bool Started {
+      get { return Id != 0; }
+    }
+
+    /// <summary>Why nothing started (StorageSkip.None when a prefetch did).</summary>
+    public StorageSkip Skipped { get; private set; }
+
+    /// <summary>Both values.</summary>
+    public override string ToString() {
+      return "StoragePrefetchResult{Id=" + Id + ", Skipped=" + Skipped + "}";
+    }
+  }
 }

@@ -14,12 +14,13 @@ import "errors"
 
 // SeqInfo is the state of a request (kvseq_info).
 type SeqInfo struct {
-	Row       int32 // request-table row; -1 before the first SeqExtend and after Retract
-	Tokens    int   // tokens known: the prompt plus decoded tokens
-	Computed  int   // tokens whose KV slots are allocated (cached prefix + computed)
-	Cached    int   // leading tokens whose slots the prefix tree owns (page-aligned)
-	PrefixHit int   // prefix tokens found in the tree at Begin (or at the last Retract)
-	HostHit   int   // of PrefixHit, tokens loaded back from the host tier (host_cache); 0 without one
+	Row        int32 // request-table row; -1 before the first SeqExtend and after Retract
+	Tokens     int   // tokens known: the prompt plus decoded tokens
+	Computed   int   // tokens whose KV slots are allocated (cached prefix + computed)
+	Cached     int   // leading tokens whose slots the prefix tree owns (page-aligned)
+	PrefixHit  int   // prefix tokens found in the tree at Begin (or at the last Retract)
+	HostHit    int   // of PrefixHit, tokens loaded back from the host tier (host_cache); 0 without one
+	StorageHit int   // of HostHit, tokens a storage prefetch brought into the host tier; 0 without one
 }
 
 // Accounting is SGLang's scheduler accounting: Available + Evictable +
@@ -122,12 +123,13 @@ func (p *Pool) SeqInfo(seq uint64) (SeqInfo, error) {
 		return SeqInfo{}, err
 	}
 	return SeqInfo{
-		Row:       int32(info.GetRow()),
-		Tokens:    int(info.GetTokens()),
-		Computed:  int(info.GetComputed()),
-		Cached:    int(info.GetCached()),
-		PrefixHit: int(info.GetPrefix_hit()),
-		HostHit:   int(info.GetHost_hit()),
+		Row:        int32(info.GetRow()),
+		Tokens:     int(info.GetTokens()),
+		Computed:   int(info.GetComputed()),
+		Cached:     int(info.GetCached()),
+		PrefixHit:  int(info.GetPrefix_hit()),
+		HostHit:    int(info.GetHost_hit()),
+		StorageHit: int(info.GetStorage_hit()),
 	}, nil
 }
 
