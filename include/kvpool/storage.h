@@ -4,9 +4,10 @@
  *
  * With a `storage` section (and a `host_cache` one) a pool backs up the host tier's
  * pages to a store that outlives the process and can be shared by many pools: a
- * directory (`file`), memcached servers or redis. Pages are named by the SHA-256 page-hash
- * chain of their tokens inside a namespace: the fingerprint of the model, dtype, page size,
- * layer range, tensor-parallel shard and extra key, so pools of different models never
+ * directory (`file`), memcached servers, redis, or the engine's own backend (`custom`, a
+ * ::kvstore_backend given to kvpool_create_with_storage()). Pages are named by the SHA-256
+ * page-hash chain of their tokens inside a namespace: the fingerprint of the model, dtype,
+ * page size, layer range, tensor-parallel shard and extra key, so pools of different models never
  * read each other's pages. Every page is stored with a header and checksums and is loaded
  * only when all of them pass.
  *
@@ -155,6 +156,114 @@ typedef struct kvstore_prefetch_info {
 /** @brief Initializer for a ::kvstore_prefetch_info whose struct_size is set. */
 #define KVSTORE_PREFETCH_INFO_INIT { (uint32_t)sizeof(kvstore_prefetch_info), 0, 0, 0, 0, 0, 0, 0 }
 
+/** @brief The outcome of one key of a batch, written by a ::kvstore_backend callback. */
+typedef enum kvstore_result {
+  /** put: the value is stored (or the key already held it); get: the value was read whole. */
+  KVSTORE_OK = 0,
+  /** get: no value under the key (never stored, or evicted). Not a valid put result. */
+  KVSTORE_MISS = 1,
+  /** The backend failed for this key (I/O error, server down, timeout). */
+  KVSTORE_ERROR = 2
+} kvstore_result;
+
+/**
+ * @brief An engine's own storage backend: a table of callbacks (kvpool_create_with_storage()).
+ *
+ * The backend stores opaque byte values under short keys; kvpool puts a header and
+ * checksums around each page, so the backend knows nothing of pages or models and every
+ * check happens above it. The contract:
+ *
+ * - **Keys** are NUL-terminated strings of 1 to 120 characters of `[0-9a-z-]`. They are
+ *   valid only during the call (copy them to keep them).
+ * - **Values** are opaque bytes that a get must return byte-exact: the same length and
+ *   bytes that were put. A damaged value is not loaded (kvstore_stats::pages_corrupt
+ *   counts it), but a backend must not rely on that.
+ * - **Write once**: a key always names the same bytes (it is a hash of the page's tokens
+ *   and the model), so a put of a key that already exists may skip the write and report
+ *   #KVSTORE_OK. Values may be evicted at any time; a get then reports #KVSTORE_MISS.
+ * - **Batches**: each callback handles `n` keys (at most 128) and reports every key in
+ *   `results` (a ::kvstore_result; any other value, or a result left unwritten, counts as
+ *   #KVSTORE_ERROR). The failure of one key must not hide the results of the others.
+ * - **Threads**: the callbacks run on the pool's storage threads (a backup thread and a
+ *   prefetch thread, possibly at the same time), `clear` on the thread that calls
+ *   kvstore_clear(), while the storage threads may be running. Pools created with the
+ *   same `user` call it from all their threads. Every callback must be thread-safe.
+ * - **No re-entry**: a callback must never call kvpool (any kvpool_*, kvseq_*, kvstore_*
+ *   ... function) and must not throw (C++) or longjmp out.
+ * - **Bounded**: a callback must not block forever; bound every wait on a server by a
+ *   timeout and report #KVSTORE_ERROR (or #KVSTORE_MISS for a get) when it expires.
+ *   kvstore_flush() and kvpool_destroy() wait for the running callbacks.
+ *
+ * The table is copied by kvpool_create_with_storage(); `user` and the functions must stay
+ * valid until `destroy` is called (or, without `destroy`, until kvpool_destroy() returns).
+ */
+typedef struct kvstore_backend {
+  /** Set to sizeof(kvstore_backend): lets later versions add fields. */
+  uint32_t struct_size;
+  /** Passed back to every callback unchanged. */
+  void *user;
+  /**
+   * Required. Stores `values[i]` (`sizes[i]` bytes) under `keys[i]` for i < n and sets
+   * `results[i]` to #KVSTORE_OK or #KVSTORE_ERROR. The value bytes are valid only during
+   * the call.
+   */
+  void (*put)(void *user, const char *const *keys, const uint8_t *const *values, const size_t *sizes, size_t n,
+              int32_t *results);
+  /**
+   * Required. Reads the value of `keys[i]` into `dst[i]`, which has room for `capacity[i]`
+   * bytes, for i < n: `results[i]` = #KVSTORE_OK with `sizes[i]` = the value's full length
+   * (when that exceeds `capacity[i]`, copy only `capacity[i]` bytes; kvpool rejects the
+   * value), #KVSTORE_MISS when the key holds no value, or #KVSTORE_ERROR.
+   */
+  void (*get)(void *user, const char *const *keys, uint8_t *const *dst, const size_t *capacity, size_t n,
+              size_t *sizes, int32_t *results);
+  /**
+   * Required. How many of `keys[0..n)` exist, counted from the start up to the first that
+   * does not (a key that cannot be asked about counts as missing). A result above `n` is
+   * taken as `n`.
+   */
+  size_t (*exists_prefix)(void *user, const char *const *keys, size_t n);
+  /**
+   * Optional (NULL: kvstore_clear() answers #KVPOOL_ERR_UNSUPPORTED). Removes every value
+   * the backend holds for kvpool; returns #KVSTORE_OK, or #KVSTORE_ERROR when it failed.
+   */
+  int32_t (*clear)(void *user);
+  /**
+   * Optional. Called exactly once per pool created with this table, by kvpool_destroy()
+   * after the pool's storage threads have stopped (no other callback of that pool runs
+   * during or after it). Never called when kvpool_create_with_storage() fails.
+   */
+  void (*destroy)(void *user);
+} kvstore_backend;
+
+/**
+ * @brief Create a pool whose storage tier is the caller's backend.
+ *
+ * The configuration's `storage` section must say `"backend": "custom"` (and takes no
+ * `path` or `servers`); its prefetch settings apply as for the built-in backends. A
+ * configuration with backend `custom` given to kvpool_create() fails with
+ * #KVPOOL_ERR_CONFIG. No callback is called during creation.
+ *
+ * There is no call yet that takes both a ::kvpool_allocator and a backend: this one and
+ * kvpool_create_with_allocator() are exclusive for now.
+ *
+ * @param[in]  json     The configuration text; it need not be NUL-terminated.
+ * @param[in]  json_len Length of @p json in bytes.
+ * @param[in]  backend  The callbacks (copied; see ::kvstore_backend for how long they
+ *                      must stay valid).
+ * @param[out] out      Receives the new handle; set to NULL on failure.
+ * @return As kvpool_create(); #KVPOOL_ERR_INVALID_ARGUMENT when @p backend is NULL, its
+ *         struct_size is too small or a required callback is NULL; #KVPOOL_ERR_CONFIG
+ *         when the configuration has no `storage` section or names another backend.
+ *
+ * Ownership: the caller owns @p *out and releases it with kvpool_destroy(), which calls
+ * `backend->destroy` (when set) once the pool no longer uses the backend. On failure
+ * nothing was called and `user` stays the caller's.
+ * Thread safety: safe from any thread; the new pool is then used by one thread at a time.
+ */
+KVPOOL_API kvpool_status kvpool_create_with_storage(const char *json, size_t json_len, const kvstore_backend *backend,
+                                                    kvpool **out);
+
 /**
  * @brief Counters of the storage tier and its backend.
  * @param[in]     pool A pool with a storage tier.
@@ -219,10 +328,12 @@ KVPOOL_API kvpool_status kvstore_flush(kvpool *pool);
  * @brief Remove every page the backend holds (blocks on storage I/O).
  *
  * The file backend removes its page files, memcached flushes its servers, redis deletes
- * kvpool's keys. Other pools sharing the store lose their pages too. The pool's own
+ * kvpool's keys, a custom backend (kvpool_create_with_storage()) calls its `clear`
+ * callback. Other pools sharing the store lose their pages too. The pool's own
  * trees are unchanged.
  * @param[in] pool A pool with a storage tier.
- * @return #KVPOOL_OK; #KVPOOL_ERR_UNSUPPORTED; #KVPOOL_ERR_IO when the backend failed.
+ * @return #KVPOOL_OK; #KVPOOL_ERR_UNSUPPORTED (no storage tier, or a custom backend
+ *         without a `clear` callback); #KVPOOL_ERR_IO when the backend failed.
  */
 KVPOOL_API kvpool_status kvstore_clear(kvpool *pool);
 

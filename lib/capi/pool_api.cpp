@@ -11,6 +11,8 @@
 #include "capi/pool_handle.hpp"
 #include "kvpool/plan.h"
 #include "kvpool/pool.h"
+#include "kvpool/storage.h"
+#include "storage/callback_store.hpp"
 
 namespace kvp::capi {
 namespace {
@@ -83,7 +85,29 @@ Status check_allocator(const kvpool_allocator* a) {
   return Status::ok();
 }
 
-Status create_pool(const char* json, size_t json_len, kvpool** out, const kvpool_allocator* allocator = nullptr) {
+// storage.backend "custom" exactly when the caller gave a backend table.
+Status check_storage_backend(const config::StorageConfig& st, bool has_table) {
+  const bool custom = st.enabled && st.backend == "custom";
+  if (custom && !has_table) {
+    return Status::config("$.storage.backend: got \"custom\", which only kvpool_create_with_storage() can serve "
+                          "(it takes the kvstore_backend callbacks); expected \"file\", \"memcached\" or \"redis\" "
+                          "here");
+  }
+  if (has_table && !st.enabled) {
+    return Status::config("$.storage: missing, expected a storage section with \"backend\": \"custom\" "
+                          "(kvpool_create_with_storage() was given a backend)");
+  }
+  if (has_table && !custom) {
+    return Status::config("$.storage.backend: got \"" + st.backend + "\", expected \"custom\" "
+                          "(kvpool_create_with_storage() was given a backend)");
+  }
+  return Status::ok();
+}
+
+// Either extra (allocator, storage backend) may be NULL; both could be given together,
+// but no public call takes both yet.
+Status create_pool(const char* json, size_t json_len, kvpool** out, const kvpool_allocator* allocator = nullptr,
+                   const kvstore_backend* storage_backend = nullptr) {
   if (out == nullptr) return Status::invalid("kvpool_create: out is NULL");
   *out = nullptr;
   if (json == nullptr) return Status::invalid("kvpool_create: json is NULL");
@@ -93,9 +117,17 @@ Status create_pool(const char* json, size_t json_len, kvpool** out, const kvpool
     pool->allocator = *allocator;
     pool->has_allocator = true;
   }
+  if (storage_backend != nullptr) {
+    pool->storage_backend = *storage_backend;  // the fields this version knows (struct_size was checked)
+    pool->storage_backend.struct_size = sizeof(kvstore_backend);
+    pool->has_storage_backend = true;
+  }
   KVPOOL_RETURN_IF_ERROR(plan_from_json(json, json_len, &pool->config, &pool->plan));
+  KVPOOL_RETURN_IF_ERROR(check_storage_backend(pool->config.storage, pool->has_storage_backend));
   KVPOOL_RETURN_IF_ERROR(build_pool(pool.get()));
   register_handle(pool.get(), HandleKind::kPool);
+  // From here on the pool owns the backend's `user`: kvpool_destroy() calls its destroy.
+  if (pool->has_storage_backend) pool->storage_backend_release.arm(pool->storage_backend);
   *out = pool.release();
   return Status::ok();
 }
@@ -141,6 +173,18 @@ KVPOOL_API kvpool_status kvpool_create_with_allocator(const char* json, size_t j
                                                       const kvpool_allocator* allocator, kvpool** out) {
   return guarded("kvpool_create_with_allocator",
                  [&] { return kvp::capi::create_pool(json, json_len, out, allocator); });
+}
+
+KVPOOL_API kvpool_status kvpool_create_with_storage(const char* json, size_t json_len, const kvstore_backend* backend,
+                                                    kvpool** out) {
+  return guarded("kvpool_create_with_storage", [&]() -> Status {
+    if (out == nullptr) return Status::invalid("kvpool_create_with_storage: out is NULL");
+    *out = nullptr;
+    // Checked before anything else, so a bad table fails the same whatever the JSON says.
+    const Status table = kvp::storage::check_backend_table(backend);
+    if (!table.is_ok()) return Status(table.code(), "kvpool_create_with_storage: " + table.message());
+    return kvp::capi::create_pool(json, json_len, out, nullptr, backend);
+  });
 }
 
 KVPOOL_API kvpool_status kvpool_create_from_file(const char* path, kvpool** out) {

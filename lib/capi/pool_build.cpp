@@ -5,6 +5,7 @@
 #include "seq/mamba_sequences.hpp"
 #include "seq/swa_sequences.hpp"
 #include "storage/backends.hpp"
+#include "storage/callback_store.hpp"
 #include "storage/page_key.hpp"
 
 namespace kvp::capi {
@@ -59,7 +60,11 @@ Status build_host_tier(::kvpool* pool) {
 Status build_storage_tier(::kvpool* pool) {
   const config::Config& c = pool->config;
   std::unique_ptr<storage::BlobStore> store;
-  KVPOOL_RETURN_IF_ERROR(storage::open_blob_store(c.storage, &store));
+  if (pool->has_storage_backend) {  // "custom": the engine's callbacks (kvpool_create_with_storage())
+    store = storage::make_callback_store(pool->storage_backend);
+  } else {
+    KVPOOL_RETURN_IF_ERROR(storage::open_blob_store(c.storage, &store));
+  }
   const host::HostGeometry& g = pool->host->geometry();
   pool->storage = std::make_unique<storage::StorageTier>(std::move(store), g, pool->host->data());
   cache::StorageOptions options;

@@ -21,6 +21,7 @@
 #include "pool/kv_buffers.hpp"
 #include "req/request_table.hpp"
 #include "seq/sequences.hpp"
+#include "storage/callback_store.hpp"
 
 namespace kvp {
 
@@ -44,11 +45,18 @@ enum class ListHome : uint8_t {
 }  // namespace kvp
 
 struct kvpool {
+  // kvpool_create_with_storage(): calls the backend table's destroy callback. Declared
+  // first so that it runs last, once the storage tier's threads have stopped; armed
+  // only when creation succeeded.
+  kvp::storage::BackendRelease storage_backend_release;
   kvp::config::Config config;
   kvp::plan::Plan plan;
   // kvpool_create_with_allocator(): the caller's memory callbacks (used by `backend`).
   kvpool_allocator allocator{};
   bool has_allocator = false;
+  // kvpool_create_with_storage(): the engine's backend (storage.backend "custom").
+  kvstore_backend storage_backend{};
+  bool has_storage_backend = false;
   std::unique_ptr<kvp::backend::Backend> backend;
   // CUDA pools: the sticky device-side fault of device.h calls (null on CPU pools).
   std::unique_ptr<kvp::backend::DeviceFault> device_fault;

@@ -147,7 +147,8 @@ KVPOOL_API kvpool_status kvstore_clear(kvpool* pool) {
   return with_pool("kvstore_clear", pool, [&](kvpool* p) -> Status {
     KVPOOL_RETURN_IF_ERROR(has_storage(p));
     const Status st = p->cache->storage()->store().clear();
-    if (!st.is_ok()) return Status(KVPOOL_ERR_IO, "kvstore_clear: " + st.message());
+    // UNSUPPORTED: a custom backend without a clear callback; every other failure is the backend's I/O.
+    if (!st.is_ok()) return Status(st.code() == KVPOOL_ERR_UNSUPPORTED ? KVPOOL_ERR_UNSUPPORTED : KVPOOL_ERR_IO, st.message());
     return Status::ok();
   });
 }

@@ -91,7 +91,7 @@ struct HostCacheConfig {
 
 struct StorageConfig {
   bool enabled = false;
-  std::string backend = "file";  // "file", "memcached" or "redis"
+  std::string backend = "file";  // "file", "memcached", "redis" or "custom" (kvpool_create_with_storage())
   std::string path;              // file: the directory
   int64_t max_bytes = 0;         // file: bound on the page files' bytes (0: none); LRU pages go first
   // memcached: every server ("host:port"); redis: the primary, then replicas read from when it fails.

@@ -362,6 +362,15 @@ Status parse_storage_backend(JsonReader& r, StorageConfig* st) {
     return Status::config(r.path_of(key) + ": given for backend \"" + st->backend + "\", expected only with " +
                           backends);
   };
+  if (st->backend == "custom") {  // the engine's callbacks (kvpool_create_with_storage()): nothing to configure
+    for (const char* key : {"path", "max_bytes", "servers", "replicas", "timeout_ms", "retry_timeout_s"}) {
+      if (r.has(key)) {
+        return Status::config(r.path_of(key) + ": given for backend \"custom\", expected none (the engine's "
+                              "kvstore_backend callbacks are the whole backend)");
+      }
+    }
+    return Status::ok();
+  }
   if (file) {
     KVPOOL_RETURN_IF_ERROR(r.get_string("path", true, &path));
     if (path->empty()) return r.error_at("path", "\"\"", "a non-empty directory path");
@@ -405,7 +414,7 @@ Status parse_storage(const cJSON* obj, const HostCacheConfig& hc, StorageConfig*
   std::optional<std::string> backend, policy;
   std::optional<int64_t> threshold;
   std::optional<double> base, per_ki;
-  KVPOOL_RETURN_IF_ERROR(r.get_choice("backend", {"file", "memcached", "redis"}, true, &backend));
+  KVPOOL_RETURN_IF_ERROR(r.get_choice("backend", {"file", "memcached", "redis", "custom"}, true, &backend));
   st->backend = *backend;
   KVPOOL_RETURN_IF_ERROR(parse_storage_backend(r, st));
   KVPOOL_RETURN_IF_ERROR(r.get_choice("prefetch_policy", {"best_effort", "wait_complete", "timeout"}, false, &policy));

@@ -6,6 +6,10 @@ Status open_blob_store(const config::StorageConfig& cfg, std::unique_ptr<BlobSto
   if (cfg.backend == "file") return open_file_store(cfg, out);
   if (cfg.backend == "memcached") return open_memcached_store(cfg, out);
   if (cfg.backend == "redis") return open_redis_store(cfg, out);
+  if (cfg.backend == "custom") {  // callback_store.hpp, over the table kvpool_create_with_storage() was given
+    return Status::config("$.storage.backend: got \"custom\", expected \"file\", \"memcached\" or \"redis\" "
+                          "(a custom backend is the kvstore_backend given to kvpool_create_with_storage())");
+  }
   return Status::config("$.storage.backend: got \"" + cfg.backend + "\", expected \"file\", \"memcached\" or \"redis\"");
 }
 

@@ -15,7 +15,8 @@ Status open_file_store(const config::StorageConfig& cfg, std::unique_ptr<BlobSto
 Status open_memcached_store(const config::StorageConfig& cfg, std::unique_ptr<BlobStore>* out);
 Status open_redis_store(const config::StorageConfig& cfg, std::unique_ptr<BlobStore>* out);
 
-// The backend cfg.backend names.
+// The backend cfg.backend names ("custom" is no backend of its own: pool creation
+// wraps the caller's kvstore_backend table, callback_store.hpp).
 Status open_blob_store(const config::StorageConfig& cfg, std::unique_ptr<BlobStore>* out);
 
 }  // namespace kvp::storage

@@ -80,3 +80,35 @@ const kvpool_allocator *header_check_allocator(void) {
   static const kvpool_allocator allocator = {sizeof(kvpool_allocator), NULL, NULL, NULL};
   return &allocator;
 }
+
+/* storage.h: the custom backend table is plain C with the documented fields in order,
+ * and kvpool_create_with_storage has the documented prototype. */
+static void header_check_put(void *user, const char *const *keys, const uint8_t *const *values, const size_t *sizes,
+                             size_t n, int32_t *results) {
+  (void)user, (void)keys, (void)values, (void)sizes, (void)n, (void)results;
+}
+static void header_check_get(void *user, const char *const *keys, uint8_t *const *dst, const size_t *capacity,
+                             size_t n, size_t *sizes, int32_t *results) {
+  (void)user, (void)keys, (void)dst, (void)capacity, (void)n, (void)sizes, (void)results;
+}
+static size_t header_check_exists_prefix(void *user, const char *const *keys, size_t n) {
+  (void)user, (void)keys;
+  return n;
+}
+static int32_t header_check_clear(void *user) {
+  (void)user;
+  return KVSTORE_OK;
+}
+static void header_check_destroy(void *user) { (void)user; }
+
+HEADER_CHECK_ASSERT(kvstore_results, KVSTORE_OK == 0 && KVSTORE_MISS == 1 && KVSTORE_ERROR == 2);
+
+const kvstore_backend *header_check_storage_backend(void);
+const kvstore_backend *header_check_storage_backend(void) {
+  static const kvstore_backend backend = {sizeof(kvstore_backend), NULL, header_check_put, header_check_get,
+                                          header_check_exists_prefix, header_check_clear, header_check_destroy};
+  static kvpool_status (*const create)(const char *, size_t, const kvstore_backend *, kvpool **) =
+      kvpool_create_with_storage;
+  (void)create;
+  return &backend;
+}

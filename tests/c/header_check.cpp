@@ -27,4 +27,9 @@ extern "C" kvpool_status kvpool_create_with_allocator(const char *json, size_t j
                                                       const kvpool_allocator *allocator, kvpool **out);
 static_assert(std::is_standard_layout<kvpool_allocator>::value, "kvpool_allocator must be a C struct");
 static_assert(std::is_trivially_copyable<kvpool_allocator>::value, "kvpool_allocator must be a C struct");
+// storage.h: kvpool_create_with_storage and its callback table.
+extern "C" kvpool_status kvpool_create_with_storage(const char *json, size_t json_len, const kvstore_backend *backend,
+                                                    kvpool **out);
+static_assert(std::is_standard_layout<kvstore_backend>::value, "kvstore_backend must be a C struct");
+static_assert(std::is_trivially_copyable<kvstore_backend>::value, "kvstore_backend must be a C struct");
 static_assert(KVPOOL_ERR_DEVICE_FAULT == 11, "status codes never change");
