@@ -42,6 +42,7 @@ constexpr size_t kMaxKeysPerRequest = 256;      // keys of one `get` line (~30 K
 constexpr size_t kDefaultItemLimit = size_t(1) << 20;  // memcached's default -I, when no server answers at open
 constexpr size_t kMaxKeyLength = 120;                   // blob_store.hpp; a part key adds ".p<i>"
 constexpr uint32_t kRecordPart = UINT32_MAX;            // Item::part of the record under `<key>`
+constexpr uint64_t kMaxValueBytes = uint64_t(1) << 40;  // a longer value in a record is damage, not a page
 
 constexpr char kMagic[4] = {'K', 'V', 'M', 'C'};
 constexpr uint8_t kFormatVersion = 1;
@@ -96,6 +97,7 @@ bool open_record(const uint8_t* rec, size_t len, RecordHeader* h) {
   h->parts = load_le<uint32_t>(rec + 16);
   h->part_bytes = load_le<uint32_t>(rec + 20);
   const size_t body = len - kHeaderBytes;
+  if (h->length > kMaxValueBytes) return false;
   if (h->kind == kInline) {
     if (h->parts != 1 || h->length != body || h->part_bytes != h->length) return false;
   } else if (h->kind == kManifest) {

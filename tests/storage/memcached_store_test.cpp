@@ -345,7 +345,8 @@ TEST_F(MemcachedStoreTest, ReplicasKeepEveryPageReadableWhenAServerDies) {
 TEST_F(MemcachedStoreTest, KilledServerGivesMissesThenIsUsedAgainAfterRetryTimeout) {
   start(3);
   const int64_t timeout_ms = 150;
-  auto store = open(config(0, timeout_ms, /*retry_s=*/0.4));
+  // retry_timeout_s well above the calls' time (a TSan build reads 8 MiB pages slowly).
+  auto store = open(config(0, timeout_ms, /*retry_s=*/2.0));
   std::vector<Page> pages = make_pages(400, 30, kSmallPayload);
   for (Page& p : make_pages(500, 3, kLargePayload)) pages.push_back(std::move(p));
   for (BlobResult r : put_pages(*store, pages)) EXPECT_EQ(r, BlobResult::kOk);
@@ -355,7 +356,7 @@ TEST_F(MemcachedStoreTest, KilledServerGivesMissesThenIsUsedAgainAfterRetryTimeo
 
   // Killed mid-run: reads keep going, each bounded; the dead server's pages are
   // not hits (kError while it is tried, kMiss once it left the ring).
-  for (int call = 0; call < 6; ++call) {
+  for (int call = 0; call < 5; ++call) {
     if (call == 2) servers_[2]->kill();
     const ReadBack r = get_pages(*store, pages);
     EXPECT_LE(r.seconds, 4 * timeout_ms / 1000.0 + 0.25) << "call " << call;
@@ -378,7 +379,7 @@ TEST_F(MemcachedStoreTest, KilledServerGivesMissesThenIsUsedAgainAfterRetryTimeo
   // Back (empty) on the same port: after retry_timeout_s it is in the ring again.
   std::string error;
   ASSERT_TRUE(servers_[2]->restart(&error)) << error;
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  std::this_thread::sleep_for(std::chrono::milliseconds(2100));
   const std::vector<Page> fresh = make_pages(600, 30, kSmallPayload);
   for (BlobResult r : put_pages(*store, fresh)) EXPECT_EQ(r, BlobResult::kOk);
   EXPECT_GT(Raw(servers_[2]->port()).items(), 0u);
@@ -386,6 +387,61 @@ TEST_F(MemcachedStoreTest, KilledServerGivesMissesThenIsUsedAgainAfterRetryTimeo
   s = store->stats();
   EXPECT_EQ(s.servers_ejected, 1u);
   EXPECT_EQ(s.server_errors, 2u);
+}
+
+TEST_F(MemcachedStoreTest, KillDuringReadsOfSplitPages) {
+  start(3);
+  const int64_t timeout_ms = 150;
+  auto store = open(config(0, timeout_ms, /*retry_s=*/30));
+  const std::vector<Page> pages = make_pages(1400, 4, kLargePayload);
+  for (BlobResult r : put_pages(*store, pages)) EXPECT_EQ(r, BlobResult::kOk);
+  // Which pages have an item (record or part) on the server that dies.
+  std::vector<bool> touched(pages.size(), false);
+  size_t lost = 0, partial = 0;  // partial: the record survives, a part does not
+  for (size_t i = 0; i < pages.size(); ++i) {
+    bool part_lost = false;
+    for (uint32_t p = 0; p < 9; ++p) part_lost = part_lost || holder(kvp::storage::memcached_part_key(pages[i].key, p)) == 0;
+    const bool record_lost = holder(pages[i].key) == 0;
+    touched[i] = record_lost || part_lost;
+    lost += touched[i] ? 1 : 0;
+    partial += !record_lost && part_lost ? 1 : 0;
+  }
+  ASSERT_GT(lost, 0u);
+  // Two readers while a server dies under them: every hit is whole (get_pages
+  // checks the bytes and check_page), every call bounded.
+  std::atomic<bool> stop{false}, killed{false};
+  std::atomic<int> slow{0}, calls_after_kill{0};
+  std::vector<std::thread> readers;
+  for (int t = 0; t < 2; ++t) {
+    readers.emplace_back([&] {
+      while (!stop) {
+        const bool after = killed;
+        const ReadBack r = get_pages(*store, pages);
+        slow += r.seconds > 4 * timeout_ms / 1000.0 + 0.25;
+        calls_after_kill += after ? 1 : 0;
+      }
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  servers_[0]->kill();
+  killed = true;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (calls_after_kill < 4 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  stop = true;
+  for (auto& th : readers) th.join();
+  EXPECT_EQ(slow.load(), 0);
+  EXPECT_GE(calls_after_kill.load(), 4);
+  // The server is out of the ring: the pages it held a piece of are clean misses, the others whole.
+  const ReadBack after = get_pages(*store, pages);
+  for (size_t i = 0; i < pages.size(); ++i) {
+    EXPECT_EQ(after.out[i], touched[i] ? BlobResult::kMiss : BlobResult::kOk) << i;
+  }
+  const BlobStats s = store->stats();
+  EXPECT_EQ(s.servers_ejected, 1u);
+  EXPECT_GE(s.server_errors, 2u);
+  EXPECT_GE(s.partial_values, partial);
 }
 
 TEST_F(MemcachedStoreTest, StoppedServerTimesOutWithinTheBound) {
