@@ -38,7 +38,12 @@ namespace {
 
 constexpr uint32_t kRingPointsPerServer = 160;  // ketama's count: an even spread over a few servers
 constexpr int kEjectAfterFailures = 2;          // consecutive failed round trips that eject a server
-constexpr size_t kMaxKeysPerRequest = 256;      // keys of one `get` line (~30 KB: fits the socket buffers)
+// Keys of one `get` line. libmemcached sends the whole request before it reads
+// a reply, and once memcached's replies back up it stops reading: the request
+// must fit in the kernel's socket buffers or both sides wait for a timeout.
+// 512 keys of at most 128 bytes (key, ".p<i>", space) are 64 KiB, under Linux's
+// default 128 KiB receive buffer (net.ipv4.tcp_rmem) alone.
+constexpr size_t kMaxKeysPerRequest = 512;
 constexpr size_t kDefaultItemLimit = size_t(1) << 20;  // memcached's default -I, when no server answers at open
 constexpr size_t kMaxKeyLength = 120;                   // blob_store.hpp; a part key adds ".p<i>"
 constexpr uint32_t kRecordPart = UINT32_MAX;            // Item::part of the record under `<key>`

@@ -319,6 +319,22 @@ TEST_F(MemcachedStoreTest, KeysSpreadOverThreeServers) {
                                    servers_[2]->address());
 }
 
+TEST_F(MemcachedStoreTest, LargeBatchSpansSeveralRequests) {
+  start(1);
+  auto store = open(config());
+  // More keys than one `get` line carries (512), small pages and a split one.
+  std::vector<Page> pages = make_pages(3000, 1100, kSmallPayload);
+  pages.push_back(make_page(5000, kLargePayload));
+  for (BlobResult r : put_pages(*store, pages)) EXPECT_EQ(r, BlobResult::kOk);
+  EXPECT_EQ(get_pages(*store, pages).ok, pages.size());
+  EXPECT_EQ(exists(*store, pages), pages.size());
+  pages.insert(pages.begin() + 700, make_page(6000, kSmallPayload));  // never stored
+  EXPECT_EQ(exists(*store, pages), 700u);
+  const ReadBack r = get_pages(*store, pages);
+  EXPECT_EQ(r.ok, pages.size() - 1);
+  EXPECT_EQ(r.out[700], BlobResult::kMiss);
+}
+
 TEST_F(MemcachedStoreTest, ReplicasKeepEveryPageReadableWhenAServerDies) {
   start(3);
   auto store = open(config(/*replicas=*/1));
