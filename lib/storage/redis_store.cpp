@@ -3,6 +3,9 @@
 #include "storage/redis_store.hpp"
 
 #include <hiredis/hiredis.h>
+#include <pthread.h>
+#include <signal.h>
+#include <time.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -40,6 +43,43 @@ bool timed_out(const redisContext* c, int saved_errno) {
   if (saved_errno == EAGAIN || saved_errno == EWOULDBLOCK || saved_errno == ETIMEDOUT) return true;
   return std::strstr(c->errstr, "timed out") != nullptr || std::strstr(c->errstr, "temporarily unavailable") != nullptr;
 }
+
+// Holds SIGPIPE off the calling thread while it lives. hiredis sends with
+// write(), which raises SIGPIPE on a connection the server has closed, and the
+// signal's default action ends the process: the application's, not ours to end.
+// The thread's mask blocks it meanwhile; one raised in that time is taken off
+// the thread's pending set before the mask is restored (write() reports EPIPE).
+class NoSigpipe {
+ public:
+  NoSigpipe() {
+    sigemptyset(&pipe_);
+    sigaddset(&pipe_, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_, &old_);
+    sigset_t pending;
+    sigemptyset(&pending);
+    sigpending(&pending);
+    already_pending_ = sigismember(&pending, SIGPIPE) == 1;  // not ours: left as it is
+  }
+  ~NoSigpipe() {
+    if (!already_pending_) {
+      sigset_t pending;
+      sigemptyset(&pending);
+      sigpending(&pending);
+      if (sigismember(&pending, SIGPIPE) == 1) {
+        const timespec zero{0, 0};
+        while (sigtimedwait(&pipe_, nullptr, &zero) < 0 && errno == EINTR) {
+        }
+      }
+    }
+    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+  }
+  NoSigpipe(const NoSigpipe&) = delete;
+  NoSigpipe& operator=(const NoSigpipe&) = delete;
+
+ private:
+  sigset_t pipe_{}, old_{};
+  bool already_pending_ = false;
+};
 
 struct Server {
   std::string host;
@@ -167,6 +207,7 @@ class RedisStore final : public BlobStore {
                         (got == TripEnd::kSkipped ? std::string("down (tried again after its back-off)")
                                                   : std::string("cannot connect")));
     }
+    const NoSigpipe no_sigpipe;
     std::string cursor = "0";
     std::string failure;
     do {
@@ -378,6 +419,7 @@ TripEnd RedisStore::trip(Server& s, size_t count, const Append& append, const Ta
                          size_t* taken) {
   *taken = 0;
   if (count == 0) return TripEnd::kDone;
+  const NoSigpipe no_sigpipe;
   for (int attempt = 0;; ++attempt) {
     redisContext* c = nullptr;
     bool reused = false;
@@ -443,6 +485,7 @@ bool in_cluster_mode(const Server& s, int timeout_ms) {
   timeval tv{};
   tv.tv_sec = timeout_ms / 1000;
   tv.tv_usec = (timeout_ms % 1000) * 1000;
+  const NoSigpipe no_sigpipe;
   redisContext* c = redisConnectWithTimeout(s.host.c_str(), s.port, tv);
   bool cluster = false;
   if (c != nullptr && c->err == 0 && redisSetTimeout(c, tv) == REDIS_OK) {

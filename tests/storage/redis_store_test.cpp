@@ -5,6 +5,8 @@
 // counters of each.
 #include <gtest/gtest.h>
 #include <hiredis/hiredis.h>
+#include <pthread.h>
+#include <signal.h>
 
 #include <atomic>
 #include <chrono>
@@ -453,6 +455,33 @@ TEST(RedisStore, KilledServerFailsFastAndIsUsedAgainAfterTheBackoff) {
   for (size_t i = 0; i < pages.size(); ++i) EXPECT_EQ(check(pages[i], g.bufs[i], g.sizes[i]), PageCheck::kOk);
   s = store->stats();
   EXPECT_EQ(s.puts, 16u);
+  EXPECT_EQ(s.server_errors, 1u);
+}
+
+// Writing to a connection the server has closed raises SIGPIPE, whose default action ends the process:
+// the backend must not let it reach the application.
+TEST(RedisStore, WritesToADeadServerRaiseNoSigpipe) {
+  auto server = redis();
+  ASSERT_NE(server, nullptr);
+  auto store = open_store({server->address()}, 200);
+  const std::vector<Page> pages = {make_page(4500, kLargePayload), make_page(4501, kLargePayload),
+                                   make_page(4502, kLargePayload)};
+  expect_all(put_all(*store, {pages[0]}), BlobResult::kOk);
+  server->kill();  // the pooled connection is now closed at the other end
+  expect_all(put_all(*store, pages), BlobResult::kError);
+  sigset_t mask, pending;
+  ASSERT_EQ(pthread_sigmask(SIG_BLOCK, nullptr, &mask), 0);
+  EXPECT_EQ(sigismember(&mask, SIGPIPE), 0);  // the thread's mask is as it was
+  ASSERT_EQ(sigpending(&pending), 0);
+  EXPECT_EQ(sigismember(&pending, SIGPIPE), 0);  // and nothing is left to deliver
+  // A restarted server: the pooled connection is stale, sends fail on it, then a new one works.
+  std::string error;
+  ASSERT_TRUE(server->restart(&error)) << error;
+  sleep_past_backoff();
+  expect_all(put_all(*store, pages), BlobResult::kOk);
+  const BlobStats s = store->stats();
+  EXPECT_EQ(s.puts, 4u);
+  EXPECT_EQ(s.put_errors, 3u);
   EXPECT_EQ(s.server_errors, 1u);
 }
 
