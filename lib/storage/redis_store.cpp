@@ -5,9 +5,12 @@
 #include <hiredis/hiredis.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/types.h>
 #include <time.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -81,6 +84,109 @@ class NoSigpipe {
   bool already_pending_ = false;
 };
 
+// Reads GET replies straight from the socket into the caller's page buffers.
+// hiredis' reader would receive a value 16 KiB at a time into a growing buffer,
+// copy it into a reply object, and the backend would copy it once more; here a
+// value's bytes go from the socket to dst[i] with one recv() per socket buffer.
+// Used only while hiredis' own reader holds nothing (every reply before was
+// read whole), on a blocking socket whose receive timeout is the backend's.
+class DirectReader {
+ public:
+  enum class Reply : uint8_t { kValue, kNil, kError, kBroken };
+
+  explicit DirectReader(int fd) : fd_(fd), buf_(kBufBytes) {}
+
+  // One GET reply: a value (its first min(length, capacity) bytes copied into
+  // dst, *length its full length), nil, or an error reply; kBroken when the
+  // connection failed (*timeout: a wait ran out) or spoke something else.
+  Reply get(uint8_t* dst, size_t capacity, size_t* length, bool* timeout) {
+    std::string head;
+    if (!line(&head, timeout)) return Reply::kBroken;
+    if (head.size() >= 1 && head[0] == '-') return Reply::kError;
+    if (head.size() < 2 || head[0] != '$') return Reply::kBroken;
+    if (head == "$-1") return Reply::kNil;
+    uint64_t n = 0;
+    for (size_t i = 1; i < head.size(); ++i) {
+      if (head[i] < '0' || head[i] > '9' || n > (uint64_t(1) << 40)) return Reply::kBroken;
+      n = n * 10 + uint64_t(head[i] - '0');
+    }
+    const size_t copied = size_t(std::min<uint64_t>(n, capacity));
+    if (!take(dst, copied, timeout) || !take(nullptr, size_t(n) - copied, timeout)) return Reply::kBroken;
+    char crlf[2];
+    if (!take(reinterpret_cast<uint8_t*>(crlf), 2, timeout) || crlf[0] != '\r' || crlf[1] != '\n') {
+      return Reply::kBroken;
+    }
+    *length = size_t(n);
+    return Reply::kValue;
+  }
+
+  // Whether every byte received so far was a reply's (after the last reply of a trip).
+  bool drained() const { return begin_ == end_; }
+
+ private:
+  static constexpr size_t kBufBytes = size_t(64) << 10;
+  static constexpr size_t kMaxLine = 4096;
+
+  // Receives at most `room` bytes into `at`; false on a closed connection, an error or a timeout.
+  bool receive(uint8_t* at, size_t room, size_t* got, bool* timeout) {
+    for (;;) {
+      const ssize_t r = ::recv(fd_, at, room, 0);
+      if (r > 0) {
+        *got = size_t(r);
+        return true;
+      }
+      if (r < 0 && errno == EINTR) continue;
+      *timeout = r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+      return false;
+    }
+  }
+
+  // The next line, without its CRLF.
+  bool line(std::string* out, bool* timeout) {
+    for (;;) {
+      for (size_t i = begin_; i + 1 < end_; ++i) {
+        if (buf_[i] == '\r' && buf_[i + 1] == '\n') {
+          out->assign(reinterpret_cast<const char*>(buf_.data() + begin_), i - begin_);
+          begin_ = i + 2;
+          return true;
+        }
+      }
+      if (end_ - begin_ > kMaxLine) return false;
+      if (begin_ > 0) {  // keep the partial line at the front
+        std::memmove(buf_.data(), buf_.data() + begin_, end_ - begin_);
+        end_ -= begin_;
+        begin_ = 0;
+      }
+      size_t got = 0;
+      if (!receive(buf_.data() + end_, buf_.size() - end_, &got, timeout)) return false;
+      end_ += got;
+    }
+  }
+
+  // The next n bytes into dst (nullptr: dropped): first those already received, then straight from the socket.
+  bool take(uint8_t* dst, size_t n, bool* timeout) {
+    const size_t have = std::min(n, end_ - begin_);
+    if (dst != nullptr) std::memcpy(dst, buf_.data() + begin_, have);
+    begin_ += have;
+    size_t done = have;
+    while (done < n) {
+      size_t got = 0;
+      if (dst != nullptr) {
+        if (!receive(dst + done, n - done, &got, timeout)) return false;
+      } else if (!receive(buf_.data(), std::min(n - done, buf_.size()), &got, timeout)) {
+        return false;
+      }
+      done += got;
+    }
+    if (begin_ == end_) begin_ = end_ = 0;
+    return true;
+  }
+
+  int fd_;
+  std::vector<uint8_t> buf_;
+  size_t begin_ = 0, end_ = 0;  // received bytes not yet taken: buf_[begin_, end_)
+};
+
 struct Server {
   std::string host;
   int port = 0;
@@ -119,28 +225,34 @@ class RedisStore final : public BlobStore {
            BlobResult* out) override {
     BlobStats d;
     for (size_t i = 0; i < n; ++i) out[i] = BlobResult::kError;
+    const auto append = [&](redisContext* c, size_t i) {
+      const char* argv[4] = {"SET", keys[i].data(), reinterpret_cast<const char*>(values[i]), "NX"};
+      const size_t len[4] = {3, keys[i].size(), sizes[i], 2};
+      if (redisAppendCommandArgv(c, 4, argv, len) != REDIS_OK) return size_t(0);
+      return sizes[i] + keys[i].size() + 32;
+    };
+    const auto read = [&](redisContext* c, size_t i, bool* timeout) {
+      void* reply = nullptr;
+      if (redisGetReply(c, &reply) != REDIS_OK || reply == nullptr) {
+        *timeout = timed_out(c, errno);
+        return false;
+      }
+      const redisReply* r = static_cast<const redisReply*>(reply);
+      if (r->type == REDIS_REPLY_STATUS && r->len == 2 && std::memcmp(r->str, "OK", 2) == 0) {
+        out[i] = BlobResult::kOk;
+        d.puts++;
+        d.put_bytes += sizes[i];
+      } else if (r->type == REDIS_REPLY_NIL) {  // NX: the key already holds its (same) value
+        out[i] = BlobResult::kOk;
+        d.put_existing++;
+      } else {  // an error reply (OOM, READONLY, MOVED, ...) or an unexpected type
+        d.server_errors++;
+      }
+      freeReplyObject(reply);
+      return true;
+    };
     size_t taken = 0;
-    trip(
-        *servers_[0], n,
-        [&](redisContext* c, size_t i) {
-          const char* argv[4] = {"SET", keys[i].data(), reinterpret_cast<const char*>(values[i]), "NX"};
-          const size_t len[4] = {3, keys[i].size(), sizes[i], 2};
-          if (redisAppendCommandArgv(c, 4, argv, len) != REDIS_OK) return size_t(0);
-          return sizes[i] + keys[i].size() + 32;
-        },
-        [&](size_t i, const redisReply* r) {
-          if (r->type == REDIS_REPLY_STATUS && r->len == 2 && std::memcmp(r->str, "OK", 2) == 0) {
-            out[i] = BlobResult::kOk;
-            d.puts++;
-            d.put_bytes += sizes[i];
-          } else if (r->type == REDIS_REPLY_NIL) {  // NX: the key already holds its (same) value
-            out[i] = BlobResult::kOk;
-            d.put_existing++;
-          } else {  // an error reply (OOM, READONLY, MOVED, ...) or an unexpected type
-            d.server_errors++;
-          }
-        },
-        &d, &taken);
+    trip(*servers_[0], n, append, read, &d, &taken);
     for (size_t i = 0; i < n; ++i) d.put_errors += out[i] == BlobResult::kError;
     merge(d);
   }
@@ -153,25 +265,33 @@ class RedisStore final : public BlobStore {
       out[i] = BlobResult::kError;
       sizes[i] = 0;
     }
+    std::unique_ptr<DirectReader> reader;
     on_each_server("GET", keys, n, &d,
-        [&](size_t i, const redisReply* r) {
-          if (r->type == REDIS_REPLY_STRING) {
-            const size_t len = size_t(r->len);
-            std::memcpy(dst[i], r->str, std::min(len, capacity[i]));
-            sizes[i] = len;
-            out[i] = BlobResult::kOk;
-            d.get_hits++;
-            d.get_bytes += len;
-            return true;
-          }
-          if (r->type == REDIS_REPLY_NIL) {
-            out[i] = BlobResult::kMiss;
-            d.get_misses++;
-            return true;
-          }
-          d.server_errors++;  // an error reply or an unexpected type: the next server may answer
-          return false;
-        });
+                   [&](redisContext* c, size_t i, bool first, bool last, bool* timeout, bool* answered) {
+                     if (first) {
+                       if (c->reader->pos != c->reader->len) return false;  // never: every reply was read whole
+                       reader = std::make_unique<DirectReader>(c->fd);
+                     }
+                     size_t len = 0;
+                     switch (reader->get(dst[i], capacity[i], &len, timeout)) {
+                       case DirectReader::Reply::kValue:
+                         sizes[i] = len;
+                         out[i] = BlobResult::kOk;
+                         d.get_hits++;
+                         d.get_bytes += len;
+                         break;
+                       case DirectReader::Reply::kNil:
+                         out[i] = BlobResult::kMiss;
+                         d.get_misses++;
+                         break;
+                       case DirectReader::Reply::kError:  // the next server may answer
+                         d.server_errors++;
+                         *answered = false;
+                         break;
+                       case DirectReader::Reply::kBroken: return false;
+                     }
+                     return !last || reader->drained();
+                   });
     for (size_t i = 0; i < n; ++i) d.get_errors += out[i] == BlobResult::kError;
     merge(d);
   }
@@ -181,14 +301,22 @@ class RedisStore final : public BlobStore {
     d.exists_calls = 1;
     std::vector<uint8_t> found(n, 0);
     on_each_server("EXISTS", keys, n, &d,
-        [&](size_t i, const redisReply* r) {
-          if (r->type != REDIS_REPLY_INTEGER) {
-            d.server_errors++;
-            return false;
-          }
-          found[i] = r->integer > 0;
-          return true;
-        });
+                   [&](redisContext* c, size_t i, bool, bool, bool* timeout, bool* answered) {
+                     void* reply = nullptr;
+                     if (redisGetReply(c, &reply) != REDIS_OK || reply == nullptr) {
+                       *timeout = timed_out(c, errno);
+                       return false;
+                     }
+                     const redisReply* r = static_cast<const redisReply*>(reply);
+                     if (r->type == REDIS_REPLY_INTEGER) {
+                       found[i] = r->integer > 0;
+                     } else {  // an error reply: the next server may answer
+                       d.server_errors++;
+                       *answered = false;
+                     }
+                     freeReplyObject(reply);
+                     return true;
+                   });
     merge(d);
     size_t hits = 0;
     while (hits < n && found[hits]) ++hits;
@@ -200,14 +328,25 @@ class RedisStore final : public BlobStore {
     BlobStats d;
     redisContext* c = nullptr;
     bool reused = false;
-    const TripEnd got = acquire(s, &c, &reused, &d);
+    const NoSigpipe no_sigpipe;
+    TripEnd got = acquire(s, &c, &reused, &d);
+    if (got == TripEnd::kDone && reused) {  // a pooled connection may have died while idle: PING it
+      redisReply* r = command(c, 1, std::array<const char*, 1>{"PING"}.data(), nullptr);
+      if (r != nullptr) {
+        freeReplyObject(r);
+      } else if (timed_out(c, errno)) {
+        got = fail(s, c, true, &d);
+      } else {  // stale: not counted, a new connection
+        free_context(c);
+        got = acquire(s, &c, &reused, &d);
+      }
+    }
     if (got != TripEnd::kDone) {
       merge(d);
-      return Status::io("redis " + s.address + ": " +
-                        (got == TripEnd::kSkipped ? std::string("down (tried again after its back-off)")
-                                                  : std::string("cannot connect")));
+      return Status::io("redis " + s.address + ": clear failed: " +
+                        (got == TripEnd::kSkipped ? "the server is down (tried again after its back-off)"
+                                                  : "cannot connect (refused or timed out)"));
     }
-    const NoSigpipe no_sigpipe;
     std::string cursor = "0";
     std::string failure;
     do {
@@ -241,8 +380,9 @@ class RedisStore final : public BlobStore {
     } while (cursor != "0");
     Status st;
     if (c->err != 0) {
+      const bool timeout = timed_out(c, errno);
       st = Status::io("redis " + s.address + ": clear failed: " + c->errstr);
-      fail(s, c, timed_out(c, errno), &d);
+      fail(s, c, timeout, &d);
     } else {
       if (!failure.empty()) {
         d.server_errors++;
@@ -260,14 +400,17 @@ class RedisStore final : public BlobStore {
   }
 
  private:
-  template <class Append, class Take>
-  TripEnd trip(Server& s, size_t count, const Append& append, const Take& take, BlobStats* d, size_t* taken);
+  template <class Append, class Read>
+  TripEnd trip(Server& s, size_t count, const Append& append, const Read& read, BlobStats* d, size_t* taken);
+
 
   // A read of keys [0, n), one "cmd key" each: the primary first, then each
-  // replica for the keys the servers before it could not answer. take(i, reply)
-  // returns false for an error reply that the next server may not give.
-  template <class Take>
-  void on_each_server(const char* cmd, const std::string* keys, size_t n, BlobStats* d, const Take& take) {
+  // replica for the keys the servers before it could not answer.
+  // read(c, i, first, last, &timeout, &answered) reads key i's reply (first and
+  // last of the trip); false when the connection failed; answered = false for a
+  // reply that the next server may not give (an error reply).
+  template <class Read>
+  void on_each_server(const char* cmd, const std::string* keys, size_t n, BlobStats* d, const Read& read) {
     std::vector<size_t> todo(n);
     for (size_t i = 0; i < n; ++i) todo[i] = i;
     std::vector<size_t> next;
@@ -284,8 +427,11 @@ class RedisStore final : public BlobStore {
             const size_t len[2] = {cmd_len, key.size()};
             return redisAppendCommandArgv(c, 2, argv, len) == REDIS_OK ? key.size() + 24 : size_t(0);
           },
-          [&](size_t j, const redisReply* r) {
-            if (!take(todo[j], r)) next.push_back(todo[j]);
+          [&](redisContext* c, size_t j, bool* timeout) {
+            bool answered = true;
+            if (!read(c, todo[j], j == 0, j + 1 == todo.size(), timeout, &answered)) return false;
+            if (!answered) next.push_back(todo[j]);
+            return true;
           },
           d, &taken);
       next.insert(next.end(), todo.begin() + long(taken), todo.end());
@@ -409,13 +555,14 @@ class RedisStore final : public BlobStore {
 };
 
 // One pipelined round trip to s: append(c, i) for i < count (returns the bytes it
-// buffered, 0 on failure), one reply each handed to take(i, reply). *taken: the
-// replies read, all `count` on kDone, the first *taken of them otherwise. A
+// buffered, 0 on failure), then read(c, i, &timeout) of each reply (false: the
+// connection failed; timeout: a wait ran out). *taken: the replies read, all
+// `count` on kDone, the first *taken of them otherwise. A
 // connection from the pool that turns out dead before any reply (the server
 // restarted, or closed it while idle) is replaced by a new one once: every
 // command here is idempotent (a repeated SET NX finds its key).
-template <class Append, class Take>
-TripEnd RedisStore::trip(Server& s, size_t count, const Append& append, const Take& take, BlobStats* d,
+template <class Append, class Read>
+TripEnd RedisStore::trip(Server& s, size_t count, const Append& append, const Read& read, BlobStats* d,
                          size_t* taken) {
   *taken = 0;
   if (count == 0) return TripEnd::kDone;
@@ -436,21 +583,17 @@ TripEnd RedisStore::trip(Server& s, size_t count, const Append& append, const Ta
         buffered = 0;
       }
     }
+    bool timeout = stalled;
+    if (!ok && !stalled) timeout = timed_out(c, errno);
     for (size_t i = 0; i < count && ok; ++i) {
-      void* reply = nullptr;
-      ok = redisGetReply(c, &reply) == REDIS_OK && reply != nullptr;
-      if (!ok) break;
-      take(i, static_cast<const redisReply*>(reply));
-      freeReplyObject(reply);
-      ++*taken;
+      ok = read(c, i, &timeout);
+      if (ok) ++*taken;
     }
     if (ok) {
       release(s, c);
       return TripEnd::kDone;
     }
-    const int saved_errno = errno;
-    const bool timeout = stalled || timed_out(c, saved_errno);
-    if (reused && attempt == 0 && *taken == 0 && c->err != 0 && !timeout) {
+    if (reused && attempt == 0 && *taken == 0 && !timeout) {
       free_context(c);  // a stale pooled connection: not counted, try a fresh one
       std::vector<redisContext*> drop;
       {

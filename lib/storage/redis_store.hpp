@@ -8,7 +8,8 @@
 //   there is a miss.
 // - A batch is one pipelined round trip per server: put(), get() and
 //   exists_prefix() append one command per key, then read one reply per key.
-//   exists_prefix() asks EXISTS, never fetches values.
+//   exists_prefix() asks EXISTS, never fetches values. get() receives values
+//   straight into the caller's buffers.
 // - Every wait (connect, each send, each receive) is bounded by timeout_ms. A
 //   connection that fails or times out is dropped and its server is skipped
 //   (taken out of the rotation, counted in servers_ejected) for kRetryAfterMs;
