@@ -30,6 +30,9 @@ constexpr size_t kMaxIdle = 8;
 // Commands are sent once this many bytes are buffered, so a batch of 8 MiB
 // pages never holds more than about one page of command text in memory.
 constexpr size_t kFlushBytes = size_t(1) << 20;
+// Values from this size on are sent from the caller's buffer, not copied into
+// hiredis' (which would copy them twice: formatting, then buffering).
+constexpr size_t kDirectSendBytes = size_t(64) << 10;
 // Keys per SCAN step and per UNLINK of clear().
 constexpr const char* kScanCount = "1000";
 // Every key kvpool writes (page_key.hpp: "kvp1-<fingerprint>-<digest>").
@@ -225,11 +228,26 @@ class RedisStore final : public BlobStore {
            BlobResult* out) override {
     BlobStats d;
     for (size_t i = 0; i < n; ++i) out[i] = BlobResult::kError;
-    const auto append = [&](redisContext* c, size_t i) {
-      const char* argv[4] = {"SET", keys[i].data(), reinterpret_cast<const char*>(values[i]), "NX"};
-      const size_t len[4] = {3, keys[i].size(), sizes[i], 2};
-      if (redisAppendCommandArgv(c, 4, argv, len) != REDIS_OK) return size_t(0);
-      return sizes[i] + keys[i].size() + 32;
+    const auto append = [&](redisContext* c, size_t i, bool* timeout) {
+      if (sizes[i] < kDirectSendBytes) {
+        const char* argv[4] = {"SET", keys[i].data(), reinterpret_cast<const char*>(values[i]), "NX"};
+        const size_t len[4] = {3, keys[i].size(), sizes[i], 2};
+        if (redisAppendCommandArgv(c, 4, argv, len) != REDIS_OK) return size_t(0);
+        return sizes[i] + keys[i].size() + 32;
+      }
+      // A large value goes from the caller's buffer to the socket: the command's head through
+      // hiredis' buffer (sent first, with everything buffered before it), the value, the tail.
+      const std::string head = "*4\r\n$3\r\nSET\r\n$" + std::to_string(keys[i].size()) + "\r\n" + keys[i] +
+                               "\r\n$" + std::to_string(sizes[i]) + "\r\n";
+      static constexpr char kTail[] = "\r\n$2\r\nNX\r\n";
+      if (redisAppendFormattedCommand(c, head.data(), head.size()) != REDIS_OK) return size_t(0);
+      if (!flush(c, timeout)) {
+        *timeout = *timeout || timed_out(c, errno);
+        return size_t(0);
+      }
+      if (!send_all(c->fd, values[i], sizes[i], timeout)) return size_t(0);
+      if (redisAppendFormattedCommand(c, kTail, sizeof(kTail) - 1) != REDIS_OK) return size_t(0);
+      return sizeof(kTail) - 1;
     };
     const auto read = [&](redisContext* c, size_t i, bool* timeout) {
       void* reply = nullptr;
@@ -421,7 +439,7 @@ class RedisStore final : public BlobStore {
       size_t taken = 0;
       trip(
           *s, todo.size(),
-          [&](redisContext* c, size_t j) {
+          [&](redisContext* c, size_t j, bool*) {
             const std::string& key = keys[todo[j]];
             const char* argv[2] = {cmd, key.data()};
             const size_t len[2] = {cmd_len, key.size()};
@@ -524,6 +542,28 @@ class RedisStore final : public BlobStore {
     return true;
   }
 
+  // Sends n bytes on the connection's socket (MSG_NOSIGNAL: no SIGPIPE). False
+  // when the connection failed, or a send waited a whole timeout without
+  // finishing (*timeout, as flush()).
+  bool send_all(int fd, const uint8_t* p, size_t n, bool* timeout) const {
+    size_t done = 0;
+    while (done < n) {
+      const Clock::time_point t0 = Clock::now();
+      const ssize_t w = ::send(fd, p + done, n - done, MSG_NOSIGNAL);
+      if (w < 0) {
+        if (errno == EINTR) continue;
+        *timeout = errno == EAGAIN || errno == EWOULDBLOCK;
+        return false;
+      }
+      done += size_t(w);
+      if (done < n && Clock::now() - t0 >= std::chrono::milliseconds(timeout_ms_)) {
+        *timeout = true;
+        return false;
+      }
+    }
+    return true;
+  }
+
   timeval timeout() const {
     timeval tv{};
     tv.tv_sec = timeout_ms_ / 1000;
@@ -554,8 +594,8 @@ class RedisStore final : public BlobStore {
   BlobStats stats_;  // guarded by stats_mu_
 };
 
-// One pipelined round trip to s: append(c, i) for i < count (returns the bytes it
-// buffered, 0 on failure), then read(c, i, &timeout) of each reply (false: the
+// One pipelined round trip to s: append(c, i, &timeout) for i < count (returns
+// the bytes it left in hiredis' buffer, 0 on failure), then read(c, i, &timeout) of each reply (false: the
 // connection failed; timeout: a wait ran out). *taken: the replies read, all
 // `count` on kDone, the first *taken of them otherwise. A
 // connection from the pool that turns out dead before any reply (the server
@@ -572,19 +612,18 @@ TripEnd RedisStore::trip(Server& s, size_t count, const Append& append, const Re
     bool reused = false;
     const TripEnd got = acquire(s, &c, &reused, d);
     if (got != TripEnd::kDone) return got;
-    bool ok = true, stalled = false;
+    bool ok = true, timeout = false;
     size_t buffered = 0;
     for (size_t i = 0; i < count && ok; ++i) {
-      const size_t bytes = append(c, i);
+      const size_t bytes = append(c, i, &timeout);
       ok = bytes > 0;
       buffered += bytes;
       if (ok && (buffered >= kFlushBytes || i + 1 == count)) {
-        ok = flush(c, &stalled);
+        ok = flush(c, &timeout);
         buffered = 0;
       }
     }
-    bool timeout = stalled;
-    if (!ok && !stalled) timeout = timed_out(c, errno);
+    if (!ok && !timeout) timeout = timed_out(c, errno);
     for (size_t i = 0; i < count && ok; ++i) {
       ok = read(c, i, &timeout);
       if (ok) ++*taken;

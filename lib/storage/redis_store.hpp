@@ -9,7 +9,8 @@
 // - A batch is one pipelined round trip per server: put(), get() and
 //   exists_prefix() append one command per key, then read one reply per key.
 //   exists_prefix() asks EXISTS, never fetches values. get() receives values
-//   straight into the caller's buffers.
+//   straight into the caller's buffers; put() sends values of 64 KiB or more
+//   straight from them.
 // - Every wait (connect, each send, each receive) is bounded by timeout_ms. A
 //   connection that fails or times out is dropped and its server is skipped
 //   (taken out of the rotation, counted in servers_ejected) for kRetryAfterMs;

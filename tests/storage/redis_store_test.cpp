@@ -283,6 +283,32 @@ TEST(RedisStore, RoundTripsSealedPagesOf100BytesAnd8MiB) {
   EXPECT_EQ(s.timeouts + s.server_errors + s.servers_ejected, 0u);
 }
 
+// Values below 64 KiB are buffered with their command, larger ones sent from the caller's buffer: one
+// pipelined batch of both, around the boundary, and again (write-once after a direct send).
+TEST(RedisStore, MixedBatchesOfSmallAndLargeValues) {
+  auto server = redis();
+  ASSERT_NE(server, nullptr);
+  auto store = open_store({server->address()});
+  const uint64_t k64 = 64 << 10;
+  const std::vector<Page> pages = {make_page(9000, 4),           make_page(9001, k64 - 96 - 1),
+                                   make_page(9002, k64 - 96),    make_page(9003, 4),
+                                   make_page(9004, size_t(1) << 20), make_page(9005, kLargePayload),
+                                   make_page(9006, 100)};
+  expect_all(put_all(*store, pages), BlobResult::kOk);
+  EXPECT_EQ(exists(*store, pages), pages.size());
+  Got g = get_all(*store, pages);
+  for (size_t i = 0; i < pages.size(); ++i) {
+    ASSERT_EQ(g.out[i], BlobResult::kOk) << i;
+    EXPECT_EQ(g.sizes[i], pages[i].bytes.size()) << i;
+    EXPECT_EQ(check(pages[i], g.bufs[i], g.sizes[i]), PageCheck::kOk) << i;
+  }
+  expect_all(put_all(*store, pages), BlobResult::kOk);
+  const BlobStats s = store->stats();
+  EXPECT_EQ(s.puts, pages.size());
+  EXPECT_EQ(s.put_existing, pages.size());
+  EXPECT_EQ(s.put_errors + s.server_errors + s.timeouts, 0u);
+}
+
 TEST(RedisStore, WriteOnce) {
   auto server = redis();
   ASSERT_NE(server, nullptr);
@@ -568,7 +594,7 @@ TEST(RedisStore, PausedServerTimesOutWithinTheBound) {
   t0 = Clock::now();
   expect_all(put_all(*store, {large}), BlobResult::kError);
   waited = ms_since(t0);
-  EXPECT_LT(waited, large_put_ms + kTimeoutMs + 250.0);
+  EXPECT_LT(waited, 2 * large_put_ms + kTimeoutMs + 250.0);  // twice: that baseline varies under load
   s = store->stats();
   EXPECT_EQ(s.timeouts, 3u);
   EXPECT_EQ(s.servers_ejected, 3u);
