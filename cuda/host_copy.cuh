@@ -16,8 +16,11 @@
 namespace kvp::host::cudak {
 
 constexpr int kCopyThreads = 256;
-constexpr int kCopyUnroll = 4;  // loads in flight per thread before the first store: PCIe latency is ~1-2 µs
-constexpr uint32_t kChunkUnits = kCopyThreads * kCopyUnroll;
+// Loads in flight per thread before the first store (PCIe latency is ~1-2 µs): 4, 8 or 16
+// (CudaTransferOptions::copy_unroll; 8 and 16 measured no faster). A block's work piece is
+// kCopyThreads * unroll accesses: 16 KiB at 4 and 16-byte accesses.
+constexpr int kCopyUnroll = 4;
+__host__ __device__ constexpr uint32_t chunk_units(int unroll) { return static_cast<uint32_t>(kCopyThreads * unroll); }
 
 // One part (K, V, scales, latent row, indexer row) of one transfer, both sides.
 struct PartCopy {
@@ -31,7 +34,7 @@ struct PartCopy {
   int32_t units_shift;  // log2(units) when a power of two, else -1 (no division on the hot path)
   uint32_t width;       // 16, 8, 4, 2 or 1: the widest access every address and size allows
   uint32_t item_units;  // rows * pieces * units: one (page, layer) item
-  uint32_t chunks;      // ceil(item_units / kChunkUnits): blocks' work pieces per item
+  uint32_t chunks;      // ceil(item_units / chunk_units(unroll)): blocks' work pieces per item
 };
 
 // ids: [n, host pages (n), device pages (n)] in device (or mapped pinned) memory, checked on the host.
@@ -52,46 +55,42 @@ struct CopyArgs {
   unsigned long long layer_work;
 };
 
+// Byte offset of access k of an item, on the device side (dev) or the host side.
 template <class V>
+__device__ __forceinline__ uint64_t unit_offset(const PartCopy& pc, uint32_t k, bool dev) {
+  uint32_t c, rest;
+  if (pc.units_shift >= 0) {
+    c = k & (pc.units - 1);
+    rest = k >> pc.units_shift;
+  } else {
+    c = k % pc.units;
+    rest = k / pc.units;
+  }
+  const uint32_t h = pc.pieces == 1 ? 0 : rest % pc.pieces;
+  const uint32_t r = pc.pieces == 1 ? rest : rest / pc.pieces;
+  return r * (dev ? pc.dev_row : pc.host_row) + h * (dev ? pc.dev_piece : pc.host_piece) +
+         static_cast<uint64_t>(c) * sizeof(V);
+}
+
+template <class V, int kUnroll>
 __device__ __forceinline__ void copy_chunk(const PartCopy& pc, uint8_t* dev, uint8_t* host, uint32_t first,
                                            bool to_host) {
-  V v[kCopyUnroll];
-  uint64_t doff[kCopyUnroll], hoff[kCopyUnroll];
+  const uint8_t* src = to_host ? dev : host;
+  uint8_t* dst = to_host ? host : dev;
+  // All loads first, then all stores: kUnroll transactions of each thread are in flight at
+  // once. The offsets are computed again for the stores (a few integer operations per
+  // access) rather than kept: only the loaded values stay live across the loads.
+  V v[kUnroll];
 #pragma unroll
-  for (int j = 0; j < kCopyUnroll; ++j) {
+  for (int j = 0; j < kUnroll; ++j) {
     const uint32_t k = first + static_cast<uint32_t>(j * kCopyThreads) + threadIdx.x;
-    uint32_t c, rest;
-    if (pc.units_shift >= 0) {
-      c = k & (pc.units - 1);
-      rest = k >> pc.units_shift;
-    } else {
-      c = k % pc.units;
-      rest = k / pc.units;
-    }
-    const uint32_t h = pc.pieces == 1 ? 0 : rest % pc.pieces;
-    const uint32_t r = pc.pieces == 1 ? rest : rest / pc.pieces;
-    doff[j] = r * pc.dev_row + h * pc.dev_piece + static_cast<uint64_t>(c) * sizeof(V);
-    hoff[j] = r * pc.host_row + h * pc.host_piece + static_cast<uint64_t>(c) * sizeof(V);
-  }
-  // All loads first, then all stores: kCopyUnroll transactions of each thread are in flight at once.
-#pragma unroll
-  for (int j = 0; j < kCopyUnroll; ++j) {
-    const uint32_t k = first + static_cast<uint32_t>(j * kCopyThreads) + threadIdx.x;
-    if (k < pc.item_units) {
-      // Streaming loads: each byte is read once, keep it out of the caches.
-      v[j] = __ldcs(reinterpret_cast<const V*>(to_host ? dev + doff[j] : host + hoff[j]));
-    }
+    // Streaming loads: each byte is read once, keep it out of the caches.
+    if (k < pc.item_units) v[j] = __ldcs(reinterpret_cast<const V*>(src + unit_offset<V>(pc, k, to_host)));
   }
 #pragma unroll
-  for (int j = 0; j < kCopyUnroll; ++j) {
+  for (int j = 0; j < kUnroll; ++j) {
     const uint32_t k = first + static_cast<uint32_t>(j * kCopyThreads) + threadIdx.x;
-    if (k < pc.item_units) {
-      if (to_host) {
-        __stcs(reinterpret_cast<V*>(host + hoff[j]), v[j]);
-      } else {
-        __stcs(reinterpret_cast<V*>(dev + doff[j]), v[j]);
-      }
-    }
+    if (k < pc.item_units) __stcs(reinterpret_cast<V*>(dst + unit_offset<V>(pc, k, !to_host)), v[j]);
   }
 }
 
@@ -116,6 +115,7 @@ __device__ __forceinline__ void mark_layer(const CopyArgs& a, uint32_t l, unsign
 // With them the blocks take the next piece of their part from a counter (a.sweep), so
 // the pieces are started strictly in order and layer 0 lands first whatever the blocks'
 // speeds; the last block to finish zeroes the counters for the next load.
+template <int kUnroll>
 __global__ void __launch_bounds__(kCopyThreads) host_copy_kernel(CopyArgs a) {
   __shared__ PartCopy pc;
   __shared__ unsigned long long taken;
@@ -172,13 +172,14 @@ __global__ void __launch_bounds__(kCopyThreads) host_copy_kernel(CopyArgs a) {
     ++done;
     uint8_t* dev = reinterpret_cast<uint8_t*>(pc.dev_base[cur.l]) + static_cast<uint64_t>(cur.dev_page) * pc.dev_page;
     uint8_t* host = pc.host + static_cast<uint64_t>(cur.host_page) * pc.host_page + cur.l * pc.host_layer;
-    const uint32_t first = cur.chunk * kChunkUnits;
+    const uint32_t first = cur.chunk * chunk_units(kUnroll);
+    const bool to_host = a.to_host != 0;
     switch (pc.width) {
-      case 16: copy_chunk<uint4>(pc, dev, host, first, a.to_host != 0); break;
-      case 8: copy_chunk<uint2>(pc, dev, host, first, a.to_host != 0); break;
-      case 4: copy_chunk<unsigned>(pc, dev, host, first, a.to_host != 0); break;
-      case 2: copy_chunk<unsigned short>(pc, dev, host, first, a.to_host != 0); break;
-      default: copy_chunk<unsigned char>(pc, dev, host, first, a.to_host != 0); break;
+      case 16: copy_chunk<uint4, kUnroll>(pc, dev, host, first, to_host); break;
+      case 8: copy_chunk<uint2, kUnroll>(pc, dev, host, first, to_host); break;
+      case 4: copy_chunk<unsigned, kUnroll>(pc, dev, host, first, to_host); break;
+      case 2: copy_chunk<unsigned short, kUnroll>(pc, dev, host, first, to_host); break;
+      default: copy_chunk<unsigned char, kUnroll>(pc, dev, host, first, to_host); break;
     }
     w = w_next;
     cur = next;

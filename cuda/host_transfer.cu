@@ -9,7 +9,7 @@
 //   backup: one kernel for every tiered layer, part and page (cuda/host_copy.cuh),
 //           reading the ids from the mapped staging slot;
 //   load:   one kernel for every layer, reading the ids from the mapped slot; its
-//           blocks (as many as fit at once) take the work pieces in order from a
+//           blocks (a few: kLoadBlocks) take the work pieces in order from a
 //           counter, layer 0 first, and the block that completes a layer stores the
 //           load's sequence number to the set's flag of the layer in device memory
 //           (SGLang's LayerDoneCounter); wait_layer enqueues a stream wait on that
@@ -44,6 +44,16 @@ constexpr int kMaxParts = 8;
 constexpr size_t kTickets = 256;        // tickets remembered; older ones are finished
 constexpr size_t kInitialIdPages = 4096;  // device id buffers grow from here
 constexpr uint32_t kDefaultLayerGroup = 1;
+// Blocks of a kernel load that marks layers: 32 in all, at least 16 per part (16 KiB
+// pieces: 512 KiB in flight for K and V). The SMs' reads of pinned memory reach ~92 % of
+// the link whatever the grid, from 16 blocks to every resident one (264); what the grid
+// decides is how much waits in the link's queue ahead of a layer's last piece, and so
+// when layer 0 lands: ~0.4 ms after the call with 16-32 blocks, 0.7-1.0 ms with 264
+// (4 MiB in flight). Too few blocks starve the link (each block waits for all its loads
+// before its next piece): 8 blocks gave 38-44 GB/s on two hosts, 16 blocks page_head
+// 47.8 against 50.8. docs/performance.md, "Host tier transfers".
+constexpr uint64_t kLoadBlocks = 32;
+constexpr uint64_t kLoadBlocksPerPart = 16;
 
 Status cuda_error(cudaError_t e, const char* what) {
   if (e == cudaSuccess) return Status::ok();
@@ -51,6 +61,18 @@ Status cuda_error(cudaError_t e, const char* what) {
 }
 
 #define KVP_CUDA(call, what) KVPOOL_RETURN_IF_ERROR(cuda_error((call), what))
+
+using CopyKernel = void (*)(CopyArgs);
+
+// The copy kernel of `unroll` loads in flight per thread (4, 8 or 16), or NULL.
+CopyKernel copy_kernel(uint32_t unroll) {
+  switch (unroll) {
+    case 4: return cudak::host_copy_kernel<4>;
+    case 8: return cudak::host_copy_kernel<8>;
+    case 16: return cudak::host_copy_kernel<16>;
+    default: return nullptr;
+  }
+}
 
 uint32_t widest_access(uint64_t v) {
   for (uint32_t w = 16; w > 1; w /= 2) {
@@ -132,14 +154,21 @@ class CudaTransfer final : public HostTransfer {
     groups_ = (g_.layers + group_ - 1) / group_;
     KVP_CUDA(cudaSetDevice(device_), "cudaSetDevice (host tier)");
     KVP_CUDA(cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, device_), "cudaDeviceGetAttribute");
+    unroll_ = options_.copy_unroll == 0 ? cudak::kCopyUnroll : options_.copy_unroll;
+    kernel_ = copy_kernel(unroll_);
+    if (kernel_ == nullptr) return Status::invalid("copy_unroll " + std::to_string(unroll_) + ": 4, 8 or 16");
     // Load the kernel now: with lazy loading (the default) its first launch would load the
     // module then, which can wait for the work running on the device.
     cudaFuncAttributes attr{};
-    KVP_CUDA(cudaFuncGetAttributes(&attr, cudak::host_copy_kernel), "cudaFuncGetAttributes (host tier kernel)");
+    KVP_CUDA(cudaFuncGetAttributes(&attr, kernel_), "cudaFuncGetAttributes (host tier kernel)");
     int per_sm = 0;
-    KVP_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, cudak::host_copy_kernel, cudak::kCopyThreads, 0),
+    KVP_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel_, cudak::kCopyThreads, 0),
              "cudaOccupancyMaxActiveBlocksPerMultiprocessor (host tier kernel)");
     resident_ = static_cast<uint64_t>(std::max(per_sm, 1)) * static_cast<uint64_t>(sms_);
+    const uint64_t parts = g_.parts.size();
+    load_blocks_ = options_.load_blocks != 0 ? options_.load_blocks
+                                             : std::max(kLoadBlocksPerPart, (kLoadBlocks + parts - 1) / parts);
+    load_blocks_ = std::min(load_blocks_, std::max<uint64_t>(resident_ / parts, 1));
     KVP_CUDA(cudaStreamCreateWithFlags(&write_, cudaStreamNonBlocking), "cudaStreamCreate (host tier write)");
     KVP_CUDA(cudaStreamCreateWithFlags(&load_, cudaStreamNonBlocking), "cudaStreamCreate (host tier load)");
     KVP_CUDA(cudaEventCreateWithFlags(&compute_done_, cudaEventDisableTiming), "cudaEventCreate (host tier)");
@@ -217,12 +246,12 @@ class CudaTransfer final : public HostTransfer {
       const unsigned seq = load_seq_[set] == UINT32_MAX ? 1 : load_seq_[set] + 1;  // 0: never loaded
       CopyArgs a{parts_dev_,   s->device, 0, g_.layers, 0, layer_done_dev_, layer_done_dev_ + g_.layers,
                  layer_flags_ + set * g_.layers, seq, static_cast<unsigned long long>(n) * chunk_sum_};
-      // As many blocks as fit on the device at once: they take the pieces in order, layer 0
-      // first (one block marks an empty load).
+      // A few blocks (kLoadBlocks): they take the pieces in order, layer 0 first (one block
+      // marks an empty load).
       if (n == 0) {
-        cudak::host_copy_kernel<<<1, cudak::kCopyThreads, 0, load_>>>(a);
+        kernel_<<<1, cudak::kCopyThreads, 0, load_>>>(a);
       } else {
-        launch_copy(a, static_cast<uint64_t>(n) * g_.layers, resident_ / g_.parts.size(), load_);
+        launch_copy(a, static_cast<uint64_t>(n) * g_.layers, load_blocks_, load_);
       }
       Status st = cuda_error(cudaGetLastError(), "host_copy_kernel launch (host tier load)");
       if (!st.is_ok()) return retire(s, st);
@@ -371,7 +400,7 @@ class CudaTransfer final : public HostTransfer {
       const uint64_t item_units = static_cast<uint64_t>(pc.rows) * pc.pieces * pc.units;
       if (item_units > UINT32_MAX / 2) return Status::invalid("host tier page of one layer too large");
       pc.item_units = static_cast<uint32_t>(item_units);
-      pc.chunks = (pc.item_units + cudak::kChunkUnits - 1) / cudak::kChunkUnits;
+      pc.chunks = (pc.item_units + cudak::chunk_units(unroll_) - 1) / cudak::chunk_units(unroll_);
       max_chunks_ = std::max<uint64_t>(max_chunks_, pc.chunks);
       chunk_sum_ += pc.chunks;
       page_bytes_ += static_cast<uint64_t>(pc.rows) * tp.item_bytes * L;
@@ -515,8 +544,7 @@ class CudaTransfer final : public HostTransfer {
   void launch_copy(const CopyArgs& a, uint64_t items, uint64_t cap, cudaStream_t stream) {
     cap = std::max<uint64_t>(cap, 1);
     const unsigned blocks = static_cast<unsigned>(items == 0 ? cap : std::min(items * max_chunks_, cap));
-    cudak::host_copy_kernel<<<dim3(blocks, static_cast<unsigned>(g_.parts.size())), cudak::kCopyThreads, 0,
-                              stream>>>(a);
+    kernel_<<<dim3(blocks, static_cast<unsigned>(g_.parts.size())), cudak::kCopyThreads, 0, stream>>>(a);
   }
 
   // The copy-engine runs of one tiered layer, merged where both sides continue.
@@ -588,6 +616,9 @@ class CudaTransfer final : public HostTransfer {
   uint32_t group_ = 1, groups_ = 1;  // tiered layers per load launch / layer-done event, and their count
   int sms_ = 1;
   uint64_t resident_ = 1;  // copy kernel blocks resident at once on the device
+  uint64_t load_blocks_ = 1;  // blocks per part of a kernel load that marks layers
+  uint32_t unroll_ = cudak::kCopyUnroll;
+  CopyKernel kernel_ = nullptr;
   cudaStream_t compute_ = nullptr;  // the legacy default stream until set_compute_stream
   cudaStream_t write_ = nullptr, load_ = nullptr;
   cudaEvent_t compute_done_ = nullptr;

@@ -21,6 +21,7 @@
 #include "kvpool/check.h"
 #include "kvpool/radix.h"
 #include "kvpool/host.h"
+#include "kvpool/storage.h"
 #include "kvpool/seq.h"
 #include "kvpool/device.h"
 

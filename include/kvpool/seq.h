@@ -82,10 +82,14 @@ typedef struct kvseq_info {
   /** Of prefix_hit, tokens loaded back from the host tier (host.h); 0 without one.
    *  Written only when struct_size covers it (callers built before it was added pass less). */
   uint64_t host_hit;
+  /** Of host_hit, tokens that a storage prefetch (storage.h) brought into the host tier
+   *  and that this request loaded first; 0 without a storage tier. Written only when
+   *  struct_size covers it. */
+  uint64_t storage_hit;
 } kvseq_info;
 
 /** @brief Initializer for a ::kvseq_info whose struct_size is set. */
-#define KVSEQ_INFO_INIT { (uint32_t)sizeof(kvseq_info), 0, 0, 0, 0, 0, 0 }
+#define KVSEQ_INFO_INIT { (uint32_t)sizeof(kvseq_info), 0, 0, 0, 0, 0, 0, 0 }
 
 /**
  * @brief Start a request: match its longest cached prefix and lock it.

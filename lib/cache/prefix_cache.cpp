@@ -147,12 +147,13 @@ Status PrefixCache::reset() {
     size_t done = 0;
     KVPOOL_RETURN_IF_ERROR(poll(true, &done));
   }
+  if (storage_ != nullptr) forget_storage_jobs();  // waits for the storage threads' current batches
   std::vector<int64_t> slots;
   tree_.collect_slots(&slots);
   tree_.reserve_reset();  // what reset() allocates, before the slots are freed
   KVPOOL_RETURN_IF_ERROR(allocator_->free(slots.data(), slots.size()));
   std::fill(owned_.begin(), owned_.end(), 0);
-  if (host_ != nullptr) host_->clear();  // every host page belonged to a node
+  if (host_ != nullptr) host_->clear();  // every host page belonged to a node or to the storage tier
   tree_.reset();
   return Status::ok();
 }

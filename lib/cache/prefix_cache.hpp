@@ -11,6 +11,8 @@
 #include "cache/radix_tree.hpp"
 #include "host/host_pool.hpp"
 #include "host/host_transfer.hpp"
+#include "storage/page_key.hpp"
+#include "storage/storage_tier.hpp"
 #include "util/status.hpp"
 
 namespace kvp::cache {
@@ -29,6 +31,38 @@ struct HostTierStats {
   uint64_t load_tokens = 0;      // tokens copied host -> device
   uint64_t loads_refused = 0;    // host hits not loaded (below the threshold, or no device room)
   uint64_t host_evicted_tokens = 0;
+};
+
+// The storage tier's policy knobs (config::StorageConfig, SGLANG_SEMANTICS §5.5).
+struct StorageOptions {
+  enum class Policy { kBestEffort, kWaitComplete, kTimeout } policy = Policy::kBestEffort;
+  size_t threshold_tokens = 256;     // prefetch only runs of at least this many tokens
+  double timeout_base_s = 1.0;       // timeout policy: base
+  double timeout_per_ki_token_s = 0.25;
+  size_t capacity_tokens = 0;        // prefetches may hold at most this many host tokens at once
+};
+
+// The storage tier's counters at the prefix cache (beside StorageTierStats).
+struct StorageCacheStats {
+  uint64_t backup_jobs = 0;            // backups handed to the storage tier
+  uint64_t backup_tokens = 0;          // ... their tokens
+  uint64_t prefetches = 0;             // prefetches started
+  uint64_t prefetches_skipped = 0;     // prefetch calls that started nothing (below threshold, capacity, no room)
+  uint64_t prefetch_tokens = 0;        // tokens asked for by started prefetches
+  uint64_t prefetch_inserted_tokens = 0;  // tokens that became host-only nodes
+  uint64_t prefetch_dropped_tokens = 0;   // tokens fetched but not kept (the tree had them, or lost the path)
+  uint64_t storage_hit_tokens = 0;     // tokens loaded back to the device that came from storage
+};
+
+// What a prefetch has done so far (prefetch_state()).
+struct PrefetchState {
+  bool done = false;      // nothing more will land
+  bool revoked = false;   // fewer stored tokens than the threshold: nothing read
+  bool ready = false;     // the policy lets the request go on now (best_effort: always)
+  bool searched = false;  // hit_tokens is known
+  size_t asked_tokens = 0;
+  size_t hit_tokens = 0;     // stored tokens found, consecutive from the start
+  size_t loaded_tokens = 0;  // tokens in the host tier, checked
 };
 
 class PrefixCache {
@@ -87,6 +121,26 @@ class PrefixCache {
   int advance_load_set() { return load_set_ = (load_set_ + 1) % host::kLoadSets; }
   const HostTierStats& tier_stats() const { return stats_; }
 
+  // ---- storage tier (prefix_cache_storage.cpp) ----
+  // Turns the storage tier on (host tier first): host copies are backed up to storage once
+  // they land, and prefetch() reads a prompt's continuation past the host tier. `identity`:
+  // storage::model_identity() of the pool (namespaces are added per extra key).
+  void enable_storage(storage::StorageTier* tier, std::string identity, const StorageOptions& options);
+  storage::StorageTier* storage() const { return storage_; }
+  // Starts reading the stored pages that continue the cached prefix of tokens[0, n) into
+  // the host tier. *id = 0 when nothing starts (*why says why: below the threshold, no
+  // stored continuation possible, the capacity limit, no host room).
+  Status prefetch(const int32_t* tokens, size_t n, const std::string& extra_key, uint64_t* id, std::string* why);
+  Status prefetch_state(uint64_t id, PrefetchState* out) const;
+  // Ends a prefetch (whatever the policy says: the caller asked prefetch_state() first):
+  // the pages that landed become host-only nodes, so the next match finds them as a host
+  // hit. *inserted_tokens: tokens added to the tree.
+  Status prefetch_end(uint64_t id, size_t* inserted_tokens);
+  size_t prefetches_running() const { return prefetches_.size(); }
+  const StorageCacheStats& storage_stats() const { return storage_stats_; }
+  // Tokens of the last load_back() that came from storage (and had not been loaded before).
+  size_t last_load_storage_tokens() const { return last_load_storage_tokens_; }
+
  private:
   // After an insert: the path's nodes the write policy wants copied are noted, and get
   // their copies at the next poll.
@@ -100,7 +154,43 @@ class PrefixCache {
   struct InFlight {
     uint64_t ticket;
     std::vector<NodeHandle> locked;
+    bool backup = false;  // a device -> host backup (its nodes go on to storage once it lands)
   };
+  // Storage: hands the host copies of `nodes` to the storage tier (pins their host pages).
+  void store_nodes(const std::vector<NodeHandle>& nodes) noexcept;
+  // Storage: unpins pages of finished backups, frees pages prefetches let go of (non-blocking).
+  void drain_storage();
+  // Frees host pages the tree let go of; a page a storage backup still reads is freed
+  // when the backup finishes.
+  void release_host(const int64_t* pages, size_t n);
+  const storage::Fingerprint& namespace_fingerprint(const std::string& extra_key);
+  // reset(): ends every prefetch and waits until the storage threads read or write no host
+  // page (their current batch), then forgets pins and flags (the host pool is cleared next).
+  void forget_storage_jobs();
+  struct PrefetchOp {
+    std::vector<int32_t> tokens;  // the key up to the last asked page
+    std::string extra_key;
+    size_t from = 0;              // tokens cached when it started
+    std::vector<int64_t> pages;   // host pages of tokens [from, tokens.size())
+    std::vector<Digest> digests;
+    double started_s = 0;
+    double timeout_s = 0;
+  };
+  storage::StorageTier* storage_ = nullptr;
+  std::string identity_;
+  StorageOptions storage_options_;
+  StorageCacheStats storage_stats_;
+  std::vector<std::pair<std::string, storage::Fingerprint>> fingerprints_;  // by extra key (few)
+  std::vector<uint32_t> host_pins_;     // per host page: storage backups reading it
+  std::vector<uint8_t> host_freed_;     // per host page: let go of by the tree while pinned
+  std::vector<uint8_t> from_storage_;   // per host page: prefetched, not loaded back yet
+  std::vector<std::pair<uint64_t, std::vector<int64_t>>> storage_backups_;  // backup id, pinned pages
+  std::vector<std::pair<uint64_t, PrefetchOp>> prefetches_;
+  size_t storage_held_pages_ = 0;       // host pages held for storage, in no tree node
+  size_t prefetch_tokens_held_ = 0;     // tokens of running prefetches (the capacity limit)
+  size_t last_load_storage_tokens_ = 0;
+  std::vector<uint64_t> finished_scratch_;
+  std::vector<int64_t> pages_scratch_;
   host::HostPool* host_ = nullptr;
   host::HostTransfer* transfer_ = nullptr;
   WritePolicy policy_ = WritePolicy::kWriteThrough;

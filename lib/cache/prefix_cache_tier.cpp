@@ -42,7 +42,9 @@ Status PrefixCache::poll(bool wait, size_t* completed) {
 
 Status PrefixCache::release_landed(size_t* completed) {
   *completed = 0;
+  if (storage_ != nullptr) drain_storage();
   size_t kept = 0;
+  std::vector<NodeHandle> landed_backups;
   for (size_t i = 0; i < in_flight_.size(); ++i) {
     InFlight& f = in_flight_[i];
     if (!transfer_->finished(f.ticket)) {
@@ -54,9 +56,11 @@ Status PrefixCache::release_landed(size_t* completed) {
       const Status st = tree_.unlock(h);  // locked by us at the start of the copy: cannot fail
       if (!st.is_ok()) return Status::internal("host tier: " + st.message());
     }
+    if (f.backup && storage_ != nullptr) landed_backups.insert(landed_backups.end(), f.locked.begin(), f.locked.end());
     ++*completed;
   }
   in_flight_.resize(kept);
+  if (!landed_backups.empty()) store_nodes(landed_backups);
   return Status::ok();
 }
 
@@ -74,6 +78,7 @@ bool PrefixCache::take_host_pages(size_t n, int64_t* out) {
     size_t freed = 0;
     const size_t short_tokens = (n - host_->free_pages()) * static_cast<size_t>(page_size());
     (void)evict_host(short_tokens, &freed);
+    if (storage_ != nullptr && host_->free_pages() < n) drain_storage();  // pages backups no longer read
   }
   return host_->free_pages() >= n && host_->alloc(n, out).is_ok();
 }
@@ -102,7 +107,7 @@ Status PrefixCache::start_pending_backups(size_t count) {
   pages.resize(2 * n);
   for (NodeHandle h : tier_handles_) tree_.reserve_host(h);  // attach_host below then allocates nothing
   in_flight_.reserve(in_flight_.size() + 1);
-  InFlight flight{0, tier_handles_};
+  InFlight flight{0, tier_handles_, true};
   tree_.reserve_unlocks(tier_handles_.size());  // the locks below
   pending_.erase(pending_.begin(), pending_.begin() + static_cast<long>(count));  // no allocation
   if (n == 0) return Status::ok();
@@ -125,7 +130,10 @@ Status PrefixCache::start_pending_backups(size_t count) {
     (void)tree_.attach_host(h, pages.data() + at, pages_of_node);  // reserved: no allocation
     at += pages_of_node;
   }
-  if (transfer_->finished(ticket)) return Status::ok();
+  if (transfer_->finished(ticket)) {  // landed already (CPU pools): on to storage
+    if (storage_ != nullptr) store_nodes(tier_handles_);
+    return Status::ok();
+  }
   // The device pages must stay put until they are read: the nodes stay locked.
   for (NodeHandle h : tier_handles_) (void)tree_.lock(h);  // live handles, reserved room
   flight.ticket = ticket;
@@ -160,16 +168,19 @@ Status PrefixCache::evict_tiered(size_t tokens, size_t* evicted) {
     copies.made = true;
     return true;
   };
-  auto free_host = [this](const int64_t* pages, size_t n) { (void)host_->free(pages, n); };
+  auto free_host = [this](const int64_t* pages, size_t n) { release_host(pages, n); };
   const Status st = tree_.evict_tiered(
       tokens, [this](const int64_t* values, const size_t* ends, size_t runs, bool paged) { return give_back(values, ends, runs, paged); },
       copy, policy_ == WritePolicy::kWriteBack, free_host, evicted);
   if (copies.made) KVPOOL_RETURN_IF_ERROR(transfer_->wait(copies.last));  // one write stream: the last one lands last
+  std::vector<NodeHandle> copied;
+  tree_.take_copied(&copied);
+  if (storage_ != nullptr && !copied.empty()) store_nodes(copied);
   return st;
 }
 
 Status PrefixCache::evict_host(size_t tokens, size_t* evicted) {
-  const Status st = tree_.evict_host(tokens, [this](const int64_t* pages, size_t n) { (void)host_->free(pages, n); }, evicted);
+  const Status st = tree_.evict_host(tokens, [this](const int64_t* pages, size_t n) { release_host(pages, n); }, evicted);
   stats_.host_evicted_tokens += *evicted;
   return st;
 }
@@ -177,6 +188,7 @@ Status PrefixCache::evict_host(size_t tokens, size_t* evicted) {
 Status PrefixCache::load_back(NodeHandle host_node, std::vector<int64_t>* slots, size_t* loaded,
                               NodeHandle* node) {
   *loaded = 0;
+  last_load_storage_tokens_ = 0;
   size_t done = 0;
   KVPOOL_RETURN_IF_ERROR(release_landed(&done));
   std::vector<NodeHandle> chain;
@@ -233,6 +245,16 @@ Status PrefixCache::load_back(NodeHandle host_node, std::vector<int64_t>* slots,
     return st;
   }
   for (int64_t page : device_pages) owned_[static_cast<size_t>(page)] = 1;
+  last_load_storage_tokens_ = 0;
+  if (!from_storage_.empty()) {  // pages a prefetch brought: counted once, at their first load
+    for (int64_t page : host_pages) {
+      if (from_storage_[static_cast<size_t>(page)] != 0) {
+        from_storage_[static_cast<size_t>(page)] = 0;
+        last_load_storage_tokens_ += P;
+      }
+    }
+    storage_stats_.storage_hit_tokens += last_load_storage_tokens_;
+  }
   ++stats_.loads;
   stats_.load_tokens += tokens;
   *loaded = tokens;
@@ -262,10 +284,11 @@ size_t PrefixCache::check_host(std::string* report, size_t max_lines) const {
     if (seen[static_cast<size_t>(page)]++ > 0) complain("host page " + std::to_string(page) + " is double-owned: two tree nodes");
     if (!host_->is_held(page)) complain("host page " + std::to_string(page) + " is in the prefix tree but free in the host pool");
   }
-  // Every held host page belongs to a node: copies are attached as they start.
-  if (pages.size() != host_->held_pages()) {
+  // Every held host page belongs to a node (copies are attached as they start), or to the
+  // storage tier: a page a backup still reads after the tree let go of it, a prefetch's page.
+  if (pages.size() + storage_held_pages_ != host_->held_pages()) {
     complain("the host pool holds " + std::to_string(host_->held_pages()) + " pages, the prefix tree " +
-             std::to_string(pages.size()));
+             std::to_string(pages.size()) + " and the storage tier " + std::to_string(storage_held_pages_));
   }
   return problems;
 }

@@ -22,6 +22,7 @@ bool parse_eviction_policy(const std::string& name, EvictionPolicy* out) {
 RadixTree::RadixTree(int64_t page_size, EvictionPolicy policy, bool events)
     : page_(page_size), policy_(policy), events_enabled_(events) {
   namespaces_[""] = 0;
+  namespace_names_.emplace_back();
   reserve_children(8);
   evict_values_.reserve(kEvictBatch);
   evict_ends_.reserve(kEvictBatch);
@@ -47,7 +48,9 @@ int32_t RadixTree::intern(const std::string& extra_key) {
   auto it = namespaces_.find(extra_key);
   if (it != namespaces_.end()) return it->second;
   const int32_t id = static_cast<int32_t>(namespaces_.size());
+  namespace_names_.reserve(namespace_names_.size() + 1);  // both or neither
   namespaces_.emplace(extra_key, id);
+  namespace_names_.push_back(extra_key);
   return id;
 }
 
@@ -474,7 +477,7 @@ int32_t RadixTree::split_visited(int32_t child, size_t at, uint64_t stamp) {
 
 MatchResult RadixTree::match(const int32_t* tokens, size_t n, const std::string& extra_key) {
   MatchResult r;
-  r.last_node = root();
+  r.last_node = r.last_host_node = root();
   n -= n % static_cast<size_t>(page_);
   auto ns = namespaces_.find(extra_key);
   if (n == 0 || ns == namespaces_.end()) return r;

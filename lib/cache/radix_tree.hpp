@@ -99,6 +99,7 @@ class RadixTree {
   void reserve_tier_scratch(size_t pages) {
     tier_scratch_.reserve(2 * pages);
     tier_nodes_.reserve(pages);
+    copied_.reserve(pages);
   }
   bool host_tier() const { return tiered_; }
   // Host tokens held by nodes (device+host and host-only), and those in host-only nodes.
@@ -135,6 +136,27 @@ class RadixTree {
   // Puts a host chain back on the device: its nodes, root-to-leaf, take `slots` (one per
   // token, whole pages in order) as their device copy.
   Status restore_chain(const std::vector<NodeHandle>& chain, const int64_t* slots, size_t n);
+  // ---- storage tier (radix_tree_tier.cpp) ----
+  // The digests of a node's pages (the page-hash chain from the root), computed once and
+  // kept in the node; appended to *out.
+  Status page_digests(NodeHandle node, std::vector<Digest>* out);
+  // The digest of the last page on the path root..node; false for the root.
+  bool last_digest(NodeHandle node, Digest* out);
+  // The host pages of a node (empty when it has no host copy), appended to *out.
+  void host_pages_of(NodeHandle node, std::vector<int64_t>* out) const;
+  // The nodes that device eviction gave host copies since the last call (they may have
+  // been deleted since: check is_live()).
+  void take_copied(std::vector<NodeHandle>* out);
+  // The namespace (extra key) of a node ("" for the root).
+  const std::string& namespace_of(NodeHandle node) const;
+  // Pages fetched from storage become host-only nodes: tokens[0, n) is a key whose
+  // tokens [from, n) have host pages host_pages[0, (n - from) / page) with their digests.
+  // The part of the key the tree already has is kept as it is (those pages are not used);
+  // the rest becomes one host-only leaf, provided that [0, from) is in the tree and every
+  // node above the leaf has a host copy (else nothing changes). *used_from: the first host
+  // page the tree took (pages before it are the caller's to free; (n - from) / page: none).
+  Status insert_host_only(const int32_t* tokens, size_t n, const std::string& extra_key, size_t from,
+                          const int64_t* host_pages, const Digest* digests, size_t* used_from);
   TierNodeInfo tier_node(NodeHandle node) const;
   // Every host page the tree holds (for ownership checks).
   void collect_host_pages(std::vector<int64_t>* out) const;
@@ -317,6 +339,7 @@ class RadixTree {
   std::vector<ChildSlot> child_table_;
   size_t child_links_ = 0;
   std::unordered_map<std::string, int32_t> namespaces_;
+  std::vector<std::string> namespace_names_;  // by id
   std::set<OrderKey> evictable_leaves_;  // device eviction candidates
   std::set<OrderKey> host_leaves_;       // host tier: host-only unlocked leaves
   bool tiered_ = false;
@@ -331,6 +354,7 @@ class RadixTree {
   void emit_host(const Node& n, bool stored);
   std::vector<int64_t> tier_scratch_;
   std::vector<int32_t> tier_nodes_;
+  std::vector<NodeHandle> copied_;  // nodes make_host_copies() copied (take_copied())
   // Spare container nodes and leaf buffers made by prepare() / reserve_inserts().
   std::vector<std::set<OrderKey>::node_type> spare_orders_;
   struct LeafBuffer {

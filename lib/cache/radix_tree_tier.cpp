@@ -41,6 +41,7 @@ bool RadixTree::make_host_copies(int32_t id, const MakeHostCopies& copy) {
     at += count;
     host_tokens_ += n.key.size();
     if (events_enabled_) emit_host(n, true);
+    if (copied_.size() < copied_.capacity()) copied_.push_back(handle(x));  // reserved: never allocates
   }
   return true;
 }
@@ -199,6 +200,112 @@ Status RadixTree::restore_chain(const std::vector<NodeHandle>& chain, const int6
     adopt(id, slots + at);
     at += nodes_[static_cast<size_t>(id)].key.size();
   }
+  return Status::ok();
+}
+
+Status RadixTree::page_digests(NodeHandle node, std::vector<Digest>* out) {
+  const int32_t id = resolve(node);
+  if (id <= kRoot) return Status::invalid("node handle " + std::to_string(node) + " is stale, unknown or the root");
+  ensure_hashes(id);
+  const Node& n = nodes_[static_cast<size_t>(id)];
+  out->insert(out->end(), n.hashes.begin(), n.hashes.end());
+  return Status::ok();
+}
+
+bool RadixTree::last_digest(NodeHandle node, Digest* out) {
+  const int32_t id = resolve(node);
+  if (id <= kRoot) return false;
+  ensure_hashes(id);
+  *out = nodes_[static_cast<size_t>(id)].hashes.back();
+  return true;
+}
+
+void RadixTree::host_pages_of(NodeHandle node, std::vector<int64_t>* out) const {
+  const int32_t id = resolve(node);
+  if (id > kRoot) out->insert(out->end(), nodes_[static_cast<size_t>(id)].host.begin(), nodes_[static_cast<size_t>(id)].host.end());
+}
+
+void RadixTree::take_copied(std::vector<NodeHandle>* out) {
+  out->insert(out->end(), copied_.begin(), copied_.end());
+  copied_.clear();
+}
+
+const std::string& RadixTree::namespace_of(NodeHandle node) const {
+  const int32_t id = resolve(node);
+  return namespace_names_[static_cast<size_t>(id < 0 ? 0 : nodes_[static_cast<size_t>(id)].extra)];
+}
+
+Status RadixTree::insert_host_only(const int32_t* tokens, size_t n, const std::string& extra_key, size_t from,
+                                   const int64_t* host_pages, const Digest* digests, size_t* used_from) {
+  const size_t P = static_cast<size_t>(page_);
+  *used_from = from <= n ? (n - from) / P : 0;
+  if (!tiered_) return Status::invalid("the tree has no host tier");
+  if (n % P != 0 || from % P != 0 || from > n) {
+    return Status::invalid("host-only insert of " + std::to_string(n) + " tokens from " + std::to_string(from) +
+                           ": not whole pages of " + std::to_string(P));
+  }
+  const auto ns = namespaces_.find(extra_key);
+  if (from == n || (from > 0 && ns == namespaces_.end())) return Status::ok();
+  const int32_t extra = ns == namespaces_.end() ? -1 : ns->second;
+  // Allocation first (a split and a leaf, their buffers), then the walk that changes things.
+  const int32_t extra_id = extra >= 0 ? extra : intern(extra_key);
+  prepare(2, 2);
+  std::vector<int32_t> key;
+  std::vector<int64_t> value, host;
+  std::vector<Digest> hashes;
+  int32_t cur = kRoot;
+  size_t pos = 0;
+  while (pos < n) {
+    const int32_t c = find_child(cur, extra_id, tokens + pos);
+    if (c < 0) break;
+    const size_t len = match_len(nodes_[static_cast<size_t>(c)], tokens + pos, n - pos);
+    if (len < nodes_[static_cast<size_t>(c)].key.size()) {
+      if (pos + len < from) return Status::ok();  // the part before the fetched pages is not in the tree
+      // The leaf will hang below the matched part: split there, if that part is on the host.
+      if (!path_on_host(c)) return Status::ok();
+      take_spare_leaf(n - pos - len, values_for(n - pos - len), &key, &value, &host);
+      key.assign(tokens + pos + len, tokens + n);
+      value.reserve(values_for(n - pos - len));  // room for a later load-back (adopt)
+      host.assign(host_pages + (pos + len - from) / P, host_pages + (n - from) / P);
+      if (digests != nullptr) hashes.assign(digests + (pos + len - from) / P, digests + (n - from) / P);
+      cur = split(c, len);
+      pos += len;
+      break;
+    }
+    cur = c;
+    pos += len;
+  }
+  if (pos == n) return Status::ok();  // the tree has every page already
+  if (pos < from || !path_on_host(cur)) return Status::ok();
+  if (key.empty()) {  // no split: the walk stopped at a node boundary
+    take_spare_leaf(n - pos, values_for(n - pos), &key, &value, &host);
+    key.assign(tokens + pos, tokens + n);
+    value.reserve(values_for(n - pos));
+    host.assign(host_pages + (pos - from) / P, host_pages + (n - from) / P);
+    if (digests != nullptr) hashes.assign(digests + (pos - from) / P, digests + (n - from) / P);
+  }
+  if (events_enabled_) reserve_events(host.size(), 0);
+  const int32_t leaf = new_node();
+  Node& l = nodes_[static_cast<size_t>(leaf)];
+  l.extra = extra_id;
+  l.key = std::move(key);
+  l.value = std::move(value);
+  l.value.clear();
+  l.paged = P > 1;
+  l.evicted = true;
+  l.host = std::move(host);
+  l.hashes = std::move(hashes);
+  l.last_access = l.creation = ++clock_;
+  link_child(cur, leaf);
+  host_tokens_ += n - pos;
+  host_only_tokens_ += n - pos;
+  refresh_order(leaf);
+  refresh_order(cur);
+  if (events_enabled_) {
+    ensure_hashes(leaf);
+    emit_host(nodes_[static_cast<size_t>(leaf)], true);
+  }
+  *used_from = (pos - from) / P;
   return Status::ok();
 }
 

@@ -4,6 +4,8 @@
 #include "host/host_geometry.hpp"
 #include "seq/mamba_sequences.hpp"
 #include "seq/swa_sequences.hpp"
+#include "storage/backends.hpp"
+#include "storage/page_key.hpp"
 
 namespace kvp::capi {
 namespace {
@@ -50,6 +52,28 @@ Status build_host_tier(::kvpool* pool) {
     return host::make_cuda_transfer(pool->host.get(), c.pool.device_index, options, &pool->host_transfer);
   }
   pool->host_transfer = host::make_cpu_transfer(pool->host.get());
+  return Status::ok();
+}
+
+// storage: the backend, the tier's threads over the host pool, and the cache's flows.
+Status build_storage_tier(::kvpool* pool) {
+  const config::Config& c = pool->config;
+  std::unique_ptr<storage::BlobStore> store;
+  KVPOOL_RETURN_IF_ERROR(storage::open_blob_store(c.storage, &store));
+  const host::HostGeometry& g = pool->host->geometry();
+  pool->storage = std::make_unique<storage::StorageTier>(std::move(store), g, pool->host->data());
+  cache::StorageOptions options;
+  const std::string& policy = c.storage.prefetch_policy;
+  options.policy = policy == "wait_complete" ? cache::StorageOptions::Policy::kWaitComplete
+                   : policy == "timeout"     ? cache::StorageOptions::Policy::kTimeout
+                                             : cache::StorageOptions::Policy::kBestEffort;
+  options.threshold_tokens = static_cast<size_t>(c.storage.prefetch_threshold_tokens);
+  options.timeout_base_s = c.storage.prefetch_timeout_base_s;
+  options.timeout_per_ki_token_s = c.storage.prefetch_timeout_per_ki_token_s;
+  // SGLang's prefetch_capacity_limit: 80 % of what the host tier holds beyond the device pool.
+  const uint64_t device = pool->plan.max_total_tokens, host_tokens = pool->host->tokens();
+  options.capacity_tokens = static_cast<size_t>(0.8 * static_cast<double>(host_tokens > device ? host_tokens - device : 0));
+  pool->cache->enable_storage(pool->storage.get(), storage::model_identity(c, g), options);
   return Status::ok();
 }
 
@@ -110,6 +134,7 @@ Status build_pool(::kvpool* pool) {
       cache::WritePolicy write = cache::WritePolicy::kWriteThrough;
       cache::parse_write_policy(c.host_cache.write_policy, &write);  // validated by the config parser
       pool->cache->enable_host_tier(pool->host.get(), pool->host_transfer.get(), write);
+      if (c.storage.enabled) KVPOOL_RETURN_IF_ERROR(build_storage_tier(pool));
     }
   }
   if (plain) pool->seqs = std::make_unique<seq::Sequences>(pool->paged.get(), pool->requests.get(), pool->cache.get());

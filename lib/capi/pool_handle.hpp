@@ -67,6 +67,8 @@ struct kvpool {
   // runs transfer, then host pool, then buffers, and the backend last (it frees the memory).
   std::unique_ptr<kvp::host::HostPool> host;
   std::unique_ptr<kvp::host::HostTransfer> host_transfer;
+  // After the host pool: destroyed first, its threads stop before the host memory goes.
+  std::unique_ptr<kvp::storage::StorageTier> storage;
   std::unique_ptr<kvp::cache::PrefixCache> cache;  // radix prefix cache (mha, mla, nsa, double_sparse)
   std::unique_ptr<kvp::cache::MambaCache> mamba_cache;  // hybrid_linear radix cache (page_size 1, no extra buffer)
   std::unique_ptr<kvp::cache::SwaCache> swa_cache;      // swa radix cache

@@ -168,7 +168,8 @@ KVPOOL_API kvpool_status kvseq_get_info(const kvpool* pool, uint64_t seq, kvseq_
     out->computed = r->slots.size();
     out->cached = r->cached;
     out->prefix_hit = r->prefix_hit;
-    if (out->struct_size >= sizeof(kvseq_info)) out->host_hit = r->host_hit;
+    if (out->struct_size >= offsetof(kvseq_info, host_hit) + sizeof(out->host_hit)) out->host_hit = r->host_hit;
+    if (out->struct_size >= sizeof(kvseq_info)) out->storage_hit = r->storage_hit;
     return Status::ok();
   });
 }

@@ -74,6 +74,12 @@ struct CudaTransferOptions {
   // Kernel loads through the event path (per layer group a graph node pair) even where
   // stream memory operations work: the fallback where they don't, forced for tests.
   bool layer_events = false;
+  // Tuning of the copy kernel (0: the defaults; benchmarks and tests set them, see
+  // docs/performance.md): blocks per part of a kernel load that marks layers in device
+  // memory (at most as many as fit at once), and 16-byte loads in flight per thread, both
+  // directions (4, 8 or 16; a block's work piece is 4 KiB per load).
+  uint32_t load_blocks = 0;
+  uint32_t copy_unroll = 0;
 };
 
 // CUDA pools (cuda/host_transfer.cu): the copy kernel for every layout, copy engines

@@ -73,7 +73,7 @@ Status Sequences::check_batch(const uint64_t* ids, size_t n, std::vector<Request
 }
 
 Status Sequences::match_and_lock(Request* r) {
-  r->cached = r->prefix_hit = r->host_hit = 0;
+  r->cached = r->prefix_hit = r->host_hit = r->storage_hit = 0;
   r->slots.clear();
   if (cache_ == nullptr) return Status::ok();
   // Host tier: load host-only prefixes back, except when retracting (under memory pressure,
@@ -120,11 +120,12 @@ Status Sequences::match_tiered(Request* r) {
       KVPOOL_RETURN_IF_ERROR(cache_->tree().unlock(node));
       node = last;
       r->host_hit = loaded;
+      r->storage_hit = cache_->last_load_storage_tokens();
     }
     if (!st.is_ok()) {
       (void)cache_->tree().unlock(node);
       r->slots.clear();
-      r->host_hit = 0;
+      r->host_hit = r->storage_hit = 0;
       return st;
     }
   }

@@ -41,6 +41,7 @@ struct Request {
   size_t cached = 0;           // leading tokens owned by the tree (page-aligned)
   size_t prefix_hit = 0;
   size_t host_hit = 0;         // of prefix_hit, tokens loaded back from the host tier
+  size_t storage_hit = 0;      // of host_hit, tokens a storage prefetch brought
   cache::NodeHandle node = 0;  // locked node (meaningful with a tree)
   int32_t state = -1;          // hybrid_linear: the request's own mamba state slot
   int64_t swa_uuid = 0;        // swa: bound of the window lock on `node`

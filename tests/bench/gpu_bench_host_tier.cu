@@ -14,6 +14,8 @@
 //                the copy takes milliseconds).
 //   PCIe limit - one cudaMemcpyAsync of the same bytes, pinned <-> device, each way,
 //                in the same run.
+// GPU_BENCH_LOAD_SWEEP="blocks:unroll,..." (e.g. "132:4,8:8") times the copy kernel at
+// other CudaTransferOptions::load_blocks / copy_unroll settings instead of the table.
 // SGLang's figures (issue 12, H100, same shape): backup / load GB/s layer_first
 // 49.6 / 41.0, page_first 50.7 / 33.4, page_first_direct 43.5 / 37.5.
 #include <cuda_runtime.h>
@@ -86,6 +88,9 @@ struct Variant {
   CopyPath path;
   uint32_t layer_group;  // 0: the default
   bool layer_events;     // kernel loads through the event path (the fallback without stream memory operations)
+  // CudaTransferOptions' kernel tuning (0: the defaults), set by GPU_BENCH_LOAD_SWEEP only.
+  uint32_t load_blocks = 0;
+  uint32_t unroll = 0;
 };
 
 // How a load marks its layers done: flags in device memory, or events (copy engines, fallback).
@@ -99,13 +104,14 @@ void line(const char* metric, HostLayout layout, const Variant& var, const std::
   const double m = median(v);
   const bool met = goal <= 0 || (lower_is_better ? m <= goal : m >= goal);
   std::printf("{\"metric\": \"%s\", \"layout\": \"%s\", \"path\": \"%s\", \"layer_marks\": \"%s\", "
-              "\"layer_group\": %u, "
+              "\"layer_group\": %u, \"load_blocks\": %u, \"unroll\": %u, "
               "\"page_size\": %d, \"batch_tokens\": %d, "
               "\"median\": %.3f, \"p10\": %.3f, \"p90\": %.3f, \"unit\": \"%s\", \"n\": %zu, \"sglang\": %.1f, "
               "\"x_vs_sglang\": %.3f, \"pcie_gbps\": %.2f, \"of_pcie\": %.3f, \"synced_calls\": %d, \"goal\": %.1f, "
               "\"goal_met\": %s}\n",
               metric, kvp::host::host_layout_name(layout), path == CopyPath::kKernel ? "kernel" : "copy_engine",
-              marks_of(var), var.layer_group, static_cast<int>(kPage), static_cast<int>(kBatchTokens), m, quantile(v, 0.1), quantile(v, 0.9), unit,
+              marks_of(var), var.layer_group, var.load_blocks, var.unroll,
+              static_cast<int>(kPage), static_cast<int>(kBatchTokens), m, quantile(v, 0.1), quantile(v, 0.9), unit,
               v.size(), sglang, sglang > 0 ? m / sglang : 0.0, pcie, pcie > 0 && !lower_is_better ? m / pcie : 0.0,
               synced, goal, met ? "true" : "false");
   std::fflush(stdout);
@@ -196,9 +202,8 @@ struct DeviceKv {
   }
 };
 
-void bench_layout(const DeviceKv& kv, HostLayout layout, const Variant& var, int reps, double pcie_h2d,
-                  double pcie_d2h, cudaStream_t compute) {
-  const CopyPath path = var.path;
+// The host tier of one layout over `kv`, its memory touched once.
+std::unique_ptr<kvp::host::HostPool> host_pool(const DeviceKv& kv, HostLayout layout) {
   kvp::host::HostGeometry g;
   g.layout = layout;
   g.page_size = kPage;
@@ -212,19 +217,28 @@ void bench_layout(const DeviceKv& kv, HostLayout layout, const Variant& var, int
     t.device_rows = kv.rows;
     g.parts.push_back(t);
   }
-  kvp::test::TierBackend pinned(true);
+  static kvp::test::TierBackend pinned(true);  // the pool keeps a pointer to it
   kvp::config::HostCacheConfig cfg;
   cfg.enabled = true;
   std::unique_ptr<kvp::host::HostPool> pool;
   HT_CHECK(kvp::host::HostPool::make(&pinned, cfg, kDeviceTokens, g, uint64_t{1} << 42, &pool));
   std::memset(pool->data(), 0x33, pool->geometry().bytes);  // touch every page once, outside the timings
+  return pool;
+}
+
+void bench_variant(kvp::host::HostPool* pool, const Variant& var, int reps, double pcie_h2d, double pcie_d2h,
+                   cudaStream_t compute) {
+  const CopyPath path = var.path;
+  const HostLayout layout = pool->geometry().layout;
   kvp::host::CudaTransferOptions o;
   o.direct = path == CopyPath::kCopyEngine;
   o.path = path;
   o.layer_group = var.layer_group;
   o.layer_events = var.layer_events;
+  o.load_blocks = var.load_blocks;
+  o.copy_unroll = var.unroll;
   std::unique_ptr<kvp::host::HostTransfer> t;
-  HT_CHECK(kvp::host::make_cuda_transfer(pool.get(), 0, o, &t));
+  HT_CHECK(kvp::host::make_cuda_transfer(pool, 0, o, &t));
   HT_CHECK(t->set_compute_stream(compute));
 
   // 8 batches of random distinct pages each side, rotated.
@@ -305,6 +319,27 @@ void bench_layout(const DeviceKv& kv, HostLayout layout, const Variant& var, int
   cudaEventDestroy(last);
 }
 
+// GPU_BENCH_LOAD_SWEEP="blocks:unroll,...": instead of the table, kernel transfers
+// (flags) of every layout at each of these CudaTransferOptions settings
+// (0: the default; blocks beyond those that fit at once give the most that fit).
+std::vector<Variant> sweep_variants() {
+  std::vector<Variant> out;
+  const char* env = std::getenv("GPU_BENCH_LOAD_SWEEP");
+  if (env == nullptr) return out;
+  for (const char* p = env; *p != '\0';) {
+    unsigned blocks = 0, unroll = 0;
+    int used = 0;
+    if (std::sscanf(p, "%u:%u%n", &blocks, &unroll, &used) != 2) {
+      std::fprintf(stderr, "GPU_BENCH_LOAD_SWEEP: expected blocks:unroll,... at \"%s\"\n", p);
+      std::exit(2);
+    }
+    out.push_back(Variant{CopyPath::kKernel, 0, false, blocks, unroll});
+    p += used;
+    if (*p == ',') ++p;
+  }
+  return out;
+}
+
 }  // namespace
 
 // Called by gpu_bench's main for `--host-tier`.
@@ -315,23 +350,28 @@ void bench_host_tier(bool quick) {
   double h2d = 0, d2h = 0;
   enqueue_floor(compute);
   pcie_limit(static_cast<size_t>(kBatchTokens) * kLayers * 2 * kItem, reps, compute, &h2d, &d2h);
+  const std::vector<Variant> sweep = sweep_variants();
   {
     DeviceKv kv;
     for (HostLayout layout : {HostLayout::kLayerFirst, HostLayout::kPageFirst, HostLayout::kPageFirstDirect,
                               HostLayout::kPageHead}) {
-      bench_layout(kv, layout, {CopyPath::kKernel, 0, false}, reps, h2d, d2h, compute);
+      const auto pool = host_pool(kv, layout);
+      if (!sweep.empty()) {
+        for (const Variant& var : sweep) bench_variant(pool.get(), var, reps, h2d, d2h, compute);
+        continue;
+      }
+      bench_variant(pool.get(), {CopyPath::kKernel, 0, false}, reps, h2d, d2h, compute);
       // The copy engines get one run per piece contiguous on both sides: a (page, layer) block for
       // layer_first and page_first_direct, a token row for page_first (timed a few times: 262K runs a
       // batch), a head's row for page_head (not timed: 2M runs a batch).
       if (layout == HostLayout::kPageHead) continue;
-      bench_layout(kv, layout, {CopyPath::kCopyEngine, 0, false}, layout == HostLayout::kPageFirst ? 3 : reps, h2d, d2h,
-                   compute);
-    }
-    // Kernel loads through the event fallback (a graph of a kernel and an event per layer
-    // group; 1 and 4 layers), against the flags above, in the same run.
-    for (HostLayout layout : {HostLayout::kLayerFirst, HostLayout::kPageFirstDirect}) {
+      bench_variant(pool.get(), {CopyPath::kCopyEngine, 0, false}, layout == HostLayout::kPageFirst ? 3 : reps, h2d,
+                    d2h, compute);
+      // Kernel loads through the event fallback (a graph of a kernel and an event per layer
+      // group; 1 and 4 layers), against the flags above, in the same run.
+      if (layout == HostLayout::kPageFirst) continue;
       for (const Variant& var : {Variant{CopyPath::kKernel, 1, true}, Variant{CopyPath::kKernel, 4, true}}) {
-        bench_layout(kv, layout, var, reps, h2d, d2h, compute);
+        bench_variant(pool.get(), var, reps, h2d, d2h, compute);
       }
     }
   }

@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -146,7 +147,7 @@ struct Rig {
 
   // false (with geometry_error set) when the layout cannot hold the kind (page_head of non-head rows).
   bool build(const Kind& k, HostLayout l, CopyPath path, std::mt19937_64& rng, uint32_t layer_group = 0,
-             bool layer_events = false) {
+             bool layer_events = false, uint32_t copy_unroll = 0, uint32_t load_blocks = 0) {
     kind = k;
     layout = l;
     const uint64_t P = k.page_size;
@@ -184,6 +185,8 @@ struct Rig {
     o.path = path;
     o.layer_group = layer_group;
     o.layer_events = layer_events;
+    o.copy_unroll = copy_unroll;
+    o.load_blocks = load_blocks;
     const Status ts = kvp::host::make_cuda_transfer(gpu_pool.get(), 0, o, &gpu);
     EXPECT_TRUE(ts.is_ok()) << ts.message();
     cpu = kvp::host::make_cpu_transfer(cpu_pool.get());
@@ -250,9 +253,13 @@ TEST(GpuHostTier, ParityWithCpuTransfer) {
         SCOPED_TRACE(std::string(kind.name) + " / " + kvp::host::host_layout_name(layout) + " / " + path_name(path));
         Rig rig;
         // Every other combination loads through the event path (kernel loads: the fallback
-        // without stream memory operations), two layers per launch and event.
+        // without stream memory operations), two layers per launch and event; the others
+        // take turns at the copy kernel's unrolls and load grids (the default, 1 block and
+        // 3 blocks per part).
         const bool events = checked % 2 == 1;
-        if (!rig.build(kind, layout, path, rng, events ? 2 : 1, events)) {
+        const uint32_t unroll = events ? 0 : std::array<uint32_t, 3>{0, 8, 16}[checked / 2 % 3];
+        const uint32_t blocks = events ? 0 : std::array<uint32_t, 3>{0, 1, 3}[checked / 6 % 3];
+        if (!rig.build(kind, layout, path, rng, events ? 2 : 1, events, unroll, blocks)) {
           // Only page_head may refuse, and only rows that are not whole heads.
           ASSERT_EQ(layout, HostLayout::kPageHead) << rig.geometry_error;
           ASSERT_FALSE(rig.geometry_error.empty());

@@ -1,0 +1,23 @@
+// Between a host-tier page and a stored page's payload (page_format.hpp): the
+// payload holds, for each row kind of the tier (HostGeometry::parts, in order),
+// for each tiered layer, the page's rows in token order (a per-page row kind: its
+// one row), each row whole as the device holds it (page_head pieces joined). The
+// host layout decides only where the bytes are read from or written to.
+#pragma once
+
+#include <cstdint>
+
+#include "host/host_geometry.hpp"
+
+namespace kvp::storage {
+
+// Payload bytes of one page of this tier.
+uint64_t page_payload_bytes(const host::HostGeometry& g);
+
+// Copies host page `page` of the host buffer at `host` into `payload` (page_payload_bytes long).
+void gather_page(const host::HostGeometry& g, const uint8_t* host, int64_t page, uint8_t* payload);
+
+// The inverse: writes `payload` into host page `page`.
+void scatter_page(const host::HostGeometry& g, uint8_t* host, int64_t page, const uint8_t* payload);
+
+}  // namespace kvp::storage

@@ -1,0 +1,279 @@
+#include "storage/storage_tier.hpp"
+
+#include <algorithm>
+
+#include "storage/page_codec.hpp"
+
+namespace kvp::storage {
+namespace {
+
+constexpr size_t kBatchPages = 128;               // SGLang's storage_batch_size
+constexpr size_t kStagingBytes = size_t(64) << 20;  // per thread
+
+}  // namespace
+
+StorageTier::StorageTier(std::unique_ptr<BlobStore> store, const host::HostGeometry& geometry, uint8_t* host)
+    : store_(std::move(store)),
+      g_(geometry),
+      host_(host),
+      payload_bytes_(page_payload_bytes(geometry)),
+      stored_bytes_(stored_page_bytes(payload_bytes_)) {
+  backup_thread_ = std::thread([this] { backup_loop(); });
+  prefetch_thread_ = std::thread([this] { prefetch_loop(); });
+}
+
+StorageTier::~StorageTier() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  backup_thread_.join();
+  prefetch_thread_.join();
+}
+
+size_t StorageTier::batch_pages() const {
+  return std::max<size_t>(1, std::min(kBatchPages, kStagingBytes / stored_bytes_));
+}
+
+uint64_t StorageTier::backup(std::vector<int64_t> pages, std::vector<cache::Digest> digests, const Fingerprint& fp) {
+  uint64_t id = 0;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    id = next_id_++;
+    backups_.push_back(BackupJob{id, std::move(pages), std::move(digests), fp});
+  }
+  counters_.backups.fetch_add(1, std::memory_order_relaxed);
+  wake_.notify_all();
+  return id;
+}
+
+void StorageTier::take_finished_backups(std::vector<uint64_t>* ids) {
+  std::lock_guard<std::mutex> lk(mu_);
+  ids->insert(ids->end(), finished_backups_.begin(), finished_backups_.end());
+  finished_backups_.clear();
+}
+
+size_t StorageTier::backups_queued() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return backups_.size() + (backup_running_ ? 1 : 0);
+}
+
+void StorageTier::backup_loop() {
+  for (;;) {
+    BackupJob job;
+    {
+      std::unique_lock<std::mutex> lk(mu_);
+      wake_.wait(lk, [this] { return stopping_ || !backups_.empty(); });
+      if (stopping_) return;
+      job = std::move(backups_.front());
+      backups_.pop_front();
+      backup_running_ = true;
+    }
+    run_backup(job);
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      finished_backups_.push_back(job.id);
+      backup_running_ = false;
+    }
+    idle_.notify_all();
+  }
+}
+
+void StorageTier::run_backup(const BackupJob& job) {
+  const size_t per = batch_pages(), n = job.pages.size();
+  std::vector<uint8_t> staging(per * stored_bytes_);
+  std::vector<std::string> keys(per);
+  std::vector<const uint8_t*> values(per);
+  std::vector<size_t> sizes(per, stored_bytes_);
+  std::vector<BlobResult> results(per);
+  for (size_t i = 0; i < per; ++i) values[i] = staging.data() + i * stored_bytes_;
+  for (size_t start = 0; start < n && !stopping_; start += per) {
+    const size_t k = std::min(per, n - start);
+    for (size_t i = 0; i < k; ++i) {
+      uint8_t* page = staging.data() + i * stored_bytes_;
+      gather_page(g_, host_, job.pages[start + i], page + kPageHeaderBytes);
+      seal_page(page, payload_bytes_, job.fp, job.digests[start + i]);
+      keys[i] = page_key(job.fp, job.digests[start + i]);
+    }
+    store_->put(keys.data(), values.data(), sizes.data(), k, results.data());
+    const size_t ok = size_t(std::count(results.begin(), results.begin() + long(k), BlobResult::kOk));
+    counters_.backup_pages.fetch_add(ok, std::memory_order_relaxed);
+    counters_.backup_bytes.fetch_add(ok * stored_bytes_, std::memory_order_relaxed);
+    if (ok < k) {  // as SGLang: a job stops at its first failed batch; the rest is not tried
+      counters_.backup_pages_failed.fetch_add(n - start - ok, std::memory_order_relaxed);
+      return;
+    }
+  }
+}
+
+uint64_t StorageTier::prefetch(std::vector<int64_t> pages, std::vector<cache::Digest> digests, const Fingerprint& fp,
+                               size_t min_pages) {
+  auto job = std::make_shared<PrefetchJob>();
+  job->pages = std::move(pages);
+  job->digests = std::move(digests);
+  job->fp = fp;
+  job->min_pages = min_pages;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    job->id = next_id_++;
+    prefetch_queue_.push_back(job);
+    prefetch_jobs_.emplace(job->id, job);
+  }
+  counters_.prefetches.fetch_add(1, std::memory_order_relaxed);
+  wake_.notify_all();
+  return job->id;
+}
+
+StorageTier::Progress StorageTier::progress(uint64_t id) const {
+  Progress p;
+  std::lock_guard<std::mutex> lk(mu_);
+  const auto it = prefetch_jobs_.find(id);
+  if (it == prefetch_jobs_.end()) return p;
+  const PrefetchJob& job = *it->second;
+  p.known = true;
+  p.done = job.done.load(std::memory_order_acquire);
+  p.revoked = job.revoked.load(std::memory_order_acquire);
+  p.searched = job.searched.load(std::memory_order_acquire);
+  p.hit_pages = job.hit_pages.load(std::memory_order_acquire);
+  p.loaded_pages = job.loaded.load(std::memory_order_acquire);
+  p.pages = job.pages.size();
+  return p;
+}
+
+size_t StorageTier::finish_prefetch(uint64_t id) {
+  std::lock_guard<std::mutex> lk(mu_);
+  const auto it = prefetch_jobs_.find(id);
+  if (it == prefetch_jobs_.end()) return 0;
+  std::shared_ptr<PrefetchJob> job = it->second;
+  prefetch_jobs_.erase(it);
+  job->stop.store(true, std::memory_order_release);
+  const auto queued = std::find(prefetch_queue_.begin(), prefetch_queue_.end(), job);
+  const bool never_started = queued != prefetch_queue_.end();
+  if (never_started) prefetch_queue_.erase(queued);
+  // Read after `stop`: the worker publishes a page only after writing it, so pages
+  // [0, taken) are whole; it may still write pages past them until it is done.
+  job->taken = job->loaded.load(std::memory_order_acquire);
+  if (never_started || job->done.load(std::memory_order_acquire)) {
+    released_.insert(released_.end(), job->pages.begin() + long(job->taken), job->pages.end());
+  } else {
+    letting_go_.push_back(job);
+  }
+  return job->taken;
+}
+
+void StorageTier::take_released(std::vector<int64_t>* pages) {
+  std::lock_guard<std::mutex> lk(mu_);
+  size_t kept = 0;
+  for (auto& job : letting_go_) {
+    if (job->done.load(std::memory_order_acquire)) {
+      released_.insert(released_.end(), job->pages.begin() + long(job->taken), job->pages.end());
+    } else {
+      letting_go_[kept++] = std::move(job);
+    }
+  }
+  letting_go_.resize(kept);
+  pages->insert(pages->end(), released_.begin(), released_.end());
+  released_.clear();
+}
+
+void StorageTier::prefetch_loop() {
+  for (;;) {
+    std::shared_ptr<PrefetchJob> job;
+    {
+      std::unique_lock<std::mutex> lk(mu_);
+      wake_.wait(lk, [this] { return stopping_ || !prefetch_queue_.empty(); });
+      if (stopping_) return;
+      job = prefetch_queue_.front();
+      prefetch_queue_.pop_front();
+      prefetch_running_ = true;
+    }
+    run_prefetch(*job);
+    job->done.store(true, std::memory_order_release);
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      prefetch_running_ = false;
+    }
+    idle_.notify_all();
+  }
+}
+
+void StorageTier::run_prefetch(PrefetchJob& job) {
+  const size_t n = job.pages.size();
+  std::vector<std::string> keys(n);
+  for (size_t i = 0; i < n; ++i) keys[i] = page_key(job.fp, job.digests[i]);
+  // How far the stored prefix goes: existence first, in batches, so a short hit reads nothing.
+  size_t hits = 0;
+  for (size_t start = 0; start < n && !stopping_ && !job.stop.load(std::memory_order_acquire);
+       start += kBatchPages) {
+    const size_t k = std::min(kBatchPages, n - start);
+    const size_t found = store_->exists_prefix(keys.data() + start, k);
+    hits += found;
+    if (found < k) break;
+  }
+  job.hit_pages.store(hits, std::memory_order_release);
+  job.searched.store(true, std::memory_order_release);
+  counters_.prefetch_hit_pages.fetch_add(hits, std::memory_order_relaxed);
+  if (hits == 0 || hits < job.min_pages) {
+    job.revoked.store(true, std::memory_order_release);
+    counters_.prefetches_revoked.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  const size_t per = batch_pages();
+  std::vector<uint8_t> staging(per * stored_bytes_);
+  std::vector<uint8_t*> dst(per);
+  std::vector<size_t> capacity(per, stored_bytes_), sizes(per);
+  std::vector<BlobResult> results(per);
+  for (size_t i = 0; i < per; ++i) dst[i] = staging.data() + i * stored_bytes_;
+  for (size_t start = 0; start < hits; start += per) {
+    if (stopping_ || job.stop.load(std::memory_order_acquire)) return;
+    const size_t k = std::min(per, hits - start);
+    store_->get(keys.data() + start, dst.data(), capacity.data(), k, sizes.data(), results.data());
+    for (size_t i = 0; i < k; ++i) {
+      if (results[i] != BlobResult::kOk) {  // gone since exists, or failed: the prefix ends here
+        counters_.read_failures.fetch_add(1, std::memory_order_relaxed);
+        return;
+      }
+      const PageCheck check = check_page(dst[i], sizes[i], job.fp, job.digests[start + i], payload_bytes_);
+      if (check != PageCheck::kOk) {
+        auto& counter = check == PageCheck::kTruncated ? counters_.pages_truncated
+                        : check == PageCheck::kCorrupt ? counters_.pages_corrupt
+                                                       : counters_.pages_foreign;
+        counter.fetch_add(1, std::memory_order_relaxed);
+        return;
+      }
+      scatter_page(g_, host_, job.pages[start + i], dst[i] + kPageHeaderBytes);
+      job.loaded.store(start + i + 1, std::memory_order_release);
+      counters_.prefetch_pages.fetch_add(1, std::memory_order_relaxed);
+      counters_.prefetch_bytes.fetch_add(sizes[i], std::memory_order_relaxed);
+    }
+  }
+}
+
+StorageTierStats StorageTier::stats() const {
+  StorageTierStats s;
+  const auto r = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
+  s.backups = r(counters_.backups);
+  s.backup_pages = r(counters_.backup_pages);
+  s.backup_pages_failed = r(counters_.backup_pages_failed);
+  s.backup_bytes = r(counters_.backup_bytes);
+  s.prefetches = r(counters_.prefetches);
+  s.prefetches_revoked = r(counters_.prefetches_revoked);
+  s.prefetch_hit_pages = r(counters_.prefetch_hit_pages);
+  s.prefetch_pages = r(counters_.prefetch_pages);
+  s.prefetch_bytes = r(counters_.prefetch_bytes);
+  s.pages_corrupt = r(counters_.pages_corrupt);
+  s.pages_truncated = r(counters_.pages_truncated);
+  s.pages_foreign = r(counters_.pages_foreign);
+  s.read_failures = r(counters_.read_failures);
+  return s;
+}
+
+void StorageTier::wait_idle() {
+  std::unique_lock<std::mutex> lk(mu_);
+  idle_.wait(lk, [this] {
+    return backups_.empty() && !backup_running_ && prefetch_queue_.empty() && !prefetch_running_;
+  });
+}
+
+}  // namespace kvp::storage

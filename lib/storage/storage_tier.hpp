@@ -1,0 +1,157 @@
+// The storage tier's engine (SGLANG_SEMANTICS §5.5): backups host -> storage and
+// prefetches storage -> host, each on its own background thread, so that no
+// caller's thread ever waits on storage I/O.
+//
+// The tier does not own host pages. A backup reads pages its caller keeps held
+// (pinned) until the backup is reported finished; a prefetch writes pages its
+// caller allocated and keeps until the prefetch is finished. Progress is read
+// without blocking; finishing a prefetch takes the pages that have landed (always
+// a prefix of the asked pages, each one checked) and leaves the rest to the
+// worker, whose release the caller sees through take_released().
+//
+// Pages go in batches of at most 128 pages (SGLang's storage_batch_size) and at
+// most 64 MiB of staging memory per thread.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cache/page_hash.hpp"
+#include "host/host_geometry.hpp"
+#include "storage/blob_store.hpp"
+#include "storage/page_format.hpp"
+#include "storage/page_key.hpp"
+
+namespace kvp::storage {
+
+// Counters of the tier (monotonic), beside the backend's own (BlobStats).
+struct StorageTierStats {
+  uint64_t backups = 0;               // backup jobs queued
+  uint64_t backup_pages = 0;          // pages the backend stored (or already had)
+  uint64_t backup_pages_failed = 0;   // pages the backend failed to store (the job stops at its first failed batch)
+  uint64_t backup_bytes = 0;          // stored bytes written
+  uint64_t prefetches = 0;            // prefetch jobs started
+  uint64_t prefetches_revoked = 0;    // ... dropped: fewer consecutive pages in storage than the threshold
+  uint64_t prefetch_hit_pages = 0;    // pages found in storage (consecutive from each job's start)
+  uint64_t prefetch_pages = 0;        // pages read, checked and written to the host tier
+  uint64_t prefetch_bytes = 0;        // stored bytes read
+  uint64_t pages_corrupt = 0;         // read pages rejected: damaged (checksum, magic, trailing bytes)
+  uint64_t pages_truncated = 0;       // ... shorter than they must be
+  uint64_t pages_foreign = 0;         // ... written by another model, layout version or key
+  uint64_t read_failures = 0;         // pages the backend could not read (error or gone since exists)
+};
+
+class StorageTier {
+ public:
+  // `host`: the host tier's buffer, laid out by `geometry`. Starts the two threads.
+  StorageTier(std::unique_ptr<BlobStore> store, const host::HostGeometry& geometry, uint8_t* host);
+  // Stops the threads after their current batch; queued jobs are dropped.
+  ~StorageTier();
+  StorageTier(const StorageTier&) = delete;
+  StorageTier& operator=(const StorageTier&) = delete;
+
+  BlobStore& store() { return *store_; }
+  uint64_t payload_bytes() const { return payload_bytes_; }
+
+  // ---- backups: host pages -> storage ----
+  // Queues host pages `pages` with their digests (same count) in namespace `fp`; the pages
+  // must stay as they are until take_finished_backups() reports the returned id.
+  uint64_t backup(std::vector<int64_t> pages, std::vector<cache::Digest> digests, const Fingerprint& fp);
+  // Ids of backups finished since the last call (their pages may change again).
+  void take_finished_backups(std::vector<uint64_t>* ids);
+  size_t backups_queued() const;
+
+  // ---- prefetches: storage -> host pages ----
+  // Reads the stored pages of `digests` (in namespace `fp`) into host pages `pages` (same
+  // count), consecutive from the first, stopping at the first page not stored, failing to
+  // read or failing a check. With fewer than `min_pages` consecutive stored pages the job is
+  // revoked (reads nothing). The pages belong to the job until finish_prefetch().
+  uint64_t prefetch(std::vector<int64_t> pages, std::vector<cache::Digest> digests, const Fingerprint& fp,
+                    size_t min_pages);
+  struct Progress {
+    bool known = false;      // the id names a job not yet finished
+    bool done = false;       // the worker is through with it (all read, stopped, or revoked)
+    bool revoked = false;
+    size_t hit_pages = 0;    // consecutive stored pages found (valid once `searched`)
+    bool searched = false;
+    size_t loaded_pages = 0;  // pages [0, loaded) are in the host tier, checked
+    size_t pages = 0;         // pages asked for
+  };
+  Progress progress(uint64_t id) const;
+  // Ends the job now, without waiting: returns the pages landed so far (a prefix of the
+  // asked ones, now the caller's again, with their data). The other pages come back
+  // through take_released() once the worker no longer writes them (at once if done).
+  size_t finish_prefetch(uint64_t id);
+  // Host pages of finished prefetches that the worker has let go of.
+  void take_released(std::vector<int64_t>* pages);
+
+  StorageTierStats stats() const;
+  // Blocks until both queues are empty and no batch runs (tests, pool teardown of a finished run).
+  void wait_idle();
+
+ private:
+  struct BackupJob {
+    uint64_t id;
+    std::vector<int64_t> pages;
+    std::vector<cache::Digest> digests;
+    Fingerprint fp;
+  };
+  struct PrefetchJob {
+    uint64_t id;
+    std::vector<int64_t> pages;
+    std::vector<cache::Digest> digests;
+    Fingerprint fp;
+    size_t min_pages;
+    std::atomic<bool> stop{false};
+    std::atomic<bool> searched{false};
+    std::atomic<bool> revoked{false};
+    std::atomic<bool> done{false};
+    std::atomic<size_t> hit_pages{0};
+    std::atomic<size_t> loaded{0};
+    size_t taken = SIZE_MAX;  // finish_prefetch: pages [taken, size) wait for the worker to let go (main thread only)
+  };
+
+  void backup_loop();
+  void prefetch_loop();
+  void run_backup(const BackupJob& job);
+  void run_prefetch(PrefetchJob& job);
+  size_t batch_pages() const;
+
+  std::unique_ptr<BlobStore> store_;
+  host::HostGeometry g_;
+  uint8_t* host_;
+  uint64_t payload_bytes_;
+  size_t stored_bytes_;
+
+  mutable std::mutex mu_;
+  std::condition_variable wake_, idle_;
+  std::atomic<bool> stopping_{false};
+  uint64_t next_id_ = 1;
+  std::deque<BackupJob> backups_;
+  std::vector<uint64_t> finished_backups_;
+  bool backup_running_ = false;
+  std::deque<std::shared_ptr<PrefetchJob>> prefetch_queue_;
+  std::map<uint64_t, std::shared_ptr<PrefetchJob>> prefetch_jobs_;  // not yet finished by the caller
+  std::vector<std::shared_ptr<PrefetchJob>> letting_go_;            // finished by the caller, worker not done
+  std::vector<int64_t> released_;                                    // pages given back, for take_released()
+  bool prefetch_running_ = false;
+
+  struct Counters {
+    std::atomic<uint64_t> backups{0}, backup_pages{0}, backup_pages_failed{0}, backup_bytes{0};
+    std::atomic<uint64_t> prefetches{0}, prefetches_revoked{0}, prefetch_hit_pages{0}, prefetch_pages{0},
+        prefetch_bytes{0};
+    std::atomic<uint64_t> pages_corrupt{0}, pages_truncated{0}, pages_foreign{0}, read_failures{0};
+  } counters_;
+
+  std::thread backup_thread_, prefetch_thread_;
+};
+
+}  // namespace kvp::storage
