@@ -82,6 +82,7 @@ kvpool_status Driver::call(const char* what, Allowed allowed, bool mutates, cons
     }
     const std::string message = kvpool_last_error();  // taken now: the picture's own calls overwrite it
     if (message.empty()) fail(what, "failed without a message");
+    last_error_ = message;
     const std::string after = picture_now();
     if (after != before) {
       fail(what, "the failed call (" + message + ") changed the pool:\n" +

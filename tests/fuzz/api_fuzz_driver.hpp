@@ -165,6 +165,7 @@ class Driver {
   std::string picture_;  // pool_state() of the current state, while !stale_
   bool stale_ = true;
   std::string last_call_;
+  std::string last_error_;  // the message of the last call that failed (kvpool_last_error is overwritten by the checks)
 };
 
 }  // namespace kvfuzz

@@ -135,7 +135,7 @@ void Driver::host_stats_op() {
   const kvpool_status st =
       call("kvhost_get_stats", {INV, UNS}, false, [&] { return kvhost_get_stats(target, null_out ? nullptr : &s); });
   if (st != KVPOOL_OK) {
-    if (target == pool_ && !too_small && !null_out) fail("kvhost_get_stats", "refused a valid call");
+    if (target == pool_ && !too_small && !null_out) fail("kvhost_get_stats", "refused a valid call: " + last_error_);
     return;
   }
   if (target != pool_ || too_small || null_out) fail("kvhost_get_stats", "accepted a bad call");
@@ -158,7 +158,7 @@ void Driver::host_poll_op() {
   const kvpool_status st =
       call("kvhost_poll", {INV, UNS}, true, [&] { return kvhost_poll(target, wait, null_out ? nullptr : &completed); });
   if (st != KVPOOL_OK) {
-    if (target == pool_) fail("kvhost_poll", "refused a valid call");
+    if (target == pool_) fail("kvhost_poll", "refused a valid call: " + last_error_);
     return;
   }
   if (target != pool_) fail("kvhost_poll", "accepted a pool without a host tier");
@@ -317,7 +317,7 @@ void Driver::host_load_back_op() {
   }
   if (st != KVPOOL_OK) {
     if (target == pool_ && expect_host != SIZE_MAX && !null_slots && null_out == 0 && cap >= need) {
-      fail("kvhost_load_back", std::string("refused the host node of a fresh match: ") + kvpool_last_error());
+      fail("kvhost_load_back", "refused the host node of a fresh match: " + last_error_);
     }
     return;
   }
