@@ -69,10 +69,14 @@ typedef struct kvhost_stats {
   uint64_t bytes_to_host;
   /** Bytes copied host to device. */
   uint64_t bytes_to_device;
+  /** Device tokens that load-backs (kvhost_load_back(), kvseq_begin()) evicted to make room
+   *  for the tokens they load (also when the load is then refused: no room even so). Written
+   *  only when struct_size covers it (callers built before it was added pass less). */
+  uint64_t load_evicted_tokens;
 } kvhost_stats;
 
 /** @brief Initializer for a ::kvhost_stats whose struct_size is set. */
-#define KVHOST_STATS_INIT { (uint32_t)sizeof(kvhost_stats), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
+#define KVHOST_STATS_INIT { (uint32_t)sizeof(kvhost_stats), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
 
 /**
  * @brief The host tier's sizes and counters.
@@ -81,8 +85,11 @@ typedef struct kvhost_stats {
  * kvseq_* / tree call or kvhost_poll(); call kvhost_poll() first for counters that include them.
  *
  * @param[in]  pool A live pool with a host tier.
- * @param[out] out  Receives the figures; out->struct_size must be set (#KVHOST_STATS_INIT).
- * @return #KVPOOL_OK; #KVPOOL_ERR_UNSUPPORTED (no host tier); #KVPOOL_ERR_INVALID_ARGUMENT.
+ * @param[out] out  Receives the figures; out->struct_size must be set (#KVHOST_STATS_INIT). A
+ *                  struct_size that ends before load_evicted_tokens (a caller built before that
+ *                  field) gets the fields before it; the library never writes past struct_size.
+ * @return #KVPOOL_OK; #KVPOOL_ERR_UNSUPPORTED (no host tier); #KVPOOL_ERR_INVALID_ARGUMENT (NULL
+ *         @p out, or struct_size below offsetof(kvhost_stats, load_evicted_tokens)).
  */
 KVPOOL_API kvpool_status kvhost_get_stats(const kvpool *pool, kvhost_stats *out);
 

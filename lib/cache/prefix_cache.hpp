@@ -31,6 +31,7 @@ struct HostTierStats {
   uint64_t load_tokens = 0;      // tokens copied host -> device
   uint64_t loads_refused = 0;    // host hits not loaded (below the threshold, or no device room)
   uint64_t host_evicted_tokens = 0;
+  uint64_t load_evicted_tokens = 0;  // device tokens load_back() evicted to make room
 };
 
 // The storage tier's policy knobs (config::StorageConfig, SGLANG_SEMANTICS §5.5).

@@ -231,6 +231,7 @@ Status PrefixCache::load_back(NodeHandle host_node, std::vector<int64_t>* slots,
     if (allocator_->available_tokens() < tokens) {
       size_t freed = 0;
       const Status st = evict(tokens - allocator_->available_tokens(), &freed);
+      stats_.load_evicted_tokens += freed;  // evicted even when the eviction then failed
       if (!st.is_ok()) {
         (void)tree_.unlock(last);
         return st;

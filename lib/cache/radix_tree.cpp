@@ -477,7 +477,8 @@ int32_t RadixTree::split_visited(int32_t child, size_t at, uint64_t stamp) {
 
 MatchResult RadixTree::match(const int32_t* tokens, size_t n, const std::string& extra_key) {
   MatchResult r;
-  r.last_node = r.last_host_node = root();
+  r.last_node = root();
+  r.last_host_node = root();  // also when nothing can match (host.h: "the root if none")
   n -= n % static_cast<size_t>(page_);
   auto ns = namespaces_.find(extra_key);
   if (n == 0 || ns == namespaces_.end()) return r;

@@ -1,4 +1,5 @@
 // extern "C" entry points of host.h: the host tier (L2) of the radix cache.
+#include <cstddef>
 #include <cstring>
 
 #include "capi/api_util.hpp"
@@ -42,9 +43,11 @@ KVPOOL_API kvpool_status kvhost_get_stats(const kvpool* pool, kvhost_stats* out)
   return with_pool("kvhost_get_stats", pool, [&](kvpool* p) -> Status {
     KVPOOL_RETURN_IF_ERROR(has_tier(p));
     KVPOOL_RETURN_IF_ERROR(check_out(out, "out"));
-    if (out->struct_size < sizeof(kvhost_stats)) {
+    // load_evicted_tokens came later: callers built before it pass the size without it.
+    const size_t before_load_evicted = offsetof(kvhost_stats, load_evicted_tokens);
+    if (out->struct_size < before_load_evicted) {
       return Status::invalid("out->struct_size is " + std::to_string(out->struct_size) + ", expected at least " +
-                             std::to_string(sizeof(kvhost_stats)) + " (use KVHOST_STATS_INIT)");
+                             std::to_string(before_load_evicted) + " (use KVHOST_STATS_INIT)");
     }
     const kvp::cache::PrefixCache& c = *p->cache;
     const kvp::cache::HostTierStats& s = c.tier_stats();
@@ -62,6 +65,7 @@ KVPOOL_API kvpool_status kvhost_get_stats(const kvpool* pool, kvhost_stats* out)
     out->host_evicted_tokens = s.host_evicted_tokens;
     out->bytes_to_host = c.host_transfer()->bytes_to_host();
     out->bytes_to_device = c.host_transfer()->bytes_to_device();
+    if (out->struct_size >= sizeof(kvhost_stats)) out->load_evicted_tokens = s.load_evicted_tokens;
     return Status::ok();
   });
 }

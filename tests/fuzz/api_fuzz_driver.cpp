@@ -2,6 +2,7 @@
 #include "api_fuzz_driver.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 
@@ -29,7 +30,9 @@ std::string Driver::picture_now() const {
   opts.seqs = seqs_;
   opts.rows = rows_;
   opts.row_len = context_;
-  return kvtest::pool_state(pool_, opts);
+  std::string picture = kvtest::pool_state(pool_, opts);
+  if (fam_.host) picture += host_picture();
+  return picture;
 }
 
 const std::string& Driver::picture_before() {
@@ -79,12 +82,14 @@ kvpool_status Driver::call(const char* what, Allowed allowed, bool mutates, cons
     }
     const std::string message = kvpool_last_error();  // taken now: the picture's own calls overwrite it
     if (message.empty()) fail(what, "failed without a message");
+    last_error_ = message;
     const std::string after = picture_now();
     if (after != before) {
       fail(what, "the failed call (" + message + ") changed the pool:\n" +
                      kvtest::first_difference(before, after));
     }
-  } else if (mutates) {
+  } else if (mutates || fam_.host) {
+    // Host tier: the picture holds the known nodes' states, which a match changes (splits).
     stale_ = true;
     if (!own_call_) backup_dirty_ = true;
   }
@@ -109,11 +114,27 @@ void Driver::run() {
       &Driver::alloc_decode,     &Driver::alloc_swa,         &Driver::alloc_group,
       &Driver::alloc_backup_restore, &Driver::alloc_merge,   &Driver::mamba_alloc_free,
   };
+  // Host tier: its ops follow the others, so every other op keeps its index (and the seeds their meaning).
+  static const Op host_ops[] = {
+      &Driver::host_stats_op,      &Driver::host_poll_op,       &Driver::host_stream_op,
+      &Driver::host_load_set_op,   &Driver::host_wait_layer_op, &Driver::host_match_op,
+      &Driver::host_match_op,      &Driver::host_load_back_op,  &Driver::host_load_back_op,
+      &Driver::host_evict_op,      &Driver::host_node_state_op, &Driver::host_request_op,
+      &Driver::host_request_op,
+  };
   constexpr size_t kOps = sizeof(ops) / sizeof(ops[0]);
+  constexpr size_t kHostOps = sizeof(host_ops) / sizeof(host_ops[0]);
+  const size_t op_count = fam_.host ? kOps + kHostOps : kOps;
   constexpr size_t kMaxOps = 256;  // bounds one execution's time
   check_pool("kvpool_create");
+  if (fam_.host) counters_ = host_stats();
   for (size_t n = 0; n < kMaxOps && !in_.done(); ++n) {
-    (this->*ops[in_.u8() % kOps])();
+    const size_t op = in_.u8() % op_count;
+    if (op < kOps) {
+      (this->*ops[op])();
+    } else {
+      (this->*host_ops[op - kOps])();
+    }
     if (!stale_ || n % 8 == 0) check_accounting();
   }
   // Tear down through the API as an engine would; everything must come back.
@@ -121,6 +142,35 @@ void Driver::run() {
     if (kvseq_abort(pool_, s) != KVPOOL_OK) fail("kvseq_abort (teardown)", kvpool_last_error());
   }
   seqs_.clear();
+  if (fam_.host) {
+    // With every lock the driver took undone, the whole tree can leave the device and then the host.
+    for (const auto& [node, n] : locks_) {
+      for (int i = 0; i < n; ++i) {
+        if (radix_unlock(pool_, node) != KVPOOL_OK) fail("radix_unlock (teardown)", kvpool_last_error());
+      }
+    }
+    locks_.clear();
+    size_t done = 0, evicted = 0;
+    if (kvhost_poll(pool_, 1, &done) != KVPOOL_OK) fail("kvhost_poll (teardown)", kvpool_last_error());
+    if (radix_evict(pool_, SIZE_MAX, &evicted) != KVPOOL_OK) fail("radix_evict (teardown)", kvpool_last_error());
+    if (device_tokens() != 0) fail("radix_evict (teardown)", "device tokens left in an unlocked tree");
+    check_pool("radix_evict (teardown)");
+    const kvhost_stats end = host_stats();  // before the teardown's host eviction
+    if (std::getenv("KVFUZZ_TRACE") != nullptr) {
+      std::fprintf(stderr, "host tier: %llu backups, %llu loads (%llu tokens), %llu refused, %llu load-evicted, %llu host-evicted\n",
+                   static_cast<unsigned long long>(end.backups), static_cast<unsigned long long>(end.loads),
+                   static_cast<unsigned long long>(end.load_tokens), static_cast<unsigned long long>(end.loads_refused),
+                   static_cast<unsigned long long>(end.load_evicted_tokens),
+                   static_cast<unsigned long long>(end.host_evicted_tokens));
+    }
+    if (kvhost_evict(pool_, SIZE_MAX, &evicted) != KVPOOL_OK) fail("kvhost_evict (teardown)", kvpool_last_error());
+    const kvhost_stats s = host_stats();
+    if (s.used_tokens != 0 || s.host_only_tokens != 0 || s.copies_in_flight != 0) {
+      fail("kvhost_evict (teardown)", "host tokens left: used " + std::to_string(s.used_tokens) + ", host-only " +
+                                          std::to_string(s.host_only_tokens) + ", copies in flight " +
+                                          std::to_string(s.copies_in_flight));
+    }
+  }
   check_pool("teardown");
 }
 

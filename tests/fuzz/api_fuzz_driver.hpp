@@ -35,6 +35,7 @@ struct Family {
   bool swa = false;            // attention "swa": window pool, radix_*_swa
   bool mamba = false;          // attention "hybrid_linear": state slots, radix_*_mamba
   bool direct_alloc = true;    // may call kvalloc_* / kvpool_mamba_alloc (else kvseq/radix only)
+  bool host = false;           // a host tier (host_cache): the kvhost_* ops join the op table
 };
 
 // Creates a pool from `json` (which must succeed: the targets only pick valid
@@ -108,6 +109,22 @@ class Driver {
   void seq_retract();
   void seq_query();
   void after_tree_change();  // a call that may free tree slots was made
+  // Host tier (api_fuzz_ops_host.cpp). Each op also aims some calls at a pool without a
+  // tier or at NULL (host_target), which must fail.
+  void host_stats_op();
+  void host_poll_op();
+  void host_stream_op();
+  void host_load_set_op();
+  void host_wait_layer_op();
+  void host_match_op();
+  void host_load_back_op();
+  void host_evict_op();
+  void host_node_state_op();
+  void host_request_op();  // begin, extend, finish in one op (fills the tree)
+  kvpool* host_target();                   // pool_ mostly; else NULL or a pool without a host tier
+  kvhost_stats host_stats();               // kvhost_get_stats of pool_ (must succeed)
+  size_t device_tokens();                  // radix_sizes' total: the tree's device tokens
+  std::string host_picture() const;        // the tier's part of picture_now()
 
   kvpool* pool_;
   Family fam_;
@@ -134,6 +151,8 @@ class Driver {
   // lock whatever a match returned, the root included.
   uint64_t root_ = 0;
   bool direct_ = false;            // a kvalloc/mamba allocation succeeded (accounting identity no longer holds)
+  int32_t load_set_ = 0;           // host tier: the load set kvhost_load_set must report
+  kvhost_stats counters_{};        // host tier: the last counters seen (they never go down)
 
   // kvalloc_backup: the model at the snapshot; `dirty` once a call other than the
   // driver's own kvalloc_* changed the allocator (restoring would then revert a
@@ -146,6 +165,7 @@ class Driver {
   std::string picture_;  // pool_state() of the current state, while !stale_
   bool stale_ = true;
   std::string last_call_;
+  std::string last_error_;  // the message of the last call that failed (kvpool_last_error is overwritten by the checks)
 };
 
 }  // namespace kvfuzz

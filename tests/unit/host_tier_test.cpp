@@ -155,6 +155,140 @@ TEST(HostTier, WriteThroughBacksUpOnInsertAndLoadsBackTheSameBytes) {
   expect_consistent(pool);
 }
 
+// Device tokens of the tree (radix_sizes: evictable + protected).
+size_t device_tokens(kvpool* pool) {
+  size_t evictable = 0, protected_len = 0, total = 0;
+  EXPECT_EQ(radix_sizes(pool, &evictable, &protected_len, &total), KVPOOL_OK) << kvpool_last_error();
+  return total;
+}
+
+TEST(HostTier, LoadBackCountsTheDeviceTokensItEvicts) {
+  // 64 device tokens (16 pages of 4). A 16-token key goes to the host, then four others
+  // fill the device: loading the key back must evict exactly one 16-token node (lru).
+  Pool pool(tier_config(4, 64, 4.0, "write_through"));
+  const std::vector<int32_t> key = tokens_from(100, 16);
+  const uint64_t node = insert_fresh(pool, key);
+  size_t evicted = 0;
+  ASSERT_EQ(radix_evict(pool, 16, &evicted), KVPOOL_OK);
+  ASSERT_EQ(evicted, 16u);
+  std::vector<std::vector<int32_t>> fill;
+  std::vector<uint64_t> fill_nodes;
+  for (int32_t k = 0; k < 4; ++k) {
+    fill.push_back(tokens_from(1000 * (k + 1), 16));
+    fill_nodes.push_back(insert_fresh(pool, fill.back()));
+  }
+  ASSERT_EQ(kvtest::available(pool), 0u);
+  EXPECT_EQ(stats(pool).load_evicted_tokens, 0u) << "radix_evict is not a load-back";
+
+  Tiered m = match(pool, key);
+  ASSERT_EQ(m.host, 16u);
+  std::vector<int64_t> slots(16);
+  size_t loaded = 0;
+  uint64_t back = 0;
+  ASSERT_EQ(kvhost_load_back(pool, m.host_node, slots.data(), slots.size(), &loaded, &back), KVPOOL_OK) << kvpool_last_error();
+  ASSERT_EQ(loaded, 16u);
+  EXPECT_EQ(back, node);
+  kvhost_stats s = stats(pool);
+  EXPECT_EQ(s.load_evicted_tokens, 16u);
+  EXPECT_EQ(s.loads, 1u);
+  EXPECT_EQ(device_tokens(pool), 64u) << "16 evicted, 16 loaded";
+  int32_t on_device = 1, on_host = 0;
+  node_state(pool, fill_nodes[0], &on_device, &on_host);
+  EXPECT_EQ(on_device, 0) << "the least recently used key made the room";
+  EXPECT_EQ(on_host, 1);
+  expect_kv(pool, slots, std::vector<uint64_t>(key.begin(), key.end()));
+  expect_consistent(pool);
+
+  // kvseq_begin loads a host hit back the same way, and counts what it evicts.
+  std::vector<int32_t> prompt = fill[0];
+  prompt.push_back(7);
+  uint64_t seq = 0;
+  size_t cached = 0;
+  ASSERT_EQ(kvseq_begin(pool, prompt.data(), prompt.size(), nullptr, &seq, &cached), KVPOOL_OK) << kvpool_last_error();
+  EXPECT_EQ(cached, 16u);
+  s = stats(pool);
+  EXPECT_EQ(s.load_evicted_tokens, 32u);
+  EXPECT_EQ(s.loads, 2u);
+  node_state(pool, fill_nodes[1], &on_device, &on_host);
+  EXPECT_EQ(on_device, 0) << "the next key in lru order";
+
+  // A load that cannot get room even after evicting everything unlocked is refused; the
+  // tokens it evicted trying are counted all the same. Lock all but one 16-token key,
+  // send the request's key (and the loaded one) to the host and fill with locked keys.
+  ASSERT_EQ(kvseq_abort(pool, seq), KVPOOL_OK);
+  ASSERT_EQ(radix_evict(pool, 64, &evicted), KVPOOL_OK);
+  ASSERT_EQ(device_tokens(pool), 0u);
+  std::vector<uint64_t> locked;
+  for (int32_t k = 0; k < 3; ++k) {
+    locked.push_back(insert_fresh(pool, tokens_from(50000 + 1000 * k, 16)));
+    ASSERT_EQ(radix_lock(pool, locked.back()), KVPOOL_OK);
+  }
+  insert_fresh(pool, tokens_from(60000, 8));  // the one unlocked node: 8 tokens, too few for 16
+  std::vector<int64_t> spare = kvtest::alloc(pool, 8);  // the rest of the device, held by the caller
+  ASSERT_EQ(kvtest::available(pool), 0u);
+  const kvhost_stats before = stats(pool);
+  m = match(pool, key);
+  ASSERT_EQ(m.host, 16u);
+  ASSERT_EQ(kvhost_load_back(pool, m.host_node, slots.data(), slots.size(), &loaded, &back), KVPOOL_OK) << kvpool_last_error();
+  EXPECT_EQ(loaded, 0u) << "8 evictable tokens are not room for 16";
+  s = stats(pool);
+  EXPECT_EQ(s.loads_refused, before.loads_refused + 1);
+  EXPECT_EQ(s.load_evicted_tokens, before.load_evicted_tokens + 8);
+  EXPECT_EQ(s.loads, before.loads);
+  EXPECT_EQ(device_tokens(pool), 48u);
+  kvtest::free_slots(pool, spare);
+  for (uint64_t n : locked) ASSERT_EQ(radix_unlock(pool, n), KVPOOL_OK);
+
+  // A caller built before load_evicted_tokens passes a smaller struct: the fields before
+  // it are written, the new one is not; one byte less than that is refused.
+  kvhost_stats old = KVHOST_STATS_INIT;
+  old.struct_size = static_cast<uint32_t>(offsetof(kvhost_stats, load_evicted_tokens));
+  old.load_evicted_tokens = 12345;
+  ASSERT_EQ(kvhost_get_stats(pool, &old), KVPOOL_OK) << kvpool_last_error();
+  EXPECT_EQ(old.load_evicted_tokens, 12345u);
+  EXPECT_EQ(old.loads_refused, s.loads_refused);
+  EXPECT_EQ(old.bytes_to_device, s.bytes_to_device);
+  EXPECT_EQ(old.struct_size, offsetof(kvhost_stats, load_evicted_tokens)) << "the caller's size is kept";
+  old.struct_size -= 1;
+  EXPECT_EQ(kvhost_get_stats(pool, &old), KVPOOL_ERR_INVALID_ARGUMENT);
+  expect_consistent(pool);
+}
+
+TEST(HostTier, MatchOfNothingReturnsTheRootForBothNodes) {
+  // Found by the host fuzz target: a key shorter than a page, an empty key or a namespace
+  // the tree has never seen returned host_node 0, which kvhost_load_back refused as stale;
+  // host.h promises the root, which loads nothing.
+  Pool pool(tier_config(4, 64, 4.0, "write_through"));
+  insert_fresh(pool, tokens_from(1, 8));
+  const std::vector<int32_t> short_key = {1, 2, 3}, key = tokens_from(1, 8), none;
+  struct Case {
+    const std::vector<int32_t>* tokens;
+    const char* extra_key;
+  };
+  for (const Case& c : {Case{&short_key, nullptr}, Case{&none, nullptr}, Case{&key, "never-inserted"}}) {
+    std::vector<int64_t> slots(8);
+    size_t matched = 9, host_matched = 9;
+    uint64_t node = 0, host_node = 0;
+    ASSERT_EQ(kvhost_match(pool, c.tokens->data(), c.tokens->size(), c.extra_key, slots.data(), slots.size(), &matched,
+                           &host_matched, &node, &host_node),
+              KVPOOL_OK)
+        << kvpool_last_error();
+    EXPECT_EQ(matched, 0u);
+    EXPECT_EQ(host_matched, 0u);
+    EXPECT_EQ(host_node, node) << "both are the root";
+    size_t plain = 9;
+    uint64_t root = 0;
+    ASSERT_EQ(radix_match(pool, key.data(), 0, nullptr, slots.data(), slots.size(), &plain, &root), KVPOOL_OK);
+    EXPECT_EQ(node, root);
+    size_t loaded = 9;
+    uint64_t back = 0;
+    ASSERT_EQ(kvhost_load_back(pool, host_node, slots.data(), slots.size(), &loaded, &back), KVPOOL_OK) << kvpool_last_error();
+    EXPECT_EQ(loaded, 0u);
+    EXPECT_EQ(back, root);
+  }
+  expect_consistent(pool);
+}
+
 TEST(HostTier, SelectiveWriteThroughCopiesOnTheSecondHit) {
   Pool pool(tier_config(4, 64, 4.0, "write_through_selective"));
   const std::vector<int32_t> key = tokens_from(1, 8);

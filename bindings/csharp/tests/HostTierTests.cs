@@ -109,6 +109,24 @@ namespace KvPool.Tests {
     }
 
     [Test]
+    public void LoadBackCountsDeviceEvictions() {
+      using (Pool pool = new Pool(Host)) {
+        int[] key = PrefixCacheTests.Tokens(500, 16);
+        InsertHostOnly(pool, key);
+        // Fill the device (128 tokens) with eight 16-token keys: the load-back must evict one.
+        for (int k = 0; k < 8; k++) {
+          pool.Insert(PrefixCacheTests.Tokens(1000 * (k + 1), 16), pool.Alloc(16));
+        }
+        Assert.AreEqual(0UL, pool.HostStats().LoadEvictedTokens);
+        HostLoadResult loaded = pool.HostLoadBack(pool.HostMatch(key).HostNode);
+        Assert.AreEqual(16, loaded.Loaded, loaded.ToString());
+        HostStats s = pool.HostStats();
+        Assert.AreEqual(16UL, s.LoadEvictedTokens);
+        Assert.AreEqual(1UL, s.Loads);
+      }
+    }
+
+    [Test]
     public void BeginReportsHostHit() {
       int[] prompt = PrefixCacheTests.Tokens(700, 17);
       using (Pool pool = new Pool(Host)) {

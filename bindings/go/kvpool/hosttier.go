@@ -33,6 +33,7 @@ type HostStats struct {
 	HostEvictedTokens uint64 // host tokens freed by host eviction
 	BytesToHost       uint64 // bytes copied device to host
 	BytesToDevice     uint64 // bytes copied host to device
+	LoadEvictedTokens uint64 // device tokens that load-backs (HostLoadBack, Begin) evicted to make room
 }
 
 // HostMatchResult is what HostMatch found: the device part of the match (as
@@ -76,6 +77,7 @@ func (p *Pool) HostStats() (HostStats, error) {
 		HostEvictedTokens: s.GetHost_evicted_tokens(),
 		BytesToHost:       s.GetBytes_to_host(),
 		BytesToDevice:     s.GetBytes_to_device(),
+		LoadEvictedTokens: s.GetLoad_evicted_tokens(),
 	}, nil
 }
 

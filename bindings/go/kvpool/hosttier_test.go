@@ -195,6 +195,32 @@ func TestHostTierEvictMatchLoadBack(t *testing.T) {
 	}
 }
 
+func TestHostTierLoadBackCountsDeviceEvictions(t *testing.T) {
+	p := open(t, hostConfig)
+	key := tokenRange(500, 16)
+	insertHostOnly(t, p, key)
+	// Fill the device (128 tokens) with eight 16-token keys: the load-back must evict one.
+	for k := 0; k < 8; k++ {
+		slots, err := p.Alloc(16)
+		must(t, err)
+		_, _, err = p.Insert(tokenRange(int32(1000*(k+1)), 16), slots, "", 0)
+		must(t, err)
+	}
+	if s := hostStats(t, p); s.LoadEvictedTokens != 0 {
+		t.Fatalf("HostStats before any load-back = %+v, want LoadEvictedTokens 0", s)
+	}
+	m, err := p.HostMatch(key, "")
+	must(t, err)
+	slots, _, err := p.HostLoadBack(m.HostNode)
+	must(t, err)
+	if len(slots) != 16 {
+		t.Fatalf("HostLoadBack loaded %d tokens, want 16", len(slots))
+	}
+	if s := hostStats(t, p); s.LoadEvictedTokens != 16 || s.Loads != 1 {
+		t.Fatalf("HostStats after a load-back into a full device = %+v, want LoadEvictedTokens 16", s)
+	}
+}
+
 func TestHostTierBeginReportsHostHit(t *testing.T) {
 	p := open(t, hostConfig)
 	prompt := tokenRange(700, 17)

@@ -134,6 +134,24 @@ public class HostTierTest {
   }
 
   @Test
+  public void loadBackCountsDeviceEvictions() {
+    try (Pool pool = new Pool(HOST)) {
+      int[] key = PrefixCacheTest.tokens(500, 16);
+      insertHostOnly(pool, key);
+      // Fill the device (128 tokens) with eight 16-token keys: the load-back must evict one.
+      for (int k = 0; k < 8; k++) {
+        pool.insert(PrefixCacheTest.tokens(1000 * (k + 1), 16), pool.alloc(16));
+      }
+      assertEquals(0, pool.hostStats().getLoadEvictedTokens());
+      HostLoadResult loaded = pool.hostLoadBack(pool.hostMatch(key, null).getHostNode());
+      assertEquals(loaded.toString(), 16, loaded.getLoaded());
+      HostStats s = pool.hostStats();
+      assertEquals(16, s.getLoadEvictedTokens());
+      assertEquals(1, s.getLoads());
+    }
+  }
+
+  @Test
   public void beginReportsHostHit() {
     int[] prompt = PrefixCacheTest.tokens(700, 17);
     try (Pool pool = new Pool(HOST)) {
