@@ -31,6 +31,7 @@ void PrefixCache::enable_storage(storage::StorageTier* tier, std::string identit
   host_pins_.assign(pages, 0);
   host_freed_.assign(pages, 0);
   from_storage_.assign(pages, 0);
+  pages_scratch_.reserve(pages);  // release_host() and drain_storage() then never allocate
 }
 
 const storage::Fingerprint& PrefixCache::namespace_fingerprint(const std::string& extra_key) {
@@ -71,6 +72,7 @@ void PrefixCache::store_nodes(const std::vector<NodeHandle>& nodes) noexcept {
       }
       if (pages.empty()) continue;
       storage_backups_.reserve(storage_backups_.size() + 1);
+      finished_scratch_.reserve(storage_backups_.size() + 1);  // drain_storage() takes them all without allocating
       std::vector<int64_t> pinned = pages;
       const uint64_t id = storage_->backup(std::move(pages), std::move(digests), namespace_fingerprint(space));
       for (int64_t p : pinned) ++host_pins_[static_cast<size_t>(p)];
@@ -102,6 +104,8 @@ void PrefixCache::release_host(const int64_t* pages, size_t n) {
   (void)host_->free(now.data(), now.size());
 }
 
+// Allocates nothing (the scratch vectors are reserved), so ids taken from the tier are
+// always applied: a pin never outlives its backup.
 void PrefixCache::drain_storage() {
   finished_scratch_.clear();
   storage_->take_finished_backups(&finished_scratch_);
@@ -158,6 +162,7 @@ Status PrefixCache::prefetch(const int32_t* tokens, size_t n, const std::string&
     ++storage_stats_.prefetches_skipped;
     return Status::ok();
   }
+  storage_->start();  // may throw: before anything is taken
   PrefetchOp op;
   op.tokens.assign(tokens, tokens + n);
   op.extra_key = extra_key;
@@ -178,7 +183,12 @@ Status PrefixCache::prefetch(const int32_t* tokens, size_t n, const std::string&
   op.started_s = now_s();
   op.timeout_s = storage_options_.timeout_base_s +
                  static_cast<double>(asked) / 1024.0 * storage_options_.timeout_per_ki_token_s;
-  *id = storage_->prefetch(op.pages, op.digests, namespace_fingerprint(extra_key), min_pages);
+  try {
+    *id = storage_->prefetch(op.pages, op.digests, namespace_fingerprint(extra_key), min_pages);
+  } catch (...) {  // out of memory: the host pages go back, nothing started
+    (void)host_->free(op.pages.data(), op.pages.size());
+    throw;
+  }
   storage_held_pages_ += pages;
   prefetch_tokens_held_ += asked;
   ++storage_stats_.prefetches;

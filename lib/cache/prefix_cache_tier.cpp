@@ -44,7 +44,6 @@ Status PrefixCache::release_landed(size_t* completed) {
   *completed = 0;
   if (storage_ != nullptr) drain_storage();
   size_t kept = 0;
-  std::vector<NodeHandle> landed_backups;
   for (size_t i = 0; i < in_flight_.size(); ++i) {
     InFlight& f = in_flight_[i];
     if (!transfer_->finished(f.ticket)) {
@@ -56,11 +55,10 @@ Status PrefixCache::release_landed(size_t* completed) {
       const Status st = tree_.unlock(h);  // locked by us at the start of the copy: cannot fail
       if (!st.is_ok()) return Status::internal("host tier: " + st.message());
     }
-    if (f.backup && storage_ != nullptr) landed_backups.insert(landed_backups.end(), f.locked.begin(), f.locked.end());
+    if (f.backup && storage_ != nullptr) store_nodes(f.locked);  // best effort, never throws
     ++*completed;
   }
   in_flight_.resize(kept);
-  if (!landed_backups.empty()) store_nodes(landed_backups);
   return Status::ok();
 }
 
@@ -173,9 +171,18 @@ Status PrefixCache::evict_tiered(size_t tokens, size_t* evicted) {
       tokens, [this](const int64_t* values, const size_t* ends, size_t runs, bool paged) { return give_back(values, ends, runs, paged); },
       copy, policy_ == WritePolicy::kWriteBack, free_host, evicted);
   if (copies.made) KVPOOL_RETURN_IF_ERROR(transfer_->wait(copies.last));  // one write stream: the last one lands last
-  std::vector<NodeHandle> copied;
-  tree_.take_copied(&copied);
-  if (storage_ != nullptr && !copied.empty()) store_nodes(copied);
+  // Nodes the eviction gave host copies go on to storage (best effort: the eviction stands).
+  if (storage_ == nullptr) {
+    tree_.clear_copied();
+  } else {
+    try {
+      std::vector<NodeHandle> copied;
+      tree_.take_copied(&copied);
+      store_nodes(copied);
+    } catch (...) {
+      tree_.clear_copied();
+    }
+  }
   return st;
 }
 

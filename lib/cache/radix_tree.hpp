@@ -150,6 +150,7 @@ class RadixTree {
   // The nodes that device eviction gave host copies since the last call (they may have
   // been deleted since: check is_live()).
   void take_copied(std::vector<NodeHandle>* out);
+  void clear_copied() { copied_.clear(); }
   // The namespace (extra key) of a node ("" for the root).
   const std::string& namespace_of(NodeHandle node) const;
   // Pages fetched from storage become host-only nodes: tokens[0, n) is a key whose

@@ -531,6 +531,8 @@ class FileStore final : public BlobStore {
   Status scan(bool stat_values, std::vector<Scanned>* found) {
     Dir dir(::opendir(dir_.c_str()));
     if (dir.get() == nullptr) {
+      // opendir allocates its buffer: a failed allocation is a host-memory shortage, not I/O.
+      if (errno == ENOMEM) return Status(KVPOOL_ERR_HOST_MEMORY, describe() + ": out of host memory listing the directory");
       add(counters_.io_errors);
       return Status::io(describe() + ": cannot list the directory: " + errno_text(errno));
     }
@@ -677,7 +679,7 @@ Status open_file_store(const config::StorageConfig& cfg, const FileStoreOptions&
     *out = std::move(store);
     return Status::ok();
   } catch (const std::bad_alloc&) {
-    return Status::out_of_memory("storage: file backend: out of memory");
+    return Status(KVPOOL_ERR_HOST_MEMORY, "storage: file backend: out of host memory");
   } catch (const std::exception& e) {
     return Status::internal(std::string("storage: file backend: ") + e.what());
   }

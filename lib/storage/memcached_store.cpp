@@ -328,7 +328,7 @@ class MemcachedStore final : public BlobStore {
       if (!failed.empty()) return Status::io("memcached flush_all failed on " + failed);
       return Status::ok();
     } catch (const std::bad_alloc&) {
-      return Status::out_of_memory("memcached clear: out of memory");
+      return Status(KVPOOL_ERR_HOST_MEMORY, "memcached clear: out of host memory");
     }
   }
 
@@ -888,7 +888,7 @@ Status open_memcached_store(const config::StorageConfig& cfg, std::unique_ptr<Bl
     *out = std::move(store);
     return Status::ok();
   } catch (const std::bad_alloc&) {
-    return Status::out_of_memory("opening the memcached store: out of memory");
+    return Status(KVPOOL_ERR_HOST_MEMORY, "opening the memcached store: out of host memory");
   }
 }
 

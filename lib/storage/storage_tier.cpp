@@ -17,9 +17,25 @@ StorageTier::StorageTier(std::unique_ptr<BlobStore> store, const host::HostGeome
       g_(geometry),
       host_(host),
       payload_bytes_(page_payload_bytes(geometry)),
-      stored_bytes_(stored_page_bytes(payload_bytes_)) {
-  backup_thread_ = std::thread([this] { backup_loop(); });
-  prefetch_thread_ = std::thread([this] { prefetch_loop(); });
+      stored_bytes_(stored_page_bytes(payload_bytes_)) {}
+
+void StorageTier::start() {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (started_) return;
+  std::thread backup([this] { backup_loop(); });
+  try {
+    prefetch_thread_ = std::thread([this] { prefetch_loop(); });
+  } catch (...) {  // both or neither: stop the first one again
+    stopping_ = true;
+    wake_.notify_all();
+    mu_.unlock();
+    backup.join();
+    mu_.lock();
+    stopping_ = false;
+    throw;
+  }
+  backup_thread_ = std::move(backup);
+  started_ = true;
 }
 
 StorageTier::~StorageTier() {
@@ -28,8 +44,8 @@ StorageTier::~StorageTier() {
     stopping_ = true;
   }
   wake_.notify_all();
-  backup_thread_.join();
-  prefetch_thread_.join();
+  if (backup_thread_.joinable()) backup_thread_.join();
+  if (prefetch_thread_.joinable()) prefetch_thread_.join();
 }
 
 size_t StorageTier::batch_pages() const {
@@ -37,6 +53,7 @@ size_t StorageTier::batch_pages() const {
 }
 
 uint64_t StorageTier::backup(std::vector<int64_t> pages, std::vector<cache::Digest> digests, const Fingerprint& fp) {
+  start();
   uint64_t id = 0;
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -109,6 +126,7 @@ void StorageTier::run_backup(const BackupJob& job) {
 
 uint64_t StorageTier::prefetch(std::vector<int64_t> pages, std::vector<cache::Digest> digests, const Fingerprint& fp,
                                size_t min_pages) {
+  start();
   auto job = std::make_shared<PrefetchJob>();
   job->pages = std::move(pages);
   job->digests = std::move(digests);

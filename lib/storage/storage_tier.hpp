@@ -51,7 +51,8 @@ struct StorageTierStats {
 
 class StorageTier {
  public:
-  // `host`: the host tier's buffer, laid out by `geometry`. Starts the two threads.
+  // `host`: the host tier's buffer, laid out by `geometry`. The two threads start with the
+  // first job (start()): a pool that never uses the tier runs none.
   StorageTier(std::unique_ptr<BlobStore> store, const host::HostGeometry& geometry, uint8_t* host);
   // Stops the threads after their current batch; queued jobs are dropped.
   ~StorageTier();
@@ -59,6 +60,9 @@ class StorageTier {
   StorageTier& operator=(const StorageTier&) = delete;
 
   BlobStore& store() { return *store_; }
+  // Starts the threads if they are not running (throws std::system_error when the system
+  // cannot; nothing changed then). backup() and prefetch() call it first.
+  void start();
   uint64_t payload_bytes() const { return payload_bytes_; }
 
   // ---- backups: host pages -> storage ----
@@ -151,6 +155,7 @@ class StorageTier {
     std::atomic<uint64_t> pages_corrupt{0}, pages_truncated{0}, pages_foreign{0}, read_failures{0};
   } counters_;
 
+  bool started_ = false;  // under mu_
   std::thread backup_thread_, prefetch_thread_;
 };
 
