@@ -1,6 +1,9 @@
 #include "storage/page_codec.hpp"
 
+#include <xxhash.h>
+
 #include <cstring>
+#include <memory>
 
 namespace kvp::storage {
 namespace {
@@ -51,6 +54,46 @@ void scatter_page(const host::HostGeometry& g, uint8_t* host, int64_t page, cons
     std::memcpy(host + at, payload, bytes);
     payload += bytes;
   });
+}
+
+namespace {
+
+struct StateDeleter {
+  void operator()(XXH3_state_t* s) const { XXH3_freeState(s); }
+};
+
+// Runs are hashed in pieces of at most 256 KiB right after they are copied, so the hash
+// reads them from L2 rather than from memory.
+constexpr uint64_t kHashPiece = 256 << 10;
+
+// Visits the runs in payload order like for_each_run, handing `copy` pieces of at most
+// kHashPiece bytes (payload offset, host offset, bytes) and hashing each payload piece
+// right after its copy.
+template <class Copy>
+uint64_t hashed_runs(const host::HostGeometry& g, int64_t page, const uint8_t* payload, Copy&& copy) {
+  std::unique_ptr<XXH3_state_t, StateDeleter> state(XXH3_createState());
+  if (!state) throw std::bad_alloc();
+  XXH3_64bits_reset(state.get());
+  uint64_t done = 0;
+  for_each_run(g, page, [&](uint64_t at, uint64_t bytes) {
+    for (uint64_t off = 0; off < bytes; off += kHashPiece) {
+      const uint64_t n = bytes - off < kHashPiece ? bytes - off : kHashPiece;
+      copy(done, at + off, n);
+      XXH3_64bits_update(state.get(), payload + done, n);
+      done += n;
+    }
+  });
+  return XXH3_64bits_digest(state.get());
+}
+
+}  // namespace
+
+uint64_t gather_page_hashed(const host::HostGeometry& g, const uint8_t* host, int64_t page, uint8_t* payload) {
+  return hashed_runs(g, page, payload, [&](uint64_t p, uint64_t h, uint64_t n) { std::memcpy(payload + p, host + h, n); });
+}
+
+uint64_t scatter_page_hashed(const host::HostGeometry& g, uint8_t* host, int64_t page, const uint8_t* payload) {
+  return hashed_runs(g, page, payload, [&](uint64_t p, uint64_t h, uint64_t n) { std::memcpy(host + h, payload + p, n); });
 }
 
 }  // namespace kvp::storage

@@ -20,4 +20,9 @@ void gather_page(const host::HostGeometry& g, const uint8_t* host, int64_t page,
 // The inverse: writes `payload` into host page `page`.
 void scatter_page(const host::HostGeometry& g, uint8_t* host, int64_t page, const uint8_t* payload);
 
+// The same, returning the XXH3-64 of the payload (page_format.hpp's payload checksum),
+// computed run by run while each run is still in cache: one pass over the bytes, not two.
+uint64_t gather_page_hashed(const host::HostGeometry& g, const uint8_t* host, int64_t page, uint8_t* payload);
+uint64_t scatter_page_hashed(const host::HostGeometry& g, uint8_t* host, int64_t page, const uint8_t* payload);
+
 }  // namespace kvp::storage

@@ -28,13 +28,18 @@ T get(const uint8_t* at) {
 static_assert(kHeaderSumAt + 8 == kPageHeaderBytes, "the header checksum ends the header");
 
 void seal_page(uint8_t* page, uint64_t payload_bytes, const Fingerprint& fingerprint, const cache::Digest& digest) {
+  seal_page_hashed(page, payload_bytes, XXH3_64bits(page + kPageHeaderBytes, payload_bytes), fingerprint, digest);
+}
+
+void seal_page_hashed(uint8_t* page, uint64_t payload_bytes, uint64_t payload_hash, const Fingerprint& fingerprint,
+                      const cache::Digest& digest) {
   std::memcpy(page, kMagic, sizeof(kMagic));
   put<uint32_t>(page + kVersionAt, kPageFormatVersion);
   put<uint32_t>(page + kHeaderBytesAt, uint32_t(kPageHeaderBytes));
   std::memcpy(page + kFingerprintAt, fingerprint.bytes.data(), fingerprint.bytes.size());
   std::memcpy(page + kDigestAt, digest.data(), digest.size());
   put<uint64_t>(page + kPayloadBytesAt, payload_bytes);
-  put<uint64_t>(page + kPayloadSumAt, XXH3_64bits(page + kPageHeaderBytes, payload_bytes));
+  put<uint64_t>(page + kPayloadSumAt, payload_hash);
   put<uint64_t>(page + kReservedAt, 0);
   put<uint64_t>(page + kHeaderSumAt, XXH3_64bits(page, kHeaderSumAt));
 }
@@ -53,6 +58,14 @@ const char* page_check_name(PageCheck check) {
 
 PageCheck check_page(const uint8_t* page, size_t length, const Fingerprint& fingerprint, const cache::Digest& digest,
                      uint64_t payload_bytes) {
+  uint64_t expected = 0;
+  const PageCheck header = check_page_header(page, length, fingerprint, digest, payload_bytes, &expected);
+  if (header != PageCheck::kOk) return header;
+  return XXH3_64bits(page + kPageHeaderBytes, payload_bytes) == expected ? PageCheck::kOk : PageCheck::kCorrupt;
+}
+
+PageCheck check_page_header(const uint8_t* page, size_t length, const Fingerprint& fingerprint,
+                            const cache::Digest& digest, uint64_t payload_bytes, uint64_t* payload_hash) {
   if (length < kPageHeaderBytes) return PageCheck::kTruncated;
   if (std::memcmp(page, kMagic, sizeof(kMagic)) != 0) return PageCheck::kCorrupt;
   if (get<uint64_t>(page + kHeaderSumAt) != XXH3_64bits(page, kHeaderSumAt)) return PageCheck::kCorrupt;
@@ -64,13 +77,10 @@ PageCheck check_page(const uint8_t* page, size_t length, const Fingerprint& fing
     return PageCheck::kForeign;
   }
   if (std::memcmp(page + kDigestAt, digest.data(), digest.size()) != 0) return PageCheck::kWrongKey;
-  const uint64_t stored_payload = get<uint64_t>(page + kPayloadBytesAt);
-  if (stored_payload != payload_bytes) return PageCheck::kForeign;
+  if (get<uint64_t>(page + kPayloadBytesAt) != payload_bytes) return PageCheck::kForeign;
   if (length < kPageHeaderBytes + payload_bytes) return PageCheck::kTruncated;
   if (length > kPageHeaderBytes + payload_bytes) return PageCheck::kCorrupt;
-  if (get<uint64_t>(page + kPayloadSumAt) != XXH3_64bits(page + kPageHeaderBytes, payload_bytes)) {
-    return PageCheck::kCorrupt;
-  }
+  *payload_hash = get<uint64_t>(page + kPayloadSumAt);
   return PageCheck::kOk;
 }
 

@@ -42,6 +42,9 @@ constexpr size_t stored_page_bytes(uint64_t payload_bytes) { return kPageHeaderB
 // Writes the header of a page whose payload the caller has already put at
 // page + kPageHeaderBytes (payload_bytes long), checksums included.
 void seal_page(uint8_t* page, uint64_t payload_bytes, const Fingerprint& fingerprint, const cache::Digest& digest);
+// The same with the payload's XXH3-64 already computed (gather_page_hashed()).
+void seal_page_hashed(uint8_t* page, uint64_t payload_bytes, uint64_t payload_hash, const Fingerprint& fingerprint,
+                      const cache::Digest& digest);
 
 enum class PageCheck : uint8_t {
   kOk,
@@ -57,5 +60,10 @@ const char* page_check_name(PageCheck check);
 // digest) for a pool whose pages carry `payload_bytes` of payload.
 PageCheck check_page(const uint8_t* page, size_t length, const Fingerprint& fingerprint, const cache::Digest& digest,
                      uint64_t payload_bytes);
+// Every check but the payload checksum, whose expected value goes to *payload_hash: the
+// caller hashes the payload as it copies it (scatter_page_hashed()) and compares; a page
+// whose hash differs is corrupt and must not be used.
+PageCheck check_page_header(const uint8_t* page, size_t length, const Fingerprint& fingerprint,
+                            const cache::Digest& digest, uint64_t payload_bytes, uint64_t* payload_hash);
 
 }  // namespace kvp::storage

@@ -109,8 +109,8 @@ void StorageTier::run_backup(const BackupJob& job) {
     const size_t k = std::min(per, n - start);
     for (size_t i = 0; i < k; ++i) {
       uint8_t* page = staging.data() + i * stored_bytes_;
-      gather_page(g_, host_, job.pages[start + i], page + kPageHeaderBytes);
-      seal_page(page, payload_bytes_, job.fp, job.digests[start + i]);
+      const uint64_t hash = gather_page_hashed(g_, host_, job.pages[start + i], page + kPageHeaderBytes);
+      seal_page_hashed(page, payload_bytes_, hash, job.fp, job.digests[start + i]);
       keys[i] = page_key(job.fp, job.digests[start + i]);
     }
     store_->put(keys.data(), values.data(), sizes.data(), k, results.data());
@@ -252,7 +252,14 @@ void StorageTier::run_prefetch(PrefetchJob& job) {
         counters_.read_failures.fetch_add(1, std::memory_order_relaxed);
         return;
       }
-      const PageCheck check = check_page(dst[i], sizes[i], job.fp, job.digests[start + i], payload_bytes_);
+      // The header first; the payload is checked as it is copied into the host page, which
+      // is published (loaded) only when its checksum matched.
+      uint64_t expected = 0;
+      PageCheck check = check_page_header(dst[i], sizes[i], job.fp, job.digests[start + i], payload_bytes_, &expected);
+      if (check == PageCheck::kOk &&
+          scatter_page_hashed(g_, host_, job.pages[start + i], dst[i] + kPageHeaderBytes) != expected) {
+        check = PageCheck::kCorrupt;
+      }
       if (check != PageCheck::kOk) {
         auto& counter = check == PageCheck::kTruncated ? counters_.pages_truncated
                         : check == PageCheck::kCorrupt ? counters_.pages_corrupt
@@ -260,7 +267,6 @@ void StorageTier::run_prefetch(PrefetchJob& job) {
         counter.fetch_add(1, std::memory_order_relaxed);
         return;
       }
-      scatter_page(g_, host_, job.pages[start + i], dst[i] + kPageHeaderBytes);
       job.loaded.store(start + i + 1, std::memory_order_release);
       counters_.prefetch_pages.fetch_add(1, std::memory_order_relaxed);
       counters_.prefetch_bytes.fetch_add(sizes[i], std::memory_order_relaxed);
