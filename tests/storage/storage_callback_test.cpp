@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "../support/host_tier_kv.hpp"
+#include "../support/storage_requests.hpp"
 #include "../unit/test_util.hpp"
 
 namespace {
@@ -191,66 +192,6 @@ std::vector<int32_t> tokens_from(int32_t first, size_t n) {
   return t;
 }
 
-kvstore_stats stats(kvpool* pool) {
-  kvstore_stats s = KVSTORE_STATS_INIT;
-  EXPECT_EQ(kvstore_get_stats(pool, &s), KVPOOL_OK) << kvpool_last_error();
-  return s;
-}
-
-// A request computes its prompt (KV tagged by prefix) and finishes; flush waits for the backups.
-void serve_and_store(kvpool* pool, const std::vector<int32_t>& prompt) {
-  uint64_t seq = 0;
-  size_t cached = 0;
-  ASSERT_EQ(kvseq_begin(pool, prompt.data(), prompt.size(), nullptr, &seq, &cached), KVPOOL_OK) << kvpool_last_error();
-  const int64_t chunk = static_cast<int64_t>(prompt.size() - cached);
-  std::vector<int64_t> slots(static_cast<size_t>(chunk));
-  ASSERT_EQ(kvseq_extend(pool, &seq, 1, &chunk, 1, slots.data(), slots.size()), KVPOOL_OK) << kvpool_last_error();
-  const std::vector<uint64_t> tags = kvtest::prefix_tags(prompt, prompt.size());
-  kvtest::write_tier_kv(pool, slots, std::vector<uint64_t>(tags.begin() + static_cast<long>(cached), tags.end()));
-  ASSERT_EQ(kvseq_finish(pool, seq, prompt.size()), KVPOOL_OK) << kvpool_last_error();
-  ASSERT_EQ(kvstore_flush(pool), KVPOOL_OK) << kvpool_last_error();
-  expect_consistent(pool);
-}
-
-// Prefetches `prompt`, waits until it is done, ends it; returns the tokens inserted.
-uint64_t prefetch_all(kvpool* pool, const std::vector<int32_t>& prompt) {
-  uint64_t id = 0;
-  int32_t skipped = -1;
-  EXPECT_EQ(kvstore_prefetch(pool, prompt.data(), prompt.size(), nullptr, &id, &skipped), KVPOOL_OK)
-      << kvpool_last_error();
-  if (id == 0) return 0;
-  EXPECT_EQ(skipped, KVSTORE_SKIP_NONE);
-  kvstore_prefetch_info info = KVSTORE_PREFETCH_INFO_INIT;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  do {
-    EXPECT_EQ(kvstore_prefetch_poll(pool, id, &info), KVPOOL_OK) << kvpool_last_error();
-    expect_consistent(pool);
-    if (!info.done) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  } while (!info.done && std::chrono::steady_clock::now() < deadline);
-  EXPECT_TRUE(info.done);
-  uint64_t inserted = 0;
-  EXPECT_EQ(kvstore_prefetch_end(pool, id, &inserted), KVPOOL_OK) << kvpool_last_error();
-  expect_consistent(pool);
-  return inserted;
-}
-
-// kvseq_begin: the slots of its prefix hold the prompt's KV; returns its info.
-kvseq_info begin_and_check(kvpool* pool, const std::vector<int32_t>& prompt) {
-  uint64_t seq = 0;
-  size_t cached = 0;
-  EXPECT_EQ(kvseq_begin(pool, prompt.data(), prompt.size(), nullptr, &seq, &cached), KVPOOL_OK) << kvpool_last_error();
-  kvseq_info info = KVSEQ_INFO_INIT;
-  EXPECT_EQ(kvseq_get_info(pool, seq, &info), KVPOOL_OK);
-  std::vector<int64_t> held(prompt.size());
-  size_t n = 0;
-  EXPECT_EQ(kvseq_get_slots(pool, seq, held.data(), held.size(), &n), KVPOOL_OK);
-  held.resize(n);
-  kvtest::expect_tier_kv(pool, held, kvtest::prefix_tags(prompt, n), "after begin");
-  EXPECT_EQ(kvseq_abort(pool, seq), KVPOOL_OK);
-  expect_consistent(pool);
-  return info;
-}
-
 bool contains(const char* text, const char* part) { return std::string(text).find(part) != std::string::npos; }
 
 TEST(StorageCallback, SecondPoolWithTheSameBackendLoadsWhatTheFirstStored) {
@@ -260,8 +201,8 @@ TEST(StorageCallback, SecondPoolWithTheSameBackendLoadsWhatTheFirstStored) {
   auto second = std::make_unique<CustomPool>(table);
   EXPECT_EQ(b.calls(), 0) << "creating a pool calls nothing";
   const std::vector<int32_t> prompt = tokens_from(11, 41);  // 10 whole pages and one token
-  serve_and_store(*a, prompt);
-  const kvstore_stats sa = stats(*a);
+  kvtest::serve_request(*a, prompt);
+  const kvstore_stats sa = kvtest::storage_stats(*a);
   EXPECT_EQ(sa.backups, 1u);
   EXPECT_EQ(sa.backup_pages, 10u);
   EXPECT_EQ(sa.backup_pages_failed, 0u);
@@ -275,8 +216,8 @@ TEST(StorageCallback, SecondPoolWithTheSameBackendLoadsWhatTheFirstStored) {
   EXPECT_LE(b.max_batch.load(), 128u);
 
   // The second pool has never seen the prompt: the shared backend holds all 10 pages.
-  EXPECT_EQ(prefetch_all(*second, prompt), 40u);
-  const kvstore_stats sb = stats(*second);
+  EXPECT_EQ(kvtest::prefetch_to_end(*second, prompt), 40u);
+  const kvstore_stats sb = kvtest::storage_stats(*second);
   EXPECT_EQ(sb.prefetch_hit_tokens, 40u);
   EXPECT_EQ(sb.prefetch_loaded_tokens, 40u);
   EXPECT_EQ(sb.store_gets, 10u);
@@ -284,11 +225,11 @@ TEST(StorageCallback, SecondPoolWithTheSameBackendLoadsWhatTheFirstStored) {
   EXPECT_EQ(sb.store_get_misses, 0u);
   EXPECT_EQ(sb.prefetch_bytes, sa.backup_bytes);
   EXPECT_EQ(sb.pages_corrupt, 0u);
-  const kvseq_info info = begin_and_check(*second, prompt);
+  const kvseq_info info = kvtest::begin_and_check_kv(*second, prompt);
   EXPECT_EQ(info.prefix_hit, 40u);
   EXPECT_EQ(info.host_hit, 40u);
   EXPECT_EQ(info.storage_hit, 40u);
-  EXPECT_EQ(stats(*second).storage_hit_tokens, 40u);
+  EXPECT_EQ(kvtest::storage_stats(*second).storage_hit_tokens, 40u);
   // The loaded pages are backed up again: the same keys, nothing new is stored.
   ASSERT_EQ(kvstore_flush(*second), KVPOOL_OK);
   EXPECT_EQ(b.values.size(), 10u);
@@ -312,34 +253,34 @@ TEST(StorageCallback, DamagedMissingAndFailedValuesAreNeverLoaded) {
   const std::vector<int32_t> prompt = tokens_from(3, 40);
   {
     CustomPool a(table);
-    serve_and_store(a, prompt);
+    kvtest::serve_request(a, prompt);
   }
   ASSERT_EQ(b.values.size(), 10u);
   {  // a damaged value: rejected by its checksum, the prefetch stops there
     b.get_mode = MapBackend::GetMode::kCorrupt;
     CustomPool p(table);
-    EXPECT_EQ(prefetch_all(p, prompt), 0u);
-    const kvstore_stats s = stats(p);
+    EXPECT_EQ(kvtest::prefetch_to_end(p, prompt), 0u);
+    const kvstore_stats s = kvtest::storage_stats(p);
     EXPECT_EQ(s.pages_corrupt, 1u);
     EXPECT_EQ(s.store_get_hits, s.store_gets) << "the backend read it; kvpool rejected it";
     EXPECT_EQ(s.prefetch_loaded_tokens, 0u);
-    EXPECT_EQ(begin_and_check(p, prompt).prefix_hit, 0u);
+    EXPECT_EQ(kvtest::begin_and_check_kv(p, prompt).prefix_hit, 0u);
   }
   {  // listed by exists_prefix, then a miss on get: a read failure
     b.get_mode = MapBackend::GetMode::kMiss;
     CustomPool p(table);
-    EXPECT_EQ(prefetch_all(p, prompt), 0u);
-    const kvstore_stats s = stats(p);
+    EXPECT_EQ(kvtest::prefetch_to_end(p, prompt), 0u);
+    const kvstore_stats s = kvtest::storage_stats(p);
     EXPECT_EQ(s.read_failures, 1u);
     EXPECT_GE(s.store_get_misses, 1u);
     EXPECT_EQ(s.store_get_hits, 0u);
-    EXPECT_EQ(begin_and_check(p, prompt).prefix_hit, 0u);
+    EXPECT_EQ(kvtest::begin_and_check_kv(p, prompt).prefix_hit, 0u);
   }
   {  // errors on get
     b.get_mode = MapBackend::GetMode::kError;
     CustomPool p(table);
-    EXPECT_EQ(prefetch_all(p, prompt), 0u);
-    const kvstore_stats s = stats(p);
+    EXPECT_EQ(kvtest::prefetch_to_end(p, prompt), 0u);
+    const kvstore_stats s = kvtest::storage_stats(p);
     EXPECT_EQ(s.read_failures, 1u);
     EXPECT_GE(s.store_get_errors, 1u);
     EXPECT_EQ(s.store_get_misses, 0u);
@@ -348,16 +289,16 @@ TEST(StorageCallback, DamagedMissingAndFailedValuesAreNeverLoaded) {
     b.get_mode = MapBackend::GetMode::kAllMissing;
     CustomPool p(table);
     const int gets = b.gets;
-    EXPECT_EQ(prefetch_all(p, prompt), 0u);
-    EXPECT_EQ(stats(p).prefetches_revoked, 1u);
-    EXPECT_EQ(stats(p).store_gets, 0u);
+    EXPECT_EQ(kvtest::prefetch_to_end(p, prompt), 0u);
+    EXPECT_EQ(kvtest::storage_stats(p).prefetches_revoked, 1u);
+    EXPECT_EQ(kvtest::storage_stats(p).store_gets, 0u);
     EXPECT_EQ(b.gets, gets);
   }
   {  // intact again: loaded
     b.get_mode = MapBackend::GetMode::kRead;
     CustomPool p(table);
-    EXPECT_EQ(prefetch_all(p, prompt), 40u);
-    EXPECT_EQ(begin_and_check(p, prompt).storage_hit, 36u);  // whole pages of the 39 tokens kvseq_begin matches
+    EXPECT_EQ(kvtest::prefetch_to_end(p, prompt), 40u);
+    EXPECT_EQ(kvtest::begin_and_check_kv(p, prompt).storage_hit, 36u);  // whole pages of the 39 tokens kvseq_begin matches
   }
   EXPECT_EQ(b.destroys, 6);
   EXPECT_FALSE(b.bad_key);
@@ -372,10 +313,10 @@ TEST(StorageCallback, FailedPutsAreCounted) {
   for (const MapBackend::PutMode mode :
        {MapBackend::PutMode::kError, MapBackend::PutMode::kNoResult, MapBackend::PutMode::kMissResult}) {
     b.put_mode = mode;
-    serve_and_store(a, tokens_from(first, 16));  // 4 pages, one batch
+    kvtest::serve_request(a, tokens_from(first, 16));  // 4 pages, one batch
     first += 1000;
     failed += 4;
-    const kvstore_stats s = stats(a);
+    const kvstore_stats s = kvtest::storage_stats(a);
     EXPECT_EQ(s.store_put_errors, failed);
     EXPECT_EQ(s.backup_pages_failed, failed);
     EXPECT_EQ(s.store_puts, 0u);
@@ -384,8 +325,8 @@ TEST(StorageCallback, FailedPutsAreCounted) {
     EXPECT_TRUE(b.values.empty());
   }
   b.put_mode = MapBackend::PutMode::kStore;
-  serve_and_store(a, tokens_from(first, 16));
-  const kvstore_stats s = stats(a);
+  kvtest::serve_request(a, tokens_from(first, 16));
+  const kvstore_stats s = kvtest::storage_stats(a);
   EXPECT_EQ(s.store_puts, 4u);
   EXPECT_EQ(s.backup_pages, 4u);
   EXPECT_EQ(s.store_put_errors, failed);
@@ -397,7 +338,7 @@ TEST(StorageCallback, ClearCallsTheCallbackOrIsUnsupported) {
   MapBackend b;
   {
     CustomPool a(table_for(&b));
-    serve_and_store(a, tokens_from(2, 40));
+    kvtest::serve_request(a, tokens_from(2, 40));
     ASSERT_EQ(b.values.size(), 10u);
     b.clear_result = KVSTORE_ERROR;
     EXPECT_EQ(kvstore_clear(a), KVPOOL_ERR_IO);
@@ -414,13 +355,13 @@ TEST(StorageCallback, ClearCallsTheCallbackOrIsUnsupported) {
     EXPECT_EQ(kvstore_clear(p), KVPOOL_ERR_UNSUPPORTED);
     EXPECT_TRUE(contains(kvpool_last_error(), "no clear callback")) << kvpool_last_error();
     EXPECT_EQ(b.clears, 2);
-    EXPECT_EQ(prefetch_all(p, tokens_from(2, 40)), 0u);
+    EXPECT_EQ(kvtest::prefetch_to_end(p, tokens_from(2, 40)), 0u);
     expect_consistent(p);
   }
   EXPECT_EQ(b.destroys, 2);
   {  // destroy is optional
     CustomPool p(table_for(&b, true, /*with_destroy=*/false));
-    serve_and_store(p, tokens_from(5, 8));
+    kvtest::serve_request(p, tokens_from(5, 8));
   }
   EXPECT_EQ(b.destroys, 2);
 }

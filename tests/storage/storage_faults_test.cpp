@@ -14,6 +14,7 @@
 
 #include "../support/host_tier_kv.hpp"
 #include "../support/server_process.hpp"
+#include "../support/storage_requests.hpp"
 #include "../unit/test_util.hpp"
 
 namespace {
@@ -40,37 +41,17 @@ std::vector<int32_t> prompt(int32_t first) {
   return t;
 }
 
-kvstore_stats stats(kvpool* pool) {
-  kvstore_stats s = KVSTORE_STATS_INIT;
-  EXPECT_EQ(kvstore_get_stats(pool, &s), KVPOOL_OK) << kvpool_last_error();
-  return s;
-}
-
-// A request computes `p` and finishes; returns how long the kvseq calls took (they never
-// wait for storage). Then flush: bounded by the backend's timeouts.
+// The kvseq calls of a request never wait for storage; the flush after them is bounded
+// by the backend's timeouts. Returns the seconds the kvseq calls took.
 double serve(kvpool* pool, const std::vector<int32_t>& p) {
-  const auto start = Clock::now();
-  uint64_t seq = 0;
-  size_t cached = 0;
-  EXPECT_EQ(kvseq_begin(pool, p.data(), p.size(), nullptr, &seq, &cached), KVPOOL_OK) << kvpool_last_error();
-  const int64_t chunk = static_cast<int64_t>(p.size() - cached);
-  std::vector<int64_t> slots(static_cast<size_t>(chunk));
-  EXPECT_EQ(kvseq_extend(pool, &seq, 1, &chunk, 1, slots.data(), slots.size()), KVPOOL_OK) << kvpool_last_error();
-  const std::vector<uint64_t> tags = kvtest::prefix_tags(p, p.size());
-  kvtest::write_tier_kv(pool, slots, std::vector<uint64_t>(tags.begin() + static_cast<long>(cached), tags.end()));
-  EXPECT_EQ(kvseq_finish(pool, seq, p.size()), KVPOOL_OK) << kvpool_last_error();
-  size_t done = 0;
-  EXPECT_EQ(kvhost_poll(pool, 0, &done), KVPOOL_OK);  // starts the finish's backups: still no waiting
-  const double took = seconds_since(start);
+  const double took = kvtest::serve_request(pool, p, nullptr, false);
   const auto flush_start = Clock::now();
   EXPECT_EQ(kvstore_flush(pool), KVPOOL_OK) << kvpool_last_error();
   EXPECT_LT(seconds_since(flush_start), 5.0) << "flush is bounded by the timeouts";
-  expect_consistent(pool);
   return took;
 }
 
-// Prefetches `p` and ends it; returns the tokens inserted. The calls themselves return at
-// once; the wait for the storage thread is bounded by the backend's timeouts.
+// The prefetch calls return at once (asserted), whatever the server does.
 uint64_t fetch(kvpool* pool, const std::vector<int32_t>& p) {
   uint64_t id = 0;
   const auto start = Clock::now();
@@ -91,21 +72,8 @@ uint64_t fetch(kvpool* pool, const std::vector<int32_t>& p) {
   return inserted;
 }
 
-// kvseq_begin after a prefetch: the loaded prefix holds the prompt's KV; returns storage_hit.
 uint64_t begin_storage_hit(kvpool* pool, const std::vector<int32_t>& p) {
-  uint64_t seq = 0;
-  size_t cached = 0;
-  EXPECT_EQ(kvseq_begin(pool, p.data(), p.size(), nullptr, &seq, &cached), KVPOOL_OK) << kvpool_last_error();
-  kvseq_info info = KVSEQ_INFO_INIT;
-  EXPECT_EQ(kvseq_get_info(pool, seq, &info), KVPOOL_OK);
-  std::vector<int64_t> held(p.size());
-  size_t n = 0;
-  EXPECT_EQ(kvseq_get_slots(pool, seq, held.data(), held.size(), &n), KVPOOL_OK);
-  held.resize(n);
-  kvtest::expect_tier_kv(pool, held, kvtest::prefix_tags(p, n), "storage hit");
-  EXPECT_EQ(kvseq_abort(pool, seq), KVPOOL_OK);
-  expect_consistent(pool);
-  return info.storage_hit;
+  return kvtest::begin_and_check_kv(pool, p).storage_hit;
 }
 
 class StorageFaults : public ::testing::TestWithParam<const char*> {
@@ -132,10 +100,10 @@ TEST_P(StorageFaults, KilledRestartedAndStoppedServer) {
   // Killed: a's backups fail and are counted, b's prefetches find nothing; nothing crashes.
   server_->kill();
   EXPECT_LT(serve(a, prompt(200)), 0.5);
-  EXPECT_GT(stats(a).backup_pages_failed, 0u);
+  EXPECT_GT(kvtest::storage_stats(a).backup_pages_failed, 0u);
   EXPECT_EQ(fetch(b, prompt(200)), 0u);
   EXPECT_EQ(begin_storage_hit(b, prompt(200)), 0u);
-  const kvstore_stats down = stats(b);
+  const kvstore_stats down = kvtest::storage_stats(b);
   EXPECT_GT(down.store_server_errors + down.store_timeouts + down.prefetches_revoked, 0u);
 
   // Restarted (empty): once the backend tries it again, pages flow again.
@@ -151,7 +119,7 @@ TEST_P(StorageFaults, KilledRestartedAndStoppedServer) {
   server_->pause();
   EXPECT_LT(serve(a, prompt(400)), 0.5) << "kvseq calls never wait for storage";
   EXPECT_EQ(fetch(b, prompt(400)), 0u);
-  const kvstore_stats stopped = stats(a);
+  const kvstore_stats stopped = kvtest::storage_stats(a);
   EXPECT_GT(stopped.store_timeouts + stopped.backup_pages_failed, 0u);
   server_->resume();
   expect_consistent(a);

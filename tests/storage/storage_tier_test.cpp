@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "../support/host_tier_kv.hpp"
+#include "../support/storage_requests.hpp"
 #include "../unit/test_util.hpp"
 
 namespace {
@@ -72,77 +73,13 @@ std::vector<int32_t> tokens_from(int32_t first, size_t n) {
   return t;
 }
 
-kvstore_stats stats(kvpool* pool) {
-  kvstore_stats s = KVSTORE_STATS_INIT;
-  EXPECT_EQ(kvstore_get_stats(pool, &s), KVPOOL_OK) << kvpool_last_error();
-  return s;
-}
-
-// A request computes its whole prompt (KV tagged by prefix) and finishes; its pages are
-// cached, copied to the host and queued for storage; flush waits until they are stored.
-void serve_and_store(kvpool* pool, const std::vector<int32_t>& prompt, const char* extra_key = nullptr) {
-  uint64_t seq = 0;
-  size_t cached = 0;
-  ASSERT_EQ(kvseq_begin(pool, prompt.data(), prompt.size(), extra_key, &seq, &cached), KVPOOL_OK) << kvpool_last_error();
-  const int64_t chunk = static_cast<int64_t>(prompt.size() - cached);
-  std::vector<int64_t> slots(static_cast<size_t>(chunk));
-  ASSERT_EQ(kvseq_extend(pool, &seq, 1, &chunk, 1, slots.data(), slots.size()), KVPOOL_OK) << kvpool_last_error();
-  const std::vector<uint64_t> tags = kvtest::prefix_tags(prompt, prompt.size());
-  kvtest::write_tier_kv(pool, slots, std::vector<uint64_t>(tags.begin() + static_cast<long>(cached), tags.end()));
-  ASSERT_EQ(kvseq_finish(pool, seq, prompt.size()), KVPOOL_OK) << kvpool_last_error();
-  ASSERT_EQ(kvstore_flush(pool), KVPOOL_OK) << kvpool_last_error();
-  expect_consistent(pool);
-}
-
-// Prefetches `prompt`, waits until the prefetch is done, ends it; returns the tokens inserted.
-uint64_t prefetch_all(kvpool* pool, const std::vector<int32_t>& prompt, const char* extra_key = nullptr,
-                      int32_t* skipped_out = nullptr) {
-  uint64_t id = 0;
-  int32_t skipped = -1;
-  EXPECT_EQ(kvstore_prefetch(pool, prompt.data(), prompt.size(), extra_key, &id, &skipped), KVPOOL_OK)
-      << kvpool_last_error();
-  if (skipped_out != nullptr) *skipped_out = skipped;
-  if (id == 0) return 0;
-  EXPECT_EQ(skipped, KVSTORE_SKIP_NONE);
-  kvstore_prefetch_info info = KVSTORE_PREFETCH_INFO_INIT;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  do {
-    EXPECT_EQ(kvstore_prefetch_poll(pool, id, &info), KVPOOL_OK) << kvpool_last_error();
-    expect_consistent(pool);  // the pages in flight are accounted for
-    if (!info.done) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  } while (!info.done && std::chrono::steady_clock::now() < deadline);
-  EXPECT_TRUE(info.done);
-  uint64_t inserted = 0;
-  EXPECT_EQ(kvstore_prefetch_end(pool, id, &inserted), KVPOOL_OK) << kvpool_last_error();
-  expect_consistent(pool);
-  return inserted;
-}
-
-// kvseq_begin's prefix: its slots hold the prompt's KV; returns (prefix_hit, host_hit, storage_hit).
-kvseq_info begin_and_check(kvpool* pool, const std::vector<int32_t>& prompt, const char* extra_key = nullptr) {
-  uint64_t seq = 0;
-  size_t cached = 0;
-  EXPECT_EQ(kvseq_begin(pool, prompt.data(), prompt.size(), extra_key, &seq, &cached), KVPOOL_OK) << kvpool_last_error();
-  kvseq_info info = KVSEQ_INFO_INIT;
-  EXPECT_EQ(kvseq_get_info(pool, seq, &info), KVPOOL_OK);
-  std::vector<int64_t> held(prompt.size());
-  size_t n = 0;
-  EXPECT_EQ(kvseq_get_slots(pool, seq, held.data(), held.size(), &n), KVPOOL_OK);
-  held.resize(n);
-  const std::vector<uint64_t> tags = kvtest::prefix_tags(prompt, n);
-  kvtest::expect_tier_kv(pool, held, tags, "after begin");
-  EXPECT_EQ(kvseq_abort(pool, seq), KVPOOL_OK);
-  expect_consistent(pool);
-  return info;
-}
-
 TEST(StorageTier, SecondPoolLoadsWhatTheFirstStored) {
   TempDir dir;
   Pool a(storage_config(dir.path()));
   Pool b(storage_config(dir.path()));
   const std::vector<int32_t> prompt = tokens_from(11, 41);  // 10 whole pages and one token
-  serve_and_store(a, prompt);
-  const kvstore_stats sa = stats(a);
+  kvtest::serve_request(a, prompt);
+  const kvstore_stats sa = kvtest::storage_stats(a);
   EXPECT_EQ(sa.backups, 1u);
   EXPECT_EQ(sa.backup_tokens, 40u);
   EXPECT_EQ(sa.backup_pages, 10u);
@@ -152,8 +89,8 @@ TEST(StorageTier, SecondPoolLoadsWhatTheFirstStored) {
   EXPECT_EQ(dir.files().size(), 10u);
 
   // Pool b has never seen the prompt: storage holds all 10 pages.
-  EXPECT_EQ(prefetch_all(b, prompt), 40u);
-  const kvstore_stats sb = stats(b);
+  EXPECT_EQ(kvtest::prefetch_to_end(b, prompt), 40u);
+  const kvstore_stats sb = kvtest::storage_stats(b);
   EXPECT_EQ(sb.prefetches, 1u);
   EXPECT_EQ(sb.prefetch_tokens, 40u);
   EXPECT_EQ(sb.prefetch_hit_tokens, 40u);
@@ -163,13 +100,13 @@ TEST(StorageTier, SecondPoolLoadsWhatTheFirstStored) {
   kvhost_stats h = KVHOST_STATS_INIT;
   ASSERT_EQ(kvhost_get_stats(b, &h), KVPOOL_OK);
   EXPECT_EQ(h.host_only_tokens, 40u);
-  const kvseq_info info = begin_and_check(b, prompt);
+  const kvseq_info info = kvtest::begin_and_check_kv(b, prompt);
   EXPECT_EQ(info.prefix_hit, 40u);
   EXPECT_EQ(info.host_hit, 40u);
   EXPECT_EQ(info.storage_hit, 40u);
-  EXPECT_EQ(stats(b).storage_hit_tokens, 40u);
+  EXPECT_EQ(kvtest::storage_stats(b).storage_hit_tokens, 40u);
   // A second request loads from the device: no storage hit again.
-  const kvseq_info again = begin_and_check(b, prompt);
+  const kvseq_info again = kvtest::begin_and_check_kv(b, prompt);
   EXPECT_EQ(again.prefix_hit, 40u);
   EXPECT_EQ(again.host_hit, 0u);
   EXPECT_EQ(again.storage_hit, 0u);
@@ -183,13 +120,13 @@ TEST(StorageTier, PrefetchContinuesPastTheCachedPrefixAcrossLayouts) {
   Pool a(storage_config(dir.path(), "best_effort", 8, "page_first"));
   Pool b(storage_config(dir.path(), "best_effort", 8, "page_head"));
   const std::vector<int32_t> prompt = tokens_from(5, 48);
-  serve_and_store(a, prompt);
+  kvtest::serve_request(a, prompt);
   // b has the first 16 tokens itself; the prefetch asks for the other 32 only, and the
   // pages written from a page_first host tier load into a page_head one.
-  serve_and_store(b, std::vector<int32_t>(prompt.begin(), prompt.begin() + 16));
-  EXPECT_EQ(prefetch_all(b, prompt), 32u);
-  EXPECT_EQ(stats(b).prefetch_tokens, 32u);
-  const kvseq_info info = begin_and_check(b, prompt);
+  kvtest::serve_request(b, std::vector<int32_t>(prompt.begin(), prompt.begin() + 16));
+  EXPECT_EQ(kvtest::prefetch_to_end(b, prompt), 32u);
+  EXPECT_EQ(kvtest::storage_stats(b).prefetch_tokens, 32u);
+  const kvseq_info info = kvtest::begin_and_check_kv(b, prompt);
   EXPECT_EQ(info.prefix_hit, 44u);  // kvseq_begin matches all but the last token: whole pages of 47
   EXPECT_EQ(info.host_hit, 28u);
   EXPECT_EQ(info.storage_hit, 28u);
@@ -200,27 +137,27 @@ TEST(StorageTier, ModelsAndNamespacesDoNotShare) {
   Pool a(storage_config(dir.path()));
   Pool other_model(storage_config(dir.path(), "best_effort", 8, "layer_first", "tiny-v2"));
   const std::vector<int32_t> prompt = tokens_from(7, 40);
-  serve_and_store(a, prompt, "lora-1");
+  kvtest::serve_request(a, prompt, "lora-1");
   int32_t skipped = -1;
   // Another model: its keys differ, nothing is found, the prefetch is revoked.
-  EXPECT_EQ(prefetch_all(other_model, prompt, "lora-1", &skipped), 0u);
+  EXPECT_EQ(kvtest::prefetch_to_end(other_model, prompt, "lora-1", &skipped), 0u);
   EXPECT_EQ(skipped, KVSTORE_SKIP_NONE);
-  EXPECT_EQ(stats(other_model).prefetches_revoked, 1u);
-  EXPECT_EQ(stats(other_model).prefetch_hit_tokens, 0u);
+  EXPECT_EQ(kvtest::storage_stats(other_model).prefetches_revoked, 1u);
+  EXPECT_EQ(kvtest::storage_stats(other_model).prefetch_hit_tokens, 0u);
   // The same model in another namespace: nothing either.
   Pool b(storage_config(dir.path()));
-  EXPECT_EQ(prefetch_all(b, prompt, "lora-2"), 0u);
-  EXPECT_EQ(prefetch_all(b, prompt, nullptr), 0u);
-  EXPECT_EQ(stats(b).prefetches_revoked, 2u);
-  EXPECT_EQ(prefetch_all(b, prompt, "lora-1"), 40u);
-  EXPECT_EQ(begin_and_check(b, prompt, "lora-1").storage_hit, 36u);
+  EXPECT_EQ(kvtest::prefetch_to_end(b, prompt, "lora-2"), 0u);
+  EXPECT_EQ(kvtest::prefetch_to_end(b, prompt, nullptr), 0u);
+  EXPECT_EQ(kvtest::storage_stats(b).prefetches_revoked, 2u);
+  EXPECT_EQ(kvtest::prefetch_to_end(b, prompt, "lora-1"), 40u);
+  EXPECT_EQ(kvtest::begin_and_check_kv(b, prompt, "lora-1").storage_hit, 36u);
 }
 
 TEST(StorageTier, DamagedPagesAreNeverLoaded) {
   TempDir dir;
   Pool a(storage_config(dir.path()));
   const std::vector<int32_t> prompt = tokens_from(3, 40);
-  serve_and_store(a, prompt);
+  kvtest::serve_request(a, prompt);
   // Damage every stored page in one byte of its payload: each read is rejected.
   for (const std::string& f : dir.files()) {
     const std::string path = dir.path() + "/" + f;
@@ -233,11 +170,11 @@ TEST(StorageTier, DamagedPagesAreNeverLoaded) {
     std::fclose(fp);
   }
   Pool b(storage_config(dir.path()));
-  EXPECT_EQ(prefetch_all(b, prompt), 0u);
-  const kvstore_stats s = stats(b);
+  EXPECT_EQ(kvtest::prefetch_to_end(b, prompt), 0u);
+  const kvstore_stats s = kvtest::storage_stats(b);
   EXPECT_EQ(s.pages_corrupt, 1u) << "the prefetch stops at the first bad page";
   EXPECT_EQ(s.prefetch_loaded_tokens, 0u);
-  EXPECT_EQ(begin_and_check(b, prompt).prefix_hit, 0u);
+  EXPECT_EQ(kvtest::begin_and_check_kv(b, prompt).prefix_hit, 0u);
 }
 
 TEST(StorageTier, SkipsAndBadInput) {
@@ -250,7 +187,7 @@ TEST(StorageTier, SkipsAndBadInput) {
   ASSERT_EQ(kvstore_prefetch(b, prompt.data(), 13, nullptr, &id, &skipped), KVPOOL_OK);
   EXPECT_EQ(id, 0u);
   EXPECT_EQ(skipped, KVSTORE_SKIP_BELOW_THRESHOLD);
-  EXPECT_EQ(stats(b).prefetches_skipped, 1u);
+  EXPECT_EQ(kvtest::storage_stats(b).prefetches_skipped, 1u);
   // Bad input changes nothing.
   EXPECT_EQ(kvstore_prefetch(b, nullptr, 4, nullptr, &id, nullptr), KVPOOL_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(kvstore_prefetch(b, prompt.data(), prompt.size(), nullptr, nullptr, nullptr), KVPOOL_ERR_INVALID_ARGUMENT);
@@ -293,7 +230,7 @@ TEST(StorageTier, EndingEarlyKeepsWhatLandedAndAccountsForTheRest) {
   TempDir dir;
   Pool a(storage_config(dir.path(), "best_effort", 4, "layer_first", "tiny", 256));
   const std::vector<int32_t> prompt = tokens_from(9, 120);
-  serve_and_store(a, prompt);
+  kvtest::serve_request(a, prompt);
   Pool b(storage_config(dir.path(), "best_effort", 4, "layer_first", "tiny", 256));
   uint64_t id = 0;
   ASSERT_EQ(kvstore_prefetch(b, prompt.data(), prompt.size(), nullptr, &id, nullptr), KVPOOL_OK);
@@ -312,19 +249,19 @@ TEST(StorageTier, EndingEarlyKeepsWhatLandedAndAccountsForTheRest) {
   ASSERT_EQ(kvhost_get_stats(b, &h), KVPOOL_OK);
   EXPECT_EQ(h.host_only_tokens, inserted);
   expect_consistent(b);
-  const kvseq_info got = begin_and_check(b, prompt);
+  const kvseq_info got = kvtest::begin_and_check_kv(b, prompt);
   EXPECT_EQ(got.storage_hit, inserted == 120 ? 116u : inserted);
 }
 
 TEST(StorageTier, ClearRemovesThePages) {
   TempDir dir;
   Pool a(storage_config(dir.path()));
-  serve_and_store(a, tokens_from(2, 40));
+  kvtest::serve_request(a, tokens_from(2, 40));
   EXPECT_EQ(dir.files().size(), 10u);
   ASSERT_EQ(kvstore_clear(a), KVPOOL_OK) << kvpool_last_error();
   EXPECT_EQ(dir.files().size(), 0u);
   Pool b(storage_config(dir.path()));
-  EXPECT_EQ(prefetch_all(b, tokens_from(2, 40)), 0u);
+  EXPECT_EQ(kvtest::prefetch_to_end(b, tokens_from(2, 40)), 0u);
 }
 
 }  // namespace
