@@ -7,6 +7,7 @@
 
 #include <dirent.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -113,6 +114,37 @@ TEST(StorageTier, SecondPoolLoadsWhatTheFirstStored) {
   // Storing the same pages again (pool b backs up what it loaded) writes nothing new.
   ASSERT_EQ(kvstore_flush(b), KVPOOL_OK);
   EXPECT_EQ(dir.files().size(), 10u);
+}
+
+// Two processes, as two engine instances: a forked child creates its own pool, serves a
+// prompt and flushes its backups to the shared directory, then exits; the parent's pool,
+// created before the child ran, prefetches the prompt and loads the child's KV.
+TEST(StorageTier, TwoProcessesShareOneStore) {
+  TempDir dir;
+  Pool parent(storage_config(dir.path()));
+  const std::vector<int32_t> prompt = tokens_from(21, 41);
+  std::fflush(nullptr);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // The child reports through its exit status only (gtest's assertions belong to the parent).
+    kvpool* pool = nullptr;
+    const std::string json = storage_config(dir.path());
+    if (kvpool_create(json.data(), json.size(), &pool) != KVPOOL_OK) _exit(2);
+    kvtest::serve_request(pool, prompt);
+    kvstore_stats s = KVSTORE_STATS_INIT;
+    const bool stored = kvstore_get_stats(pool, &s) == KVPOOL_OK && s.backup_pages == 10;
+    kvpool_destroy(pool);
+    _exit(stored && !::testing::Test::HasFailure() ? 0 : 3);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << "child status " << status;
+  ASSERT_EQ(WEXITSTATUS(status), 0) << "the child could not serve and store the prompt";
+  EXPECT_EQ(dir.files().size(), 10u);
+  EXPECT_EQ(kvtest::prefetch_to_end(parent, prompt), 40u);
+  const kvseq_info info = kvtest::begin_and_check_kv(parent, prompt);
+  EXPECT_EQ(info.storage_hit, 40u);
 }
 
 TEST(StorageTier, PrefetchContinuesPastTheCachedPrefixAcrossLayouts) {
