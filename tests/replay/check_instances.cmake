@@ -7,7 +7,7 @@ include(${CMAKE_CURRENT_LIST_DIR}/run_replay.cmake)
 file(REMOVE_RECURSE ${OUT})
 file(MAKE_DIRECTORY ${OUT})
 if(NOT DEFINED REQUESTS)
-  set(REQUESTS 90)
+  set(REQUESTS 150)
 endif()
 set(common --trace ${TRACE} --max-requests ${REQUESTS} --capacity-tokens 40k --host-capacity-tokens 100k --page-size 16
            --concurrency 2 --check-every 20 --json)
