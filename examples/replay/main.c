@@ -65,6 +65,136 @@ static int run_one(const replay_options *o, const trace *t, uint64_t capacity, u
   return rc;
 }
 
+/* --instances: the pooled result is the instances' results summed; capacities and the
+ * page size are one pool's, peak_used_tokens the sum of each pool's peak. */
+static void sum_results(const replay_result *rs, size_t n, replay_result *out) {
+  *out = rs[0];
+  for (size_t k = 1; k < n; ++k) {
+    const replay_result *r = &rs[k];
+#define ADD(f) out->f += r->f
+    ADD(requests); ADD(blocks); ADD(hit_blocks); ADD(input_tokens); ADD(matched_tokens);
+    ADD(device_hit_tokens); ADD(host_hit_tokens); ADD(storage_hit_tokens); ADD(output_tokens);
+    ADD(evicted_tokens); ADD(load_evicted_tokens); ADD(peak_used_tokens); ADD(final_cached_tokens);
+    ADD(retractions); ADD(oom_skipped); ADD(steps); ADD(prefill_tokens); ADD(decode_tokens);
+    ADD(kvseq_calls); ADD(ops); ADD(checks);
+    ADD(host_used_tokens); ADD(host_only_tokens); ADD(host_backups); ADD(host_backup_tokens);
+    ADD(host_backups_skipped); ADD(host_loads); ADD(host_load_tokens); ADD(host_loads_refused);
+    ADD(host_evicted_tokens); ADD(bytes_to_host); ADD(bytes_to_device);
+    ADD(storage_backup_pages); ADD(storage_bytes_written); ADD(storage_prefetches); ADD(storage_prefetch_tokens);
+    ADD(storage_bytes_read); ADD(storage_pages_rejected); ADD(storage_failures);
+#undef ADD
+  }
+  out->block_hit_ratio = out->blocks ? (double)out->hit_blocks / (double)out->blocks : 0.0;
+  out->token_hit_ratio = out->input_tokens ? (double)out->matched_tokens / (double)out->input_tokens : 0.0;
+  out->ops_per_second = out->wall_seconds > 0 ? (double)out->ops / out->wall_seconds : 0.0;
+}
+
+/* One interleaved run of the o->instances sub-traces subs[] on pools built from o (with
+ * no_storage set, without a storage tier), into results[]; matched[k] / host_matched[k]
+ * per instance when not NULL. */
+static int run_group(const replay_options *o, const trace *t, const trace *subs, const char *label,
+                     replay_result *results, pool_setup *setup, uint64_t **matched, uint64_t **host_matched) {
+  char err[1024];
+  const size_t n = o->instances;
+  if (pool_config_build(o, t, o->capacity, o->host_capacity, setup, err, sizeof err)) {
+    fprintf(stderr, PROG ": %s\n", err);
+    return 1;
+  }
+  replay_params *params = calloc(n, sizeof *params);
+  if (params == NULL) {
+    fprintf(stderr, PROG ": out of memory\n");
+    return 1;
+  }
+  progress bar;
+  progress_init(&bar, o->json ? 0 : o->progress, label);
+  for (size_t k = 0; k < n; ++k) {
+    params[k] = (replay_params){.trace = &subs[k],
+                                .config_json = setup->json,
+                                .concurrency = o->concurrency,
+                                .chunk = o->chunk,
+                                .check_every = o->check_every,
+                                .greedy = o->greedy,
+                                .sglang_evict_rule = setup->sglang_evict_rule,
+                                .matched = matched ? matched[k] : NULL,
+                                .host_matched = host_matched ? host_matched[k] : NULL,
+                                .progress = progress_update,
+                                .progress_ctx = &bar};
+  }
+  const int rc = replay_run_group(params, n, results, err, sizeof err);
+  progress_end(&bar);
+  free(params);
+  if (rc != 0) fprintf(stderr, PROG ": %s\n", err);
+  return rc;
+}
+
+/* --instances N > 1: the trace split round robin over N pools run interleaved (sharing the
+ * storage tier if there is one), then, with a storage tier, the same split again without it:
+ * the private caches' hit ratio. Fills *out (summed) and matched[] / host_matched[] in trace order. */
+static int run_instances(const replay_options *o, const trace *t, run_summary *out, replay_result *results,
+                         uint64_t *matched, uint64_t *host_matched) {
+  const size_t n = o->instances;
+  trace *subs = calloc(n, sizeof *subs);
+  replay_result *priv = calloc(n, sizeof *priv);
+  uint64_t **m = calloc(n, sizeof *m), **hm = calloc(n, sizeof *hm);
+  int rc = subs == NULL || priv == NULL || m == NULL || hm == NULL;
+  for (size_t k = 0; k < n && rc == 0; ++k) {
+    rc = trace_split(t, n, k, &subs[k]);
+    if (rc == 0 && matched != NULL) {
+      rc = (m[k] = calloc(subs[k].num_reqs + 1, sizeof **m)) == NULL || (hm[k] = calloc(subs[k].num_reqs + 1, sizeof **hm)) == NULL;
+    }
+  }
+  if (rc != 0) fprintf(stderr, PROG ": out of memory\n");
+  pool_setup setup;
+  memset(&setup, 0, sizeof setup);
+  memset(out, 0, sizeof *out);
+  if (rc == 0) rc = run_group(o, t, subs, "replay", results, &setup, matched ? m : NULL, matched ? hm : NULL);
+  if (rc == 0) {
+    sum_results(results, n, &out->r);
+    out->trace_path = o->trace_path;
+    snprintf(out->policy, sizeof out->policy, "%s", setup.policy);
+    out->concurrency = o->concurrency;
+    out->chunk = o->chunk;
+    out->greedy = o->greedy;
+    out->unbounded = setup.unbounded;
+    out->host_requested = o->host_capacity;
+    if (setup.host_tier) snprintf(out->host_write_policy, sizeof out->host_write_policy, "%s", setup.host_write_policy);
+    out->instances = (uint32_t)n;
+    out->instance_results = results;
+    out->private_matched_tokens = out->r.matched_tokens;
+    out->private_token_hit_ratio = out->r.token_hit_ratio;
+    for (size_t k = 0; matched != NULL && k < n; ++k) {
+      for (size_t j = 0; j < subs[k].num_reqs; ++j) {
+        matched[k + j * n] = m[k][j];
+        host_matched[k + j * n] = hm[k][j];
+      }
+    }
+  }
+  pool_setup_free(&setup);
+  if (rc == 0 && out->r.storage) {  /* the comparison: each instance with its own device and host tiers only */
+    replay_options priv_opts = *o;
+    priv_opts.storage = NULL;
+    priv_opts.no_storage = 1;
+    rc = run_group(&priv_opts, t, subs, "private", priv, &setup, NULL, NULL);
+    pool_setup_free(&setup);
+    if (rc == 0) {
+      replay_result sum;
+      sum_results(priv, n, &sum);
+      out->private_matched_tokens = sum.matched_tokens;
+      out->private_token_hit_ratio = sum.token_hit_ratio;
+    }
+  }
+  for (size_t k = 0; k < n; ++k) {
+    if (subs != NULL) trace_free_split(&subs[k]);
+    if (m != NULL) free(m[k]);
+    if (hm != NULL) free(hm[k]);
+  }
+  free(subs);
+  free(priv);
+  free(m);
+  free(hm);
+  return rc;
+}
+
 /* mkdir -p. */
 static int make_dirs(const char *path) {
   char buf[4096];
@@ -202,7 +332,14 @@ int main(int argc, char **argv) {
       options_free(&o);
       return 1;
     }
-    rc = run_one(&o, &t, o.capacity, o.host_capacity, "replay", &s, matched, host_matched);
+    replay_result *results = NULL;
+    if (o.instances > 1) {
+      results = calloc(o.instances, sizeof *results);
+      rc = results == NULL ? (fprintf(stderr, PROG ": out of memory\n"), 1)
+                           : run_instances(&o, &t, &s, results, matched, host_matched);
+    } else {
+      rc = run_one(&o, &t, o.capacity, o.host_capacity, "replay", &s, matched, host_matched);
+    }
     if (rc == 0 && matched != NULL) {
       rc = write_per_request(o.per_request, matched, s.r.host_tier ? host_matched : NULL, t.num_reqs);
     }
@@ -214,6 +351,7 @@ int main(int argc, char **argv) {
     } else if (rc == 0) {
       report_text(stdout, &s);
     }
+    free(results);
   }
   trace_free(&t);
   options_free(&o);

@@ -24,6 +24,8 @@ typedef struct replay_options {
   uint64_t host_capacity;   /* --host-capacity-tokens: host tier tokens; 0 = no host tier flag */
   const char *host_write_policy; /* --host-write-policy; NULL = the config's, else write_through */
   const char *storage;      /* --storage file:DIR | memcached:H:P[,H:P...] | redis:H:P[,H:P...]; NULL = none */
+  uint32_t instances;       /* --instances N: the trace split round robin over N pools (default 1) */
+  int no_storage;           /* not a flag: drop any storage tier (the private comparison of --instances) */
   uint64_t check_every;     /* 0 = only at the end */
   size_t max_requests;      /* 0 = all */
   uint64_t *sweep;          /* capacities of --sweep (owned), sweep_len of them */

@@ -159,6 +159,7 @@ static int apply(const replay_options *o, const trace *t, uint64_t capacity, uin
     if (apply_host(o, root, tokens - tokens % out->page_size, host_capacity, err, err_cap)) return 1;
   }
   if (o->storage != NULL && apply_storage(o->storage, root, err, err_cap)) return 1;
+  if (o->no_storage) cJSON_DeleteItemFromObjectCaseSensitive(root, "storage");
   const cJSON *host = cJSON_GetObjectItemCaseSensitive(root, "host_cache");
   out->host_tier = cJSON_IsObject(host);
   if (out->host_tier) {

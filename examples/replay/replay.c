@@ -60,6 +60,9 @@ typedef struct sched {
   int storage;     /* the pool has a storage tier (kvstore_get_stats answers) */
   list running;    /* in admission order */
   list waiting;    /* begun or retracted requests, oldest (smallest idx) first */
+  int stalled;     /* a prefill waited for memory last step */
+  struct sched *group; /* the instances run together (--instances), this one included */
+  size_t group_n;
   size_t next;     /* next trace arrival */
   size_t done;     /* finished or skipped */
   uint8_t *seen;   /* block ids of the requests begun so far */
@@ -183,9 +186,14 @@ static int after_load(sched *s, uint64_t seq, uint64_t tree_before, uint64_t *lo
  * is a model of hits, not of timing: it lets backups finish before each prefetch. */
 static int prefetch_request(sched *s, uint32_t tokens) {
   /* Every earlier backup written first: the store holds what the requests before this one
-   * put there, whatever the disk's or servers' speed, so a run's hits do not depend on it. */
-  kvpool_status st = kvstore_flush(s->pool);
-  if (st != KVPOOL_OK) return api_fail(s, "kvstore_flush", st);
+   * put there, whatever the disk's or servers' speed, so a run's hits do not depend on it.
+   * With several instances on one store, every instance's backups are written first. */
+  kvpool_status st;
+  for (size_t k = 0; k < s->group_n; ++k) {
+    if (!s->group[k].storage) continue;
+    st = kvstore_flush(s->group[k].pool);
+    if (st != KVPOOL_OK) return api_fail(s, "kvstore_flush", st);
+  }
   uint64_t id = 0;
   st = kvstore_prefetch(s->pool, s->tokens, tokens, NULL, &id, NULL);
   if (st != KVPOOL_OK) return api_fail(s, "kvstore_prefetch", st);
@@ -492,26 +500,23 @@ static int check_pool(sched *s) {
   return 0;
 }
 
-static int run_loop(sched *s) {
-  int stalled = 0;
-  while (s->done < s->t->num_reqs) {
-    int moved = 0;
-    ++s->res->steps;
-    /* Memory was short last step: let running requests drain before admitting more. */
-    if ((!stalled || s->running.n == 0) && admit(s)) return 1;
-    if (prefill(s, &moved, &stalled)) return 1;
-    if (sample_usage(s) || decode(s, &moved) || sample_usage(s) || finish(s, &moved)) return 1;
-    if (!moved && s->running.n > 0) {
-      /* Every running request waits for memory the others hold: make room. */
-      if (s->running.n > 1) {
-        if (retract_running(s, largest_running(s))) return 1;
-      } else if (alone_out_of_memory(s, 0)) {
-        return 1;
-      }
+/* One scheduler step (steps 1-4 above). */
+static int sched_step(sched *s) {
+  int moved = 0;
+  ++s->res->steps;
+  /* Memory was short last step: let running requests drain before admitting more. */
+  if ((!s->stalled || s->running.n == 0) && admit(s)) return 1;
+  if (prefill(s, &moved, &s->stalled)) return 1;
+  if (sample_usage(s) || decode(s, &moved) || sample_usage(s) || finish(s, &moved)) return 1;
+  if (!moved && s->running.n > 0) {
+    /* Every running request waits for memory the others hold: make room. */
+    if (s->running.n > 1) {
+      if (retract_running(s, largest_running(s))) return 1;
+    } else if (alone_out_of_memory(s, 0)) {
+      return 1;
     }
-    if (s->p->check_every != 0 && s->res->steps % s->p->check_every == 0 && check_pool(s)) return 1;
-    if (s->p->progress != NULL) s->p->progress(s->p->progress_ctx, s->done, s->t->num_reqs);
   }
+  if (s->p->check_every != 0 && s->res->steps % s->p->check_every == 0 && check_pool(s)) return 1;
   return 0;
 }
 
@@ -581,70 +586,148 @@ static void fill_ratios(replay_result *r, double seconds) {
   r->ops_per_second = seconds > 0 ? (double)r->ops / seconds : 0.0;
 }
 
-int replay_run(const replay_params *p, replay_result *out, char *err, size_t err_cap) {
+/* Creates s's pool and scratch; clear_store: clear the storage tier (once per store). */
+static int sched_init(sched *s, const replay_params *p, replay_result *out, int clear_store, char *err, size_t err_cap) {
   memset(out, 0, sizeof *out);
   const trace *t = p->trace;
-  sched s;
-  memset(&s, 0, sizeof s);
-  s.p = p;
-  s.t = t;
-  s.res = out;
-  s.err = err;
-  s.err_cap = err_cap;
+  memset(s, 0, sizeof *s);
+  s->p = p;
+  s->t = t;
+  s->res = out;
+  s->err = err;
+  s->err_cap = err_cap;
   out->requests = t->num_reqs;
   out->blocks = t->total_blocks;
   out->input_tokens = t->input_tokens;
   out->output_tokens = t->output_tokens;
 
-  const double start = now_seconds();
-  kvpool_status st = kvpool_create(p->config_json, strlen(p->config_json), &s.pool);
-  if (st != KVPOOL_OK) return api_fail(&s, "kvpool_create", st);
+  kvpool_status st = kvpool_create(p->config_json, strlen(p->config_json), &s->pool);
+  if (st != KVPOOL_OK) {
+    s->pool = NULL;
+    return api_fail(s, "kvpool_create", st);
+  }
   kvpool_plan_info plan = KVPOOL_PLAN_INFO_INIT;
-  st = kvpool_get_plan(s.pool, &plan);
-  int rc = st != KVPOOL_OK ? api_fail(&s, "kvpool_get_plan", st) : 0;
-  s.page = plan.page_size;
+  st = kvpool_get_plan(s->pool, &plan);
+  int rc = st != KVPOOL_OK ? api_fail(s, "kvpool_get_plan", st) : 0;
+  s->page = plan.page_size;
   out->page_size = plan.page_size;
   out->capacity_tokens = plan.max_total_tokens;
   if (rc == 0) {
     kvhost_stats h = KVHOST_STATS_INIT;
-    st = kvhost_get_stats(s.pool, &h);
-    if (st == KVPOOL_OK) s.host = 1;
-    else if (st != KVPOOL_ERR_UNSUPPORTED) rc = api_fail(&s, "kvhost_get_stats", st);
-    out->host_tier = s.host;
+    st = kvhost_get_stats(s->pool, &h);
+    if (st == KVPOOL_OK) s->host = 1;
+    else if (st != KVPOOL_ERR_UNSUPPORTED) rc = api_fail(s, "kvhost_get_stats", st);
+    out->host_tier = s->host;
     out->host_capacity_tokens = h.capacity_tokens;
   }
-  if (rc == 0 && s.host) {  /* a storage tier starts cold: every run measures the same thing */
+  if (rc == 0 && s->host) {  /* a storage tier starts cold: every run measures the same thing */
     kvstore_stats g = KVSTORE_STATS_INIT;
-    st = kvstore_get_stats(s.pool, &g);
-    if (st == KVPOOL_OK) s.storage = 1;
-    else if (st != KVPOOL_ERR_UNSUPPORTED) rc = api_fail(&s, "kvstore_get_stats", st);
-    if (s.storage && (st = kvstore_clear(s.pool)) != KVPOOL_OK) rc = api_fail(&s, "kvstore_clear", st);
-    out->storage = s.storage;
+    st = kvstore_get_stats(s->pool, &g);
+    if (st == KVPOOL_OK) s->storage = 1;
+    else if (st != KVPOOL_ERR_UNSUPPORTED) rc = api_fail(s, "kvstore_get_stats", st);
+    if (s->storage && clear_store && (st = kvstore_clear(s->pool)) != KVPOOL_OK) rc = api_fail(s, "kvstore_clear", st);
+    out->storage = s->storage;
   }
 
   const size_t ctx = (size_t)t->max_context + 1, conc = p->concurrency;
-  s.seen = calloc((size_t)t->max_block_id + 1, 1);
-  s.tokens = malloc(ctx * sizeof *s.tokens);
-  s.slots = malloc(ctx * sizeof *s.slots);
-  s.batch_seqs = malloc(conc * sizeof *s.batch_seqs);
-  s.batch_tokens = malloc(conc * sizeof *s.batch_tokens);
-  s.batch_slots = malloc(conc * sizeof *s.batch_slots);
-  s.batch_pos = malloc(conc * sizeof *s.batch_pos);
-  if (rc == 0 && (!s.seen || !s.tokens || !s.slots || !s.batch_seqs || !s.batch_tokens || !s.batch_slots || !s.batch_pos)) {
-    rc = fail(&s, "out of memory");
+  s->seen = calloc((size_t)t->max_block_id + 1, 1);
+  s->tokens = malloc(ctx * sizeof *s->tokens);
+  s->slots = malloc(ctx * sizeof *s->slots);
+  s->batch_seqs = malloc(conc * sizeof *s->batch_seqs);
+  s->batch_tokens = malloc(conc * sizeof *s->batch_tokens);
+  s->batch_slots = malloc(conc * sizeof *s->batch_slots);
+  s->batch_pos = malloc(conc * sizeof *s->batch_pos);
+  if (rc == 0 && (!s->seen || !s->tokens || !s->slots || !s->batch_seqs || !s->batch_tokens || !s->batch_slots ||
+                  !s->batch_pos)) {
+    rc = fail(s, "out of memory");
   }
-  if (rc == 0) rc = run_loop(&s);
-  if (rc == 0) rc = check_end(&s);
-  kvpool_destroy(s.pool);
-  fill_ratios(out, now_seconds() - start);
-  free(s.seen);
-  free(s.tokens);
-  free(s.slots);
-  free(s.batch_seqs);
-  free(s.batch_tokens);
-  free(s.batch_slots);
-  free(s.batch_pos);
-  free(s.running.v);
-  free(s.waiting.v);
   return rc;
+}
+
+/* The end checks (when rc is 0), then the pool's destruction; returns the final rc. */
+static int sched_end(sched *s, int rc) {
+  if (rc == 0 && s->pool != NULL) rc = check_end(s);
+  if (s->pool != NULL) kvpool_destroy(s->pool);
+  s->pool = NULL;
+  free(s->seen);
+  free(s->tokens);
+  free(s->slots);
+  free(s->batch_seqs);
+  free(s->batch_tokens);
+  free(s->batch_slots);
+  free(s->batch_pos);
+  free(s->running.v);
+  free(s->waiting.v);
+  memset(s, 0, sizeof *s);
+  return rc;
+}
+
+static int sched_busy(const sched *s) { return s->done < s->t->num_reqs; }
+
+int replay_run_group(const replay_params *params, size_t n, replay_result *outs, char *err, size_t err_cap) {
+  if (n == 0) {
+    snprintf(err, err_cap, "no instances");
+    return 1;
+  }
+  sched *s = calloc(n, sizeof *s);
+  if (s == NULL) {
+    snprintf(err, err_cap, "out of memory");
+    return 1;
+  }
+  /* Each instance writes its messages into its own buffer; the first failure is reported. */
+  char (*errs)[1024] = calloc(n, sizeof *errs);
+  if (errs == NULL) {
+    free(s);
+    snprintf(err, err_cap, "out of memory");
+    return 1;
+  }
+  const double start = now_seconds();
+  int rc = 0;
+  size_t failed = 0, inited = 0;
+  for (size_t k = 0; k < n && rc == 0; ++k) {
+    rc = sched_init(&s[k], &params[k], &outs[k], k == 0, errs[k], sizeof errs[k]);
+    s[k].group = s;
+    s[k].group_n = n;
+    inited = k + 1;
+    if (rc != 0) failed = k;
+  }
+  size_t total = 0;
+  for (size_t k = 0; k < n; ++k) total += params[k].trace->num_reqs;
+  /* Interleaved in trace order: one step of each instance in turn. */
+  for (int busy = 1; rc == 0 && busy;) {
+    busy = 0;
+    for (size_t k = 0; k < n && rc == 0; ++k) {
+      if (!sched_busy(&s[k])) continue;
+      busy = 1;
+      if ((rc = sched_step(&s[k])) != 0) {
+        failed = k;
+        break;
+      }
+      if (params[0].progress != NULL) {
+        size_t done = 0;
+        for (size_t j = 0; j < n; ++j) done += s[j].done;
+        params[0].progress(params[0].progress_ctx, done, total);
+      }
+    }
+  }
+  for (size_t k = 0; k < inited; ++k) {
+    const int end = sched_end(&s[k], rc);
+    if (rc == 0 && end != 0) {
+      rc = end;
+      failed = k;
+    }
+  }
+  const double seconds = now_seconds() - start;
+  for (size_t k = 0; k < n; ++k) fill_ratios(&outs[k], seconds);
+  if (rc != 0) {
+    if (n == 1) snprintf(err, err_cap, "%s", errs[failed]);
+    else snprintf(err, err_cap, "instance %zu: %s", failed, errs[failed]);
+  }
+  free(errs);
+  free(s);
+  return rc;
+}
+
+int replay_run(const replay_params *p, replay_result *out, char *err, size_t err_cap) {
+  return replay_run_group(p, 1, out, err, err_cap);
 }

@@ -72,4 +72,12 @@ typedef struct replay_result {
 /* Returns 0 on success; otherwise nonzero with a message in err. */
 int replay_run(const replay_params *p, replay_result *out, char *err, size_t err_cap);
 
+/* --instances: n pools, instance k replaying params[k] (its own sub-trace, see trace_split)
+ * into outs[k], run interleaved: one scheduler step of each busy instance in turn. When
+ * their configs name a storage tier they share it: instance 0 clears it (once, before the
+ * other pools are created) and every instance's backups are flushed before each prefetch.
+ * params[0].progress gets the done and total requests of all instances. Every outs[k]
+ * gets the whole run's wall_seconds. replay_run is this with n = 1. */
+int replay_run_group(const replay_params *params, size_t n, replay_result *outs, char *err, size_t err_cap);
+
 #endif

@@ -42,10 +42,26 @@ void report_text(FILE *f, const run_summary *s) {
   if (s->chunk) snprintf(chunk, sizeof chunk, "prefill chunk %" PRIu32, s->chunk);
   fprintf(f, "  concurrency       %" PRIu32 ", %s, %s admission\n", s->concurrency, chunk,
           s->greedy ? "greedy" : "reserve");
+  if (s->instances > 1) {
+    fprintf(f, "  instances         %" PRIu32 " (request i on instance i %% %" PRIu32 ", run interleaved%s); figures summed\n",
+            s->instances, s->instances, r->storage ? ", one shared store" : "");
+  }
   fprintf(f, "  block hit ratio   %.2f%%  (%s of %s blocks)\n", 100.0 * r->block_hit_ratio,
           report_thousands(r->hit_blocks, a, sizeof a), report_thousands(r->blocks, b, sizeof b));
   fprintf(f, "  token hit ratio   %.2f%%  (%s of %s prompt tokens)\n", 100.0 * r->token_hit_ratio,
           report_thousands(r->matched_tokens, a, sizeof a), report_thousands(r->input_tokens, b, sizeof b));
+  if (s->instances > 1) {
+    fprintf(f, "  private caches    %.2f%%  (%s tokens: the same %" PRIu32 " instances %s)\n",
+            100.0 * s->private_token_hit_ratio, report_thousands(s->private_matched_tokens, a, sizeof a), s->instances,
+            r->storage ? "without the shared store" : "- no store: the run above");
+    for (uint32_t k = 0; k < s->instances; ++k) {
+      const replay_result *q = &s->instance_results[k];
+      fprintf(f, "    instance %-6" PRIu32 " %.2f%%  (%s matched: %s device, %s host, %s storage)\n", k,
+              100.0 * q->token_hit_ratio, report_thousands(q->matched_tokens, a, sizeof a),
+              report_thousands(q->device_hit_tokens, b, sizeof b), report_thousands(q->host_hit_tokens, c, sizeof c),
+              report_thousands(q->storage_hit_tokens, d, sizeof d));
+    }
+  }
   if (r->host_tier) {
     const double in = r->input_tokens ? (double)r->input_tokens : 1.0;
     fprintf(f, "  host tier         %s tokens, %s\n", report_thousands(r->host_capacity_tokens, a, sizeof a),
@@ -78,8 +94,10 @@ void report_text(FILE *f, const run_summary *s) {
   fprintf(f, "  evicted tokens    %s", report_thousands(r->evicted_tokens, a, sizeof a));
   if (r->host_tier) fprintf(f, " (%s by load-backs)", report_thousands(r->load_evicted_tokens, b, sizeof b));
   fputc('\n', f);
-  fprintf(f, "  peak used tokens  %s (%.1f%% of capacity)\n", report_thousands(r->peak_used_tokens, a, sizeof a),
-          r->capacity_tokens ? 100.0 * (double)r->peak_used_tokens / (double)r->capacity_tokens : 0.0);
+  /* With instances, the sum of each pool's peak against the sum of their capacities. */
+  const double capacity = (double)r->capacity_tokens * (s->instances > 1 ? (double)s->instances : 1.0);
+  fprintf(f, "  peak used tokens  %s (%.1f%% of capacity%s)\n", report_thousands(r->peak_used_tokens, a, sizeof a),
+          capacity > 0 ? 100.0 * (double)r->peak_used_tokens / capacity : 0.0, s->instances > 1 ? ", summed over instances" : "");
   fprintf(f, "  computed tokens   %s prefill + %s decode\n", report_thousands(r->prefill_tokens, a, sizeof a),
           report_thousands(r->decode_tokens, b, sizeof b));
   fprintf(f, "  retractions       %s, oom-skipped requests %s\n", report_thousands(r->retractions, a, sizeof a),
@@ -127,10 +145,23 @@ void report_json(FILE *f, const run_summary *s) {
           ", \"storage_hit_tokens\": %" PRIu64 ", \"storage\": %s, \"storage_backup_pages\": %" PRIu64
           ", \"storage_bytes_written\": %" PRIu64 ", \"storage_prefetches\": %" PRIu64
           ", \"storage_prefetch_tokens\": %" PRIu64 ", \"storage_bytes_read\": %" PRIu64
-          ", \"storage_pages_rejected\": %" PRIu64 ", \"storage_failures\": %" PRIu64 "}",
+          ", \"storage_pages_rejected\": %" PRIu64 ", \"storage_failures\": %" PRIu64,
           r->storage_hit_tokens, r->storage ? "true" : "false", r->storage_backup_pages, r->storage_bytes_written,
           r->storage_prefetches, r->storage_prefetch_tokens, r->storage_bytes_read, r->storage_pages_rejected,
           r->storage_failures);
+  if (s->instances > 1) {
+    fprintf(f, ", \"instances\": %" PRIu32 ", \"private_token_hit_ratio\": %.6f, \"private_matched_tokens\": %" PRIu64
+            ", \"instance_hits\": [", s->instances, s->private_token_hit_ratio, s->private_matched_tokens);
+    for (uint32_t k = 0; k < s->instances; ++k) {
+      const replay_result *q = &s->instance_results[k];
+      fprintf(f, "%s{\"requests\": %" PRIu64 ", \"input_tokens\": %" PRIu64 ", \"matched_tokens\": %" PRIu64
+              ", \"device_hit_tokens\": %" PRIu64 ", \"host_hit_tokens\": %" PRIu64 ", \"storage_hit_tokens\": %" PRIu64 "}",
+              k ? ", " : "", q->requests, q->input_tokens, q->matched_tokens, q->device_hit_tokens, q->host_hit_tokens,
+              q->storage_hit_tokens);
+    }
+    fputc(']', f);
+  }
+  fputc('}', f);
 }
 
 void report_sweep_text(FILE *f, const run_summary *runs, size_t n) {

@@ -18,7 +18,12 @@ typedef struct run_summary {
   int unbounded;
   uint64_t host_requested;     /* --host-capacity-tokens of this run, 0 for none (r.host_capacity_tokens: kvpool's) */
   char host_write_policy[32];  /* the host tier's write policy ("" without one: r.host_tier) */
-  replay_result r;
+  replay_result r;             /* with --instances N > 1: summed over the instances (the pooled run) */
+  /* --instances N > 1 (instances 1: none of these is reported). */
+  uint32_t instances;
+  const replay_result *instance_results; /* N results of the pooled run */
+  uint64_t private_matched_tokens;       /* the same split without a storage tier (= pooled without --storage) */
+  double private_token_hit_ratio;
 } run_summary;
 
 void report_text(FILE *f, const run_summary *s);

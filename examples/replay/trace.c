@@ -153,6 +153,29 @@ void trace_free(trace *t) {
   memset(t, 0, sizeof *t);
 }
 
+int trace_split(const trace *t, size_t n, size_t k, trace *out) {
+  memset(out, 0, sizeof *out);
+  const size_t count = k < t->num_reqs ? (t->num_reqs - k + n - 1) / n : 0;
+  out->reqs = malloc((count ? count : 1) * sizeof *out->reqs);
+  if (out->reqs == NULL) return 1;
+  out->block_ids = t->block_ids;
+  out->max_context = t->max_context;
+  out->max_block_id = t->max_block_id;
+  for (size_t i = k; i < t->num_reqs; i += n) {
+    const trace_request *r = &t->reqs[i];
+    out->reqs[out->num_reqs++] = *r;
+    out->total_blocks += r->num_blocks;
+    out->input_tokens += r->input_len;
+    out->output_tokens += r->output_len;
+  }
+  return 0;
+}
+
+void trace_free_split(trace *t) {
+  free(t->reqs);
+  memset(t, 0, sizeof *t);
+}
+
 void trace_drop_outputs(trace *t) {
   uint32_t longest = 0;
   for (size_t i = 0; i < t->num_reqs; ++i) {

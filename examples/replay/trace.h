@@ -40,6 +40,14 @@ void trace_free(trace *t);
  * matched, computed and cached; nothing is decoded). */
 void trace_drop_outputs(trace *t);
 
+/* --instances: instance k of n gets requests k, k + n, k + 2n, ... of t, in order. out
+ * shares t's block_ids (t must outlive it) and owns only its reqs: free it with
+ * trace_free_split. Output ids stay those of t, so they are distinct across instances.
+ * max_context and max_block_id are t's (sizes that fit every instance). Returns nonzero
+ * when out of memory. */
+int trace_split(const trace *t, size_t n, size_t k, trace *out);
+void trace_free_split(trace *t);
+
 /* Writes request i's prompt followed by its first `decoded` output tokens into
  * out (room for input_len + decoded ids). Prompt id of block h, offset t: h*512+t;
  * output ids are negative and distinct per request, so they never match a prompt. */

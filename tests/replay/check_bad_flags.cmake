@@ -24,6 +24,10 @@ set(cases
   "--trace|${TRACE}|--capacity-tokens|1M|--host-capacity-tokens|2M|--host-write-policy|sometimes"
   "--trace|${TRACE}|--capacity-tokens|1M|--host-write-policy|write_back"
   "--trace|${TRACE}|--sweep|1M,2M|--host-capacity-tokens|500k"
+  "--trace|${TRACE}|--instances|0"
+  "--trace|${TRACE}|--instances|two"
+  "--trace|${TRACE}|--instances|-1"
+  "--trace|${TRACE}|--instances|3|--sweep|1M,2M"
   "--trace")
 foreach(case IN LISTS cases)
   string(REPLACE "|" ";" args "${case}")

@@ -1,0 +1,83 @@
+# --instances N: the trace split round robin over N pools run interleaved on one shared
+# store (--storage file:DIR), against the same split with private caches (the replay's
+# own second run, without the store). The pooled run is clean under kvpool_check every 20
+# steps, hits at least as much as the private caches and gets storage hits; instance_hits
+# has N entries that add up to the totals; --instances 1 matches a run without the flag.
+include(${CMAKE_CURRENT_LIST_DIR}/run_replay.cmake)
+file(REMOVE_RECURSE ${OUT})
+file(MAKE_DIRECTORY ${OUT})
+if(NOT DEFINED REQUESTS)
+  set(REQUESTS 150)
+endif()
+set(common --trace ${TRACE} --max-requests ${REQUESTS} --capacity-tokens 40k --host-capacity-tokens 100k --page-size 16
+           --concurrency 2 --check-every 20 --json)
+
+run_replay(json ${common} --instances 3 --storage file:${OUT}/store)
+message(STATUS "--instances 3: ${json}")
+expect_field("${json}" check ok)
+expect_field("${json}" storage ON)
+expect_field("${json}" instances 3)
+foreach(key requests input_tokens matched_tokens device_hit_tokens host_hit_tokens storage_hit_tokens
+            private_matched_tokens)
+  string(JSON ${key} GET "${json}" ${key})
+endforeach()
+string(JSON pooled_ratio GET "${json}" token_hit_ratio)
+string(JSON private_ratio GET "${json}" private_token_hit_ratio)
+if(NOT requests EQUAL REQUESTS)
+  message(FATAL_ERROR "requests ${requests}, expected ${REQUESTS}")
+endif()
+if(matched_tokens LESS private_matched_tokens OR pooled_ratio LESS private_ratio)
+  message(FATAL_ERROR "pooled ${matched_tokens} (${pooled_ratio}) < private ${private_matched_tokens} (${private_ratio})")
+endif()
+if(storage_hit_tokens EQUAL 0)
+  message(FATAL_ERROR "no storage hits with a shared store")
+endif()
+math(EXPR sum "${device_hit_tokens} + ${host_hit_tokens} + ${storage_hit_tokens}")
+if(NOT sum EQUAL matched_tokens)
+  message(FATAL_ERROR "device ${device_hit_tokens} + host ${host_hit_tokens} + storage ${storage_hit_tokens} != matched ${matched_tokens}")
+endif()
+
+# instance_hits: 3 entries adding up to the totals.
+string(JSON n LENGTH "${json}" instance_hits)
+if(NOT n EQUAL 3)
+  message(FATAL_ERROR "instance_hits has ${n} entries, expected 3")
+endif()
+foreach(key requests input_tokens matched_tokens device_hit_tokens host_hit_tokens storage_hit_tokens)
+  set(total 0)
+  foreach(k 0 1 2)
+    string(JSON v GET "${json}" instance_hits ${k} ${key})
+    math(EXPR total "${total} + ${v}")
+  endforeach()
+  if(NOT total EQUAL ${key})
+    message(FATAL_ERROR "instance_hits: ${key} adds up to ${total}, the total is ${${key}}")
+  endif()
+endforeach()
+# Round robin: instance k has the requests k, k + 3, ...
+math(EXPR per "${REQUESTS} / 3")
+string(JSON r0 GET "${json}" instance_hits 0 requests)
+if(NOT r0 EQUAL per)
+  message(FATAL_ERROR "instance 0 has ${r0} requests, expected ${per}")
+endif()
+
+# --instances 1 is the run without the flag (no instance keys; same hits).
+run_replay(one ${common} --instances 1)
+run_replay(plain ${common})
+string(JSON one_matched GET "${one}" matched_tokens)
+string(JSON plain_matched GET "${plain}" matched_tokens)
+if(NOT one_matched EQUAL plain_matched)
+  message(FATAL_ERROR "--instances 1 matched ${one_matched}, without the flag ${plain_matched}")
+endif()
+string(JSON missing ERROR_VARIABLE e GET "${one}" instances)
+if(NOT e)
+  message(FATAL_ERROR "--instances 1 reports \"instances\" (its output should be the plain run's)")
+endif()
+
+# Without --storage: N private pools, the private ratio is the pooled one.
+run_replay(priv ${common} --instances 3)
+expect_field("${priv}" check ok)
+string(JSON a GET "${priv}" matched_tokens)
+string(JSON b GET "${priv}" private_matched_tokens)
+if(NOT a EQUAL b OR NOT a EQUAL private_matched_tokens)
+  message(FATAL_ERROR "--instances 3 without storage: matched ${a}, private ${b}; the comparison run matched ${private_matched_tokens}")
+endif()
+file(REMOVE_RECURSE ${OUT})
