@@ -55,6 +55,9 @@ struct StorageCacheStats {
   uint64_t storage_hit_tokens = 0;     // tokens loaded back to the device that came from storage
 };
 
+// Why prefetch() started nothing (storage.h's kvstore_skip, same values).
+enum class PrefetchSkip : int32_t { kNone = 0, kBelowThreshold = 1, kNotBackedUp = 2, kCapacity = 3, kHostFull = 4 };
+
 // What a prefetch has done so far (prefetch_state()).
 struct PrefetchState {
   bool done = false;      // nothing more will land
@@ -129,9 +132,9 @@ class PrefixCache {
   void enable_storage(storage::StorageTier* tier, std::string identity, const StorageOptions& options);
   storage::StorageTier* storage() const { return storage_; }
   // Starts reading the stored pages that continue the cached prefix of tokens[0, n) into
-  // the host tier. *id = 0 when nothing starts (*why says why: below the threshold, no
-  // stored continuation possible, the capacity limit, no host room).
-  Status prefetch(const int32_t* tokens, size_t n, const std::string& extra_key, uint64_t* id, std::string* why);
+  // the host tier. *id = 0 when nothing starts (*why says why: below the threshold, a cached
+  // prefix without a host copy, the capacity limit, no host room).
+  Status prefetch(const int32_t* tokens, size_t n, const std::string& extra_key, uint64_t* id, PrefetchSkip* why);
   Status prefetch_state(uint64_t id, PrefetchState* out) const;
   // Ends a prefetch (whatever the policy says: the caller asked prefetch_state() first):
   // the pages that landed become host-only nodes, so the next match finds them as a host

@@ -132,9 +132,9 @@ void PrefixCache::drain_storage() {
 }
 
 Status PrefixCache::prefetch(const int32_t* tokens, size_t n, const std::string& extra_key, uint64_t* id,
-                             std::string* why) {
+                             PrefetchSkip* why) {
   *id = 0;
-  why->clear();
+  *why = PrefetchSkip::kNone;
   if (storage_ == nullptr) return Status::unsupported("the pool has no storage tier (config: storage)");
   const size_t P = static_cast<size_t>(page_size());
   size_t done = 0;
@@ -142,23 +142,17 @@ Status PrefixCache::prefetch(const int32_t* tokens, size_t n, const std::string&
   n -= n % P;
   const MatchResult m = tree_.match(tokens, n, extra_key);
   const size_t cached = m.slots.size() + m.host_tokens;
+  const size_t asked = n - cached;
   // The fetched pages hang below the deepest cached node, which needs a host copy (every
   // host-only node's ancestors have one); with no host-only part that is the device node.
   if (cached > 0 && m.host_tokens == 0 && m.last_host_node != m.last_node) {
-    *why = "the cached prefix has no host copy yet";
-    ++storage_stats_.prefetches_skipped;
-    return Status::ok();
+    *why = PrefetchSkip::kNotBackedUp;
+  } else if (asked == 0 || asked < std::max(storage_options_.threshold_tokens, P)) {
+    *why = PrefetchSkip::kBelowThreshold;
+  } else if (prefetch_tokens_held_ + asked > storage_options_.capacity_tokens) {
+    *why = PrefetchSkip::kCapacity;
   }
-  const size_t asked = n - cached;
-  if (asked == 0 || asked < std::max(storage_options_.threshold_tokens, P)) {
-    *why = "the uncached part (" + std::to_string(asked) + " tokens) is below the prefetch threshold (" +
-           std::to_string(std::max(storage_options_.threshold_tokens, P)) + " tokens)";
-    ++storage_stats_.prefetches_skipped;
-    return Status::ok();
-  }
-  if (prefetch_tokens_held_ + asked > storage_options_.capacity_tokens) {
-    *why = "running prefetches hold " + std::to_string(prefetch_tokens_held_) + " of the " +
-           std::to_string(storage_options_.capacity_tokens) + " host tokens prefetches may use";
+  if (*why != PrefetchSkip::kNone) {
     ++storage_stats_.prefetches_skipped;
     return Status::ok();
   }
@@ -175,7 +169,7 @@ Status PrefixCache::prefetch(const int32_t* tokens, size_t n, const std::string&
   op.pages.resize(pages);
   prefetches_.reserve(prefetches_.size() + 1);
   if (!take_host_pages(pages, op.pages.data())) {
-    *why = "the host tier has no room for " + std::to_string(pages) + " pages";
+    *why = PrefetchSkip::kHostFull;
     ++storage_stats_.prefetches_skipped;
     return Status::ok();
   }

@@ -27,13 +27,11 @@ Status check_struct(const T* out, const char* init) {
   return Status::ok();
 }
 
-int32_t skip_code(const std::string& why) {
-  if (why.empty()) return KVSTORE_SKIP_NONE;
-  if (why.find("threshold") != std::string::npos) return KVSTORE_SKIP_BELOW_THRESHOLD;
-  if (why.find("no host copy") != std::string::npos) return KVSTORE_SKIP_NOT_BACKED_UP;
-  if (why.find("prefetches may use") != std::string::npos) return KVSTORE_SKIP_CAPACITY;
-  return KVSTORE_SKIP_HOST_FULL;
-}
+static_assert(int32_t(kvp::cache::PrefetchSkip::kHostFull) == KVSTORE_SKIP_HOST_FULL &&
+                  int32_t(kvp::cache::PrefetchSkip::kCapacity) == KVSTORE_SKIP_CAPACITY &&
+                  int32_t(kvp::cache::PrefetchSkip::kNotBackedUp) == KVSTORE_SKIP_NOT_BACKED_UP &&
+                  int32_t(kvp::cache::PrefetchSkip::kBelowThreshold) == KVSTORE_SKIP_BELOW_THRESHOLD,
+              "PrefetchSkip mirrors kvstore_skip");
 
 }  // namespace
 
@@ -96,11 +94,11 @@ KVPOOL_API kvpool_status kvstore_prefetch(kvpool* pool, const int32_t* tokens, s
     KVPOOL_RETURN_IF_ERROR(kvp::capi::need_host_free_list(p));
     KVPOOL_RETURN_IF_ERROR(check_array(tokens, tokens_len, "tokens"));
     KVPOOL_RETURN_IF_ERROR(check_out(id, "id"));
-    std::string why;
+    kvp::cache::PrefetchSkip why = kvp::cache::PrefetchSkip::kNone;
     uint64_t started = 0;
     KVPOOL_RETURN_IF_ERROR(p->cache->prefetch(tokens, tokens_len, key_of(extra_key), &started, &why));
     *id = started;
-    if (skipped != nullptr) *skipped = skip_code(why);
+    if (skipped != nullptr) *skipped = static_cast<int32_t>(why);
     return Status::ok();
   });
 }

@@ -42,20 +42,6 @@ uint64_t page_payload_bytes(const host::HostGeometry& g) {
   return bytes;
 }
 
-void gather_page(const host::HostGeometry& g, const uint8_t* host, int64_t page, uint8_t* payload) {
-  for_each_run(g, page, [&](uint64_t at, uint64_t bytes) {
-    std::memcpy(payload, host + at, bytes);
-    payload += bytes;
-  });
-}
-
-void scatter_page(const host::HostGeometry& g, uint8_t* host, int64_t page, const uint8_t* payload) {
-  for_each_run(g, page, [&](uint64_t at, uint64_t bytes) {
-    std::memcpy(host + at, payload, bytes);
-    payload += bytes;
-  });
-}
-
 namespace {
 
 struct StateDeleter {

@@ -14,14 +14,10 @@ namespace kvp::storage {
 // Payload bytes of one page of this tier.
 uint64_t page_payload_bytes(const host::HostGeometry& g);
 
-// Copies host page `page` of the host buffer at `host` into `payload` (page_payload_bytes long).
-void gather_page(const host::HostGeometry& g, const uint8_t* host, int64_t page, uint8_t* payload);
-
-// The inverse: writes `payload` into host page `page`.
-void scatter_page(const host::HostGeometry& g, uint8_t* host, int64_t page, const uint8_t* payload);
-
-// The same, returning the XXH3-64 of the payload (page_format.hpp's payload checksum),
-// computed run by run while each run is still in cache: one pass over the bytes, not two.
+// Copies host page `page` of the host buffer at `host` into `payload` (page_payload_bytes
+// long) and returns the payload's XXH3-64 (page_format.hpp's payload checksum), computed
+// run by run while each run is still in cache: one pass over the bytes, not two.
+// scatter_page_hashed() is the inverse: writes `payload` into host page `page`.
 uint64_t gather_page_hashed(const host::HostGeometry& g, const uint8_t* host, int64_t page, uint8_t* payload);
 uint64_t scatter_page_hashed(const host::HostGeometry& g, uint8_t* host, int64_t page, const uint8_t* payload);
 
