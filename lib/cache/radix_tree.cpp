@@ -677,6 +677,7 @@ Status RadixTree::lock(NodeHandle h) {
   const int32_t id = resolve(h);
   if (id < 0) return Status::invalid("node handle " + std::to_string(h) + " is stale or unknown");
   prepare(0);
+  if (id != kRoot) ++held_locks_;
   for (int32_t x = id; x != kRoot; x = nodes_[static_cast<size_t>(x)].parent) {
     Node& n = nodes_[static_cast<size_t>(x)];
     if (n.lock_ref++ == 0) {
@@ -699,6 +700,7 @@ Status RadixTree::unlock(NodeHandle h) {
       return Status::invalid("node handle " + std::to_string(h) + " is not locked");
     }
   }
+  if (id != kRoot) --held_locks_;
   for (int32_t x = id; x != kRoot; x = nodes_[static_cast<size_t>(x)].parent) {
     Node& n = nodes_[static_cast<size_t>(x)];
     if (--n.lock_ref == 0) {
@@ -789,6 +791,7 @@ void RadixTree::reset() {
   nodes_[static_cast<size_t>(root)].lock_ref = 1;  // the root is never evictable and never counted
   live_nodes_ = 1;
   evictable_ = protected_ = 0;
+  held_locks_ = 0;
   all_paged_ = true;
   if (events_enabled_) push_event(EventType::kAllBlocksCleared, 0, false, 0, nullptr, 0);
 }

@@ -174,6 +174,9 @@ class RadixTree {
   size_t protected_size() const { return protected_; }
   size_t total_size() const { return evictable_ + protected_; }
   size_t node_count() const { return live_nodes_; }
+  // lock() calls on nodes other than the root not yet undone by unlock(). Unlike
+  // protected_size() it counts locks on host-only nodes, which protect no device tokens.
+  size_t held_locks() const { return held_locks_; }
 
   // Longest cached page-aligned prefix of `tokens` in namespace `extra_key`.
   // Splits a node matched part-way and refreshes the access order of the path.
@@ -392,6 +395,7 @@ class RadixTree {
   bool all_paged_ = true;
   size_t evictable_ = 0;
   size_t protected_ = 0;
+  size_t held_locks_ = 0;  // see held_locks()
   uint64_t clock_ = 0;
   uint32_t generations_ = 0;
   std::vector<KvEvent> events_;

@@ -138,7 +138,9 @@ KVPOOL_API kvpool_status radix_reset(kvpool* pool) {
     }
     size_t evictable = 0, locked = 0, total = 0;
     kvp::capi::tree_sizes(p, &evictable, &locked, &total);
-    if (locked > 0) return Status::invalid("locked nodes exist; unlock them first");
+    // A lock on a host-only node protects no device tokens, so the sizes alone miss it.
+    const size_t held = p->cache ? p->cache->tree().held_locks() : 0;
+    if (locked > 0 || held > 0) return Status::invalid("locked nodes exist; unlock them first");
     if (p->mamba_cache) return p->mamba_cache->reset();
     if (p->swa_cache) return p->swa_cache->reset();
     return p->cache->reset();

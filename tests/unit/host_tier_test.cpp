@@ -434,6 +434,34 @@ TEST(HostTier, LockedNodesStayAndInsertAdoptsHostOnlyNodes) {
   expect_consistent(pool);
 }
 
+// A lock on a host-only node protects no device tokens, yet radix_reset must still refuse
+// while it is held (the API fuzzer found a reset that went through).
+TEST(HostTier, ResetRefusesWhileAHostOnlyNodeIsLocked) {
+  Pool pool(tier_config(4, 64, 4.0, "write_through"));
+  const std::vector<int32_t> key = tokens_from(3, 8);
+  const uint64_t node = insert_fresh(pool, key);
+  size_t evicted = 0;
+  ASSERT_EQ(radix_evict(pool, 64, &evicted), KVPOOL_OK);
+  ASSERT_EQ(evicted, 8u);
+  int32_t on_device = -1, on_host = -1;
+  node_state(pool, node, &on_device, &on_host);
+  ASSERT_EQ(on_device, 0);
+  ASSERT_EQ(on_host, 1);
+  ASSERT_EQ(radix_lock(pool, node), KVPOOL_OK) << kvpool_last_error();
+  size_t evictable = 0, locked = 0, total = 0;
+  ASSERT_EQ(radix_sizes(pool, &evictable, &locked, &total), KVPOOL_OK);
+  EXPECT_EQ(locked, 0u) << "the sizes count device tokens only";
+  EXPECT_EQ(radix_reset(pool), KVPOOL_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(kvpool_last_error()).find("locked nodes exist"), std::string::npos) << kvpool_last_error();
+  EXPECT_EQ(stats(pool).host_only_tokens, 8u) << "the refused reset changed nothing";
+  expect_consistent(pool);
+  ASSERT_EQ(radix_unlock(pool, node), KVPOOL_OK) << kvpool_last_error();
+  ASSERT_EQ(radix_reset(pool), KVPOOL_OK) << kvpool_last_error();
+  EXPECT_EQ(stats(pool).host_only_tokens, 0u);
+  EXPECT_EQ(radix_lock(pool, node), KVPOOL_ERR_INVALID_ARGUMENT) << "the handle died with the reset";
+  expect_consistent(pool);
+}
+
 TEST(HostTier, EventsNameTheTier) {
   Pool pool(tier_config(4, 64, 4.0, "write_through", true));
   insert_fresh(pool, tokens_from(1, 8));
