@@ -9,6 +9,7 @@
 // storage thread is through with them. Nothing here waits for storage I/O, except
 // reset(), which lets the current batch finish.
 #include <algorithm>
+#include <cassert>
 #include <chrono>
 #include <cmath>
 
@@ -156,7 +157,6 @@ Status PrefixCache::prefetch(const int32_t* tokens, size_t n, const std::string&
     ++storage_stats_.prefetches_skipped;
     return Status::ok();
   }
-  storage_->start();  // may throw: before anything is taken
   PrefetchOp op;
   op.tokens.assign(tokens, tokens + n);
   op.extra_key = extra_key;
@@ -168,21 +168,21 @@ Status PrefixCache::prefetch(const int32_t* tokens, size_t n, const std::string&
   page_digest_chain(has_parent ? &parent : nullptr, tokens + cached, P, pages, op.digests.data());
   op.pages.resize(pages);
   prefetches_.reserve(prefetches_.size() + 1);
+  const size_t min_pages = std::max<size_t>(1, (storage_options_.threshold_tokens + P - 1) / P);
+  // Everything that allocates (the job, the threads on first use) before host pages are
+  // taken, which may evict host-only nodes: a failure changes nothing.
+  storage::StorageTier::StagedPrefetch staged =
+      storage_->stage_prefetch(op.digests, namespace_fingerprint(extra_key), min_pages);
   if (!take_host_pages(pages, op.pages.data())) {
     *why = PrefetchSkip::kHostFull;
     ++storage_stats_.prefetches_skipped;
     return Status::ok();
   }
-  const size_t min_pages = std::max<size_t>(1, (storage_options_.threshold_tokens + P - 1) / P);
+  std::copy(op.pages.begin(), op.pages.end(), staged.pages);
   op.started_s = now_s();
   op.timeout_s = storage_options_.timeout_base_s +
                  static_cast<double>(asked) / 1024.0 * storage_options_.timeout_per_ki_token_s;
-  try {
-    *id = storage_->prefetch(op.pages, op.digests, namespace_fingerprint(extra_key), min_pages);
-  } catch (...) {  // out of memory: the host pages go back, nothing started
-    (void)host_->free(op.pages.data(), op.pages.size());
-    throw;
-  }
+  *id = storage_->commit_prefetch(std::move(staged));
   storage_held_pages_ += pages;
   prefetch_tokens_held_ += asked;
   ++storage_stats_.prefetches;
@@ -220,30 +220,32 @@ Status PrefixCache::prefetch_end(uint64_t id, size_t* inserted_tokens) {
   if (storage_ == nullptr || it == prefetches_.end()) {
     return Status::invalid("prefetch " + std::to_string(id) + " is unknown or ended");
   }
-  PrefetchOp op = std::move(it->second);
-  prefetches_.erase(it);
+  const PrefetchOp& op = it->second;
   const size_t P = static_cast<size_t>(page_size());
-  prefetch_tokens_held_ -= op.tokens.size() - op.from;
-  const size_t landed = storage_->finish_prefetch(id);  // pages [landed, ...) come back later
-  storage_held_pages_ -= landed;
+  // Everything that may fail comes first, while the prefetch still runs: a failed call
+  // leaves it running (the caller may end it again). Pages [0, landed) are whole and the
+  // storage thread never writes them again, so the tree may take them before the end.
+  storage_->reserve_finish(op.pages.size());
+  const size_t landed = storage_->progress(id).loaded_pages;
   size_t used_from = landed;
-  Status st = Status::ok();
-  if (landed > 0) {
-    try {
-      st = tree_.insert_host_only(op.tokens.data(), op.from + landed * P, op.extra_key, op.from, op.pages.data(),
-                                  op.digests.data(), &used_from);
-    } catch (...) {  // out of memory: the pages are dropped below, the tree is unchanged
-      used_from = landed;
-    }
-    if (!st.is_ok()) used_from = landed;
+  if (landed > 0) {  // std::bad_alloc leaves the tree unchanged
+    KVPOOL_RETURN_IF_ERROR(tree_.insert_host_only(op.tokens.data(), op.from + landed * P, op.extra_key, op.from,
+                                                  op.pages.data(), op.digests.data(), &used_from));
   }
+  // No allocation from here on.
+  const size_t taken = storage_->finish_prefetch(id, landed);  // pages [landed, ...) come back later
+  assert(taken == landed);
+  (void)taken;
+  storage_held_pages_ -= landed;
+  prefetch_tokens_held_ -= op.tokens.size() - op.from;
   // Pages the tree did not take (it had those tokens, or lost the path meanwhile) are freed.
   (void)host_->free(op.pages.data(), used_from);
   for (size_t i = used_from; i < landed; ++i) from_storage_[static_cast<size_t>(op.pages[i])] = 1;
   *inserted_tokens = (landed - used_from) * P;
   storage_stats_.prefetch_inserted_tokens += *inserted_tokens;
   storage_stats_.prefetch_dropped_tokens += used_from * P;
-  return st;
+  prefetches_.erase(it);
+  return Status::ok();
 }
 
 void PrefixCache::forget_storage_jobs() {

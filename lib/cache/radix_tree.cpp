@@ -244,6 +244,10 @@ void RadixTree::reserve_inserts(const size_t* bounds, size_t inserts) {
 
 void RadixTree::reserve_match(size_t tokens) {
   prepare(1, 2);
+  // A split of a node with page digests copies the upper part's: room for them, so that a
+  // match after a change (retract: release, then match) cannot fail.
+  const size_t pages = tokens / static_cast<size_t>(page_);
+  if (has_hashes_ && spare_hashes_.capacity() < pages) spare_hashes_.reserve(pages);
   // A second call (retract, then its match) allocates nothing. By the index: after a batch
   // of extends up to two spares per request are left, and a scan of them per begin made a
   // batch of begins quadratic.
@@ -424,7 +428,10 @@ int32_t RadixTree::split(int32_t child, size_t at) {
   key.assign(lower.key.begin(), lower.key.begin() + static_cast<long>(at));
   value.assign(lower.value.begin(), lower.value.begin() + static_cast<long>(values));
   std::vector<Digest> hashes;
-  if (!lower.hashes.empty()) hashes.assign(lower.hashes.begin(), lower.hashes.begin() + static_cast<long>(pages));
+  if (!lower.hashes.empty()) {
+    if (spare_hashes_.capacity() >= pages) hashes = std::move(spare_hashes_);  // reserve_match()'s room
+    hashes.assign(lower.hashes.begin(), lower.hashes.begin() + static_cast<long>(pages));
+  }
   if (!lower.host.empty()) host.assign(lower.host.begin(), lower.host.begin() + static_cast<long>(pages));
   if (tiered_) {  // room for a later host copy and a later device copy (a spare's, if prepared)
     host.reserve(pages);
@@ -660,6 +667,7 @@ Status RadixTree::insert(const int32_t* tokens, size_t n, const int64_t* slots, 
     evictable_ += n - pos;
     if (hashed_here) {
       l.hashes = std::move(leaf_hashes);  // the buffer moves: the digests stay where they are
+      has_hashes_ = true;
       push_stored(l.hashes.data(), l.hashes.size(), first_has_parent, first_parent, tokens + cached);  // reserved room
     } else if (events_enabled_) {  // an ancestor without hashes (not expected): hash after linking
       ensure_hashes(leaf);
@@ -869,6 +877,7 @@ void RadixTree::ensure_hashes(int32_t id) {
     const Node& parent = nodes_[static_cast<size_t>(n.parent)];
     const Digest* prev = n.parent == kRoot || parent.hashes.empty() ? nullptr : &parent.hashes.back();
     n.hashes.resize(n.key.size() / static_cast<size_t>(page_));
+    has_hashes_ = true;
     page_digest_chain(prev, n.key.data(), static_cast<size_t>(page_), n.hashes.size(), n.hashes.data());
   }
 }

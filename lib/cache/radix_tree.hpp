@@ -364,6 +364,8 @@ class RadixTree {
   std::vector<NodeHandle> copied_;  // nodes make_host_copies() copied (take_copied())
   // Spare container nodes and leaf buffers made by prepare() / reserve_inserts().
   std::vector<std::set<OrderKey>::node_type> spare_orders_;
+  bool has_hashes_ = false;            // some node has kept page digests (events, storage)
+  std::vector<Digest> spare_hashes_;   // room for a split's digests (reserve_match)
   struct LeafBuffer {
     std::vector<int32_t> key;
     std::vector<int64_t> value;

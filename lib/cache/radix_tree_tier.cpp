@@ -308,6 +308,7 @@ Status RadixTree::insert_host_only(const int32_t* tokens, size_t n, const std::s
   l.evicted = true;
   l.host = std::move(host);
   l.hashes = std::move(hashes);
+  has_hashes_ = has_hashes_ || !l.hashes.empty();
   l.last_access = l.creation = ++clock_;
   link_child(cur, leaf);
   host_tokens_ += n - pos;

@@ -2,9 +2,11 @@
 // extern "C" entry point runs its body in.
 #pragma once
 
+#include <cerrno>
 #include <exception>
 #include <new>
 #include <string>
+#include <system_error>
 
 #include "kvpool/status.h"
 #include "util/status.hpp"
@@ -33,6 +35,14 @@ kvpool_status guarded(const char* function, Body&& body) noexcept {
     return report(status);
   } catch (const std::bad_alloc&) {
     return fail_noexcept(KVPOOL_ERR_HOST_MEMORY, function, ": out of host memory");
+  } catch (const std::system_error& e) {
+    // std::thread reports a thread it could not start (the storage tier's, started on
+    // first use) as EAGAIN: the process is out of memory or threads, not a library bug.
+    const int code = e.code().value();
+    if (code == EAGAIN || code == ENOMEM) {
+      return fail_noexcept(KVPOOL_ERR_HOST_MEMORY, function, ": out of host resources: ", e.what());
+    }
+    return fail_noexcept(KVPOOL_ERR_INTERNAL, function, ": unexpected exception: ", e.what());
   } catch (const std::exception& e) {
     return fail_noexcept(KVPOOL_ERR_INTERNAL, function, ": unexpected exception: ", e.what());
   } catch (...) {

@@ -57,8 +57,9 @@ uint64_t StorageTier::backup(std::vector<int64_t> pages, std::vector<cache::Dige
   uint64_t id = 0;
   {
     std::lock_guard<std::mutex> lk(mu_);
-    id = next_id_++;
-    backups_.push_back(BackupJob{id, std::move(pages), std::move(digests), fp});
+    id = next_id_;
+    backups_.push_back(BackupJob{id, std::move(pages), std::move(digests), fp});  // may throw: no id used
+    ++next_id_;
   }
   counters_.backups.fetch_add(1, std::memory_order_relaxed);
   wake_.notify_all();
@@ -124,23 +125,39 @@ void StorageTier::run_backup(const BackupJob& job) {
   }
 }
 
-uint64_t StorageTier::prefetch(std::vector<int64_t> pages, std::vector<cache::Digest> digests, const Fingerprint& fp,
-                               size_t min_pages) {
+StorageTier::StagedPrefetch StorageTier::stage_prefetch(std::vector<cache::Digest> digests, const Fingerprint& fp,
+                                                        size_t min_pages) {
   start();
-  auto job = std::make_shared<PrefetchJob>();
-  job->pages = std::move(pages);
-  job->digests = std::move(digests);
-  job->fp = fp;
-  job->min_pages = min_pages;
+  StagedPrefetch staged;
+  staged.job = std::make_shared<PrefetchJob>();
+  PrefetchJob& job = *staged.job;
+  job.pages.resize(digests.size());
+  job.digests = std::move(digests);
+  job.fp = fp;
+  job.min_pages = min_pages;
+  staged.pages = job.pages.data();
+  // The map node is made now and inserted by commit_prefetch() without allocating.
+  std::map<uint64_t, std::shared_ptr<PrefetchJob>> made;
+  made.emplace(0, staged.job);
+  staged.entry = made.extract(made.begin());
+  std::lock_guard<std::mutex> lk(mu_);
+  prefetch_queue_.reserve(prefetch_queue_.size() + 1);  // only the caller's thread adds jobs
+  return staged;
+}
+
+uint64_t StorageTier::commit_prefetch(StagedPrefetch staged) noexcept {
+  uint64_t id = 0;
   {
     std::lock_guard<std::mutex> lk(mu_);
-    job->id = next_id_++;
-    prefetch_queue_.push_back(job);
-    prefetch_jobs_.emplace(job->id, job);
+    id = next_id_++;
+    staged.job->id = id;
+    staged.entry.key() = id;
+    prefetch_jobs_.insert(std::move(staged.entry));
+    prefetch_queue_.push_back(std::move(staged.job));  // within the capacity stage_prefetch() reserved
   }
   counters_.prefetches.fetch_add(1, std::memory_order_relaxed);
   wake_.notify_all();
-  return job->id;
+  return id;
 }
 
 StorageTier::Progress StorageTier::progress(uint64_t id) const {
@@ -159,7 +176,13 @@ StorageTier::Progress StorageTier::progress(uint64_t id) const {
   return p;
 }
 
-size_t StorageTier::finish_prefetch(uint64_t id) {
+void StorageTier::reserve_finish(size_t pages) {
+  std::lock_guard<std::mutex> lk(mu_);
+  released_.reserve(released_.size() + pages);
+  letting_go_.reserve(letting_go_.size() + 1);
+}
+
+size_t StorageTier::finish_prefetch(uint64_t id, size_t keep) {
   std::lock_guard<std::mutex> lk(mu_);
   const auto it = prefetch_jobs_.find(id);
   if (it == prefetch_jobs_.end()) return 0;
@@ -171,7 +194,7 @@ size_t StorageTier::finish_prefetch(uint64_t id) {
   if (never_started) prefetch_queue_.erase(queued);
   // Read after `stop`: the worker publishes a page only after writing it, so pages
   // [0, taken) are whole; it may still write pages past them until it is done.
-  job->taken = job->loaded.load(std::memory_order_acquire);
+  job->taken = std::min(keep, job->loaded.load(std::memory_order_acquire));
   if (never_started || job->done.load(std::memory_order_acquire)) {
     released_.insert(released_.end(), job->pages.begin() + long(job->taken), job->pages.end());
   } else {
@@ -202,8 +225,8 @@ void StorageTier::prefetch_loop() {
       std::unique_lock<std::mutex> lk(mu_);
       wake_.wait(lk, [this] { return stopping_ || !prefetch_queue_.empty(); });
       if (stopping_) return;
-      job = prefetch_queue_.front();
-      prefetch_queue_.pop_front();
+      job = std::move(prefetch_queue_.front());
+      prefetch_queue_.erase(prefetch_queue_.begin());  // a handful of queued jobs at most
       prefetch_running_ = true;
     }
     run_prefetch(*job);

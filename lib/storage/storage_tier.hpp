@@ -78,8 +78,20 @@ class StorageTier {
   // count), consecutive from the first, stopping at the first page not stored, failing to
   // read or failing a check. With fewer than `min_pages` consecutive stored pages the job is
   // revoked (reads nothing). The pages belong to the job until finish_prefetch().
-  uint64_t prefetch(std::vector<int64_t> pages, std::vector<cache::Digest> digests, const Fingerprint& fp,
-                    size_t min_pages);
+  //
+  // In two steps, so that a caller can allocate everything before it changes anything:
+  // stage_prefetch() makes the job (start()s the threads; may throw, then nothing changed)
+  // with room for `digests.size()` pages in StagedPrefetch::pages, which the caller fills;
+  // commit_prefetch() queues it (allocates nothing) and returns its id. A staged job that
+  // is never committed is simply dropped.
+  struct PrefetchJob;  // defined below; the caller only carries it from stage to commit
+  struct StagedPrefetch {
+    std::shared_ptr<PrefetchJob> job;
+    int64_t* pages = nullptr;  // the job's host pages, to fill before commit_prefetch()
+    std::map<uint64_t, std::shared_ptr<PrefetchJob>>::node_type entry;  // its place in prefetch_jobs_
+  };
+  StagedPrefetch stage_prefetch(std::vector<cache::Digest> digests, const Fingerprint& fp, size_t min_pages);
+  uint64_t commit_prefetch(StagedPrefetch staged) noexcept;
   struct Progress {
     bool known = false;      // the id names a job not yet finished
     bool done = false;       // the worker is through with it (all read, stopped, or revoked)
@@ -90,10 +102,14 @@ class StorageTier {
     size_t pages = 0;         // pages asked for
   };
   Progress progress(uint64_t id) const;
-  // Ends the job now, without waiting: returns the pages landed so far (a prefix of the
-  // asked ones, now the caller's again, with their data). The other pages come back
-  // through take_released() once the worker no longer writes them (at once if done).
-  size_t finish_prefetch(uint64_t id);
+  // Ends the job now, without waiting: returns the pages landed so far, at most `keep` (a
+  // prefix of the asked ones, now the caller's again, with their data). The other pages
+  // come back through take_released() once the worker no longer writes them (at once if
+  // done). Allocates nothing after reserve_finish() for a job of at least that many pages.
+  size_t finish_prefetch(uint64_t id, size_t keep = SIZE_MAX);
+  // Makes room for finish_prefetch() of a job of `pages` pages (may throw std::bad_alloc;
+  // then nothing changed), so that a caller can end a prefetch without a failure halfway.
+  void reserve_finish(size_t pages);
   // Host pages of finished prefetches that the worker has let go of.
   void take_released(std::vector<int64_t>* pages);
 
@@ -101,13 +117,7 @@ class StorageTier {
   // Blocks until both queues are empty and no batch runs (tests, pool teardown of a finished run).
   void wait_idle();
 
- private:
-  struct BackupJob {
-    uint64_t id;
-    std::vector<int64_t> pages;
-    std::vector<cache::Digest> digests;
-    Fingerprint fp;
-  };
+  // Declared public above (StagedPrefetch carries one); its members are the tier's business.
   struct PrefetchJob {
     uint64_t id;
     std::vector<int64_t> pages;
@@ -123,6 +133,13 @@ class StorageTier {
     size_t taken = SIZE_MAX;  // finish_prefetch: pages [taken, size) wait for the worker to let go (main thread only)
   };
 
+ private:
+  struct BackupJob {
+    uint64_t id;
+    std::vector<int64_t> pages;
+    std::vector<cache::Digest> digests;
+    Fingerprint fp;
+  };
   void backup_loop();
   void prefetch_loop();
   void run_backup(const BackupJob& job);
@@ -142,7 +159,8 @@ class StorageTier {
   std::deque<BackupJob> backups_;
   std::vector<uint64_t> finished_backups_;
   bool backup_running_ = false;
-  std::deque<std::shared_ptr<PrefetchJob>> prefetch_queue_;
+  // A vector, not a deque: stage_prefetch() reserves the slot commit_prefetch() fills.
+  std::vector<std::shared_ptr<PrefetchJob>> prefetch_queue_;
   std::map<uint64_t, std::shared_ptr<PrefetchJob>> prefetch_jobs_;  // not yet finished by the caller
   std::vector<std::shared_ptr<PrefetchJob>> letting_go_;            // finished by the caller, worker not done
   std::vector<int64_t> released_;                                    // pages given back, for take_released()

@@ -93,10 +93,12 @@ inline void expect_clean_failure(const char* fn, kvpool_status st, kvpool_status
 // A pool under test and its reference twin, made from the same configuration.
 class Twin {
  public:
-  explicit Twin(const std::string& json, std::string name) {
+  explicit Twin(const std::string& json, std::string name) : Twin(json, json, std::move(name)) {}
+  // Pools that must differ in a resource, not in behaviour (e.g. each its own storage directory).
+  Twin(const std::string& json_a, const std::string& json_b, std::string name) {
     sum.name = std::move(name);
-    EXPECT_EQ(kvpool_create(json.data(), json.size(), &a_), KVPOOL_OK) << kvpool_last_error() << "\n" << json;
-    EXPECT_EQ(kvpool_create(json.data(), json.size(), &b_), KVPOOL_OK) << kvpool_last_error();
+    EXPECT_EQ(kvpool_create(json_a.data(), json_a.size(), &a_), KVPOOL_OK) << kvpool_last_error() << "\n" << json_a;
+    EXPECT_EQ(kvpool_create(json_b.data(), json_b.size(), &b_), KVPOOL_OK) << kvpool_last_error() << "\n" << json_b;
     widen_last_error();
   }
   ~Twin() {
@@ -115,6 +117,10 @@ class Twin {
   // More of the public picture, appended to pool_state's (e.g. buffer contents,
   // hybrid rows' state slots); made without injection.
   std::function<std::string(kvpool*)> extra;
+  // Run on both pools, without injection, before every call: brings work the pool's own
+  // threads do (e.g. storage backups) to the same point in both, so that the reference and
+  // the pool under test start each call from the same state.
+  std::function<void(kvpool*)> settle;
   Summary sum;
 
   std::string picture(kvpool* p) const {
@@ -129,6 +135,10 @@ class Twin {
   template <class F>
   kvpool_status call(const char* fn, size_t out_len, F&& f, Out* result = nullptr) {
     Out out_b(out_len, -7), out_a(out_len, -7);
+    if (settle) {
+      settle(b_);
+      settle(a_);
+    }
     const kvpool_status ref = f(b_, out_b);
     const std::string before = picture(a_);
     ++sum.calls;

@@ -2,12 +2,15 @@
 // finish / abort / retract) on every pool family that has requests.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <map>
 #include <numeric>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "../support/temp_dir.hpp"
 #include "../unit/seq_test_util.hpp"
 #include "fault_driver.hpp"
 
@@ -21,6 +24,7 @@ struct Shape {
   size_t max_live;
   int shared, own;
   int64_t max_chunk;
+  bool prefetch = false;  // kvstore_prefetch (and its end) before every begin: pools with storage
 };
 
 void refresh(Twin& t, const std::vector<uint64_t>& live) { t.opts.seqs = live; }
@@ -29,6 +33,52 @@ kvseq_info info(kvpool* pool, uint64_t seq) {
   kvseq_info i = KVSEQ_INFO_INIT;
   EXPECT_EQ(kvseq_get_info(pool, seq, &i), KVPOOL_OK) << kvpool_last_error();
   return i;
+}
+
+// Waits (up to 10 s) until the storage thread has finished prefetch `id` of `pool`.
+void wait_prefetch(kvpool* pool, uint64_t id) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  kvstore_prefetch_info i = KVSTORE_PREFETCH_INFO_INIT;
+  while (kvstore_prefetch_poll(pool, id, &i) == KVPOOL_OK && i.done == 0 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_NE(i.done, 0) << "prefetch " << id << " did not finish: " << kvpool_last_error();
+}
+
+// SGLang's arrival flow for a prompt: kvstore_prefetch, the reads finish (waited for in
+// both pools alike, so the outcome does not depend on timing), kvstore_prefetch_end.
+void prefetch(Twin& t, const Tokens& prompt, std::map<std::string, int>& seen) {
+  Out started;
+  t.call(
+      "kvstore_prefetch", 2,
+      [&](kvpool* p, Out& o) {
+        uint64_t id = 0;
+        int32_t skipped = -1;
+        const kvpool_status s = kvstore_prefetch(p, prompt.data(), prompt.size(), nullptr, &id, &skipped);
+        o[0] = static_cast<int64_t>(id);
+        o[1] = skipped;
+        return s;
+      },
+      &started);
+  const uint64_t id = static_cast<uint64_t>(started[0]);
+  if (id == 0) {
+    ++seen["prefetch-skipped"];
+    return;
+  }
+  wait_prefetch(t.a(), id);
+  wait_prefetch(t.b(), id);
+  Out inserted;
+  EXPECT_EQ(t.call(
+                "kvstore_prefetch_end", 1,
+                [&](kvpool* p, Out& o) {
+                  uint64_t n = 0;
+                  const kvpool_status s = kvstore_prefetch_end(p, id, &n);
+                  o[0] = static_cast<int64_t>(n);
+                  return s;
+                },
+                &inserted),
+            KVPOOL_OK);
+  ++seen[inserted[0] > 0 ? "prefetch-hit" : "prefetch-empty"];
 }
 
 // kvtest::random_workload's steps, each public call driven through the injector.
@@ -44,6 +94,7 @@ std::map<std::string, int> run(Twin& t, unsigned seed, int steps, const Shape& s
       for (int i = 0; i < n_shared; ++i) prompt.push_back(family * 1000 + i);
       const int n_own = 1 + static_cast<int>(rng() % static_cast<unsigned>(shape.own));
       for (int i = 0; i < n_own; ++i) prompt.push_back(static_cast<int32_t>(rng() % 3) + 100000);
+      if (shape.prefetch) prefetch(t, prompt, seen);
       Out out;
       const kvpool_status st = t.call(
           "kvseq_begin", 2,
@@ -196,6 +247,45 @@ void run_host_tier(const char* policy) {
 
 TEST(FaultSeq, MhaPage4HostTierWriteThrough) { run_host_tier("write_through"); }
 TEST(FaultSeq, MhaPage4HostTierWriteBack) { run_host_tier("write_back"); }
+
+// The storage tier on top (file backend, each pool its own directory): kvseq calls queue
+// backups after the host copies land, and every begin is preceded by a prefetch and its
+// end. The storage threads' own work is outside the injection (it counts the calling
+// thread's allocations only); settle flushes it before each call in both pools, so the
+// backups have landed alike. The picture adds the counters the calls change themselves.
+TEST(FaultSeq, MhaPage4HostTierStorage) {
+  kvtest::TempDir dir_a, dir_b;
+  auto config = [](const std::string& dir) {
+    std::string json = kvtest::mha_config(4, 48 * 4, "none", 8, 512);
+    json.insert(json.size() - 1, R"(, "prefix_cache": {"kind": "radix"}, "host_cache": {"ratio": 1.25, "headroom_bytes": 0,
+        "layout": "page_first", "write_policy": "write_through"}, "storage": {"backend": "file", "path": ")" + dir +
+                                     R"(", "prefetch_threshold_tokens": 4}})");
+    return json;
+  };
+  Twin t(config(dir_a.path()), config(dir_b.path()), "kvseq mha page 4 host tier + file storage");
+  t.settle = [](kvpool* p) { EXPECT_EQ(kvstore_flush(p), KVPOOL_OK) << kvpool_last_error(); };
+  t.extra = [](kvpool* p) {
+    kvhost_stats h = KVHOST_STATS_INIT;
+    kvstore_stats s = KVSTORE_STATS_INIT;
+    if (kvhost_get_stats(p, &h) != KVPOOL_OK || kvstore_get_stats(p, &s) != KVPOOL_OK) {
+      return std::string(" stats: ") + kvpool_last_error();
+    }
+    return " host used " + std::to_string(h.used_tokens) + " host-only " + std::to_string(h.host_only_tokens) +
+           " backups " + std::to_string(s.backups) + "/" + std::to_string(s.backup_tokens) + " prefetches " +
+           std::to_string(s.prefetches) + " skipped " + std::to_string(s.prefetches_skipped) + " running " +
+           std::to_string(s.prefetches_running) + " asked " + std::to_string(s.prefetch_tokens) + " inserted " +
+           std::to_string(s.prefetch_inserted_tokens) + " dropped " + std::to_string(s.prefetch_dropped_tokens) +
+           " storage hits " + std::to_string(s.storage_hit_tokens);
+  };
+  Shape shape{10, 28, 12, 0};
+  shape.prefetch = true;
+  auto seen = run(t, 5, 1000, shape);
+  expect_ops(seen, {"begin", "extend", "decode", "finish", "prefetch-hit"}, t.sum.name);
+  kvstore_stats s = KVSTORE_STATS_INIT;
+  ASSERT_EQ(kvstore_get_stats(t.a(), &s), KVPOOL_OK);
+  EXPECT_GT(s.storage_hit_tokens, 0u) << "requests must load prefixes that came from storage";
+  t.sum.print();
+}
 
 TEST(FaultSeq, SwaNoCache) {
   Twin t(kvtest::swa_radix_config(96, 48, 4, 8, 512, "none"), "kvseq swa no cache");
