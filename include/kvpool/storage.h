@@ -311,7 +311,8 @@ KVPOOL_API kvpool_status kvstore_prefetch_poll(const kvpool *pool, uint64_t id, 
  * @param[in]  pool            A pool with a storage tier.
  * @param[in]  id              A prefetch not yet ended.
  * @param[out] inserted_tokens Optional: tokens added to the tree.
- * @return #KVPOOL_OK; #KVPOOL_ERR_INVALID_ARGUMENT (unknown or ended id).
+ * @return #KVPOOL_OK; #KVPOOL_ERR_INVALID_ARGUMENT (unknown or ended id);
+ *         #KVPOOL_ERR_HOST_MEMORY (nothing changed: the prefetch still runs and may be ended again).
  */
 KVPOOL_API kvpool_status kvstore_prefetch_end(kvpool *pool, uint64_t id, uint64_t *inserted_tokens);
 
