@@ -64,7 +64,8 @@ class ReplayProcess {
  public:
   explicit ReplayProcess(const std::vector<std::string>& args) : start_(Clock::now()) {
     int out[2], err[2];
-    if (::pipe(out) != 0 || ::pipe(err) != 0) return;
+    // Close-on-exec: the servers the test (re)starts later must not inherit the replay's pipes.
+    if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) return;
     std::vector<std::string> argv = {KVPOOL_REPLAY_EXE};
     argv.insert(argv.end(), args.begin(), args.end());
     std::vector<char*> cargv;
