@@ -265,7 +265,8 @@ std::string write_config(const std::string& backend) {
 }
 
 // The run of replay.storage_file (a device pool and a host tier far smaller than the
-// working set, so that storage serves hits), with a progress bar on stderr.
+// working set, so that storage serves hits) at page 256 instead of 64: a quarter of the
+// pages to store, which makes the memcached runs 3-4x faster here; with a progress bar.
 std::vector<std::string> replay_args(const std::string& config, const std::string& storage) {
   std::vector<std::string> a = {"--trace",  KVPOOL_REPLAY_TRACE, "--config", config, "--max-requests",
                                 std::to_string(kRequests), "--capacity-tokens", "40k", "--host-capacity-tokens",
