@@ -37,7 +37,7 @@ static int run_one(const replay_options *o, const trace *t, uint64_t capacity, u
     return 1;
   }
   progress bar;
-  progress_init(&bar, o->json ? 0 : o->progress, label);
+  progress_init(&bar, o->json && o->progress < 0 ? 0 : o->progress, label);  /* --progress forces it, --json too */
   replay_params params = {.trace = t,
                           .config_json = setup.json,
                           .concurrency = o->concurrency,
@@ -82,6 +82,8 @@ static void sum_results(const replay_result *rs, size_t n, replay_result *out) {
     ADD(host_evicted_tokens); ADD(bytes_to_host); ADD(bytes_to_device);
     ADD(storage_backup_pages); ADD(storage_bytes_written); ADD(storage_prefetches); ADD(storage_prefetch_tokens);
     ADD(storage_bytes_read); ADD(storage_pages_rejected); ADD(storage_failures);
+    ADD(storage_put_errors); ADD(storage_get_errors); ADD(storage_timeouts); ADD(storage_server_errors);
+    ADD(storage_servers_ejected);
 #undef ADD
   }
   out->block_hit_ratio = out->blocks ? (double)out->hit_blocks / (double)out->blocks : 0.0;
@@ -106,7 +108,7 @@ static int run_group(const replay_options *o, const trace *t, const trace *subs,
     return 1;
   }
   progress bar;
-  progress_init(&bar, o->json ? 0 : o->progress, label);
+  progress_init(&bar, o->json && o->progress < 0 ? 0 : o->progress, label);  /* --progress forces it, --json too */
   for (size_t k = 0; k < n; ++k) {
     params[k] = (replay_params){.trace = &subs[k],
                                 .config_json = setup->json,

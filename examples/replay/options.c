@@ -41,7 +41,9 @@ void options_usage(FILE *f, const char *prog) {
           "  --host-write-policy P     write_through (default), write_through_selective, write_back\n"
           "  --storage SPEC            add a storage tier (L3) below the host tier: file:DIR,\n"
           "                            memcached:HOST:PORT[,HOST:PORT...] or redis:HOST:PORT[,...];\n"
-          "                            the store is cleared when each run starts\n"
+          "                            the store is cleared when each run starts; a --config\n"
+          "                            storage section of the same backend keeps its other keys\n"
+          "                            (timeout_ms, retry_timeout_s, prefetch_*)\n"
           "  --instances N             split the trace round robin over N pools run interleaved\n"
           "                            (request i on pool i %% N; default 1); with --storage they\n"
           "                            share one store, and a second run without it reports the\n"
@@ -56,8 +58,9 @@ void options_usage(FILE *f, const char *prog) {
           "  --out DIR                 output folder of --sweep (default: .)\n"
           "  --json                    print one JSON object instead of the table\n"
           "  --progress / --no-progress\n"
-          "                            force the progress bar on stderr on or off (default: on\n"
-          "                            when stderr is a terminal and --json is not given)\n"
+          "                            force the progress bar on stderr on or off (--progress\n"
+          "                            also with --json; default: on when stderr is a terminal\n"
+          "                            and --json is not given)\n"
           "  -h, --help                this text\n",
           prog);
 }

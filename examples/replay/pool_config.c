@@ -84,19 +84,28 @@ static int apply_host(const replay_options *o, cJSON *root, uint64_t device_toke
   return ok ? 0 : fail(err, err_cap, "out of memory");
 }
 
-/* Fills the pool and prefix_cache keys the replay controls. */
 /* storage from --storage SPEC: "file:DIR", or "memcached:" / "redis:" and a comma-separated
- * list of HOST:PORT. Needs a host tier (the storage tier sits below it). */
+ * list of HOST:PORT. Needs a host tier (the storage tier sits below it). When the config's
+ * storage section names the same backend, its other keys (timeout_ms, retry_timeout_s,
+ * replicas, prefetch_*) stay and SPEC replaces only the location; otherwise SPEC replaces
+ * the whole section (another backend's keys would not parse). */
 static int apply_storage(const char *spec, cJSON *root, char *err, size_t err_cap) {
   if (!cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(root, "host_cache"))) {
     return fail(err, err_cap, "--storage needs a host tier (--host-capacity-tokens, or host_cache in --config)");
   }
-  cJSON_DeleteItemFromObjectCaseSensitive(root, "storage");
-  cJSON *st = get_or_add_object(root, "storage");
-  if (st == NULL) return fail(err, err_cap, "out of memory");
   const char *colon = strchr(spec, ':');
   char backend[16];
   snprintf(backend, sizeof backend, "%.*s", (int)(colon - spec), spec);
+  cJSON *st = cJSON_GetObjectItemCaseSensitive(root, "storage");
+  const cJSON *had = cJSON_IsObject(st) ? cJSON_GetObjectItemCaseSensitive(st, "backend") : NULL;
+  if (cJSON_IsString(had) && strcmp(had->valuestring, backend) == 0) {
+    cJSON_DeleteItemFromObjectCaseSensitive(st, "path");
+    cJSON_DeleteItemFromObjectCaseSensitive(st, "servers");
+  } else {
+    cJSON_DeleteItemFromObjectCaseSensitive(root, "storage");
+    st = get_or_add_object(root, "storage");
+  }
+  if (st == NULL) return fail(err, err_cap, "out of memory");
   int ok = set_string(st, "backend", backend);
   if (strcmp(backend, "file") == 0) {
     ok = ok && set_string(st, "path", colon + 1);
@@ -116,6 +125,7 @@ static int apply_storage(const char *spec, cJSON *root, char *err, size_t err_ca
   return ok ? 0 : fail(err, err_cap, "out of memory");
 }
 
+/* Fills the pool and prefix_cache keys the replay controls. */
 static int apply(const replay_options *o, const trace *t, uint64_t capacity, uint64_t host_capacity, cJSON *root,
                  pool_setup *out, char *err, size_t err_cap) {
   cJSON *pool = get_or_add_object(root, "pool");

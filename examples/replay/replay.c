@@ -571,6 +571,11 @@ static int check_end(sched *s) {
     r->storage_bytes_read = g.prefetch_bytes;
     r->storage_pages_rejected = g.pages_corrupt + g.pages_truncated + g.pages_foreign;
     r->storage_failures = g.backup_pages_failed + g.read_failures;
+    r->storage_put_errors = g.store_put_errors;
+    r->storage_get_errors = g.store_get_errors;
+    r->storage_timeouts = g.store_timeouts;
+    r->storage_server_errors = g.store_server_errors;
+    r->storage_servers_ejected = g.store_servers_ejected;
   }
   if (h.copies_in_flight != 0 || h.backup_errors != 0) {
     return fail(s, "host tier after the replay: %llu copies in flight, %llu failed backups",

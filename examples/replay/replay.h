@@ -66,6 +66,9 @@ typedef struct replay_result {
   int storage;
   uint64_t storage_backup_pages, storage_bytes_written, storage_prefetches, storage_prefetch_tokens,
       storage_bytes_read, storage_pages_rejected, storage_failures;
+  /* The backend's faults (kvstore_stats store_*): a server that is down, stopped or restarted
+   * shows here, while its pages are only misses in the figures above. */
+  uint64_t storage_put_errors, storage_get_errors, storage_timeouts, storage_server_errors, storage_servers_ejected;
   double ops_per_second;
 } replay_result;
 

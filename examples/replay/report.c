@@ -90,6 +90,10 @@ void report_text(FILE *f, const run_summary *s) {
             report_thousands(r->storage_bytes_read, a, sizeof a), report_thousands(r->storage_prefetch_tokens, b, sizeof b),
             report_thousands(r->storage_prefetches, c, sizeof c), report_thousands(r->storage_pages_rejected, d, sizeof d),
             report_thousands(r->storage_failures, e, sizeof e));
+    fprintf(f, "    store faults    %s timeouts, %s server errors, %s servers ejected (%s put, %s get errors)\n",
+            report_thousands(r->storage_timeouts, a, sizeof a), report_thousands(r->storage_server_errors, b, sizeof b),
+            report_thousands(r->storage_servers_ejected, c, sizeof c), report_thousands(r->storage_put_errors, d, sizeof d),
+            report_thousands(r->storage_get_errors, e, sizeof e));
   }
   fprintf(f, "  evicted tokens    %s", report_thousands(r->evicted_tokens, a, sizeof a));
   if (r->host_tier) fprintf(f, " (%s by load-backs)", report_thousands(r->load_evicted_tokens, b, sizeof b));
@@ -149,6 +153,11 @@ void report_json(FILE *f, const run_summary *s) {
           r->storage_hit_tokens, r->storage ? "true" : "false", r->storage_backup_pages, r->storage_bytes_written,
           r->storage_prefetches, r->storage_prefetch_tokens, r->storage_bytes_read, r->storage_pages_rejected,
           r->storage_failures);
+  fprintf(f,
+          ", \"storage_put_errors\": %" PRIu64 ", \"storage_get_errors\": %" PRIu64 ", \"storage_timeouts\": %" PRIu64
+          ", \"storage_server_errors\": %" PRIu64 ", \"storage_servers_ejected\": %" PRIu64,
+          r->storage_put_errors, r->storage_get_errors, r->storage_timeouts, r->storage_server_errors,
+          r->storage_servers_ejected);
   if (s->instances > 1) {
     fprintf(f, ", \"instances\": %" PRIu32 ", \"private_token_hit_ratio\": %.6f, \"private_matched_tokens\": %" PRIu64
             ", \"instance_hits\": [", s->instances, s->private_token_hit_ratio, s->private_matched_tokens);

@@ -28,6 +28,10 @@ foreach(policy write_through write_back)
                 storage_bytes_written storage_prefetch_tokens storage_pages_rejected storage_failures)
       string(JSON ${key} GET "${json}" ${key})
     endforeach()
+    # The store's fault counters are reported, and a healthy directory has none.
+    foreach(key storage_put_errors storage_get_errors storage_timeouts storage_server_errors storage_servers_ejected)
+      expect_field("${json}" ${key} 0)
+    endforeach()
     math(EXPR sum "${device_hit_tokens} + ${host_hit_tokens} + ${storage_hit_tokens}")
     if(NOT sum EQUAL matched_tokens)
       message(FATAL_ERROR "${policy}: device ${device_hit_tokens} + host ${host_hit_tokens} + storage "
@@ -53,6 +57,26 @@ foreach(policy write_through write_back)
     endif()
   endforeach()
 endforeach()
+
+# --storage with a --config whose storage section names the same backend keeps its other keys
+# (a prefetch threshold no request reaches: nothing is prefetched) and replaces the location;
+# a section of another backend is replaced whole (its memcached keys would not parse for file).
+set(tiny "\"model\": {\"name\": \"replay-tiny\", \"num_layers\": 1, \"attention\": \"mha\", \"kv_heads\": 1, \"head_dim\": 1}, \"pool\": {\"device\": \"cpu\", \"kv_dtype\": \"f16\"}, \"prefix_cache\": {\"kind\": \"radix\"}")
+file(WRITE ${OUT}/same.json "{${tiny}, \"storage\": {\"backend\": \"file\", \"path\": \"${OUT}/unused\", \"prefetch_threshold_tokens\": 100000000}}")
+file(WRITE ${OUT}/other.json "{${tiny}, \"storage\": {\"backend\": \"memcached\", \"servers\": [\"127.0.0.1:1\"], \"timeout_ms\": 5}}")
+set(short --trace ${TRACE} --max-requests 40 --capacity-tokens 40k --host-capacity-tokens 100k --page-size 64 --prompts-only
+          --concurrency 4 --json --storage file:${OUT}/store)
+run_replay(json --config ${OUT}/same.json ${short})
+expect_field("${json}" storage_prefetches 0)
+string(JSON pages GET "${json}" storage_backup_pages)
+if(pages EQUAL 0 OR EXISTS ${OUT}/unused)
+  message(FATAL_ERROR "--storage with the config's file section: ${pages} pages backed up, or the config's path was used")
+endif()
+run_replay(json --config ${OUT}/other.json ${short})
+string(JSON prefetches GET "${json}" storage_prefetches)
+if(prefetches EQUAL 0)
+  message(FATAL_ERROR "--storage file: over a memcached section: no prefetches (${json})")
+endif()
 
 # --storage without a host tier, and a malformed spec: usage errors.
 execute_process(COMMAND ${EXE} --trace ${TRACE} --max-requests 5 --capacity-tokens 40k --storage file:${OUT}/x --json
