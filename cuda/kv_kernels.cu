@@ -93,53 +93,75 @@ struct Units {
 
 // ---- byte copies ---------------------------------------------------------------
 
-// One warp per row: lane l moves words l, l + 32, ... of part 0 and then part 1,
-// all loads of a row issued before its stores (up to kCopyUnroll words in
-// flight per lane). Row and word indices are 32-bit and never divided, so the
-// kernel stays bound by memory, not by index arithmetic.
-constexpr int kCopyUnroll = 8;
+// One warp per row. A pass moves up to kPer words of each part per lane (lane l:
+// words l, l + 32, ...), all loads before the stores; longer parts take more passes.
+// A write loads the caller's row before it waits for the slot and the fault flag, so
+// the three memory latencies overlap instead of adding up: with few rows (8,192 MLA
+// rows are one row per warp, all resident at once) that chain is much of the kernel's
+// time. kPer is the smallest power of two covering the longer part, at most 4, so
+// short rows (MLA: 64 + 8 words of 16 bytes) keep few registers and full occupancy.
+// Row and word indices are 32-bit and never divided.
 constexpr int kWarpsPerBlock = kThreads / 32;
 
-template <class Word, bool kEncode>
-__global__ void __launch_bounds__(kThreads) copy_kernel(RowJob job, uint32_t words0, uint32_t words1,
-                                                        FaultSink fault) {
-  if (faulted(fault)) return;  // no barriers below: lanes may leave independently
+template <class Word, int kPer>
+struct Pass {
+  Word a[kPer], b[kPer];  // part 0's words, part 1's words
+};
+
+// Words `first + 32 u` of both parts (from0/from1 point at the lane's first word).
+template <class Word, int kPer>
+__device__ __forceinline__ void load_pass(Pass<Word, kPer>& t, const Word* from0, const Word* from1, uint32_t first,
+                                          uint32_t words0, uint32_t words1) {
+#pragma unroll
+  for (int u = 0; u < kPer; ++u) {
+    const uint32_t w = first + 32u * u;
+    if (w < words0) t.a[u] = __ldcs(from0 + 32u * u);  // streamed: each word is read once
+    if (w < words1) t.b[u] = __ldcs(from1 + 32u * u);
+  }
+}
+
+template <class Word, int kPer>
+__device__ __forceinline__ void store_pass(const Pass<Word, kPer>& t, Word* to0, Word* to1, uint32_t first,
+                                           uint32_t words0, uint32_t words1) {
+#pragma unroll
+  for (int u = 0; u < kPer; ++u) {
+    const uint32_t w = first + 32u * u;
+    if (w < words0) __stcs(to0 + 32u * u, t.a[u]);  // streamed: keeps L2 for the rows still being read
+    if (w < words1) __stcs(to1 + 32u * u, t.b[u]);
+  }
+}
+
+template <class Word, bool kEncode, int kPer>
+__global__ void __launch_bounds__(kThreads, kPer <= 2 ? (kEncode ? 8 : 6) : 4)
+    copy_kernel(RowJob job, uint32_t words0, uint32_t words1, FaultSink fault) {
+  const bool stop = faulted(fault);  // awaited just before the first access to stored rows
   const uint32_t lane = threadIdx.x & 31u;
   const uint64_t warps = uint64_t(gridDim.x) * kWarpsPerBlock;
-  const uint32_t words = words0 + words1;
+  const uint32_t longest = words0 > words1 ? words0 : words1;
+  const RowPart& p0 = job.part[0];
+  const RowPart& p1 = job.part[1];
   for (uint64_t i = uint64_t(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5); i < job.n; i += warps) {
     const int64_t slot = job.slots[i];
-    if (slot < 0 || static_cast<uint64_t>(slot) >= job.slot_limit) {
-      if (lane == 0) {
-        kvp_raise(static_cast<FaultRecord*>(fault.record), fault.host_flag, backend::kFaultSlotOutOfRange, fault.op,
-                  static_cast<int64_t>(i), slot, static_cast<int64_t>(job.slot_limit));
-      }
-      continue;
-    }
-    const RowPart& p0 = job.part[0];
-    const RowPart& p1 = job.part[1];
-    Word* s0 = reinterpret_cast<Word*>(p0.values + uint64_t(slot) * p0.value_stride + p0.value_offset);
-    Word* u0 = reinterpret_cast<Word*>(static_cast<uint8_t*>(p0.user) + i * p0.row_bytes);
-    Word* s1 = reinterpret_cast<Word*>(p1.values + uint64_t(slot) * p1.value_stride + p1.value_offset);
-    Word* u1 = reinterpret_cast<Word*>(static_cast<uint8_t*>(p1.user) + i * p1.row_bytes);
-    for (uint32_t base = lane; base < words; base += 32u * kCopyUnroll) {
-      Word tmp[kCopyUnroll];
-#pragma unroll
-      for (int u = 0; u < kCopyUnroll; ++u) {
-        const uint32_t w = base + 32u * u;
-        if (w < words) {
-          const Word* from = kEncode ? (w < words0 ? u0 + w : u1 + (w - words0))
-                                     : (w < words0 ? s0 + w : s1 + (w - words0));
-          tmp[u] = __ldcs(from);  // streamed: each caller word is read once
+    Word* u0 = reinterpret_cast<Word*>(static_cast<uint8_t*>(p0.user) + i * p0.row_bytes) + lane;
+    Word* u1 = reinterpret_cast<Word*>(static_cast<uint8_t*>(p1.user) + i * p1.row_bytes) + lane;
+    for (uint32_t pass = 0; pass < longest; pass += 32u * kPer) {
+      Pass<Word, kPer> t;
+      if (kEncode) load_pass(t, u0 + pass, u1 + pass, pass + lane, words0, words1);
+      if (stop) return;  // no barriers: lanes may leave independently
+      if (slot < 0 || static_cast<uint64_t>(slot) >= job.slot_limit) {
+        if (lane == 0) {
+          kvp_raise(static_cast<FaultRecord*>(fault.record), fault.host_flag, backend::kFaultSlotOutOfRange, fault.op,
+                    static_cast<int64_t>(i), slot, static_cast<int64_t>(job.slot_limit));
         }
+        break;
       }
-#pragma unroll
-      for (int u = 0; u < kCopyUnroll; ++u) {
-        const uint32_t w = base + 32u * u;
-        if (w < words) {
-          Word* to = kEncode ? (w < words0 ? s0 + w : s1 + (w - words0)) : (w < words0 ? u0 + w : u1 + (w - words0));
-          __stcs(to, tmp[u]);  // streamed: keeps L2 for the rows still being read
-        }
+      Word* s0 = reinterpret_cast<Word*>(p0.values + uint64_t(slot) * p0.value_stride + p0.value_offset) + lane + pass;
+      Word* s1 = reinterpret_cast<Word*>(p1.values + uint64_t(slot) * p1.value_stride + p1.value_offset) + lane + pass;
+      if (kEncode) {
+        store_pass(t, s0, s1, pass + lane, words0, words1);
+      } else {
+        load_pass(t, s0, s1, pass + lane, words0, words1);
+        store_pass(t, u0 + pass, u1 + pass, pass + lane, words0, words1);
       }
     }
   }
@@ -291,30 +313,154 @@ __global__ void decode_nsa_kernel(NsaJob job, FaultSink fault) {
   }
 }
 
-// ---- move: gather every buffer's source rows, then scatter ------------------------
+// ---- move: mark, copy, write back -------------------------------------------------
+//
+// The CPU path's result: every source row is read before any destination row is
+// written, and a destination named twice keeps the last pair's row. The mark kernel
+// marks each destination slot with the largest pair index writing it and each source
+// slot as read; from those marks every pair takes one route on the device:
+//   skip:   a later pair writes the same destination, or the pair moves a row onto itself;
+//   direct: nobody reads the destination, so the copy kernel moves the row in place;
+//   staged: some pair reads the destination, so the copy kernel puts the row in scratch
+//           and the write-back kernel, which runs after every read, stores it.
+// The copy kernel writes only rows that no pair reads, so every read sees the old row;
+// and each destination has one writer. Disjoint pairs (the common case) therefore move
+// every byte once. The write-back kernel also clears the marks the call set, so the
+// next call starts from zeros (no host state: a captured graph can replay the calls).
 
-template <bool kGather>
-__global__ void move_kernel(MoveJob job, FaultSink fault) {
+enum Route : uint8_t { kSkip = 0, kDirect = 1, kStaged = 2 };
+
+__global__ void move_mark_kernel(MoveJob job, FaultSink fault) {
   if (faulted(fault)) return;
-  // One thread per byte of the widest row of each (buffer, row): moves are small and rare.
-  const uint64_t per_row = job.widest_row;
-  const uint64_t total = job.count * job.n * per_row;
-  for (uint64_t t = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; t < total; t += uint64_t(gridDim.x) * blockDim.x) {
-    const uint64_t byte = t % per_row;
-    const uint64_t rest = t / per_row;
-    const uint64_t i = rest % job.n;
-    const uint64_t buf = rest / job.n;
-    const MoveBuffer mb = job.buffers[buf];
-    if (byte >= mb.row_bytes) continue;
-    uint8_t* staged = job.scratch + job.n * mb.scratch_prefix + i * mb.row_bytes + byte;
-    if (kGather) {
-      const int64_t s = checked_slot(job.src, i, job.slot_limit, fault);
-      if (s < 0) return;
-      *staged = mb.base[uint64_t(s) * mb.stride + byte];
-    } else {
-      const int64_t d = checked_slot(job.dst, i, job.slot_limit, fault);
-      if (d < 0) return;
-      mb.base[uint64_t(d) * mb.stride + byte] = *staged;
+  const MoveMarks& m = job.marks;
+  if (blockIdx.x == 0 && threadIdx.x == 0) *m.staged = 0;  // the previous call's write-back has read it
+  for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < job.n; i += uint64_t(gridDim.x) * blockDim.x) {
+    const int64_t d = checked_slot(job.dst, i, job.slot_limit, fault);
+    const int64_t s = checked_slot(job.src, i, job.slot_limit, fault);
+    if (d < 0 || s < 0) return;  // the pool is faulted: the copy kernels move nothing
+    atomicMax(m.writer + d, static_cast<uint32_t>(i + 1));
+    m.read[s] = 1;
+  }
+}
+
+// Marks were written by the mark kernel, which finished before the copy kernel started.
+__device__ __forceinline__ Route route_of(const MoveMarks& m, uint64_t pair, int64_t s, int64_t d) {
+  if (m.writer[d] != static_cast<uint32_t>(pair + 1) || s == d) return kSkip;
+  return m.read[d] != 0 ? kStaged : kDirect;
+}
+
+// Cache hints: pool rows are touched once (streamed, so they do not push out of L2
+// the rows still to be read); staged rows are read back by the next kernel (default).
+template <class Word, bool kStreamed>
+__device__ __forceinline__ Word load_word(const Word* p) {
+  if (kStreamed) return __ldcs(p);
+  return *p;
+}
+template <class Word, bool kStreamed>
+__device__ __forceinline__ void store_word(Word* p, const Word& v) {
+  if (kStreamed) {
+    __stcs(p, v);
+  } else {
+    *p = v;
+  }
+}
+
+// A warp copies one row: lane l moves words l, l + 32, ..., each pass issuing all
+// its loads (kMoveUnroll per lane) before its stores.
+constexpr int kMoveUnroll = 4;
+
+template <class Word, bool kStreamIn, bool kStreamOut>
+__device__ __forceinline__ void copy_words(const uint8_t* from, uint8_t* to, uint32_t words, uint32_t lane) {
+  const Word* f = reinterpret_cast<const Word*>(from);
+  Word* t = reinterpret_cast<Word*>(to);
+  for (uint32_t base = lane; base < words; base += 32u * kMoveUnroll) {
+    Word tmp[kMoveUnroll];
+#pragma unroll
+    for (int u = 0; u < kMoveUnroll; ++u) {
+      const uint32_t w = base + 32u * u;
+      if (w < words) tmp[u] = load_word<Word, kStreamIn>(f + w);
+    }
+#pragma unroll
+    for (int u = 0; u < kMoveUnroll; ++u) {
+      const uint32_t w = base + 32u * u;
+      if (w < words) store_word<Word, kStreamOut>(t + w, tmp[u]);
+    }
+  }
+}
+
+// The row's access width is the buffer's (the same for every lane: no divergence).
+template <bool kStreamIn, bool kStreamOut>
+__device__ __forceinline__ void copy_row(const uint8_t* from, uint8_t* to, uint64_t bytes, uint32_t word,
+                                         uint32_t lane) {
+  switch (word) {
+    case 16: copy_words<int4, kStreamIn, kStreamOut>(from, to, static_cast<uint32_t>(bytes / 16), lane); break;
+    case 8: copy_words<int2, kStreamIn, kStreamOut>(from, to, static_cast<uint32_t>(bytes / 8), lane); break;
+    case 4: copy_words<int, kStreamIn, kStreamOut>(from, to, static_cast<uint32_t>(bytes / 4), lane); break;
+    case 2: copy_words<short, kStreamIn, kStreamOut>(from, to, static_cast<uint32_t>(bytes / 2), lane); break;
+    default: copy_words<char, kStreamIn, kStreamOut>(from, to, static_cast<uint32_t>(bytes), lane); break;
+  }
+}
+
+__device__ __forceinline__ uint8_t* staged_row(const MoveJob& job, const MoveBuffer& b, uint64_t pair) {
+  return job.scratch + job.n * b.scratch_prefix + pair * b.scratch_row;
+}
+
+__device__ __forceinline__ bool in_range(int64_t slot, uint64_t limit) {
+  return slot >= 0 && static_cast<uint64_t>(slot) < limit;
+}
+
+// The copy kernel: a block takes one pair at a time (blocks stride over the pairs,
+// grid.y splits the buffers) and records its route; its warps take the pair's rows in
+// every buffer, a warp per row: direct rows in place, staged rows into scratch.
+__global__ void __launch_bounds__(kThreads) move_copy_kernel(MoveJob job, FaultSink fault) {
+  if (faulted(fault)) return;  // also set when the mark kernel found a bad slot: nothing moves
+  const MoveMarks& m = job.marks;
+  const uint32_t lane = threadIdx.x & 31u;
+  const uint64_t first_buffer = uint64_t(blockIdx.y) * kWarpsPerBlock + (threadIdx.x >> 5);
+  const uint64_t buffer_step = uint64_t(gridDim.y) * kWarpsPerBlock;
+  const bool leader = threadIdx.x == 0 && blockIdx.y == 0;  // records the pair's route
+  for (uint64_t i = blockIdx.x; i < job.n; i += gridDim.x) {
+    const int64_t s = job.src[i], d = job.dst[i];
+    const Route r = in_range(s, job.slot_limit) && in_range(d, job.slot_limit) ? route_of(m, i, s, d) : kSkip;
+    if (leader) {
+      job.routes[i] = r;
+      if (r == kStaged) *m.staged = 1;
+    }
+    if (r == kSkip) continue;
+    for (uint64_t b = first_buffer; b < job.count; b += buffer_step) {
+      const MoveBuffer mb = job.buffers[b];
+      const uint8_t* from = mb.base + uint64_t(s) * mb.row_bytes;
+      if (r == kStaged) {
+        copy_row<true, false>(from, staged_row(job, mb, i), mb.row_bytes, mb.word, lane);
+      } else {
+        copy_row<true, true>(from, mb.base + uint64_t(d) * mb.row_bytes, mb.row_bytes, mb.word, lane);
+      }
+    }
+  }
+}
+
+// The write-back kernel: clears the marks of every pair (even on a faulted pool, so
+// that the next call after kvalloc_clear starts from zeros), then stores the staged
+// rows, a block per pair as in the copy kernel. It reads the routes, not the marks it clears.
+__global__ void __launch_bounds__(kThreads) move_write_back_kernel(MoveJob job, FaultSink fault) {
+  const MoveMarks& m = job.marks;
+  const uint64_t threads = uint64_t(gridDim.x) * gridDim.y * blockDim.x;
+  const uint64_t first = (uint64_t(blockIdx.y) * gridDim.x + blockIdx.x) * blockDim.x + threadIdx.x;
+  for (uint64_t i = first; i < job.n; i += threads) {
+    const int64_t s = job.src[i], d = job.dst[i];
+    if (in_range(d, job.slot_limit)) m.writer[d] = 0;
+    if (in_range(s, job.slot_limit)) m.read[s] = 0;
+  }
+  if (faulted(fault) || *m.staged == 0) return;  // written by the copy kernel
+  const uint32_t lane = threadIdx.x & 31u;
+  const uint64_t first_buffer = uint64_t(blockIdx.y) * kWarpsPerBlock + (threadIdx.x >> 5);
+  const uint64_t buffer_step = uint64_t(gridDim.y) * kWarpsPerBlock;
+  for (uint64_t i = blockIdx.x; i < job.n; i += gridDim.x) {
+    if (job.routes[i] != kStaged) continue;
+    const int64_t d = job.dst[i];
+    for (uint64_t b = first_buffer; b < job.count; b += buffer_step) {
+      const MoveBuffer mb = job.buffers[b];
+      copy_row<false, true>(staged_row(job, mb, i), mb.base + uint64_t(d) * mb.row_bytes, mb.row_bytes, mb.word, lane);
     }
   }
 }
@@ -332,6 +478,20 @@ int copy_word(const RowJob& job) {
   return static_cast<int>(bits & (~bits + 1));  // lowest set bit, at most 16
 }
 
+// Words of the longer part per lane and pass: 1, 2 or 4 (16-byte words only; the
+// narrower words of unaligned rows take 4, their rows being short or rare).
+int words_per_lane(int word, uint32_t w0, uint32_t w1) {
+  const uint32_t longest = w0 > w1 ? w0 : w1;
+  if (word != 16 || longest > 64) return 4;
+  return longest > 32 ? 2 : 1;
+}
+
+template <class Word, bool kEncode>
+void launch_copy_words(const RowJob& job, uint32_t w0, uint32_t w1, unsigned grid, cudaStream_t stream,
+                       const FaultSink& fault) {
+  copy_kernel<Word, kEncode, 4><<<grid, kThreads, 0, stream>>>(job, w0, w1, fault);
+}
+
 template <bool kEncode>
 Status launch_copy(const RowJob& job, cudaStream_t stream, const FaultSink& fault) {
   const int word = copy_word(job);
@@ -341,11 +501,17 @@ Status launch_copy(const RowJob& job, cudaStream_t stream, const FaultSink& faul
   const unsigned grid = static_cast<unsigned>(blocks < 65535ull * 16 ? blocks : 65535ull * 16);
   KVP_INJECTION_POINT("kv copy kernel launch");
   switch (word) {
-    case 16: copy_kernel<int4, kEncode><<<grid, kThreads, 0, stream>>>(job, w0, w1, fault); break;
-    case 8: copy_kernel<int2, kEncode><<<grid, kThreads, 0, stream>>>(job, w0, w1, fault); break;
-    case 4: copy_kernel<int, kEncode><<<grid, kThreads, 0, stream>>>(job, w0, w1, fault); break;
-    case 2: copy_kernel<short, kEncode><<<grid, kThreads, 0, stream>>>(job, w0, w1, fault); break;
-    default: copy_kernel<char, kEncode><<<grid, kThreads, 0, stream>>>(job, w0, w1, fault); break;
+    case 16:
+      switch (words_per_lane(word, w0, w1)) {
+        case 1: copy_kernel<int4, kEncode, 1><<<grid, kThreads, 0, stream>>>(job, w0, w1, fault); break;
+        case 2: copy_kernel<int4, kEncode, 2><<<grid, kThreads, 0, stream>>>(job, w0, w1, fault); break;
+        default: copy_kernel<int4, kEncode, 4><<<grid, kThreads, 0, stream>>>(job, w0, w1, fault); break;
+      }
+      break;
+    case 8: launch_copy_words<int2, kEncode>(job, w0, w1, grid, stream, fault); break;
+    case 4: launch_copy_words<int, kEncode>(job, w0, w1, grid, stream, fault); break;
+    case 2: launch_copy_words<short, kEncode>(job, w0, w1, grid, stream, fault); break;
+    default: launch_copy_words<char, kEncode>(job, w0, w1, grid, stream, fault); break;
   }
   return launch_status(kEncode ? "kv write kernel" : "kv read kernel");
 }
@@ -458,15 +624,30 @@ Status decode_nsa(const NsaJob& job, void* stream, const FaultSink& fault) {
   return launch_status("nsa read kernel");
 }
 
+// Blocks of the copy kernels: one per pair (up to 2^20, then they stride), and when
+// there are few pairs, the buffers split over grid.y so that about 2,048 blocks (a
+// few per multiprocessor) still share the work. The write-back kernel has at most
+// 2,048 blocks along x: with no staged row, its blocks only clear marks.
+dim3 move_grid(const MoveJob& job, uint64_t most) {
+  const uint64_t x = job.n < most ? job.n : most;
+  const uint64_t slices = (job.count + kWarpsPerBlock - 1) / kWarpsPerBlock;
+  const uint64_t wanted = (2048 + x - 1) / x;
+  const uint64_t y = wanted < slices ? wanted : slices;
+  return dim3(static_cast<unsigned>(x), static_cast<unsigned>(y < 1 ? 1 : y));
+}
+
 Status move_rows(const MoveJob& job, void* stream, const FaultSink& fault) {
   if (job.n == 0 || job.count == 0) return Status::ok();
   auto s = static_cast<cudaStream_t>(stream);
-  const unsigned grid = blocks_for(job.count * job.n * job.widest_row);
-  KVP_INJECTION_POINT("move_kernel launch");
-  move_kernel<true><<<grid, kThreads, 0, s>>>(job, fault);
-  KVP_INJECTION_POINT("move_kernel launch");
-  move_kernel<false><<<grid, kThreads, 0, s>>>(job, fault);
-  return launch_status("kv move kernel");
+  // Every failure point comes before the first launch: a failed call moves nothing
+  // and leaves no marks.
+  KVP_INJECTION_POINT("move_kv mark kernel launch");
+  KVP_INJECTION_POINT("move_kv copy kernel launch");
+  KVP_INJECTION_POINT("move_kv write-back kernel launch");
+  move_mark_kernel<<<blocks_for(job.n), kThreads, 0, s>>>(job, fault);
+  move_copy_kernel<<<move_grid(job, 1u << 20), kThreads, 0, s>>>(job, fault);
+  move_write_back_kernel<<<move_grid(job, 2048), kThreads, 0, s>>>(job, fault);
+  return launch_status("kv move kernels");
 }
 
 }  // namespace kvp::pool::dev

@@ -167,6 +167,43 @@ Status KvBuffers::get_kv_async(int32_t layer, const int64_t* slots, size_t n, vo
   return dev::decode_rows(job, stream, fault);
 }
 
+namespace {
+
+// The largest of 16, 8, 4, 2, 1 bytes that divides `base` and `row_bytes`: the access width for its rows.
+uint32_t access_word(const void* base, uint64_t row_bytes) {
+  const uint64_t bits = reinterpret_cast<uintptr_t>(base) | row_bytes | 16u;
+  return static_cast<uint32_t>(bits & (~bits + 1));
+}
+
+}  // namespace
+
+// The buffers never change: describe them to the kernels once (a blocking copy, at first use only).
+Status KvBuffers::Impl::build_move_table() {
+  std::vector<dev::MoveBuffer> table;
+  uint64_t prefix = 0;
+  for (const LayerKv& l : layers) {
+    if (!l.has_kv) continue;
+    for (const RowBuffer* b : {&l.k, &l.v, &l.k_scale, &l.v_scale, &l.label}) {
+      if (!b->present()) continue;
+      const uint64_t padded = (b->row_bytes + 15) / 16 * 16;
+      table.push_back({b->data(), b->row_bytes, padded, prefix, access_word(b->data(), b->row_bytes)});
+      prefix += padded;
+    }
+  }
+  backend::DeviceMemory mem;
+  const size_t bytes = table.size() * sizeof(dev::MoveBuffer);
+  KVPOOL_RETURN_IF_ERROR(backend::DeviceMemory::make(backend, bytes, &mem));
+  KVPOOL_RETURN_IF_ERROR(backend->from_host(mem.data(), table.data(), bytes));
+  // Marks: 4 bytes (writer) + 4 bytes (reader) per slot, then the call's staged word.
+  backend::DeviceMemory marks;
+  KVPOOL_RETURN_IF_ERROR(backend::DeviceMemory::make(backend, move_limit() * 8 + 4, &marks));
+  move_table = std::move(mem);
+  move_marks = std::move(marks);
+  move_table_count = table.size();
+  move_table_scratch_row = prefix;
+  return Status::ok();
+}
+
 Status KvBuffers::move_kv_async(const int64_t* dst, const int64_t* src, size_t n, void* stream,
                                 const dev::FaultSink& fault) {
   Impl& I = *impl_;
@@ -175,29 +212,13 @@ Status KvBuffers::move_kv_async(const int64_t* dst, const int64_t* src, size_t n
     return Status::unsupported("move_kv is not available for swa pools (window rows are not slot-indexed)");
   }
   if (n == 0) return Status::ok();
-  if (!I.move_table.data()) {
-    // The buffers never change: describe them to the kernels once (a blocking copy, at first use only).
-    std::vector<dev::MoveBuffer> table;
-    uint64_t prefix = 0, widest = 0;
-    for (const LayerKv& l : I.layers) {
-      if (!l.has_kv) continue;
-      for (const RowBuffer* b : {&l.k, &l.v, &l.k_scale, &l.v_scale, &l.label}) {
-        if (!b->present()) continue;
-        table.push_back({b->data(), b->row_bytes, b->row_bytes, prefix});
-        prefix += b->row_bytes;
-        widest = std::max<uint64_t>(widest, b->row_bytes);
-      }
-    }
-    backend::DeviceMemory mem;
-    KVPOOL_RETURN_IF_ERROR(backend::DeviceMemory::make(I.backend, table.size() * sizeof(dev::MoveBuffer), &mem));
-    KVPOOL_RETURN_IF_ERROR(I.backend->from_host(mem.data(), table.data(), table.size() * sizeof(dev::MoveBuffer)));
-    I.move_table = std::move(mem);
-    I.move_table_count = table.size();
-    I.move_table_row_bytes = prefix;
-    I.move_table_widest = widest;
+  if (n > 0xFFFFFFFEull) {
+    return Status::invalid("move_kv_async moves fewer than 2^32 - 1 pairs per call; got " + std::to_string(n));
   }
+  if (!I.move_table.data()) KVPOOL_RETURN_IF_ERROR(I.build_move_table());
+  // Staged rows, then one route byte per pair.
   size_t scratch = 0;
-  KVPOOL_RETURN_IF_ERROR(byte_count(n, I.move_table_row_bytes, "move_kv scratch", &scratch));
+  KVPOOL_RETURN_IF_ERROR(byte_count(n, I.move_table_scratch_row + 1, "move_kv scratch", &scratch));
   KVPOOL_RETURN_IF_ERROR(I.ensure_device_scratch(scratch));
   dev::MoveJob job;
   job.dst = dst;
@@ -206,8 +227,12 @@ Status KvBuffers::move_kv_async(const int64_t* dst, const int64_t* src, size_t n
   job.slot_limit = I.move_limit();
   job.buffers = I.move_table.as<dev::MoveBuffer>();
   job.count = I.move_table_count;
-  job.widest_row = I.move_table_widest;
   job.scratch = I.device_scratch.as<uint8_t>();
+  job.routes = job.scratch + n * I.move_table_scratch_row;
+  auto* marks = I.move_marks.as<uint8_t>();
+  job.marks.writer = reinterpret_cast<uint32_t*>(marks);
+  job.marks.read = reinterpret_cast<uint32_t*>(marks + job.slot_limit * 4);
+  job.marks.staged = reinterpret_cast<uint32_t*>(marks + job.slot_limit * 8);
   return dev::move_rows(job, stream, fault);
 }
 

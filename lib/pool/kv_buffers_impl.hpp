@@ -61,7 +61,8 @@ struct KvBuffers::Impl {
   // Scratch reused across calls (hot paths allocate only when they grow).
   backend::DeviceMemory device_scratch;  // move_kv gather buffer
   backend::DeviceMemory move_table;      // move_kv_async: every slot-indexed buffer (dev::MoveBuffer), built once
-  uint64_t move_table_count = 0, move_table_row_bytes = 0, move_table_widest = 0;
+  uint64_t move_table_count = 0, move_table_scratch_row = 0;
+  backend::DeviceMemory move_marks;      // move_kv_async: per-slot writer/reader marks (dev::MoveMarks)
   mutable std::vector<uint8_t> stage_values, stage_scales;
   mutable std::vector<int64_t> rows_scratch;
   std::vector<uint8_t> wide_scratch;
@@ -85,6 +86,8 @@ struct KvBuffers::Impl {
                       const LayerKv** l, ReadFormat* f) const;
   // Largest slot + 1 that move_kv accepts.
   uint64_t move_limit() const;
+  // move_kv_async: the buffer table and the marks, built by the first call.
+  Status build_move_table();
 };
 
 // f32 / f16 / bf16 as a caller-side format; false for other kvpool_dtype values.

@@ -62,26 +62,40 @@ struct NsaJob {
   uint64_t lora = 0, rope_dim = 0;
 };
 
-// One slot-indexed buffer that move_kv relocates rows in.
+// One slot-indexed buffer that move_kv relocates rows in (rows are dense: the stride is row_bytes).
 struct MoveBuffer {
   uint8_t* base;
-  uint64_t stride;
   uint64_t row_bytes;
-  uint64_t scratch_prefix;  // sum of row_bytes of the buffers before it: its rows sit at scratch + n * prefix
+  uint64_t scratch_row;     // row_bytes rounded up to 16, so every staged row starts 16-byte aligned
+  uint64_t scratch_prefix;  // sum of scratch_row of the buffers before it: its staged rows sit at scratch + n * prefix
+  uint32_t word;            // bytes per access: the largest of 16, 8, 4, 2, 1 dividing base and row_bytes
 };
 
-// Gather `n` rows of each of `count` buffers (device table) from `src` slots
-// into `scratch`, then scatter them to `dst` slots: every source row is read
-// before any destination row is written.
+// Per-slot marks of move_kv (device memory, zero-filled). The mark kernel sets them
+// and the write-back kernel of the same call clears the ones it set, so each call
+// starts from zeros without any host state (a captured graph may replay the launches).
+struct MoveMarks {
+  uint32_t* writer = nullptr;  // slot -> 1 + the largest pair index writing the slot (0: none)
+  uint32_t* read = nullptr;    // slot -> 1 when some pair reads the slot
+  uint32_t* staged = nullptr;  // one word: 1 when some pair of the call was staged
+};
+
+// Moves `n` rows of each of `count` buffers (device table) from `src` to `dst` slots with
+// the CPU path's result: every source row is read before any destination row is written,
+// and a destination named twice keeps the last pair's row. Three launches, whatever the
+// pairs: mark (validates the slots, marks writers and readers), copy (rows whose
+// destination nobody reads go directly, the others into `scratch`), write-back (the
+// staged rows, then clears the marks).
 struct MoveJob {
   const int64_t* dst = nullptr;
   const int64_t* src = nullptr;
-  uint64_t n = 0;
+  uint64_t n = 0;                       // < 2^32 - 1 (pair indices + 1 are 32-bit marks)
   uint64_t slot_limit = 0;
   const MoveBuffer* buffers = nullptr;  // device
   uint64_t count = 0;
-  uint64_t widest_row = 0;              // max row_bytes
-  uint8_t* scratch = nullptr;           // device, n * sum(row_bytes)
+  uint8_t* scratch = nullptr;           // device, n * sum(scratch_row) staged row bytes
+  uint8_t* routes = nullptr;            // device, n bytes: each pair's route, from the copy kernel
+  MoveMarks marks;
 };
 
 // Each returns a CUDA launch error as a status; device-side problems fault the pool.

@@ -57,6 +57,11 @@ const Anchor kAnchors[] = {
     {"set_kv_gbps", 0, 8192, 779, 793},       {"set_kv_gbps", 0, 65536, 853, 869},
     {"set_kv_gpu_us", 0, 8192, 86.3, 84.8},   {"set_kv_gpu_us", 0, 65536, 631, 619},
     {"d2d_copy_gbps", 0, 0, 3008, 4215},
+    // SGLANG_H100_MORE.md / SGLANG_H200.md (M1, M2): MLA write (Triton) and move_kv_cache, GPU time.
+    {"mla_set_gpu_us", 0, 8192, 13.4, 13.4},  {"mla_set_gpu_us", 0, 65536, 82.3, 82.3},
+    {"mla_set_gbps", 0, 8192, 1416, 1416},     {"mla_set_gbps", 0, 65536, 1841, 1840},
+    {"move_kv_gpu_us", 0, 1024, 3693, 2889},   {"move_kv_gpu_us", 0, 8192, 29556, 23123},
+    {"move_kv_gbps", 0, 1024, 72.7, 92.9},     {"move_kv_gbps", 0, 8192, 72.7, 92.9},
 };
 
 bool g_h200 = false;  // set from the device name in main()
@@ -419,6 +424,129 @@ void bench_set_kv(int n, int reps, double ceiling, cudaStream_t stream) {
   kvpool_destroy(pool);
 }
 
+// `sets` distinct-slot arrays of `n` random slots in [1, limit], on the device.
+std::vector<int64_t*> random_slot_sets(int sets, size_t n, int64_t limit, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<int64_t> all(static_cast<size_t>(limit));
+  std::iota(all.begin(), all.end(), 1);
+  std::vector<int64_t*> out;
+  for (int k = 0; k < sets; ++k) {
+    std::shuffle(all.begin(), all.end(), rng);
+    out.push_back(to_device(std::vector<int64_t>(all.begin(), all.begin() + static_cast<long>(n))));
+  }
+  return out;
+}
+
+// One "<metric>_fraction_of_d2d" line: the bandwidth's median over the same run's copy limit.
+void report_fraction(const char* what, int n, const std::vector<double>& gbps, double ceiling) {
+  std::printf("{\"metric\": \"%s_fraction_of_d2d\", \"batch\": %d, \"value\": %.3f, \"d2d_gbps\": %.1f}\n", what, n,
+              stats_of(gbps).median / ceiling, ceiling);
+  std::fflush(stdout);
+}
+
+// kvpool_set_mla_kv_async of a DeepSeek-shaped row (kv_lora_rank 512 + rope 64, bf16) at
+// n random slots. Bytes as the anchor counts them: 1152 read + 1152 written + the 8-byte slot.
+void bench_mla_set(int n, int reps, double ceiling, cudaStream_t stream) {
+  const std::string json =
+      "{\"model\": {\"num_layers\": 1, \"attention\": \"mla\", \"kv_lora_rank\": 512, \"qk_rope_head_dim\": 64}, "
+      "\"pool\": {\"device\": \"cuda\", \"kv_dtype\": \"bf16\", \"page_size\": 1, \"max_total_tokens\": 1048576, "
+      "\"max_context_len\": 8192, \"max_running_requests\": 16}, \"prefix_cache\": {\"kind\": \"none\"}}";
+  kvpool* pool = nullptr;
+  CHECK_KV(kvpool_create(json.data(), json.size(), &pool));
+  const size_t nope_row = 512 * 2, rope_row = 64 * 2, un = static_cast<size_t>(n);
+  std::vector<int64_t*> d_slots = random_slot_sets(4, un, 1 << 20, 11 + static_cast<uint64_t>(n));
+  void *nope, *rope;
+  CHECK_CUDA(cudaMalloc(&nope, un * nope_row));
+  CHECK_CUDA(cudaMalloc(&rope, un * rope_row));
+  CHECK_CUDA(cudaMemset(nope, 0x3c, un * nope_row));
+  CHECK_CUDA(cudaMemset(rope, 0x3d, un * rope_row));
+  std::vector<double> gpu;
+  time_call(
+      reps, stream,
+      [&](int r) {
+        CHECK_KV(kvpool_set_mla_kv_async(pool, 0, d_slots[static_cast<size_t>(r + 400) % 4], un, nope, un * nope_row,
+                                         rope, un * rope_row, KVPOOL_DTYPE_BF16, stream));
+      },
+      [](int) {}, nullptr, &gpu);
+  CHECK_KV(kvpool_synchronize(pool, stream));
+  report("mla_set_gpu_us", 0, n, gpu, "us", true, 0.0);
+  const double bytes = static_cast<double>(un) * (2.0 * (nope_row + rope_row) + 8.0);
+  std::vector<double> gbps(gpu);
+  for (double& g : gbps) g = bytes / (g * 1e-6) / 1e9;
+  report("mla_set_gbps", 0, n, gbps, "GB/s", false, 0.8 * ceiling);
+  report_fraction("mla_set", n, gbps, ceiling);
+  for (auto* d : d_slots) cudaFree(d);
+  cudaFree(nope);
+  cudaFree(rope);
+  kvpool_destroy(pool);
+}
+
+// kvpool_move_kv_async on the anchor's pool (32 layers, K and V of 8 heads x 128 bf16:
+// 64 buffers of 2,048-byte rows, 65,536 tokens). `chained`: each pair moves a row onto
+// the previous slot of a random chain (speculative decoding's compaction), so every
+// destination but one is also a source and those rows take the staged path; otherwise
+// the pairs are disjoint random slots (the anchor's workload) and move directly. Bytes
+// as the anchor counts them: every moved row read once and written once.
+void bench_move(int n, bool chained, int reps, double ceiling, cudaStream_t stream) {
+  const int64_t tokens = 65536;
+  const std::string json = "{\"model\": {\"num_layers\": 32, \"kv_heads\": 8, \"head_dim\": 128}, \"pool\": "
+                           "{\"device\": \"cuda\", \"kv_dtype\": \"bf16\", \"page_size\": 1, \"max_total_tokens\": " +
+                           std::to_string(tokens) +
+                           ", \"max_context_len\": 8192, \"max_running_requests\": 16}, \"prefix_cache\": {\"kind\": \"none\"}}";
+  kvpool* pool = nullptr;
+  CHECK_KV(kvpool_create(json.data(), json.size(), &pool));
+  const size_t un = static_cast<size_t>(n);
+  std::mt19937_64 rng(5 + static_cast<uint64_t>(n) + (chained ? 1000 : 0));
+  std::vector<int64_t> all(static_cast<size_t>(tokens));
+  std::iota(all.begin(), all.end(), 1);
+  struct Pairs {
+    int64_t *dst, *src;
+  };
+  std::vector<Pairs> sets;
+  for (int k = 0; k < 4; ++k) {
+    std::shuffle(all.begin(), all.end(), rng);
+    std::vector<int64_t> dst, src;
+    for (size_t i = 0; i < un; ++i) {
+      dst.push_back(all[i]);
+      src.push_back(chained ? all[i + 1] : all[un + i]);
+    }
+    sets.push_back({to_device(dst), to_device(src)});
+  }
+  std::vector<double> gpu;
+  time_call(
+      reps, stream,
+      [&](int r) {
+        const Pairs& p = sets[static_cast<size_t>(r + 400) % 4];
+        CHECK_KV(kvpool_move_kv_async(pool, p.dst, un, p.src, un, stream));
+      },
+      [](int) {}, nullptr, &gpu);
+  CHECK_KV(kvpool_synchronize(pool, stream));
+  const char* us_metric = chained ? "move_kv_chain_gpu_us" : "move_kv_gpu_us";
+  const char* bw_metric = chained ? "move_kv_chain_gbps" : "move_kv_gbps";
+  report(us_metric, 0, n, gpu, "us", true, 0.0);
+  const double bytes = 2.0 * static_cast<double>(un) * 64 * 2048;
+  std::vector<double> gbps(gpu);
+  for (double& g : gbps) g = bytes / (g * 1e-6) / 1e9;
+  report(bw_metric, 0, n, gbps, "GB/s", false, chained ? 0.0 : 0.7 * ceiling);
+  report_fraction(chained ? "move_kv_chain" : "move_kv", n, gbps, ceiling);
+  for (Pairs& p : sets) {
+    cudaFree(p.dst);
+    cudaFree(p.src);
+  }
+  kvpool_destroy(pool);
+}
+
+// The KV data rows: the copy limit, then every KV call against it.
+void bench_kv_rows(bool quick, int reps, cudaStream_t stream) {
+  const double ceiling = bench_d2d(quick ? 5 : 20, stream);
+  for (int n : {8192, 65536}) bench_set_kv(n, reps, ceiling, stream);
+  for (int n : {8192, 65536}) bench_mla_set(n, reps, ceiling, stream);
+  const int move_reps = quick ? 10 : 100;  // 8,192 pairs move 2 GiB per call
+  for (bool chained : {false, true}) {
+    for (int n : {1024, 8192}) bench_move(n, chained, move_reps, ceiling, stream);
+  }
+}
+
 }  // namespace
 
 
@@ -556,7 +684,8 @@ void bench_host_tier(bool quick);  // gpu_bench_host_tier.cu
 void bench_host_seq(bool quick);   // gpu_bench_host_seq.cu
 
 int main(int argc, char** argv) {
-  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;  // [--quick] [--seq | --host-tier | --host-seq]
+  // [--quick] [--seq | --host-tier | --host-seq | --kv]
+  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
   const int reps = quick ? 20 : 300;
   cudaDeviceProp prop{};
   CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
@@ -573,6 +702,11 @@ int main(int argc, char** argv) {
   }
   cudaStream_t stream;
   CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  if (argc > 1 && std::strcmp(argv[argc - 1], "--kv") == 0) {  // only the KV data rows (d2d, set, mla, move)
+    bench_kv_rows(quick, reps, stream);
+    CHECK_CUDA(cudaStreamDestroy(stream));
+    return 0;
+  }
   const bool seq_only = argc > 1 && std::strcmp(argv[argc - 1], "--seq") == 0;
   const SeqPath paths[] = {{false, false, "host list, kvseq_*"},
                            {false, true, "host list, kvseq_*_async"},
@@ -591,8 +725,7 @@ int main(int argc, char** argv) {
     for (int bs : {1, 32, 256}) bench_extend(page, bs, reps, stream);
     for (int bs : {1, 64, 256, 1024}) bench_decode(page, bs, reps, stream);
   }
-  const double ceiling = bench_d2d(quick ? 5 : 20, stream);
-  for (int n : {8192, 65536}) bench_set_kv(n, reps, ceiling, stream);
+  bench_kv_rows(quick, reps, stream);
   CHECK_CUDA(cudaStreamDestroy(stream));
   return 0;
 }
