@@ -1679,4 +1679,6 @@ kvpool_addr kvpool_java_address(void *host_nio, size_t host_nio_bytes);
 /* kvpool_create_with_storage: each language's shim (see the %ignore above). */
 #if defined(SWIGJAVA)
 %include "java/storage_backend.i"
+#elif defined(SWIGCSHARP)
+%include "csharp/storage_backend.i"
 #endif
