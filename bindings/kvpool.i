@@ -1681,4 +1681,6 @@ kvpool_addr kvpool_java_address(void *host_nio, size_t host_nio_bytes);
 %include "java/storage_backend.i"
 #elif defined(SWIGCSHARP)
 %include "csharp/storage_backend.i"
+#elif defined(SWIGGO)
+%include "go/storage_backend.i"
 #endif
