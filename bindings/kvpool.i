@@ -1278,6 +1278,21 @@ struct kvpool {};
  * below): 0 for the default allocator, or a kvpool_allocator made in C. */
 %ignore kvpool_allocator;
 %ignore kvpool_create_with_allocator;
+/* kvpool_create_with_storage: the kvstore_backend table is C function
+ * pointers too, but here the bindings make them: each language has a shim
+ * (java/storage_backend.i, csharp/storage_backend.i, go/storage_backend.i,
+ * included at the end) whose C callbacks call an object of the language
+ * (Java/C# StorageBackend, a Go StorageBackend interface). The raw table and
+ * call are not wrapped. */
+%ignore kvstore_backend;
+%ignore kvpool_create_with_storage;
+/* kvstore_result is only seen by the shims; each language has a hand-written
+ * StorageResult (its item names, OK/Ok, would clash with Status's in SWIG's
+ * flat C enum scope), whose numbers the shims check against the header. */
+%ignore kvstore_result;
+%ignore KVSTORE_OK;
+%ignore KVSTORE_MISS;
+%ignore KVSTORE_ERROR;
 /* radix_take_events fills an array of structs: the bindings call
  * kvpool_take_events_flat (below) instead, and build their own event values. */
 %ignore radix_event;
@@ -1659,4 +1674,13 @@ static kvpool_addr kvpool_java_address(void *host_nio, size_t host_nio_bytes) {
 %}
 %javamethodmodifiers kvpool_java_address "";
 kvpool_addr kvpool_java_address(void *host_nio, size_t host_nio_bytes);
+#endif
+
+/* kvpool_create_with_storage: each language's shim (see the %ignore above). */
+#if defined(SWIGJAVA)
+%include "java/storage_backend.i"
+#elif defined(SWIGCSHARP)
+%include "csharp/storage_backend.i"
+#elif defined(SWIGGO)
+%include "go/storage_backend.i"
 #endif

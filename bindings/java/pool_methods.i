@@ -1049,6 +1049,20 @@
   }
 
   /**
+   * Creates a pool whose storage tier is the engine's own store (docs/storage-custom.md): the
+   * configuration's {@code storage} section says {@code "backend": "custom"}, and the pool's
+   * storage threads call backend's methods. Pools given the same backend share its values. The
+   * pool keeps backend reachable until it is closed.
+   * @throws KvPoolException INVALID_ARGUMENT for a null backend; CONFIG when the configuration
+   *     has no storage section or names another backend, else as {@link #Pool(String)}
+   */
+  public static Pool withStorage(String json, StorageBackend backend) {
+    long[] handle = new long[1];
+    Kvpool.kvpool_create_with_storage(json, backend, backend != null && backend.implementsClear() ? 1 : 0, handle);
+    return new Pool(handle[0], true);
+  }
+
+  /**
    * The address of a direct buffer's position (0 for null): host memory to pass to the
    * device.h methods of a CPU pool. Keep the buffer reachable while the address is in use.
    * @throws IllegalArgumentException for a heap (non-direct) buffer

@@ -12,7 +12,7 @@ namespace KvPool.Tests {
   [TestFixture]
   public class StorageTierTests {
     // PrefixCacheTests.Cache with a host tier and no storage tier.
-    static readonly string HostOnly =
+    internal static readonly string HostOnly =
         PrefixCacheTests.Cache.Replace("\"prefix_cache\":", "\"host_cache\":{\"ratio\":4,\"headroom_bytes\":0},\"prefix_cache\":");
 
     // 64 device tokens (page_size 4), a host tier of 4x that and a file storage tier in dir.
@@ -26,14 +26,14 @@ namespace KvPool.Tests {
     }
 
     // K (which 0) or V (which 1) rows of n tokens of one layer, distinct per (layer, which).
-    static byte[] Pattern(int n, int layer, int which) {
+    internal static byte[] Pattern(int n, int layer, int which) {
       byte[] b = new byte[n * 2 * 8 * 4];
       for (int i = 0; i < b.Length; i++) b[i] = (byte)(i * 7 + layer * 31 + which * 101 + 1);
       return b;
     }
 
     // Prefetches prompt, polls until it is done and ends it; returns the last poll.
-    static StoragePrefetchInfo PrefetchAll(Pool pool, int[] prompt, out ulong inserted) {
+    internal static StoragePrefetchInfo PrefetchAll(Pool pool, int[] prompt, out ulong inserted) {
       StoragePrefetchResult r = pool.StoragePrefetch(prompt);
       Assert.AreNotEqual(0UL, r.Id, r.ToString());
       Assert.IsTrue(r.Started);
