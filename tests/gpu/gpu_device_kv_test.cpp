@@ -44,11 +44,7 @@ class DeviceArray {
   size_t bytes_;
 };
 
-std::string with_device(std::string json, const std::string& device) {
-  const std::string key = "\"pool\": {";
-  json.replace(json.find(key), key.size(), key + "\"device\": \"" + device + "\", ");
-  return json;
-}
+using kvtest::with_device;
 
 uint64_t fresh_seed() {
   const uint64_t s = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());

@@ -22,11 +22,7 @@ namespace {
 using Bytes = std::vector<uint8_t>;
 using Slots = std::vector<int64_t>;
 
-std::string with_device(std::string json, const std::string& device) {
-  const std::string key = "\"pool\": {";
-  json.replace(json.find(key), key.size(), key + "\"device\": \"" + device + "\", ");
-  return json;
-}
+using kvtest::with_device;
 
 // Every buffer move_kv relocates rows in, for every layer that has KV.
 const int32_t kMovedKinds[] = {KVPOOL_BUFFER_K, KVPOOL_BUFFER_V, KVPOOL_BUFFER_K_SCALE, KVPOOL_BUFFER_V_SCALE,

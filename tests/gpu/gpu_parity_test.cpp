@@ -16,11 +16,7 @@ namespace {
 using Bytes = std::vector<uint8_t>;
 using Slots = std::vector<int64_t>;
 
-std::string with_device(std::string json, const std::string& device) {
-  const std::string key = "\"pool\": {";
-  json.replace(json.find(key), key.size(), key + "\"device\": \"" + device + "\", ");
-  return json;
-}
+using kvtest::with_device;
 
 // Everything the workload observed, in order.
 struct Trace {

@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "kvpool/kvpool.h"
 
@@ -18,3 +19,15 @@
       GTEST_SKIP() << "no CUDA device";                                                       \
     }                                                                                         \
   } while (0)
+
+namespace kvtest {
+
+// `json` (a config whose "pool" object is written `"pool": {`) with the pool's device set:
+// the GPU tests build the same pool on "cpu" and "cuda" and compare them.
+inline std::string with_device(std::string json, const std::string& device) {
+  const std::string key = "\"pool\": {";
+  json.replace(json.find(key), key.size(), key + "\"device\": \"" + device + "\", ");
+  return json;
+}
+
+}  // namespace kvtest

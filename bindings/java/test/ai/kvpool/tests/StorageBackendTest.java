@@ -1,7 +1,6 @@
 package ai.kvpool.tests;
 
 import static ai.kvpool.tests.Configs.expect;
-import static org.junit.Assert.assertArrayEquals;
 import static org.junit.Assert.assertEquals;
 import static org.junit.Assert.assertFalse;
 import static org.junit.Assert.assertNotNull;
@@ -206,13 +205,7 @@ public class StorageBackendTest {
       SeqInfo si = b.seqInfo(sb.getSeq());
       assertEquals(40, si.getStorageHit());
       long[] held = b.seqSlots(sb.getSeq());
-      for (int layer = 0; layer < 2; layer++) {
-        float[] k = new float[40 * 2 * 8];
-        float[] v = new float[k.length];
-        b.getKv(layer, held, k, v);
-        assertArrayEquals(Arrays.copyOf(HostTierTest.pattern(41, layer, 0), k.length), k, 0f);
-        assertArrayEquals(Arrays.copyOf(HostTierTest.pattern(41, layer, 1), v.length), v, 0f);
-      }
+      StorageTierTest.expectStoredPattern(b, held);
       b.abort(sb.getSeq());
       assertEquals(40, b.storageStats().getStorageHitTokens());
       b.check();

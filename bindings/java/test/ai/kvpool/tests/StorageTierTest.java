@@ -116,13 +116,7 @@ public class StorageTierTest {
         assertEquals(40, si.getStorageHit());
         long[] held = b.seqSlots(sb.getSeq());
         assertEquals(40, held.length);
-        for (int layer = 0; layer < 2; layer++) {
-          float[] k = new float[40 * 2 * 8];
-          float[] v = new float[k.length];
-          b.getKv(layer, held, k, v);
-          assertArrayEquals(Arrays.copyOf(HostTierTest.pattern(41, layer, 0), k.length), k, 0f);
-          assertArrayEquals(Arrays.copyOf(HostTierTest.pattern(41, layer, 1), v.length), v, 0f);
-        }
+        expectStoredPattern(b, held);
         b.abort(sb.getSeq());
         assertEquals(40, b.storageStats().getStorageHitTokens());
 
@@ -179,5 +173,16 @@ public class StorageTierTest {
     assertEquals(3, StorageSkip.CAPACITY.swigValue());
     assertEquals(4, StorageSkip.HOST_FULL.swigValue());
     assertEquals(5, StorageSkip.values().length);
+  }
+
+  /** The K and V of `held` (40 slots, 2 layers) in pool b are the pattern pool A wrote for prompt 41. */
+  static void expectStoredPattern(Pool b, long[] held) {
+    for (int layer = 0; layer < 2; layer++) {
+      float[] k = new float[40 * 2 * 8];
+      float[] v = new float[k.length];
+      b.getKv(layer, held, k, v);
+      assertArrayEquals(Arrays.copyOf(HostTierTest.pattern(41, layer, 0), k.length), k, 0f);
+      assertArrayEquals(Arrays.copyOf(HostTierTest.pattern(41, layer, 1), v.length), v, 0f);
+    }
   }
 }
