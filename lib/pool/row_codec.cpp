@@ -136,6 +136,8 @@ void encode_plain(const kernels::Encoder& e, const uint8_t* src, size_t n, size_
   const size_t per_chunk = kChunkBytes / e.out_bytes;
   for (size_t i = 0; i < n; ++i) {
     uint8_t* d = out.at(i);
+    // Straight from registers to memory where the row allows, else through the chunk.
+    if (e.run_streaming(src + i * in_row, d, elements, divisor)) continue;
     for (size_t first = 0; first < elements; first += per_chunk) {
       const size_t count = elements - first < per_chunk ? elements - first : per_chunk;
       e.run(src + i * in_row + first * e.in_bytes, chunk, count, divisor);
@@ -163,6 +165,7 @@ void decode_plain(const kernels::Decoder& k, ConstRowRef values, size_t n, size_
       k.run(s, d, elements);
       continue;
     }
+    if (k.run_streaming(s, d, elements)) continue;
     for (size_t first = 0; first < elements; first += per_chunk) {
       const size_t count = elements - first < per_chunk ? elements - first : per_chunk;
       k.run(s + first * k.in_bytes, chunk, count);
@@ -323,6 +326,7 @@ Encoder pick_encoder(Wide in, DType kv, bool divide, bool use_vector) {
   Encoder e;
   e.scalar = scalar_encode(in, kv, divide);
   e.vec = use_vector ? avx2_encode(in, kv, divide) : nullptr;
+  e.vec_stream = use_vector ? avx2_encode(in, kv, divide, true) : nullptr;
   e.in_bytes = wide_bytes(in);
   e.out_bytes = config::dtype_bytes(kv);
   return e;
@@ -332,6 +336,7 @@ Decoder pick_decoder(DType kv, Wide out, bool use_vector) {
   Decoder d;
   d.scalar = scalar_decode(kv, out);
   d.vec = use_vector ? avx2_decode(kv, out) : nullptr;
+  d.vec_stream = use_vector ? avx2_decode(kv, out, true) : nullptr;
   d.in_bytes = config::dtype_bytes(kv);
   d.out_bytes = wide_bytes(out);
   return d;

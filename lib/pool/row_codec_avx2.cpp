@@ -48,13 +48,33 @@ inline V sub(V a, V b) { return _mm256_sub_epi32(a, b); }
 inline V as_bits(__m256 f) { return _mm256_castps_si256(f); }
 inline __m256 as_f32(V v) { return _mm256_castsi256_ps(v); }
 
-// Eight u32 lanes holding values <= 0xffff (resp. 0xff) as eight u16 (u8).
-inline __m128i narrow_u16(V v) {
-  return _mm_packus_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+// Output blocks of 32 bytes: 8 f32, 16 f16/bf16 or 32 fp8 values, packed from
+// u32 lanes holding the output codes (<= 0xffff resp. <= 0xff, so the
+// saturating packs are exact) and put back in value order.
+template <size_t kOutBytes>
+inline V pack_block(const V* lanes) {
+  if constexpr (kOutBytes == 4) {
+    return lanes[0];
+  } else if constexpr (kOutBytes == 2) {
+    // packus works within 128-bit halves: qwords come out as 0,2,1,3 of the wanted order.
+    return _mm256_permute4x64_epi64(_mm256_packus_epi32(lanes[0], lanes[1]), 0xD8);
+  } else {
+    const V ab = _mm256_packus_epi32(lanes[0], lanes[1]);
+    const V cd = _mm256_packus_epi32(lanes[2], lanes[3]);
+    // Dwords come out as values 0-3, 8-11, 16-19, 24-27, 4-7, 12-15, 20-23, 28-31.
+    return _mm256_permutevar8x32_epi32(_mm256_packus_epi16(ab, cd), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+  }
 }
-inline __m128i narrow_u8(V v) {
-  const __m128i w = narrow_u16(v);
-  return _mm_packus_epi16(w, w);
+
+// Streaming stores (see util/stream_copy.hpp) need a 32-byte-aligned address;
+// the callers only pick the streaming kernels for such rows.
+template <bool kStream>
+inline void store_block(uint8_t* p, V v) {
+  if constexpr (kStream) {
+    _mm256_stream_si256(reinterpret_cast<V*>(p), v);
+  } else {
+    _mm256_storeu_si256(reinterpret_cast<V*>(p), v);
+  }
 }
 
 inline V is_nan(V x) { return gt(band(x, k(0x7fffffffu)), k(0x7f800000u)); }
@@ -90,41 +110,40 @@ inline V f16_bits_to_f32(V h) {
   return bor(sign, sel(eq(exp, k(0x1fu)), special, sel(eq(exp, k(0)), subnormal, normal)));
 }
 
-// Element formats: load eight values as f32 bits, store eight from f32 bits.
-struct F32 {
-  static constexpr size_t kBytes = 4;
-  static V load(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const V*>(p)); }
-  static void store(uint8_t* p, V x) { _mm256_storeu_si256(reinterpret_cast<V*>(p), x); }
-};
-
+// Element formats: load eight values as f32 bits; code(x) gives each lane's
+// output bits (the scalar rule's result before it is narrowed to the format).
 inline V load_u16(const uint8_t* p) {
   return _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
 inline V load_u8(const uint8_t* p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
-inline void store_u16(uint8_t* p, V v) { _mm_storeu_si128(reinterpret_cast<__m128i*>(p), narrow_u16(v)); }
-inline void store_u8(uint8_t* p, V v) { _mm_storel_epi64(reinterpret_cast<__m128i*>(p), narrow_u8(v)); }
+
+struct F32 {
+  static constexpr size_t kBytes = 4;
+  static V load(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const V*>(p)); }
+  static V code(V x) { return x; }
+};
 
 struct BF16 {
   static constexpr size_t kBytes = 2;
   static V load(const uint8_t* p) { return _mm256_slli_epi32(load_u16(p), 16); }
-  static void store(uint8_t* p, V x) {
+  static V code(V x) {
     const V upper = _mm256_srli_epi32(x, 16);
     const V rounded = _mm256_srli_epi32(add(add(x, k(0x7fffu)), band(upper, k(1))), 16);
     const V nan = bor(upper, k(0x0040u));
-    store_u16(p, sel(is_nan(x), nan, rounded));
+    return sel(is_nan(x), nan, rounded);
   }
 };
 
 struct F16 {
   static constexpr size_t kBytes = 2;
   static V load(const uint8_t* p) { return f16_bits_to_f32(load_u16(p)); }
-  static void store(uint8_t* p, V x) {
+  static V code(V x) {
     const V sign = band(_mm256_srli_epi32(x, 16), k(0x8000u));
     const V ax = band(x, k(0x7fffffffu));
     const V code = round_magnitude<10, 15>(ax);
     const V finite = sel(gt(k(0x7c00u), code), code, k(0x7c00u));
     const V nan = bor(k(0x7e00u), band(_mm256_srli_epi32(ax, 13), k(0x3ffu)));
-    store_u16(p, bor(sign, sel(gt(ax, k(0x7f800000u)), nan, finite)));
+    return bor(sign, sel(gt(ax, k(0x7f800000u)), nan, finite));
   }
 };
 
@@ -140,93 +159,104 @@ struct E4M3 {
     const V magnitude = sel(eq(band(b, k(0x7fu)), k(0x7fu)), k(0x7fc00000u), sel(eq(exp, k(0)), subnormal, normal));
     return bor(sign, magnitude);
   }
-  static void store(uint8_t* p, V x) {
+  static V code(V x) {
     const V sign = band(_mm256_srli_epi32(x, 24), k(0x80u));
     const V ax = band(x, k(0x7fffffffu));
     const V code = round_magnitude<3, 7>(ax);
-    store_u8(p, bor(sign, sel(gt(ax, k(0x43e80000u)), k(0x7fu), code)));
+    return bor(sign, sel(gt(ax, k(0x43e80000u)), k(0x7fu), code));
   }
 };
 
 struct E5M2 {
   static constexpr size_t kBytes = 1;
   static V load(const uint8_t* p) { return f16_bits_to_f32(_mm256_slli_epi32(load_u8(p), 8)); }
-  static void store(uint8_t* p, V x) {
+  static V code(V x) {
     const V sign = band(_mm256_srli_epi32(x, 24), k(0x80u));
     const V ax = band(x, k(0x7fffffffu));
     const V code = round_magnitude<2, 15>(ax);
     const V finite = sel(gt(k(0x7cu), code), code, k(0x7cu));
-    store_u8(p, bor(sign, sel(gt(ax, k(0x7f800000u)), k(0x7fu), finite)));
+    return bor(sign, sel(gt(ax, k(0x7f800000u)), k(0x7fu), finite));
   }
 };
 
-template <class In, class Out, bool kDivide>
+// One 32-byte output block per step; returns the values converted (a whole
+// number of blocks), the scalar kernel does the rest.
+template <class In, class Out, bool kDivide, bool kStream>
 size_t encode_vec(const uint8_t* s, uint8_t* d, size_t count, float divisor) {
+  constexpr size_t kValues = 32 / Out::kBytes;
   const V dv = as_bits(_mm256_set1_ps(divisor));
   size_t j = 0;
-  for (; j + 8 <= count; j += 8) {
-    V x = In::load(s + j * In::kBytes);
-    if constexpr (kDivide) x = div_pinned(x, dv);
-    Out::store(d + j * Out::kBytes, x);
+  for (; j + kValues <= count; j += kValues) {
+    V lanes[kValues / 8];
+    for (size_t q = 0; q < kValues / 8; ++q) {
+      V x = In::load(s + (j + 8 * q) * In::kBytes);
+      if constexpr (kDivide) x = div_pinned(x, dv);
+      lanes[q] = Out::code(x);
+    }
+    store_block<kStream>(d + j * Out::kBytes, pack_block<Out::kBytes>(lanes));
   }
   return j;
 }
 
-template <class Stored, class Out>
+template <class Stored, class Out, bool kStream>
 size_t decode_vec(const uint8_t* s, uint8_t* d, size_t count) {
-  size_t j = 0;
-  for (; j + 8 <= count; j += 8) Out::store(d + j * Out::kBytes, Stored::load(s + j * Stored::kBytes));
-  return j;
+  return encode_vec<Stored, Out, false, kStream>(s, d, count, 1.0f);
 }
 
-template <class In, bool kDivide>
+template <class In, bool kDivide, bool kStream>
 VecEncodeFn encode_to(config::DType kv) {
   switch (kv) {
-    case config::DType::kF32: return &encode_vec<In, F32, kDivide>;
-    case config::DType::kF16: return &encode_vec<In, F16, kDivide>;
-    case config::DType::kBF16: return &encode_vec<In, BF16, kDivide>;
-    case config::DType::kFP8E4M3: return &encode_vec<In, E4M3, kDivide>;
-    case config::DType::kFP8E5M2: return &encode_vec<In, E5M2, kDivide>;
+    case config::DType::kF32: return &encode_vec<In, F32, kDivide, kStream>;
+    case config::DType::kF16: return &encode_vec<In, F16, kDivide, kStream>;
+    case config::DType::kBF16: return &encode_vec<In, BF16, kDivide, kStream>;
+    case config::DType::kFP8E4M3: return &encode_vec<In, E4M3, kDivide, kStream>;
+    case config::DType::kFP8E5M2: return &encode_vec<In, E5M2, kDivide, kStream>;
     case config::DType::kFP4E2M1: return nullptr;  // block quantisation: scalar only
   }
   return nullptr;
 }
 
-template <bool kDivide>
+template <bool kDivide, bool kStream>
 VecEncodeFn encode_from(Wide in, config::DType kv) {
   switch (in) {
-    case Wide::kF32: return encode_to<F32, kDivide>(kv);
-    case Wide::kF16: return encode_to<F16, kDivide>(kv);
-    case Wide::kBF16: return encode_to<BF16, kDivide>(kv);
+    case Wide::kF32: return encode_to<F32, kDivide, kStream>(kv);
+    case Wide::kF16: return encode_to<F16, kDivide, kStream>(kv);
+    case Wide::kBF16: return encode_to<BF16, kDivide, kStream>(kv);
   }
   return nullptr;
 }
 
-template <class Out>
+template <class Out, bool kStream>
 VecDecodeFn decode_to(config::DType kv) {
   switch (kv) {
-    case config::DType::kF32: return &decode_vec<F32, Out>;
-    case config::DType::kF16: return &decode_vec<F16, Out>;
-    case config::DType::kBF16: return &decode_vec<BF16, Out>;
-    case config::DType::kFP8E4M3: return &decode_vec<E4M3, Out>;
-    case config::DType::kFP8E5M2: return &decode_vec<E5M2, Out>;
+    case config::DType::kF32: return &decode_vec<F32, Out, kStream>;
+    case config::DType::kF16: return &decode_vec<F16, Out, kStream>;
+    case config::DType::kBF16: return &decode_vec<BF16, Out, kStream>;
+    case config::DType::kFP8E4M3: return &decode_vec<E4M3, Out, kStream>;
+    case config::DType::kFP8E5M2: return &decode_vec<E5M2, Out, kStream>;
     case config::DType::kFP4E2M1: return nullptr;
   }
   return nullptr;
 }
 
 // The tables, built here so that the selectors below need no AVX2 code.
-VecEncodeFn avx2_encode_impl(Wide in, config::DType kv, bool divide) {
-  return divide ? encode_from<true>(in, kv) : encode_from<false>(in, kv);
+VecEncodeFn avx2_encode_impl(Wide in, config::DType kv, bool divide, bool stream) {
+  if (stream) return divide ? encode_from<true, true>(in, kv) : encode_from<false, true>(in, kv);
+  return divide ? encode_from<true, false>(in, kv) : encode_from<false, false>(in, kv);
 }
 
-VecDecodeFn avx2_decode_impl(config::DType kv, Wide out) {
+template <bool kStream>
+VecDecodeFn decode_table(config::DType kv, Wide out) {
   switch (out) {
-    case Wide::kF32: return decode_to<F32>(kv);
-    case Wide::kF16: return decode_to<F16>(kv);
-    case Wide::kBF16: return decode_to<BF16>(kv);
+    case Wide::kF32: return decode_to<F32, kStream>(kv);
+    case Wide::kF16: return decode_to<F16, kStream>(kv);
+    case Wide::kBF16: return decode_to<BF16, kStream>(kv);
   }
   return nullptr;
+}
+
+VecDecodeFn avx2_decode_impl(config::DType kv, Wide out, bool stream) {
+  return stream ? decode_table<true>(kv, out) : decode_table<false>(kv, out);
 }
 
 }  // namespace
@@ -253,19 +283,19 @@ bool cpu_has_avx2() {
 #endif
 }
 
-VecEncodeFn avx2_encode(Wide in, config::DType kv, bool divide) {
+VecEncodeFn avx2_encode(Wide in, config::DType kv, bool divide, bool stream) {
 #if defined(KVP_AVX2_KERNELS)
-  if (cpu_has_avx2()) return avx2_encode_impl(in, kv, divide);
+  if (cpu_has_avx2()) return avx2_encode_impl(in, kv, divide, stream);
 #endif
-  (void)in, (void)kv, (void)divide;
+  (void)in, (void)kv, (void)divide, (void)stream;
   return nullptr;
 }
 
-VecDecodeFn avx2_decode(config::DType kv, Wide out) {
+VecDecodeFn avx2_decode(config::DType kv, Wide out, bool stream) {
 #if defined(KVP_AVX2_KERNELS)
-  if (cpu_has_avx2()) return avx2_decode_impl(kv, out);
+  if (cpu_has_avx2()) return avx2_decode_impl(kv, out, stream);
 #endif
-  (void)kv, (void)out;
+  (void)kv, (void)out, (void)stream;
   return nullptr;
 }
 

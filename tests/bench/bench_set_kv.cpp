@@ -16,6 +16,10 @@
 // The machine these run on is shared, so the reference is measured inside
 // every iteration, right before the call: counter vs_memcpy = median memcpy
 // time / median call time over the iterations (>= 1 means as fast as memcpy).
+// vs_memcpy_cpu is the same ratio of thread CPU times, which leaves out the
+// time the thread waited for a core on a loaded machine (memory stalls count).
+#include <time.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -129,18 +133,28 @@ double median(std::vector<double> v) {
   return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
 // The reference: `bytes` copied as two contiguous halves (like K and V),
 // buffers faulted in once and kept for the process.
 struct MemcpyReference {
   std::vector<uint8_t> src, dst;
   explicit MemcpyReference(size_t bytes) : src(bytes, 1), dst(bytes, 0) {}
-  double run() {
+  // Returns wall seconds; adds the thread's CPU seconds to *cpu.
+  double run(double* cpu) {
+    const double c0 = thread_cpu_seconds();
     const auto t0 = kvbench::Clock::now();
     const size_t half = src.size() / 2;
     std::memcpy(dst.data(), src.data(), half);
     std::memcpy(dst.data() + half, src.data() + half, src.size() - half);
     benchmark::ClobberMemory();
-    return kvbench::seconds_between(t0, kvbench::Clock::now());
+    const double wall = kvbench::seconds_between(t0, kvbench::Clock::now());
+    *cpu = thread_cpu_seconds() - c0;
+    return wall;
   }
   static MemcpyReference& of(size_t bytes) {
     static std::map<size_t, MemcpyReference> cache;
@@ -152,13 +166,17 @@ struct MemcpyReference {
 template <class Call>
 void timed_against_memcpy(benchmark::State& state, int64_t pool_bytes, int64_t caller_bytes, Call call) {
   MemcpyReference& ref = MemcpyReference::of(static_cast<size_t>(pool_bytes));
-  std::vector<double> mine, theirs;
+  std::vector<double> mine, theirs, mine_cpu, theirs_cpu;
   for (auto _ : state) {
-    theirs.push_back(ref.run());
+    double ref_cpu = 0.0;
+    theirs.push_back(ref.run(&ref_cpu));
+    theirs_cpu.push_back(ref_cpu);
+    const double c0 = thread_cpu_seconds();
     const auto t0 = kvbench::Clock::now();
     if (!call()) break;
     benchmark::ClobberMemory();
     const double t = kvbench::seconds_between(t0, kvbench::Clock::now());
+    mine_cpu.push_back(thread_cpu_seconds() - c0);
     mine.push_back(t);
     state.SetIterationTime(t);
   }
@@ -168,6 +186,8 @@ void timed_against_memcpy(benchmark::State& state, int64_t pool_bytes, int64_t c
   const double m = median(mine), r = median(theirs);
   state.counters["memcpy_GBps"] = r > 0 ? static_cast<double>(pool_bytes) / r / 1e9 : 0.0;
   state.counters["vs_memcpy"] = m > 0 ? r / m : 0.0;
+  const double mc = median(mine_cpu), rc = median(theirs_cpu);
+  state.counters["vs_memcpy_cpu"] = mc > 0 ? rc / mc : 0.0;
 }
 
 void BM_SetKV(benchmark::State& state, int32_t pool_dtype, int32_t src_dtype) {

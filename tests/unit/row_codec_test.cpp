@@ -76,8 +76,18 @@ void expect_encode_same(Wide in, const std::vector<uint8_t>& src, float divisor)
     std::vector<uint8_t> want(count * ob, 0xAA), got(count * ob, 0x55);
     ref.run(src.data(), want.data(), count, divisor);
     fast.run(src.data(), got.data(), count, divisor);
-    const long at = first_mismatch(want, got, ob);
+    long at = first_mismatch(want, got, ob);
     ASSERT_EQ(at, -1) << "input " << hex(src.data() + at * kvp::pool::wide_bytes(in), kvp::pool::wide_bytes(in))
+                      << ": scalar " << hex(want.data() + at * ob, ob) << ", vector " << hex(got.data() + at * ob, ob);
+    if (!machine_has_avx2()) continue;
+    // The streaming-store kernels, into a 32-byte-aligned buffer (one value in, so a scalar head runs first).
+    std::vector<uint8_t> space(count * ob + 64);
+    uint8_t* aligned = space.data() + ((32 - (reinterpret_cast<uintptr_t>(space.data()) & 31)) & 31);
+    ASSERT_TRUE(fast.run_streaming(src.data(), aligned + 32 - ob, count, divisor));
+    kvp::util::stream_fence();
+    std::memcpy(got.data(), aligned + 32 - ob, got.size());
+    at = first_mismatch(want, got, ob);
+    ASSERT_EQ(at, -1) << "streamed, input " << hex(src.data() + at * kvp::pool::wide_bytes(in), kvp::pool::wide_bytes(in))
                       << ": scalar " << hex(want.data() + at * ob, ob) << ", vector " << hex(got.data() + at * ob, ob);
   }
 }
@@ -97,9 +107,18 @@ void expect_decode_same(DType kv, const std::vector<uint8_t>& src) {
     std::vector<uint8_t> want(count * ob, 0xAA), got(count * ob, 0x55);
     ref.run(src.data(), want.data(), count);
     fast.run(src.data(), got.data(), count);
-    const long at = first_mismatch(want, got, ob);
+    long at = first_mismatch(want, got, ob);
     ASSERT_EQ(at, -1) << "stored " << hex(src.data() + at * ib, ib) << ": scalar " << hex(want.data() + at * ob, ob)
                       << ", vector " << hex(got.data() + at * ob, ob);
+    if (!machine_has_avx2()) continue;
+    std::vector<uint8_t> space(count * ob + 64);
+    uint8_t* aligned = space.data() + ((32 - (reinterpret_cast<uintptr_t>(space.data()) & 31)) & 31);
+    ASSERT_TRUE(fast.run_streaming(src.data(), aligned + 32 - ob, count));
+    kvp::util::stream_fence();
+    std::memcpy(got.data(), aligned + 32 - ob, got.size());
+    at = first_mismatch(want, got, ob);
+    ASSERT_EQ(at, -1) << "streamed, stored " << hex(src.data() + at * ib, ib) << ": scalar "
+                      << hex(want.data() + at * ob, ob) << ", vector " << hex(got.data() + at * ob, ob);
   }
 }
 
@@ -205,31 +224,34 @@ TEST(RowCodecRows, StreamedRowsEqualTheScalarReference) {
   std::shuffle(rows.begin(), rows.end(), rng);
   rows.resize(n);
   const std::vector<uint8_t> values = f32_sweep(n * elements);
-  for (DType kv : {DType::kBF16, DType::kFP8E4M3, DType::kF32}) {
-    SCOPED_TRACE(name(kv));
-    const size_t ob = kvp::config::dtype_bytes(kv), row = elements * ob;
-    ASSERT_GE(n * row, kv == DType::kFP8E4M3 ? size_t{2} << 20 : kvp::util::kStreamMinBytes);
-    // One byte past an aligned base: streamed rows start and end mid-line.
-    std::vector<uint8_t> pool(pool_rows * row + 1, 0);
-    kvp::pool::RowRef out{pool.data() + 1, row, rows.data()};
-    kvp::pool::encode_rows(values.data(), Wide::kF32, n, elements, 1.0f, kv, out, kvp::pool::RowRef{});
-    const kn::Encoder ref = kn::pick_encoder(Wide::kF32, kv, false, false);
-    std::vector<uint8_t> want(row);
-    for (size_t i = 0; i < n; ++i) {
-      ref.run(values.data() + i * elements * 4, want.data(), elements, 1.0f);
-      ASSERT_EQ(std::memcmp(out.at(i), want.data(), row), 0) << "row " << i;
-    }
-    // And back: the gather of those rows to f32 / bf16 equals the scalar decode.
-    for (Wide w : {Wide::kF32, Wide::kBF16}) {
-      const size_t wb = kvp::pool::wide_bytes(w);
-      std::vector<uint8_t> got(n * elements * wb);
-      kvp::pool::ConstRowRef in{pool.data() + 1, row, rows.data()};
-      kvp::pool::decode_rows(in, kvp::pool::ConstRowRef{}, n, elements, kv, got.data(), w);
-      const kn::Decoder dref = kn::pick_decoder(kv, w, false);
-      std::vector<uint8_t> back(elements * wb);
+  // Offset 0: rows start at varying alignments (streamed from registers after
+  // a scalar head where they can be); offset 1: odd addresses (through the chunk buffer).
+  for (size_t offset : {size_t{0}, size_t{1}}) {
+    for (DType kv : {DType::kBF16, DType::kFP8E4M3, DType::kF32}) {
+      SCOPED_TRACE(std::string(name(kv)) + " offset " + std::to_string(offset));
+      const size_t ob = kvp::config::dtype_bytes(kv), row = elements * ob;
+      ASSERT_GE(n * row, kv == DType::kFP8E4M3 ? size_t{2} << 20 : kvp::util::kStreamMinBytes);
+      std::vector<uint8_t> pool(pool_rows * row + 1, 0);
+      kvp::pool::RowRef out{pool.data() + offset, row, rows.data()};
+      kvp::pool::encode_rows(values.data(), Wide::kF32, n, elements, 1.0f, kv, out, kvp::pool::RowRef{});
+      const kn::Encoder ref = kn::pick_encoder(Wide::kF32, kv, false, false);
+      std::vector<uint8_t> want(row);
       for (size_t i = 0; i < n; ++i) {
-        dref.run(in.at(i), back.data(), elements);
-        ASSERT_EQ(std::memcmp(got.data() + i * elements * wb, back.data(), back.size()), 0) << name(w) << " row " << i;
+        ref.run(values.data() + i * elements * 4, want.data(), elements, 1.0f);
+        ASSERT_EQ(std::memcmp(out.at(i), want.data(), row), 0) << "row " << i;
+      }
+      // And back: the gather of those rows to f32 / bf16 equals the scalar decode.
+      for (Wide w : {Wide::kF32, Wide::kBF16}) {
+        const size_t wb = kvp::pool::wide_bytes(w);
+        std::vector<uint8_t> got(n * elements * wb);
+        kvp::pool::ConstRowRef in{pool.data() + offset, row, rows.data()};
+        kvp::pool::decode_rows(in, kvp::pool::ConstRowRef{}, n, elements, kv, got.data(), w);
+        const kn::Decoder dref = kn::pick_decoder(kv, w, false);
+        std::vector<uint8_t> back(elements * wb);
+        for (size_t i = 0; i < n; ++i) {
+          dref.run(in.at(i), back.data(), elements);
+          ASSERT_EQ(std::memcmp(got.data() + i * elements * wb, back.data(), back.size()), 0) << name(w) << " row " << i;
+        }
       }
     }
   }
