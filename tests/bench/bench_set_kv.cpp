@@ -18,6 +18,10 @@
 // time / median call time over the iterations (>= 1 means as fast as memcpy).
 // vs_memcpy_cpu is the same ratio of thread CPU times, which leaves out the
 // time the thread waited for a core on a loaded machine (memory stalls count).
+// vs_memcpy_traffic credits a conversion with the bytes it moves: memcpy moves
+// 2 x bytes_per_call (read + write), the call bytes_per_call +
+// caller_bytes_per_call, so it is vs_memcpy x (pool + caller bytes) / (2 x
+// pool bytes); it equals vs_memcpy for same-type rows.
 #include <time.h>
 
 #include <algorithm>
@@ -186,6 +190,8 @@ void timed_against_memcpy(benchmark::State& state, int64_t pool_bytes, int64_t c
   const double m = median(mine), r = median(theirs);
   state.counters["memcpy_GBps"] = r > 0 ? static_cast<double>(pool_bytes) / r / 1e9 : 0.0;
   state.counters["vs_memcpy"] = m > 0 ? r / m : 0.0;
+  state.counters["vs_memcpy_traffic"] =
+      m > 0 ? r / m * static_cast<double>(pool_bytes + caller_bytes) / (2.0 * static_cast<double>(pool_bytes)) : 0.0;
   const double mc = median(mine_cpu), rc = median(theirs_cpu);
   state.counters["vs_memcpy_cpu"] = mc > 0 ? rc / mc : 0.0;
 }
