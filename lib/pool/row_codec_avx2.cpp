@@ -272,10 +272,75 @@ size_t decode_e4m3_bf16(const uint8_t* s, uint8_t* d, size_t count) {
   return j;
 }
 
+// The same for e5m2 (bias 15, 2 mantissa bits): normals from 2^-14 (0x3880),
+// rounded on 5 dropped bits and clipped to inf (0x7c), NaN above 0x7f80,
+// zero codes up to 2^-17 (0x3700, the tie below the smallest subnormal).
+template <bool kStream>
+size_t encode_bf16_e5m2(const uint8_t* s, uint8_t* d, size_t count, float /*divisor*/) {
+  const V k7fff = _mm256_set1_epi16(0x7fff), k80 = _mm256_set1_epi16(0x80), k1 = _mm256_set1_epi16(1);
+  const V k15 = _mm256_set1_epi16(15), bias = _mm256_set1_epi16(0x3800), nan_above = _mm256_set1_epi16(0x7f80);
+  const V k7f = _mm256_set1_epi16(0x7f), inf = _mm256_set1_epi16(0x7c);
+  const V min_normal = _mm256_set1_epi16(0x3880), zero_to = _mm256_set1_epi16(0x3700);
+  size_t j = 0;
+  for (; j + 32 <= count; j += 32) {
+    V out[2];
+    V mid = _mm256_setzero_si256();
+    for (int h = 0; h < 2; ++h) {
+      const V x = _mm256_loadu_si256(reinterpret_cast<const V*>(s + 2 * (j + 16 * h)));
+      const V ax = _mm256_and_si256(x, k7fff);
+      const V sign = _mm256_and_si256(_mm256_srli_epi16(x, 8), k80);
+      const V odd = _mm256_and_si256(_mm256_srli_epi16(ax, 5), k1);
+      const V normal = _mm256_srli_epi16(_mm256_sub_epi16(_mm256_add_epi16(_mm256_add_epi16(ax, k15), odd), bias), 5);
+      const V finite = _mm256_blendv_epi8(inf, normal, _mm256_cmpgt_epi16(inf, normal));
+      const V code = _mm256_blendv_epi8(finite, k7f, _mm256_cmpgt_epi16(ax, nan_above));
+      const V small = _mm256_cmpgt_epi16(min_normal, ax);
+      mid = _mm256_or_si256(mid, _mm256_and_si256(_mm256_cmpgt_epi16(ax, zero_to), small));
+      out[h] = _mm256_or_si256(sign, _mm256_andnot_si256(small, code));
+    }
+    if (!_mm256_testz_si256(mid, mid)) {
+      encode_vec<BF16, E5M2, false, kStream>(s + 2 * j, d + j, 32, 1.0f);
+      continue;
+    }
+    store_block<kStream>(d + j, _mm256_permute4x64_epi64(_mm256_packus_epi16(out[0], out[1]), 0xD8));
+  }
+  return j;
+}
+
+// e5m2 -> bf16: (byte & 0x7f) << 5 rebiased for normals, a table for the 3
+// subnormal codes, inf / NaN (payload kept, NaN made quiet) for exponent 31.
+template <bool kStream>
+size_t decode_e5m2_bf16(const uint8_t* s, uint8_t* d, size_t count) {
+  // m x 2^-16 as bf16, m = 0..3: 0, 0x3780, 0x3800, 0x3840 (per 128-bit half).
+  const V lo = _mm256_setr_epi8(0, static_cast<char>(0x80), 0, 0x40, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                static_cast<char>(0x80), 0, 0x40, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+  const V hi = _mm256_setr_epi8(0, 0x37, 0x38, 0x38, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x37, 0x38, 0x38, 0, 0, 0,
+                                0, 0, 0, 0, 0, 0, 0, 0, 0);
+  const V k7f = _mm256_set1_epi16(0x7f), k7c = _mm256_set1_epi16(0x7c), k80 = _mm256_set1_epi16(0x80);
+  const V k3 = _mm256_set1_epi16(3), quiet = _mm256_set1_epi16(0x40), inf = _mm256_set1_epi16(0x7f80);
+  const V rebias = _mm256_set1_epi16(112 << 7), low_byte = _mm256_set1_epi16(0xff), zero = _mm256_setzero_si256();
+  size_t j = 0;
+  for (; j + 16 <= count; j += 16) {
+    const V b = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + j)));
+    const V mag = _mm256_and_si256(b, k7f);
+    const V m2 = _mm256_and_si256(b, k3);
+    const V sign = _mm256_slli_epi16(_mm256_and_si256(b, k80), 8);
+    const V normal = _mm256_add_epi16(_mm256_slli_epi16(mag, 5), rebias);
+    const V sub = _mm256_or_si256(_mm256_and_si256(_mm256_shuffle_epi8(lo, mag), low_byte),
+                                  _mm256_slli_epi16(_mm256_shuffle_epi8(hi, mag), 8));
+    const V special = _mm256_or_si256(_mm256_or_si256(inf, _mm256_slli_epi16(m2, 5)),
+                                      _mm256_andnot_si256(_mm256_cmpeq_epi16(m2, zero), quiet));
+    V r = _mm256_blendv_epi8(normal, sub, _mm256_cmpeq_epi16(_mm256_and_si256(b, k7c), zero));
+    r = _mm256_blendv_epi8(r, special, _mm256_cmpeq_epi16(_mm256_and_si256(b, k7c), k7c));
+    store_block<kStream>(d + 2 * j, _mm256_or_si256(r, sign));
+  }
+  return j;
+}
+
 template <class In, bool kDivide, bool kStream>
 VecEncodeFn encode_to(config::DType kv) {
   if constexpr (std::is_same_v<In, BF16> && !kDivide) {
     if (kv == config::DType::kFP8E4M3) return &encode_bf16_e4m3<kStream>;
+    if (kv == config::DType::kFP8E5M2) return &encode_bf16_e5m2<kStream>;
   }
   switch (kv) {
     case config::DType::kF32: return &encode_vec<In, F32, kDivide, kStream>;
@@ -302,6 +367,7 @@ template <class Out, bool kStream>
 VecDecodeFn decode_to(config::DType kv) {
   if constexpr (std::is_same_v<Out, BF16>) {
     if (kv == config::DType::kFP8E4M3) return &decode_e4m3_bf16<kStream>;
+    if (kv == config::DType::kFP8E5M2) return &decode_e5m2_bf16<kStream>;
   }
   switch (kv) {
     case config::DType::kF32: return &decode_vec<F32, Out, kStream>;
