@@ -11,6 +11,8 @@
 #include <cstring>
 
 #include "pool/dtype_convert.hpp"
+#include "pool/row_codec_kernels.hpp"
+#include "util/stream_copy.hpp"
 
 namespace kvp::pool {
 namespace {
@@ -50,11 +52,13 @@ struct BF16 {
 };
 
 struct E4M3 {
+  static constexpr size_t kBytes = 1;
   static float load(const uint8_t* p, size_t j) { return cvt::e4m3_to_f32(p[j]); }
   static void store(uint8_t* p, size_t j, float v) { p[j] = cvt::f32_to_e4m3(v); }
 };
 
 struct E5M2 {
+  static constexpr size_t kBytes = 1;
   static float load(const uint8_t* p, size_t j) { return cvt::e5m2_to_f32(p[j]); }
   static void store(uint8_t* p, size_t j, float v) { p[j] = cvt::f32_to_e5m2(v); }
 };
@@ -73,11 +77,6 @@ void encode_span(const uint8_t* __restrict s, uint8_t* __restrict d, size_t coun
   for (size_t j = 0; j < count; ++j) Out::store(d, j, load_scaled<In, kDivide>(s, j, divisor));
 }
 
-template <class In, class Out, bool kDivide>
-void encode_plain(const uint8_t* src, size_t n, size_t elements, float divisor, RowRef out) {
-  for (size_t i = 0; i < n; ++i) encode_span<In, Out, kDivide>(src + i * elements * In::kBytes, out.at(i), elements, divisor);
-}
-
 template <class In, bool kDivide>
 void encode_fp4(const uint8_t* src, size_t n, size_t elements, float divisor, RowRef values, RowRef scales) {
   float block[cvt::kFp4Block];
@@ -92,35 +91,16 @@ void encode_fp4(const uint8_t* src, size_t n, size_t elements, float divisor, Ro
   }
 }
 
-template <class In, bool kDivide>
-void encode_from(const uint8_t* src, size_t n, size_t elements, float divisor, DType kv, RowRef values,
-                 RowRef scales) {
-  switch (kv) {
-    case DType::kF32: return encode_plain<In, F32, kDivide>(src, n, elements, divisor, values);
-    case DType::kF16: return encode_plain<In, F16, kDivide>(src, n, elements, divisor, values);
-    case DType::kBF16: return encode_plain<In, BF16, kDivide>(src, n, elements, divisor, values);
-    case DType::kFP8E4M3: return encode_plain<In, E4M3, kDivide>(src, n, elements, divisor, values);
-    case DType::kFP8E5M2: return encode_plain<In, E5M2, kDivide>(src, n, elements, divisor, values);
-    case DType::kFP4E2M1: return encode_fp4<In, kDivide>(src, n, elements, divisor, values, scales);
-  }
-}
-
 template <class In>
-void encode_dispatch(const uint8_t* src, size_t n, size_t elements, float divisor, DType kv, RowRef values,
-                     RowRef scales) {
+void encode_fp4_dispatch(const uint8_t* src, size_t n, size_t elements, float divisor, RowRef values, RowRef scales) {
   // x / 1 == x for every x, so the division is skipped rather than changing results.
-  if (divisor == 1.0f) return encode_from<In, false>(src, n, elements, divisor, kv, values, scales);
-  encode_from<In, true>(src, n, elements, divisor, kv, values, scales);
+  if (divisor == 1.0f) return encode_fp4<In, false>(src, n, elements, divisor, values, scales);
+  encode_fp4<In, true>(src, n, elements, divisor, values, scales);
 }
 
 template <class Stored, class Out>
 void decode_span(const uint8_t* __restrict s, uint8_t* __restrict d, size_t count) {
   for (size_t j = 0; j < count; ++j) Out::store(d, j, Stored::load(s, j));
-}
-
-template <class Stored, class Out>
-void decode_plain(ConstRowRef values, size_t n, size_t elements, uint8_t* dst) {
-  for (size_t i = 0; i < n; ++i) decode_span<Stored, Out>(values.at(i), dst + i * elements * Out::kBytes, elements);
 }
 
 template <class Out>
@@ -141,16 +121,58 @@ void decode_fp4(ConstRowRef values, ConstRowRef scales, size_t n, size_t element
   }
 }
 
-template <class Out>
-void decode_to(ConstRowRef values, ConstRowRef scales, size_t n, size_t elements, DType kv, uint8_t* dst) {
-  switch (kv) {
-    case DType::kF32: return decode_plain<F32, Out>(values, n, elements, dst);
-    case DType::kF16: return decode_plain<F16, Out>(values, n, elements, dst);
-    case DType::kBF16: return decode_plain<BF16, Out>(values, n, elements, dst);
-    case DType::kFP8E4M3: return decode_plain<E4M3, Out>(values, n, elements, dst);
-    case DType::kFP8E5M2: return decode_plain<E5M2, Out>(values, n, elements, dst);
-    case DType::kFP4E2M1: return decode_fp4<Out>(values, scales, n, elements, dst);
+// Rows converted through an L1-sized buffer and then streamed out, once a call
+// writes more than util::kStreamMinBytes (see stream_copy.hpp).
+constexpr size_t kChunkBytes = 4096;
+
+void encode_plain(const kernels::Encoder& e, const uint8_t* src, size_t n, size_t elements, float divisor,
+                  RowRef out) {
+  const size_t in_row = elements * e.in_bytes, out_row = elements * e.out_bytes;
+  if (n * out_row < util::kStreamMinBytes) {
+    for (size_t i = 0; i < n; ++i) e.run(src + i * in_row, out.at(i), elements, divisor);
+    return;
   }
+  alignas(64) uint8_t chunk[kChunkBytes];
+  const size_t per_chunk = kChunkBytes / e.out_bytes;
+  for (size_t i = 0; i < n; ++i) {
+    uint8_t* d = out.at(i);
+    // Straight from registers to memory where the row allows, else through the chunk.
+    if (e.run_streaming(src + i * in_row, d, elements, divisor)) continue;
+    for (size_t first = 0; first < elements; first += per_chunk) {
+      const size_t count = elements - first < per_chunk ? elements - first : per_chunk;
+      e.run(src + i * in_row + first * e.in_bytes, chunk, count, divisor);
+      util::copy_streaming(d + first * e.out_bytes, chunk, count * e.out_bytes);
+    }
+  }
+  util::stream_fence();
+}
+
+void decode_plain(const kernels::Decoder& k, ConstRowRef values, size_t n, size_t elements, uint8_t* dst) {
+  const size_t in_row = elements * k.in_bytes, out_row = elements * k.out_bytes;
+  // Random rows: ask for row i + 4 while converting row i (a gather otherwise
+  // waits on each row's first miss in turn).
+  constexpr size_t kAhead = 4;
+  const size_t prefetch_bytes = in_row < 2048 ? in_row : 2048;
+  const bool gather = values.rows != nullptr;
+  const bool stream = n * out_row >= util::kStreamMinBytes;
+  alignas(64) uint8_t chunk[kChunkBytes];
+  const size_t per_chunk = kChunkBytes / k.out_bytes;
+  for (size_t i = 0; i < n; ++i) {
+    if (gather && i + kAhead < n) util::prefetch_row(values.at(i + kAhead), prefetch_bytes);
+    const uint8_t* s = values.at(i);
+    uint8_t* d = dst + i * out_row;
+    if (!stream) {
+      k.run(s, d, elements);
+      continue;
+    }
+    if (k.run_streaming(s, d, elements)) continue;
+    for (size_t first = 0; first < elements; first += per_chunk) {
+      const size_t count = elements - first < per_chunk ? elements - first : per_chunk;
+      k.run(s + first * k.in_bytes, chunk, count);
+      util::copy_streaming(d + first * k.out_bytes, chunk, count * k.out_bytes);
+    }
+  }
+  if (stream) util::stream_fence();
 }
 
 template <class In>
@@ -202,20 +224,29 @@ void decode_nsa(ConstRowRef rows, size_t n, size_t lora, size_t rope_dim, uint8_
 void encode_rows(const void* src, Wide in, size_t n, size_t elements, float divisor, DType kv, RowRef values,
                  RowRef scales) {
   const auto* s = static_cast<const uint8_t*>(src);
-  switch (in) {
-    case Wide::kF32: return encode_dispatch<F32>(s, n, elements, divisor, kv, values, scales);
-    case Wide::kF16: return encode_dispatch<F16>(s, n, elements, divisor, kv, values, scales);
-    case Wide::kBF16: return encode_dispatch<BF16>(s, n, elements, divisor, kv, values, scales);
+  if (kv == DType::kFP4E2M1) {
+    switch (in) {
+      case Wide::kF32: return encode_fp4_dispatch<F32>(s, n, elements, divisor, values, scales);
+      case Wide::kF16: return encode_fp4_dispatch<F16>(s, n, elements, divisor, values, scales);
+      case Wide::kBF16: return encode_fp4_dispatch<BF16>(s, n, elements, divisor, values, scales);
+    }
+    return;
   }
+  // x / 1 == x for every x, so the division is skipped rather than changing results.
+  encode_plain(kernels::pick_encoder(in, kv, divisor != 1.0f), s, n, elements, divisor, values);
 }
 
 void decode_rows(ConstRowRef values, ConstRowRef scales, size_t n, size_t elements, DType kv, void* dst, Wide out) {
   auto* d = static_cast<uint8_t*>(dst);
-  switch (out) {
-    case Wide::kF32: return decode_to<F32>(values, scales, n, elements, kv, d);
-    case Wide::kF16: return decode_to<F16>(values, scales, n, elements, kv, d);
-    case Wide::kBF16: return decode_to<BF16>(values, scales, n, elements, kv, d);
+  if (kv == DType::kFP4E2M1) {
+    switch (out) {
+      case Wide::kF32: return decode_fp4<F32>(values, scales, n, elements, d);
+      case Wide::kF16: return decode_fp4<F16>(values, scales, n, elements, d);
+      case Wide::kBF16: return decode_fp4<BF16>(values, scales, n, elements, d);
+    }
+    return;
   }
+  decode_plain(kernels::pick_decoder(kv, out), values, n, elements, d);
 }
 
 void encode_nsa_rows(const void* nope, const void* rope, Wide in, size_t n, size_t lora, size_t rope_dim, RowRef rows) {
@@ -237,4 +268,79 @@ void decode_nsa_rows(ConstRowRef rows, size_t n, size_t lora, size_t rope_dim, v
   }
 }
 
+namespace kernels {
+namespace {
+
+template <class In, bool kDivide>
+EncodeFn scalar_encode_to(DType kv) {
+  switch (kv) {
+    case DType::kF32: return &encode_span<In, F32, kDivide>;
+    case DType::kF16: return &encode_span<In, F16, kDivide>;
+    case DType::kBF16: return &encode_span<In, BF16, kDivide>;
+    case DType::kFP8E4M3: return &encode_span<In, E4M3, kDivide>;
+    case DType::kFP8E5M2: return &encode_span<In, E5M2, kDivide>;
+    case DType::kFP4E2M1: return nullptr;
+  }
+  return nullptr;
+}
+
+template <bool kDivide>
+EncodeFn scalar_encode_from(Wide in, DType kv) {
+  switch (in) {
+    case Wide::kF32: return scalar_encode_to<F32, kDivide>(kv);
+    case Wide::kF16: return scalar_encode_to<F16, kDivide>(kv);
+    case Wide::kBF16: return scalar_encode_to<BF16, kDivide>(kv);
+  }
+  return nullptr;
+}
+
+template <class Out>
+DecodeFn scalar_decode_to(DType kv) {
+  switch (kv) {
+    case DType::kF32: return &decode_span<F32, Out>;
+    case DType::kF16: return &decode_span<F16, Out>;
+    case DType::kBF16: return &decode_span<BF16, Out>;
+    case DType::kFP8E4M3: return &decode_span<E4M3, Out>;
+    case DType::kFP8E5M2: return &decode_span<E5M2, Out>;
+    case DType::kFP4E2M1: return nullptr;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+EncodeFn scalar_encode(Wide in, DType kv, bool divide) {
+  return divide ? scalar_encode_from<true>(in, kv) : scalar_encode_from<false>(in, kv);
+}
+
+DecodeFn scalar_decode(DType kv, Wide out) {
+  switch (out) {
+    case Wide::kF32: return scalar_decode_to<F32>(kv);
+    case Wide::kF16: return scalar_decode_to<F16>(kv);
+    case Wide::kBF16: return scalar_decode_to<BF16>(kv);
+  }
+  return nullptr;
+}
+
+Encoder pick_encoder(Wide in, DType kv, bool divide, bool use_vector) {
+  Encoder e;
+  e.scalar = scalar_encode(in, kv, divide);
+  e.vec = use_vector ? avx2_encode(in, kv, divide) : nullptr;
+  e.vec_stream = use_vector ? avx2_encode(in, kv, divide, true) : nullptr;
+  e.in_bytes = wide_bytes(in);
+  e.out_bytes = config::dtype_bytes(kv);
+  return e;
+}
+
+Decoder pick_decoder(DType kv, Wide out, bool use_vector) {
+  Decoder d;
+  d.scalar = scalar_decode(kv, out);
+  d.vec = use_vector ? avx2_decode(kv, out) : nullptr;
+  d.vec_stream = use_vector ? avx2_decode(kv, out, true) : nullptr;
+  d.in_bytes = config::dtype_bytes(kv);
+  d.out_bytes = wide_bytes(out);
+  return d;
+}
+
+}  // namespace kernels
 }  // namespace kvp::pool

@@ -1,11 +1,31 @@
-// kvpool_set_kv bandwidth (SGLang's set_kv_buffer on the CPU backend), and a
-// plain memcpy of the same number of bytes as the reference.
+// kvpool_set_kv / kvpool_get_kv bandwidth (SGLang's set_kv_buffer and the
+// reads of the CPU backend), each against a plain memcpy of the same bytes
+// timed in the same run.
 //
 // Pool: mha, 2 layers x 8 KV heads x 128 head_dim (Llama-3-8B-like per-rank
-// shape), 131072 slots; layer 1 is written. Destinations: n random distinct
-// slots (n = 8192 or 65536, so the pool holds >= 2x n). Bytes counted =
-// K+V bytes *written* (n x 8 x 128 x sizeof(pool dtype) x 2); the source
-// bytes read are reported as src_bytes_per_call.
+// shape), 131072 slots; layer 1 is written / read. Rows: n random distinct
+// slots (n = 8192 or 65536, so the pool holds >= 2x n).
+//
+// "The same bytes" is the pool side: bytes counted = the K+V bytes as stored
+// in the pool (n x 8 x 128 x sizeof(pool dtype) x 2), written by set_kv or
+// read by get_kv. The memcpy reference copies that many bytes contiguously
+// (two halves, like K and V). A conversion's caller side can be wider (f32
+// into a bf16 pool reads 2x the bytes it writes); it is reported as
+// caller_bytes_per_call, and the comparison does not credit it.
+//
+// The machine these run on is shared, so the reference is measured inside
+// every iteration, right before the call: counter vs_memcpy = median memcpy
+// time / median call time over the iterations (>= 1 means as fast as memcpy).
+// vs_memcpy_cpu is the same ratio of thread CPU times, which leaves out the
+// time the thread waited for a core on a loaded machine (memory stalls count).
+// vs_memcpy_traffic credits a conversion with the bytes it moves: memcpy moves
+// 2 x bytes_per_call (read + write), the call bytes_per_call +
+// caller_bytes_per_call, so it is vs_memcpy x (pool + caller bytes) / (2 x
+// pool bytes); it equals vs_memcpy for same-type rows.
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -21,6 +41,7 @@
 // libkvpool that does not export kvpool_set_kv yet; the benchmark then skips
 // itself. With the function present this is an ordinary call.
 #pragma weak kvpool_set_kv
+#pragma weak kvpool_get_kv
 
 namespace {
 
@@ -37,7 +58,7 @@ size_t dtype_size(int32_t dtype) {
     case KVPOOL_DTYPE_F32: return 4;
     case KVPOOL_DTYPE_F16:
     case KVPOOL_DTYPE_BF16: return 2;
-    default: return 1;  // fp8 (fp4 is not benchmarked)
+    default: return 1;  // fp8 (fp4 is not benchmarked: its rows are not whole bytes per value)
   }
 }
 
@@ -86,9 +107,14 @@ const std::vector<uint8_t>& source(int64_t n, int32_t dtype, int which) {
   if (dtype == KVPOOL_DTYPE_F32) {
     float* p = reinterpret_cast<float*>(bytes.data());
     for (uint64_t i = 0; i < elems; ++i) p[i] = value_at(i, salt);
-  } else {  // bf16
+  } else if (dtype == KVPOOL_DTYPE_BF16) {
     uint16_t* p = reinterpret_cast<uint16_t*>(bytes.data());
     for (uint64_t i = 0; i < elems; ++i) p[i] = to_bf16(value_at(i, salt));
+  } else {  // fp8 rows as stored: any byte but the NaN codes (0x7f, 0xff in both fp8 formats' worst case)
+    for (uint64_t i = 0; i < elems; ++i) {
+      const uint8_t b = static_cast<uint8_t>(to_bf16(value_at(i, salt)) >> 4);
+      bytes[i] = (b & 0x7f) == 0x7f ? static_cast<uint8_t>(b - 1) : b;
+    }
   }
   return cache.emplace(key, std::move(bytes)).first->second;
 }
@@ -106,6 +132,70 @@ const std::vector<int64_t>& slots_for(int64_t n) {
   return cache.emplace(n, std::move(all)).first->second;
 }
 
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+// The reference: `bytes` copied as two contiguous halves (like K and V),
+// buffers faulted in once and kept for the process.
+struct MemcpyReference {
+  std::vector<uint8_t> src, dst;
+  explicit MemcpyReference(size_t bytes) : src(bytes, 1), dst(bytes, 0) {}
+  // Returns wall seconds; adds the thread's CPU seconds to *cpu.
+  double run(double* cpu) {
+    const double c0 = thread_cpu_seconds();
+    const auto t0 = kvbench::Clock::now();
+    const size_t half = src.size() / 2;
+    std::memcpy(dst.data(), src.data(), half);
+    std::memcpy(dst.data() + half, src.data() + half, src.size() - half);
+    benchmark::ClobberMemory();
+    const double wall = kvbench::seconds_between(t0, kvbench::Clock::now());
+    *cpu = thread_cpu_seconds() - c0;
+    return wall;
+  }
+  static MemcpyReference& of(size_t bytes) {
+    static std::map<size_t, MemcpyReference> cache;
+    return cache.try_emplace(bytes, bytes).first->second;
+  }
+};
+
+// Times `call` (manual time) and the memcpy of `pool_bytes` in every iteration.
+template <class Call>
+void timed_against_memcpy(benchmark::State& state, int64_t pool_bytes, int64_t caller_bytes, Call call) {
+  MemcpyReference& ref = MemcpyReference::of(static_cast<size_t>(pool_bytes));
+  std::vector<double> mine, theirs, mine_cpu, theirs_cpu;
+  for (auto _ : state) {
+    double ref_cpu = 0.0;
+    theirs.push_back(ref.run(&ref_cpu));
+    theirs_cpu.push_back(ref_cpu);
+    const double c0 = thread_cpu_seconds();
+    const auto t0 = kvbench::Clock::now();
+    if (!call()) break;
+    benchmark::ClobberMemory();
+    const double t = kvbench::seconds_between(t0, kvbench::Clock::now());
+    mine_cpu.push_back(thread_cpu_seconds() - c0);
+    mine.push_back(t);
+    state.SetIterationTime(t);
+  }
+  state.SetBytesProcessed(state.iterations() * pool_bytes);
+  state.counters["bytes_per_call"] = static_cast<double>(pool_bytes);
+  state.counters["caller_bytes_per_call"] = static_cast<double>(caller_bytes);
+  const double m = median(mine), r = median(theirs);
+  state.counters["memcpy_GBps"] = r > 0 ? static_cast<double>(pool_bytes) / r / 1e9 : 0.0;
+  state.counters["vs_memcpy"] = m > 0 ? r / m : 0.0;
+  state.counters["vs_memcpy_traffic"] =
+      m > 0 ? r / m * static_cast<double>(pool_bytes + caller_bytes) / (2.0 * static_cast<double>(pool_bytes)) : 0.0;
+  const double mc = median(mine_cpu), rc = median(theirs_cpu);
+  state.counters["vs_memcpy_cpu"] = mc > 0 ? rc / mc : 0.0;
+}
+
 void BM_SetKV(benchmark::State& state, int32_t pool_dtype, int32_t src_dtype) {
   const int64_t n = state.range(0);
   if (&kvpool_set_kv == nullptr) {
@@ -117,20 +207,43 @@ void BM_SetKV(benchmark::State& state, int32_t pool_dtype, int32_t src_dtype) {
   const std::vector<int64_t>& slots = slots_for(n);
   const std::vector<uint8_t>& k = source(n, src_dtype, 0);
   const std::vector<uint8_t>& v = source(n, src_dtype, 1);
-  for (auto _ : state) {
+  const int64_t written = n * kRowElems * static_cast<int64_t>(dtype_size(pool_dtype)) * 2;
+  timed_against_memcpy(state, written, static_cast<int64_t>(k.size() + v.size()), [&] {
     const kvpool_status st = kvpool_set_kv(pool, kLayer, slots.data(), slots.size(), k.data(), k.size(), v.data(),
                                            v.size(), src_dtype, 1.0f, 1.0f);
-    if (!ok(state, st, "kvpool_set_kv")) break;
-    benchmark::ClobberMemory();
-  }
-  const int64_t written = n * kRowElems * static_cast<int64_t>(dtype_size(pool_dtype)) * 2;
-  state.SetBytesProcessed(state.iterations() * written);
-  state.counters["bytes_per_call"] = static_cast<double>(written);
-  state.counters["src_bytes_per_call"] = static_cast<double>(k.size() + v.size());
+    return ok(state, st, "kvpool_set_kv");
+  });
 }
 
-// Reference: memcpy of the same K+V byte count (two contiguous copies of half
-// each, like K and V), source and destination already faulted in.
+// get_kv of the rows set_kv writes (filled once, from bf16 values, before timing).
+void BM_GetKV(benchmark::State& state, int32_t pool_dtype, int32_t dst_dtype) {
+  const int64_t n = state.range(0);
+  if (&kvpool_get_kv == nullptr) {
+    state.SkipWithError("kvpool_get_kv is not exported by this libkvpool build");
+    return;
+  }
+  kvpool* pool = kvbench::PoolCache::get(state, pool_json(pool_dtype));
+  if (pool == nullptr) return;
+  const std::vector<int64_t>& slots = slots_for(n);
+  const std::vector<uint8_t>& k = source(n, KVPOOL_DTYPE_BF16, 0);
+  const std::vector<uint8_t>& v = source(n, KVPOOL_DTYPE_BF16, 1);
+  if (!ok(state, kvpool_set_kv(pool, kLayer, slots.data(), slots.size(), k.data(), k.size(), v.data(), v.size(),
+                               KVPOOL_DTYPE_BF16, 1.0f, 1.0f),
+          "kvpool_set_kv")) {
+    return;
+  }
+  const size_t out_bytes = static_cast<size_t>(n * kRowElems) * dtype_size(dst_dtype);
+  std::vector<uint8_t> k_out(out_bytes, 0), v_out(out_bytes, 0);  // faulted in before timing
+  const int64_t read = n * kRowElems * static_cast<int64_t>(dtype_size(pool_dtype)) * 2;
+  timed_against_memcpy(state, read, static_cast<int64_t>(2 * out_bytes), [&] {
+    const kvpool_status st = kvpool_get_kv(pool, kLayer, slots.data(), slots.size(), k_out.data(), out_bytes,
+                                           v_out.data(), out_bytes, dst_dtype);
+    return ok(state, st, "kvpool_get_kv");
+  });
+}
+
+// Reference alone: memcpy of the same K+V byte count (two contiguous copies of
+// half each, like K and V), source and destination already faulted in.
 void BM_Memcpy(benchmark::State& state) {
   const size_t bytes = static_cast<size_t>(state.range(0));
   std::vector<uint8_t> src(bytes, 1), dst(bytes, 0);
@@ -154,12 +267,31 @@ constexpr int64_t kRowBytesBf16 = kRowElems * 2;
       ->ArgName("slots")                                                                        \
       ->Arg(8192)                                                                               \
       ->Arg(65536)                                                                              \
-      ->UseRealTime()                                                                           \
+      ->UseManualTime()                                                                         \
       ->Unit(benchmark::kMicrosecond)
 
 KVBENCH_SETKV(bf16_from_bf16, KVPOOL_DTYPE_BF16, KVPOOL_DTYPE_BF16);
 KVBENCH_SETKV(bf16_from_f32, KVPOOL_DTYPE_BF16, KVPOOL_DTYPE_F32);
 KVBENCH_SETKV(fp8_e4m3_from_bf16, KVPOOL_DTYPE_FP8_E4M3, KVPOOL_DTYPE_BF16);
+
+// More pairs, 8192 slots only.
+#define KVBENCH_KV8K(fn, name, pool_dt, other_dt)                                              \
+  BENCHMARK_CAPTURE(fn, name, pool_dt, other_dt)                                                \
+      ->Apply(kvbench::add_stats)                                                               \
+      ->ArgName("slots")                                                                        \
+      ->Arg(8192)                                                                               \
+      ->UseManualTime()                                                                         \
+      ->Unit(benchmark::kMicrosecond)
+
+KVBENCH_KV8K(BM_SetKV, fp8_e4m3_from_fp8_e4m3, KVPOOL_DTYPE_FP8_E4M3, KVPOOL_DTYPE_FP8_E4M3);
+KVBENCH_KV8K(BM_SetKV, fp8_e4m3_from_f32, KVPOOL_DTYPE_FP8_E4M3, KVPOOL_DTYPE_F32);
+KVBENCH_KV8K(BM_SetKV, fp8_e5m2_from_bf16, KVPOOL_DTYPE_FP8_E5M2, KVPOOL_DTYPE_BF16);
+KVBENCH_KV8K(BM_GetKV, bf16_to_bf16, KVPOOL_DTYPE_BF16, KVPOOL_DTYPE_BF16);
+KVBENCH_KV8K(BM_GetKV, bf16_to_f32, KVPOOL_DTYPE_BF16, KVPOOL_DTYPE_F32);
+KVBENCH_KV8K(BM_GetKV, fp8_e4m3_to_fp8_e4m3, KVPOOL_DTYPE_FP8_E4M3, KVPOOL_DTYPE_FP8_E4M3);
+KVBENCH_KV8K(BM_GetKV, fp8_e4m3_to_bf16, KVPOOL_DTYPE_FP8_E4M3, KVPOOL_DTYPE_BF16);
+KVBENCH_KV8K(BM_GetKV, fp8_e4m3_to_f32, KVPOOL_DTYPE_FP8_E4M3, KVPOOL_DTYPE_F32);
+KVBENCH_KV8K(BM_GetKV, fp8_e5m2_to_bf16, KVPOOL_DTYPE_FP8_E5M2, KVPOOL_DTYPE_BF16);
 
 // The byte counts the set_kv rows write: bf16 pool (2 B) and fp8 pool (1 B), K+V.
 BENCHMARK(BM_Memcpy)

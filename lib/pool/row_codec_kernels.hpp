@@ -1,0 +1,86 @@
+// The per-value kernels behind row_codec: a scalar reference for every pair of
+// formats (dtype_convert.hpp's rules, one value at a time) and AVX2 versions
+// that give the same bytes eight values at a time. Exposed for the tests,
+// which compare the two over every bf16 / f16 / fp8 input and 2^24 f32 ones.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "config/dtype.hpp"
+#include "pool/row_codec.hpp"
+
+namespace kvp::pool::kernels {
+
+// `count` values from src (format In) to dst (format Out), each divided by
+// `divisor` first where the kernel divides. Plain stored types only (not fp4).
+using EncodeFn = void (*)(const uint8_t* src, uint8_t* dst, size_t count, float divisor);
+using DecodeFn = void (*)(const uint8_t* src, uint8_t* dst, size_t count);
+// Vector kernels convert the longest prefix that is a whole number of vectors
+// and return its length; the scalar kernel finishes the rest.
+using VecEncodeFn = size_t (*)(const uint8_t* src, uint8_t* dst, size_t count, float divisor);
+using VecDecodeFn = size_t (*)(const uint8_t* src, uint8_t* dst, size_t count);
+
+// Scalar reference kernels (row_codec.cpp); nullptr for fp4.
+EncodeFn scalar_encode(Wide in, config::DType kv, bool divide);
+DecodeFn scalar_decode(config::DType kv, Wide out);
+
+// AVX2 kernels (row_codec_avx2.cpp); nullptr when this CPU lacks AVX2, the
+// build is not for x86-64, or kv is fp4. With `stream` the kernel writes with
+// streaming stores and needs a 32-byte-aligned dst (then util::stream_fence()).
+bool cpu_has_avx2();
+VecEncodeFn avx2_encode(Wide in, config::DType kv, bool divide, bool stream = false);
+VecDecodeFn avx2_decode(config::DType kv, Wide out, bool stream = false);
+
+// dst's values up to the first 32-byte boundary (count of them), or SIZE_MAX
+// when values never land on one (dst not a multiple of the value size away).
+inline size_t values_before_aligned(const uint8_t* dst, size_t value_bytes) {
+  const size_t gap = (32 - (reinterpret_cast<uintptr_t>(dst) & 31)) & 31;
+  return gap % value_bytes == 0 ? gap / value_bytes : SIZE_MAX;
+}
+
+// What encode_rows / decode_rows use: the AVX2 kernel where there is one,
+// then the scalar kernel for the remainder (or for everything).
+struct Encoder {
+  VecEncodeFn vec = nullptr, vec_stream = nullptr;
+  EncodeFn scalar = nullptr;
+  size_t in_bytes = 0, out_bytes = 0;
+  void run(const uint8_t* src, uint8_t* dst, size_t count, float divisor) const {
+    const size_t done = vec != nullptr ? vec(src, dst, count, divisor) : 0;
+    if (done < count) scalar(src + done * in_bytes, dst + done * out_bytes, count - done, divisor);
+  }
+  // With streaming stores from dst's first 32-byte boundary on; false (nothing
+  // written) where there is no streaming kernel or dst cannot be aligned.
+  bool run_streaming(const uint8_t* src, uint8_t* dst, size_t count, float divisor) const {
+    const size_t head = values_before_aligned(dst, out_bytes);
+    if (vec_stream == nullptr || head > count) return false;
+    scalar(src, dst, head, divisor);
+    const size_t done = head + vec_stream(src + head * in_bytes, dst + head * out_bytes, count - head, divisor);
+    if (done < count) scalar(src + done * in_bytes, dst + done * out_bytes, count - done, divisor);
+    return true;
+  }
+};
+
+struct Decoder {
+  VecDecodeFn vec = nullptr, vec_stream = nullptr;
+  DecodeFn scalar = nullptr;
+  size_t in_bytes = 0, out_bytes = 0;
+  void run(const uint8_t* src, uint8_t* dst, size_t count) const {
+    const size_t done = vec != nullptr ? vec(src, dst, count) : 0;
+    if (done < count) scalar(src + done * in_bytes, dst + done * out_bytes, count - done);
+  }
+  bool run_streaming(const uint8_t* src, uint8_t* dst, size_t count) const {
+    const size_t head = values_before_aligned(dst, out_bytes);
+    if (vec_stream == nullptr || head > count) return false;
+    scalar(src, dst, head);
+    const size_t done = head + vec_stream(src + head * in_bytes, dst + head * out_bytes, count - head);
+    if (done < count) scalar(src + done * in_bytes, dst + done * out_bytes, count - done);
+    return true;
+  }
+};
+
+// use_vector false gives the scalar reference alone (the tests' baseline).
+Encoder pick_encoder(Wide in, config::DType kv, bool divide, bool use_vector = true);
+Decoder pick_decoder(config::DType kv, Wide out, bool use_vector = true);
+
+}  // namespace kvp::pool::kernels

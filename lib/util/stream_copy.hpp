@@ -1,0 +1,37 @@
+// Copies for the CPU backend's large scattered row writes and gathers.
+//
+// A plain memcpy into a row that is not in cache first reads the row's cache
+// lines (read-for-ownership), then writes them back later: three memory
+// transfers per line written. Non-temporal ("streaming") stores write whole
+// lines without the read, which is how glibc's memcpy handles large copies
+// and why a contiguous memcpy beat the per-row loop of set_kv by 2x
+// (docs/performance.md, KV writes). Streaming only pays once the data written
+// would not stay in cache anyway, hence the threshold on the bytes of a call.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace kvp::util {
+
+// A call that writes at least this many bytes streams its stores. Below it the
+// written rows may still be in cache when the caller reads them back.
+constexpr size_t kStreamMinBytes = size_t{4} << 20;
+
+// memcpy(dst, src, bytes) with streaming stores for the 16-byte-aligned middle
+// of dst (ordinary stores for the unaligned head and tail). The stores are
+// weakly ordered: call stream_fence() before another thread may read dst.
+void copy_streaming(void* dst, const void* src, size_t bytes);
+
+// Orders every earlier streaming store before later stores (sfence on x86).
+void stream_fence();
+
+// Asks for the first `bytes` (at most a few KiB) of a row that will be read
+// soon: gathers of random rows otherwise wait for each row's first miss and
+// page walk in turn.
+inline void prefetch_row(const void* p, size_t bytes) {
+  const auto* c = static_cast<const char*>(p);
+  for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(c + off, 0, 3);
+}
+
+}  // namespace kvp::util

@@ -1,0 +1,286 @@
+// The AVX2 conversion kernels against the scalar reference (dtype_convert.hpp's
+// rules, one value at a time): identical bytes for every bf16, f16 and fp8
+// input, for 2^24 f32 inputs (edge cases around every rounding boundary of
+// every exponent, then random bit patterns, fixed seed), with and without a
+// divisor; then whole rows through encode_rows / decode_rows with streamed
+// stores, and the CPU backend's streamed row copies.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "pool/row_codec.hpp"
+#include "pool/row_codec_kernels.hpp"
+#include "util/stream_copy.hpp"
+
+namespace {
+
+using kvp::config::DType;
+using kvp::pool::Wide;
+namespace kn = kvp::pool::kernels;
+
+constexpr DType kPlain[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kFP8E4M3, DType::kFP8E5M2};
+constexpr Wide kWide[] = {Wide::kF32, Wide::kF16, Wide::kBF16};
+
+const char* name(DType d) { return kvp::config::dtype_name(d); }
+const char* name(Wide w) { return w == Wide::kF32 ? "f32" : w == Wide::kF16 ? "f16" : "bf16"; }
+
+bool machine_has_avx2() {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") != 0;
+#else
+  return false;
+#endif
+}
+
+// Index of the first differing element (elements of `bytes` bytes), or -1.
+long first_mismatch(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b, size_t bytes) {
+  if (a == b) return -1;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i] != b[i]) return static_cast<long>(i / bytes);
+  }
+  return -1;
+}
+
+std::string hex(const uint8_t* p, size_t bytes) {
+  static const char* digits = "0123456789abcdef";
+  std::string s = "0x";
+  for (size_t i = bytes; i-- > 0;) {
+    s += digits[p[i] >> 4];
+    s += digits[p[i] & 15];
+  }
+  return s;
+}
+
+// Every pair from `in` to each plain stored type: vector kernels + scalar tail
+// against the scalar kernel alone, for count values.
+void expect_encode_same(Wide in, const std::vector<uint8_t>& src, float divisor) {
+  const size_t count = src.size() / kvp::pool::wide_bytes(in);
+  for (DType kv : kPlain) {
+    SCOPED_TRACE(std::string(name(in)) + " -> " + name(kv) + " divisor " + std::to_string(divisor));
+    const bool divide = divisor != 1.0f;
+    const kn::Encoder ref = kn::pick_encoder(in, kv, divide, false);
+    const kn::Encoder fast = kn::pick_encoder(in, kv, divide, true);
+    ASSERT_EQ(ref.vec, nullptr);
+    ASSERT_NE(ref.scalar, nullptr);
+    if (machine_has_avx2()) {
+      ASSERT_NE(fast.vec, nullptr);
+    }
+    const size_t ob = kvp::config::dtype_bytes(kv);
+    std::vector<uint8_t> want(count * ob, 0xAA), got(count * ob, 0x55);
+    ref.run(src.data(), want.data(), count, divisor);
+    fast.run(src.data(), got.data(), count, divisor);
+    long at = first_mismatch(want, got, ob);
+    ASSERT_EQ(at, -1) << "input " << hex(src.data() + at * kvp::pool::wide_bytes(in), kvp::pool::wide_bytes(in))
+                      << ": scalar " << hex(want.data() + at * ob, ob) << ", vector " << hex(got.data() + at * ob, ob);
+    if (!machine_has_avx2()) continue;
+    // The streaming-store kernels, into a 32-byte-aligned buffer (one value in, so a scalar head runs first).
+    std::vector<uint8_t> space(count * ob + 64);
+    uint8_t* aligned = space.data() + ((32 - (reinterpret_cast<uintptr_t>(space.data()) & 31)) & 31);
+    ASSERT_TRUE(fast.run_streaming(src.data(), aligned + 32 - ob, count, divisor));
+    kvp::util::stream_fence();
+    std::memcpy(got.data(), aligned + 32 - ob, got.size());
+    at = first_mismatch(want, got, ob);
+    ASSERT_EQ(at, -1) << "streamed, input " << hex(src.data() + at * kvp::pool::wide_bytes(in), kvp::pool::wide_bytes(in))
+                      << ": scalar " << hex(want.data() + at * ob, ob) << ", vector " << hex(got.data() + at * ob, ob);
+  }
+}
+
+void expect_decode_same(DType kv, const std::vector<uint8_t>& src) {
+  const size_t ib = kvp::config::dtype_bytes(kv);
+  const size_t count = src.size() / ib;
+  for (Wide out : kWide) {
+    SCOPED_TRACE(std::string(name(kv)) + " -> " + name(out));
+    const kn::Decoder ref = kn::pick_decoder(kv, out, false);
+    const kn::Decoder fast = kn::pick_decoder(kv, out, true);
+    ASSERT_EQ(ref.vec, nullptr);
+    if (machine_has_avx2()) {
+      ASSERT_NE(fast.vec, nullptr);
+    }
+    const size_t ob = kvp::pool::wide_bytes(out);
+    std::vector<uint8_t> want(count * ob, 0xAA), got(count * ob, 0x55);
+    ref.run(src.data(), want.data(), count);
+    fast.run(src.data(), got.data(), count);
+    long at = first_mismatch(want, got, ob);
+    ASSERT_EQ(at, -1) << "stored " << hex(src.data() + at * ib, ib) << ": scalar " << hex(want.data() + at * ob, ob)
+                      << ", vector " << hex(got.data() + at * ob, ob);
+    if (!machine_has_avx2()) continue;
+    std::vector<uint8_t> space(count * ob + 64);
+    uint8_t* aligned = space.data() + ((32 - (reinterpret_cast<uintptr_t>(space.data()) & 31)) & 31);
+    ASSERT_TRUE(fast.run_streaming(src.data(), aligned + 32 - ob, count));
+    kvp::util::stream_fence();
+    std::memcpy(got.data(), aligned + 32 - ob, got.size());
+    at = first_mismatch(want, got, ob);
+    ASSERT_EQ(at, -1) << "streamed, stored " << hex(src.data() + at * ib, ib) << ": scalar "
+                      << hex(want.data() + at * ob, ob) << ", vector " << hex(got.data() + at * ob, ob);
+  }
+}
+
+// All 2^16 patterns, plus 5 more so that the scalar tail after the last whole vector is used too.
+std::vector<uint8_t> all_u16() {
+  std::vector<uint8_t> v(2 * (65536 + 5));
+  for (uint32_t i = 0; i < 65536 + 5; ++i) {
+    const uint16_t x = static_cast<uint16_t>(i * 40503u);  // odd multiplier: a permutation of all 2^16 values
+    std::memcpy(v.data() + 2 * i, &x, 2);
+  }
+  return v;
+}
+
+// 2^24 f32 bit patterns: for both signs and every exponent, mantissas whose
+// low bits sit at, just below and just above each rounding point of bf16
+// (16 dropped bits), f16 (13), e4m3 (20) and e5m2 (21), with varied upper
+// bits; the rest random. Inf, NaNs (quiet and signalling, with payloads),
+// zeros, f32 subnormals and the fp8/f16 overflow boundaries are among them.
+std::vector<uint8_t> f32_sweep(size_t total) {
+  std::vector<uint32_t> v;
+  v.reserve(total);
+  std::mt19937_64 rng(0x6b76706f6f6cull);
+  for (uint32_t sign = 0; sign < 2; ++sign) {
+    for (uint32_t exp = 0; exp < 256; ++exp) {
+      for (int drop : {13, 16, 20, 21}) {
+        const uint32_t half = 1u << (drop - 1);
+        for (uint32_t low : {0u, 1u, half - 1, half, half + 1, 2 * half - 1}) {
+          for (int r = 0; r < 8; ++r) {
+            const uint32_t upper = r == 0 ? 0u : r == 1 ? 0x7fffffu : static_cast<uint32_t>(rng());
+            const uint32_t mant = ((upper >> drop) << drop | low) & 0x7fffffu;
+            v.push_back(sign << 31 | exp << 23 | mant);
+          }
+        }
+      }
+    }
+  }
+  for (uint32_t x : {0x43e00000u, 0x43e80000u, 0x43e80001u, 0x43f00000u, 0x477fe000u, 0x477ff000u, 0x477ff001u,
+                     0x47600000u, 0x47700000u, 0x47700001u, 0x7f7fffffu, 0x00000001u, 0x007fffffu, 0x7fc00000u,
+                     0x7f800001u, 0x7fbfffffu, 0xffffffffu}) {
+    v.push_back(x);
+    v.push_back(x | 0x80000000u);
+  }
+  while (v.size() < total) v.push_back(static_cast<uint32_t>(rng()));
+  v.resize(total);
+  std::vector<uint8_t> bytes(4 * v.size());
+  std::memcpy(bytes.data(), v.data(), bytes.size());
+  return bytes;
+}
+
+TEST(RowCodecKernels, DispatchPicksTheVectorPathWhereTheCpuHasAvx2) {
+  const bool avx2 = machine_has_avx2();
+  EXPECT_EQ(kn::cpu_has_avx2(), avx2);
+  for (Wide w : kWide) {
+    for (DType kv : kPlain) {
+      EXPECT_EQ(kn::pick_encoder(w, kv, false).vec != nullptr, avx2) << name(w) << " -> " << name(kv);
+      EXPECT_EQ(kn::pick_encoder(w, kv, true).vec != nullptr, avx2) << name(w) << " -> " << name(kv);
+      EXPECT_EQ(kn::pick_decoder(kv, w).vec != nullptr, avx2) << name(kv) << " -> " << name(w);
+    }
+    // fp4 quantises 16-value blocks: scalar only.
+    EXPECT_EQ(kn::pick_encoder(w, DType::kFP4E2M1, false).scalar, nullptr);
+    EXPECT_EQ(kn::avx2_encode(w, DType::kFP4E2M1, false), nullptr);
+  }
+#if defined(__x86_64__)
+  // This project's CI and development machines are AVX2 x86-64: say so if not.
+  if (!avx2) GTEST_SKIP() << "this CPU has no AVX2: only the scalar kernels run";
+#endif
+}
+
+TEST(RowCodecKernels, EveryBf16AndF16InputEncodesIdentically) {
+  const std::vector<uint8_t> src = all_u16();
+  for (Wide in : {Wide::kBF16, Wide::kF16}) {
+    for (float divisor : {1.0f, 3.0f, 0.0625f, 1e-30f, 1e30f, 448.0f / 7.0f}) expect_encode_same(in, src, divisor);
+  }
+}
+
+TEST(RowCodecKernels, DenseF32SweepEncodesIdentically) {
+  const std::vector<uint8_t> src = f32_sweep(size_t{1} << 24);
+  expect_encode_same(Wide::kF32, src, 1.0f);
+  expect_encode_same(Wide::kF32, src, 3.0f);
+  const std::vector<uint8_t> part(src.begin(), src.begin() + 4 * (size_t{1} << 20));
+  for (float divisor : {0.0625f, 1e-30f, 1e30f}) expect_encode_same(Wide::kF32, part, divisor);
+}
+
+TEST(RowCodecKernels, EveryStoredInputDecodesIdentically) {
+  std::vector<uint8_t> bytes(256 + 7);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(i * 167u);
+  expect_decode_same(DType::kFP8E4M3, bytes);
+  expect_decode_same(DType::kFP8E5M2, bytes);
+  const std::vector<uint8_t> u16 = all_u16();
+  expect_decode_same(DType::kBF16, u16);
+  expect_decode_same(DType::kF16, u16);
+  expect_decode_same(DType::kF32, f32_sweep(size_t{1} << 22));
+}
+
+// Whole calls: rows at random slots, elements not a multiple of the vector
+// width, and enough bytes that the stores are streamed through the chunk
+// buffer; every row must equal the scalar kernel's conversion of it.
+TEST(RowCodecRows, StreamedRowsEqualTheScalarReference) {
+  const size_t elements = 2 * 1024 + 3, n = 1100, pool_rows = 3000;
+  std::vector<int64_t> rows(pool_rows);
+  std::iota(rows.begin(), rows.end(), int64_t{0});
+  std::mt19937_64 rng(7);
+  std::shuffle(rows.begin(), rows.end(), rng);
+  rows.resize(n);
+  const std::vector<uint8_t> values = f32_sweep(n * elements);
+  // Offset 0: rows start at varying alignments (streamed from registers after
+  // a scalar head where they can be); offset 1: odd addresses (through the chunk buffer).
+  for (size_t offset : {size_t{0}, size_t{1}}) {
+    for (DType kv : {DType::kBF16, DType::kFP8E4M3, DType::kF32}) {
+      SCOPED_TRACE(std::string(name(kv)) + " offset " + std::to_string(offset));
+      const size_t ob = kvp::config::dtype_bytes(kv), row = elements * ob;
+      ASSERT_GE(n * row, kv == DType::kFP8E4M3 ? size_t{2} << 20 : kvp::util::kStreamMinBytes);
+      std::vector<uint8_t> pool(pool_rows * row + 1, 0);
+      kvp::pool::RowRef out{pool.data() + offset, row, rows.data()};
+      kvp::pool::encode_rows(values.data(), Wide::kF32, n, elements, 1.0f, kv, out, kvp::pool::RowRef{});
+      const kn::Encoder ref = kn::pick_encoder(Wide::kF32, kv, false, false);
+      std::vector<uint8_t> want(row);
+      for (size_t i = 0; i < n; ++i) {
+        ref.run(values.data() + i * elements * 4, want.data(), elements, 1.0f);
+        ASSERT_EQ(std::memcmp(out.at(i), want.data(), row), 0) << "row " << i;
+      }
+      // And back: the gather of those rows to f32 / bf16 equals the scalar decode.
+      for (Wide w : {Wide::kF32, Wide::kBF16}) {
+        const size_t wb = kvp::pool::wide_bytes(w);
+        std::vector<uint8_t> got(n * elements * wb);
+        kvp::pool::ConstRowRef in{pool.data() + offset, row, rows.data()};
+        kvp::pool::decode_rows(in, kvp::pool::ConstRowRef{}, n, elements, kv, got.data(), w);
+        const kn::Decoder dref = kn::pick_decoder(kv, w, false);
+        std::vector<uint8_t> back(elements * wb);
+        for (size_t i = 0; i < n; ++i) {
+          dref.run(in.at(i), back.data(), elements);
+          ASSERT_EQ(std::memcmp(got.data() + i * elements * wb, back.data(), back.size()), 0) << name(w) << " row " << i;
+        }
+      }
+    }
+  }
+}
+
+TEST(CpuBackendCopies, LargeScatterAndGatherMoveExactlyTheRows) {
+  std::unique_ptr<kvp::backend::Backend> cpu = kvp::backend::make_cpu_backend();
+  const size_t row = 2048 + 24, pool_rows = 8192, n = 4000;  // 8.3 MB moved: the streamed path
+  ASSERT_GE(n * row, kvp::util::kStreamMinBytes);
+  void* pool = nullptr;
+  ASSERT_TRUE(cpu->allocate(pool_rows * row, &pool).is_ok());  // 17 MB: the huge-page mapping
+  const auto* zero = static_cast<const uint8_t*>(pool);
+  for (size_t i = 0; i < pool_rows * row; i += 4096) ASSERT_EQ(zero[i], 0) << "allocate must zero-fill";
+  std::vector<int64_t> rows(pool_rows);
+  std::iota(rows.begin(), rows.end(), int64_t{0});
+  std::mt19937_64 rng(11);
+  std::shuffle(rows.begin(), rows.end(), rng);
+  rows.resize(n);
+  std::vector<uint8_t> src(n * row);
+  for (auto& b : src) b = static_cast<uint8_t>(rng());
+  ASSERT_TRUE(cpu->scatter_from_host({pool, row, rows.data(), src.data(), row, nullptr, row, n}).is_ok());
+  std::vector<uint8_t> expect(pool_rows * row, 0);
+  for (size_t i = 0; i < n; ++i) std::memcpy(expect.data() + rows[i] * row, src.data() + i * row, row);
+  ASSERT_EQ(std::memcmp(pool, expect.data(), expect.size()), 0);
+  std::vector<uint8_t> back(n * row + 1, 0);
+  // Unaligned destination: the streamed copy's head and tail are ordinary stores.
+  ASSERT_TRUE(cpu->gather_to_host({back.data() + 1, row, nullptr, pool, row, rows.data(), row, n}).is_ok());
+  ASSERT_EQ(std::memcmp(back.data() + 1, src.data(), src.size()), 0);
+  cpu->deallocate(pool);
+}
+
+}  // namespace
