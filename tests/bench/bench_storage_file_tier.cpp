@@ -18,7 +18,10 @@
 // files written at its setup, so both read from the page cache. Manual time is the
 // tier's; the counters give throughputs and ratio = plain time / tier time (the
 // goal: >= 0.80), ratio_cpu the same by CPU time. L: 0 layer_first, 1 page_first,
-// 2 page_first_direct.
+// 2 page_first_direct. S: 1 the file backend as the tier uses it (streamed: host
+// pages straight to and from the files), 0 the same backend with its streamed calls
+// hidden, so that the tier stages pages in memory as it does for memcached and redis
+// (and as it did for files before): the before/after of the same run.
 #include <benchmark/benchmark.h>
 #include <fcntl.h>
 #include <unistd.h>
@@ -75,6 +78,27 @@ bool read_file(const std::string& path, uint8_t* dst, size_t n) {
   return done == n;
 }
 
+// The file backend without its streamed calls: the tier's staging path.
+class Unstreamed final : public kvp::storage::BlobStore {
+ public:
+  explicit Unstreamed(std::unique_ptr<kvp::storage::BlobStore> inner) : inner_(std::move(inner)) {}
+  std::string describe() const override { return inner_->describe(); }
+  void put(const std::string* keys, const uint8_t* const* values, const size_t* sizes, size_t n,
+           kvp::storage::BlobResult* out) override {
+    inner_->put(keys, values, sizes, n, out);
+  }
+  void get(const std::string* keys, uint8_t* const* dst, const size_t* capacity, size_t n, size_t* sizes,
+           kvp::storage::BlobResult* out) override {
+    inner_->get(keys, dst, capacity, n, sizes, out);
+  }
+  size_t exists_prefix(const std::string* keys, size_t n) override { return inner_->exists_prefix(keys, n); }
+  kvp::Status clear() override { return inner_->clear(); }
+  kvp::storage::BlobStats stats() const override { return inner_->stats(); }
+
+ private:
+  std::unique_ptr<kvp::storage::BlobStore> inner_;
+};
+
 // One row's world: a host buffer of 2N pages (N sources, N prefetch destinations), a
 // StorageTier on a file store in the bench directory, and the stored bytes of the N
 // source pages for the plain side.
@@ -90,7 +114,7 @@ struct World {
   size_t stored_bytes = 0;
   std::string error;
 
-  World(HostLayout layout, size_t n) {
+  World(HostLayout layout, size_t n, bool streamed) {
     g.layout = layout;
     g.page_size = 64;
     g.layers = 32;
@@ -133,6 +157,7 @@ struct World {
       error = st.message();
       return;
     }
+    if (!streamed) store = std::make_unique<Unstreamed>(std::move(store));
     tier = std::make_unique<kvp::storage::StorageTier>(std::move(store), g, host.data());
   }
   std::string plain_path(size_t i) const { return g_dir + "/tier-plain-" + std::to_string(i) + ".dat"; }
@@ -161,7 +186,8 @@ struct Side {
 
 void report(benchmark::State& state, const World& w, const Side& plain, const Side& tier, size_t n) {
   const double bytes = double(state.iterations()) * double(n * w.stored_bytes);
-  state.SetLabel(kvp::host::host_layout_name(w.g.layout));
+  state.SetLabel(std::string(kvp::host::host_layout_name(w.g.layout)) +
+                 (w.tier->store().streams() ? " streamed" : " staged"));
   state.SetBytesProcessed(int64_t(bytes));
   if (plain.wall <= 0 || tier.wall <= 0) return;
   state.counters["plain_GBps"] = bytes / plain.wall / 1e9;
@@ -172,7 +198,7 @@ void report(benchmark::State& state, const World& w, const Side& plain, const Si
 
 void BM_TierWrite(benchmark::State& state) {
   const size_t n = size_t(state.range(1));
-  World w(layout_of(state.range(0)), n);
+  World w(layout_of(state.range(0)), n, state.range(2) != 0);
   if (!w.error.empty()) {
     state.SkipWithError(w.error.c_str());
     return;
@@ -232,7 +258,7 @@ void BM_TierWrite(benchmark::State& state) {
 
 void BM_TierRead(benchmark::State& state) {
   const size_t n = size_t(state.range(1));
-  World w(layout_of(state.range(0)), n);
+  World w(layout_of(state.range(0)), n, state.range(2) != 0);
   if (!w.error.empty()) {
     state.SkipWithError(w.error.c_str());
     return;
@@ -299,8 +325,8 @@ void register_tier_path_benchmarks(const std::string& dir) {
   for (const auto& [name, fn] : {std::pair<const char*, void (*)(benchmark::State&)>{"tier_write", BM_TierWrite},
                                  {"tier_read", BM_TierRead}}) {
     benchmark::RegisterBenchmark(name, fn)
-        ->ArgNames({"layout", "pages"})
-        ->ArgsProduct({{0, 1, 2}, {1, 8}})
+        ->ArgNames({"layout", "pages", "streamed"})
+        ->ArgsProduct({{0, 1, 2}, {1, 8}, {0, 1}})
         ->UseManualTime()
         ->Unit(benchmark::kMillisecond);
   }
