@@ -106,29 +106,49 @@ class Dir {
   DIR* d_;
 };
 
+// The spans of a pwritev/preadv loop not yet done. A call may move fewer bytes than
+// asked; the spans are then copied (once) so that the first one can be shortened.
+class SpanCursor {
+ public:
+  SpanCursor(const iovec* spans, int count) : spans_(spans), count_(count) {}
+  const iovec* spans() const { return spans_; }
+  int count() const { return count_; }
+  void skip(size_t done) {
+    while (count_ > 0 && done >= spans_->iov_len) {
+      done -= spans_->iov_len;
+      ++spans_;
+      --count_;
+    }
+    if (count_ == 0 || done == 0) return;
+    if (!owned_) {
+      own_.assign(spans_, spans_ + count_);
+      spans_ = own_.data();
+      owned_ = true;
+    }
+    iovec* first = own_.data() + (spans_ - own_.data());
+    first->iov_base = static_cast<uint8_t*>(first->iov_base) + done;
+    first->iov_len -= done;
+  }
+
+ private:
+  const iovec* spans_;
+  int count_;
+  std::vector<iovec> own_;
+  bool owned_ = false;
+};
+
 // Writes the spans back to back at `offset` of fd, all of them; 0 or the errno of the failure.
 int pwritev_all(int fd, const iovec* spans, int count, uint64_t offset) {
-  std::vector<iovec> rest;  // copied only when the kernel writes part of the spans (rare)
-  while (count > 0) {
-    const ssize_t w = ::pwritev(fd, spans, count, off_t(offset));
+  SpanCursor rest(spans, count);
+  while (rest.count() > 0) {
+    const ssize_t w = ::pwritev(fd, rest.spans(), rest.count(), off_t(offset));
     if (w < 0) {
       if (errno == EINTR) continue;
       return errno;
     }
     if (w == 0) return EIO;
     offset += uint64_t(w);
-    size_t done = size_t(w);
-    while (count > 0 && done >= spans->iov_len) {
-      done -= spans->iov_len;
-      ++spans;
-      --count;
-    }
-    if (count > 0 && done > 0) {
-      rest.assign(spans, spans + count);
-      rest[0].iov_base = static_cast<uint8_t*>(rest[0].iov_base) + done;
-      rest[0].iov_len -= done;
-      spans = rest.data();
-    }
+    rest.skip(size_t(w));
   }
   return 0;
 }
@@ -136,10 +156,10 @@ int pwritev_all(int fd, const iovec* spans, int count, uint64_t offset) {
 // Reads from `offset` of fd into the spans, back to back; *got = bytes read (fewer when
 // the file ends first). 0 or an errno.
 int preadv_all(int fd, const iovec* spans, int count, uint64_t offset, size_t* got) {
-  std::vector<iovec> rest;
+  SpanCursor rest(spans, count);
   size_t total = 0;
-  while (count > 0) {
-    const ssize_t r = ::preadv(fd, spans, count, off_t(offset));
+  while (rest.count() > 0) {
+    const ssize_t r = ::preadv(fd, rest.spans(), rest.count(), off_t(offset));
     if (r < 0) {
       if (errno == EINTR) continue;
       return errno;
@@ -147,18 +167,7 @@ int preadv_all(int fd, const iovec* spans, int count, uint64_t offset, size_t* g
     if (r == 0) break;
     offset += uint64_t(r);
     total += size_t(r);
-    size_t done = size_t(r);
-    while (count > 0 && done >= spans->iov_len) {
-      done -= spans->iov_len;
-      ++spans;
-      --count;
-    }
-    if (count > 0 && done > 0) {
-      rest.assign(spans, spans + count);
-      rest[0].iov_base = static_cast<uint8_t*>(rest[0].iov_base) + done;
-      rest[0].iov_len -= done;
-      spans = rest.data();
-    }
+    rest.skip(size_t(r));
   }
   *got = total;
   return 0;

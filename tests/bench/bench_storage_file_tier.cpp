@@ -26,6 +26,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <ctime>
@@ -289,7 +290,9 @@ void BM_TierRead(benchmark::State& state) {
     };
     const auto run_tier = [&] {
       return mine.time([&] {
-        const uint64_t id = tier.prefetch(w.destinations, w.digests, w.fp, 1);
+        kvp::storage::StorageTier::StagedPrefetch staged = tier.stage_prefetch(w.digests, w.fp, 1);
+        std::copy(w.destinations.begin(), w.destinations.end(), staged.pages);
+        const uint64_t id = tier.commit_prefetch(std::move(staged));
         tier.wait_idle();
         const size_t landed = tier.finish_prefetch(id);
         released.clear();

@@ -6,6 +6,8 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -401,6 +403,64 @@ TEST(FileStoreStreamed, AnAbandonedOrShortValueStoresNothing) {
   PartialProducer whole(value, value.size(), true);
   EXPECT_EQ(store->put_streamed(key, value.size(), whole), BlobResult::kOk);
   EXPECT_EQ(store->stats().puts, 1u);
+}
+
+// Writes a value as three spans (of 7, 9 and 14 KiB) in one write_at.
+class ThreeSpans final : public kvp::storage::ValueProducer {
+ public:
+  explicit ThreeSpans(const std::vector<uint8_t>& value) : value_(value) {}
+  bool produce(kvp::storage::ValueWriter& writer) override {
+    uint8_t* base = const_cast<uint8_t*>(value_.data());
+    const iovec spans[3] = {{base, 7 << 10}, {base + (7 << 10), 9 << 10}, {base + (16 << 10), 14 << 10}};
+    return writer.write_at(0, spans, 3);
+  }
+
+ private:
+  const std::vector<uint8_t>& value_;
+};
+
+TEST(FileStoreStreamed, AWriteCutShortInsideASpanIsAnErrorAndLeavesNoFile) {
+  TempDir tmp;
+  auto store = open_store(tmp.path());
+  std::vector<uint8_t> value(30 << 10);
+  for (size_t i = 0; i < value.size(); ++i) value[i] = uint8_t(i * 13 + (i >> 9));
+  const std::string key = kvp::storage::page_key(fingerprint(), digest_of(3));
+  {
+    // The file system takes 10,000 bytes (the middle of the second span), then refuses.
+    rlimit saved{};
+    ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &saved), 0);
+    const auto old_handler = signal(SIGXFSZ, SIG_IGN);
+    rlimit limited = saved;
+    limited.rlim_cur = 10000;
+    ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &limited), 0);
+    ThreeSpans producer(value);
+    const BlobResult r = store->put_streamed(key, value.size(), producer);
+    setrlimit(RLIMIT_FSIZE, &saved);
+    signal(SIGXFSZ, old_handler);
+    EXPECT_EQ(r, BlobResult::kError);
+  }
+  DIR* dir = opendir(tmp.path().c_str());
+  ASSERT_NE(dir, nullptr);
+  size_t entries = 0;
+  while (dirent* e = readdir(dir)) {
+    const std::string name = e->d_name;
+    if (name != "." && name != "..") ++entries;
+  }
+  closedir(dir);
+  EXPECT_EQ(entries, 0u) << "no value and no temporary file stays";
+  EXPECT_EQ(store->stats().io_errors, 1u);
+  // Without the limit the same spans make the whole value, in order.
+  ThreeSpans producer(value);
+  ASSERT_EQ(store->put_streamed(key, value.size(), producer), BlobResult::kOk);
+  std::vector<uint8_t> back(value.size() + 1);
+  uint8_t* dst = back.data();
+  const size_t capacity = back.size();
+  size_t size = 0;
+  BlobResult r = BlobResult::kError;
+  store->get(&key, &dst, &capacity, 1, &size, &r);
+  ASSERT_EQ(r, BlobResult::kOk);
+  back.resize(size);
+  EXPECT_TRUE(back == value);
 }
 
 }  // namespace
