@@ -19,6 +19,8 @@
 //   timeout) is a miss or an error, never a short value passed off as whole.
 #pragma once
 
+#include <sys/uio.h>  // iovec: the spans of the streamed calls
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -56,6 +58,48 @@ struct BlobStats {
   uint64_t servers_ejected = 0;  // times a server was taken out of the rotation after failures
 };
 
+// The streamed calls (put_streamed / get_streamed): a value moves in pieces
+// straight between the caller's memory (a host-tier page, whose bytes are not
+// contiguous in the stored order under most layouts) and the backend, without a
+// staging copy of the whole value. Each piece is a list of spans laid back to
+// back in the value.
+
+// Where a producer writes the value of put_streamed().
+class ValueWriter {
+ public:
+  virtual ~ValueWriter() = default;
+  // Writes the spans back to back at byte `offset` of the value; false when it
+  // failed (the put then fails, whatever the producer does next).
+  virtual bool write_at(uint64_t offset, const iovec* spans, int count) = 0;
+};
+
+// Makes one value through a writer: every byte exactly once, in any order.
+class ValueProducer {
+ public:
+  virtual ~ValueProducer() = default;
+  // False to abandon the value (nothing is stored).
+  virtual bool produce(ValueWriter& writer) = 0;
+};
+
+// What a consumer of get_streamed() reads the value through.
+class ValueReader {
+ public:
+  virtual ~ValueReader() = default;
+  // The value's full length.
+  virtual uint64_t size() const = 0;
+  // Reads bytes from `offset` into the spans, back to back; *got = bytes read,
+  // fewer than asked when the value ends first (it may have been cut short under
+  // the reader). False on a read error (the get is then kError).
+  virtual bool read_at(uint64_t offset, const iovec* spans, int count, size_t* got) = 0;
+};
+
+// Reads one value through a reader: as much of it as it wants, in any order.
+class ValueConsumer {
+ public:
+  virtual ~ValueConsumer() = default;
+  virtual void consume(ValueReader& reader) = 0;
+};
+
 class BlobStore {
  public:
   virtual ~BlobStore() = default;
@@ -85,6 +129,30 @@ class BlobStore {
   virtual Status clear() = 0;
 
   virtual BlobStats stats() const = 0;
+
+  // ---- optional: streamed values (the file backend) ----
+  // Backends that return true here also take put_streamed() / get_streamed();
+  // the others are used through put() / get() and a staging buffer (memcached
+  // and redis send a batch of values in one round trip, which needs them whole).
+  virtual bool streams() const { return false; }
+  // Stores a value of `size` bytes that `producer` writes under `key`, counted as
+  // one put. A key that already holds a value of `size` bytes is skipped without
+  // calling the producer (put_existing, kOk). When the producer abandons the
+  // value, writes fewer than `size` bytes or a write fails, nothing is stored
+  // (kError).
+  virtual BlobResult put_streamed(const std::string& key, uint64_t size, ValueProducer& producer) {
+    (void)key, (void)size, (void)producer;
+    return BlobResult::kError;
+  }
+  // Lets `consumer` read the value of `key`, counted as one get: kMiss when there
+  // is none (the consumer is not called), kError when it cannot be opened or a
+  // read failed, else kOk with *size = the value's full length. Whether the bytes
+  // make sense is the consumer's business.
+  virtual BlobResult get_streamed(const std::string& key, ValueConsumer& consumer, uint64_t* size) {
+    (void)key, (void)consumer;
+    *size = 0;
+    return BlobResult::kError;
+  }
 };
 
 }  // namespace kvp::storage

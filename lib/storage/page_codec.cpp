@@ -82,4 +82,33 @@ uint64_t scatter_page_hashed(const host::HostGeometry& g, uint8_t* host, int64_t
   return hashed_runs(g, page, payload, [&](uint64_t p, uint64_t h, uint64_t n) { std::memcpy(host + h, payload + p, n); });
 }
 
+bool for_each_payload_chunk(const host::HostGeometry& g, uint8_t* host, int64_t page, uint64_t max_bytes,
+                            int max_spans, ChunkVisitor& fn) {
+  if (max_spans > kMaxChunkSpans) max_spans = kMaxChunkSpans;
+  if (max_spans < 1) max_spans = 1;
+  if (max_bytes < 1) max_bytes = 1;
+  iovec spans[kMaxChunkSpans];
+  PayloadChunk chunk;
+  chunk.spans = spans;
+  bool going = true;
+  const auto flush = [&] {
+    if (chunk.count > 0) going = fn.visit(chunk);
+    chunk.offset += chunk.bytes;
+    chunk.bytes = 0;
+    chunk.count = 0;
+  };
+  for_each_run(g, page, [&](uint64_t at, uint64_t bytes) {
+    while (going && bytes > 0) {
+      const uint64_t room = max_bytes - chunk.bytes, n = bytes < room ? bytes : room;
+      spans[chunk.count++] = iovec{host + at, size_t(n)};
+      chunk.bytes += n;
+      at += n;
+      bytes -= n;
+      if (chunk.bytes == max_bytes || chunk.count == max_spans) flush();
+    }
+  });
+  if (going) flush();
+  return going;
+}
+
 }  // namespace kvp::storage

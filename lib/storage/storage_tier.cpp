@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "storage/page_codec.hpp"
+#include "storage/page_stream.hpp"
 
 namespace kvp::storage {
 namespace {
@@ -99,7 +100,13 @@ void StorageTier::backup_loop() {
 }
 
 void StorageTier::run_backup(const BackupJob& job) {
-  const size_t per = batch_pages(), n = job.pages.size();
+  if (store_->streams()) {
+    run_backup_streamed(job);
+    return;
+  }
+  // Staging for the job's pages only, up to a batch: a one-page job of 8 MiB pages would
+  // otherwise allocate and fault in 56 MiB (bench_storage_file's staged tier rows).
+  const size_t n = job.pages.size(), per = std::min(batch_pages(), n);
   std::vector<uint8_t> staging(per * stored_bytes_);
   std::vector<std::string> keys(per);
   std::vector<const uint8_t*> values(per);
@@ -119,6 +126,30 @@ void StorageTier::run_backup(const BackupJob& job) {
     counters_.backup_pages.fetch_add(ok, std::memory_order_relaxed);
     counters_.backup_bytes.fetch_add(ok * stored_bytes_, std::memory_order_relaxed);
     if (ok < k) {  // as SGLang: a job stops at its first failed batch; the rest is not tried
+      counters_.backup_pages_failed.fetch_add(n - start - ok, std::memory_order_relaxed);
+      return;
+    }
+  }
+}
+
+// Each page goes straight from its host page to the backend (page_stream.hpp): no
+// staging copy, and the checksum is computed on chunks that the write then copies
+// while they are still in the cache. Batches as above: a batch with a failed page
+// ends the job.
+void StorageTier::run_backup_streamed(const BackupJob& job) {
+  const size_t n = job.pages.size();
+  std::string key;
+  for (size_t start = 0; start < n && !stopping_; start += kBatchPages) {
+    const size_t k = std::min(kBatchPages, n - start);
+    size_t ok = 0;
+    for (size_t i = start; i < start + k; ++i) {
+      key = page_key(job.fp, job.digests[i]);
+      StoredPageProducer producer(g_, host_, job.pages[i], job.fp, job.digests[i]);
+      if (store_->put_streamed(key, stored_bytes_, producer) == BlobResult::kOk) ++ok;
+    }
+    counters_.backup_pages.fetch_add(ok, std::memory_order_relaxed);
+    counters_.backup_bytes.fetch_add(ok * stored_bytes_, std::memory_order_relaxed);
+    if (ok < k) {
       counters_.backup_pages_failed.fetch_add(n - start - ok, std::memory_order_relaxed);
       return;
     }
@@ -260,7 +291,11 @@ void StorageTier::run_prefetch(PrefetchJob& job) {
     counters_.prefetches_revoked.fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  const size_t per = batch_pages();
+  if (store_->streams()) {
+    load_streamed(job, keys, hits);
+    return;
+  }
+  const size_t per = std::min(batch_pages(), hits);  // staging for the hits only, up to a batch
   std::vector<uint8_t> staging(per * stored_bytes_);
   std::vector<uint8_t*> dst(per);
   std::vector<size_t> capacity(per, stored_bytes_), sizes(per);
@@ -284,16 +319,44 @@ void StorageTier::run_prefetch(PrefetchJob& job) {
         check = PageCheck::kCorrupt;
       }
       if (check != PageCheck::kOk) {
-        auto& counter = check == PageCheck::kTruncated ? counters_.pages_truncated
-                        : check == PageCheck::kCorrupt ? counters_.pages_corrupt
-                                                       : counters_.pages_foreign;
-        counter.fetch_add(1, std::memory_order_relaxed);
+        count_rejected(check);
         return;
       }
       job.loaded.store(start + i + 1, std::memory_order_release);
       counters_.prefetch_pages.fetch_add(1, std::memory_order_relaxed);
       counters_.prefetch_bytes.fetch_add(sizes[i], std::memory_order_relaxed);
     }
+  }
+}
+
+void StorageTier::count_rejected(PageCheck check) {
+  auto& counter = check == PageCheck::kTruncated ? counters_.pages_truncated
+                  : check == PageCheck::kCorrupt ? counters_.pages_corrupt
+                                                 : counters_.pages_foreign;
+  counter.fetch_add(1, std::memory_order_relaxed);
+}
+
+// Each page straight from the backend into its host page, checked as it lands
+// (page_stream.hpp); the page is published only when every check passed. A page
+// that fails leaves garbage in its host page, which is not published: the caller
+// gets it back through take_released() and frees it.
+void StorageTier::load_streamed(PrefetchJob& job, const std::vector<std::string>& keys, size_t hits) {
+  for (size_t i = 0; i < hits; ++i) {
+    if (stopping_ || job.stop.load(std::memory_order_acquire)) return;
+    StoredPageConsumer consumer(g_, host_, job.pages[i], job.fp, job.digests[i]);
+    uint64_t size = 0;
+    const BlobResult result = store_->get_streamed(keys[i], consumer, &size);
+    if (result != BlobResult::kOk) {  // gone since exists, or failed: the prefix ends here
+      counters_.read_failures.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    if (consumer.check() != PageCheck::kOk) {
+      count_rejected(consumer.check());
+      return;
+    }
+    job.loaded.store(i + 1, std::memory_order_release);
+    counters_.prefetch_pages.fetch_add(1, std::memory_order_relaxed);
+    counters_.prefetch_bytes.fetch_add(size, std::memory_order_relaxed);
   }
 }
 

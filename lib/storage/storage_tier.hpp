@@ -10,7 +10,8 @@
 // worker, whose release the caller sees through take_released().
 //
 // Pages go in batches of at most 128 pages (SGLang's storage_batch_size) and at
-// most 64 MiB of staging memory per thread.
+// most 64 MiB of staging memory per thread; backends that stream (the file
+// backend) take each page straight from or into its host page, without staging.
 #pragma once
 
 #include <atomic>
@@ -144,6 +145,10 @@ class StorageTier {
   void prefetch_loop();
   void run_backup(const BackupJob& job);
   void run_prefetch(PrefetchJob& job);
+  // Backends with streamed calls (file): pages move without the staging buffers.
+  void run_backup_streamed(const BackupJob& job);
+  void load_streamed(PrefetchJob& job, const std::vector<std::string>& keys, size_t hits);
+  void count_rejected(PageCheck check);
   size_t batch_pages() const;
 
   std::unique_ptr<BlobStore> store_;

@@ -4,10 +4,13 @@
 //
 //   write/plain                   open(O_CREAT|O_TRUNC), write(), close() of each page to its own file
 //   write/file_store              BlobStore::put of the same sealed pages (temp file + rename)
-//   write/file_store+seal_page    seal_page (XXH3 of the payload) then put: what the tier pays
+//   write/file_store+seal_page    seal_page (XXH3 of the payload) over a finished buffer, then put
 //   read/plain                    open(), read() of the whole file, close()
 //   read/file_store               BlobStore::get into one buffer
-//   read/file_store+check_page    get then check_page: what the tier pays
+//   read/file_store+check_page    get then check_page over a finished buffer
+//   tier_write, tier_read         the tier's real path for host-tier pages, each iteration
+//                                 against plain I/O of the same bytes
+//                                 (bench_storage_file_tier.cpp)
 //
 // Every row moves `pages` pages of 8 MiB per iteration (manual time: only the
 // I/O is timed; the files of a write row are removed between iterations, so each
@@ -34,6 +37,9 @@
 #include "storage/file_store.hpp"
 #include "storage/page_format.hpp"
 #include "storage/page_key.hpp"
+
+// bench_storage_file_tier.cpp: the tier's real path (host pages <-> files) against plain I/O.
+void register_tier_path_benchmarks(const std::string& dir);
 
 namespace {
 
@@ -210,6 +216,19 @@ class RatioReporter : public benchmark::ConsoleReporter {
   void ReportRuns(const std::vector<Run>& runs) override {
     for (const Run& r : runs) {
       if (r.error_occurred) continue;
+      if (r.run_name.str().compare(0, 5, "tier_") == 0) {  // ratios of the same run, as counters
+        const auto ratio = r.counters.find("ratio"), cpu = r.counters.find("ratio_cpu");
+        if (ratio == r.counters.end() || cpu == r.counters.end()) continue;
+        Ratios& t = tier_[r.run_name.str()];
+        if (r.run_type == Run::RT_Aggregate) {
+          if (r.aggregate_name == "median") t.median = {ratio->second.value, cpu->second.value};
+        } else {
+          t.sum.first += ratio->second.value;
+          t.sum.second += cpu->second.value;
+          t.runs += 1;
+        }
+        continue;
+      }
       Times& t = times_[r.run_name.str()];
       if (r.run_type == Run::RT_Aggregate) {
         if (r.aggregate_name == "median") t.median = {r.GetAdjustedRealTime(), r.GetAdjustedCPUTime()};
@@ -243,6 +262,16 @@ class RatioReporter : public benchmark::ConsoleReporter {
         }
       }
     }
+    std::printf("\nthe tier's path (host pages <-> checked stored pages <-> files) / plain file I/O of the same\n"
+                "bytes, both in every iteration (medians of the ratios with --benchmark_repetitions > 1, else means):\n");
+    std::printf("  %-32s %8s %8s\n", "row", "real", "cpu");
+    for (const auto& kv : tier_) {
+      const std::pair<double, double> r = kv.second.median.first > 0
+                                               ? kv.second.median
+                                               : std::make_pair(kv.second.sum.first / kv.second.runs,
+                                                                kv.second.sum.second / kv.second.runs);
+      std::printf("  %-32s %7.1f%% %7.1f%%\n", kv.first.c_str(), 100.0 * r.first, 100.0 * r.second);
+    }
   }
 
  private:
@@ -256,6 +285,11 @@ class RatioReporter : public benchmark::ConsoleReporter {
     }
   };
   std::map<std::string, Times> times_;
+  struct Ratios {
+    std::pair<double, double> sum{0, 0}, median{0, 0};  // (ratio, ratio_cpu)
+    int runs = 0;
+  };
+  std::map<std::string, Ratios> tier_;
 };
 
 }  // namespace
@@ -308,6 +342,7 @@ int main(int argc, char** argv) {
         ->UseManualTime()
         ->Unit(benchmark::kMillisecond);
   }
+  register_tier_path_benchmarks(b.dir);
   RatioReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
   benchmark::Shutdown();

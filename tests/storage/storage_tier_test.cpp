@@ -209,6 +209,27 @@ TEST(StorageTier, DamagedPagesAreNeverLoaded) {
   EXPECT_EQ(kvtest::begin_and_check_kv(b, prompt).prefix_hit, 0u);
 }
 
+TEST(StorageTier, TruncatedPagesAreNeverLoaded) {
+  TempDir dir;
+  Pool a(storage_config(dir.path()));
+  const std::vector<int32_t> prompt = tokens_from(5, 40);
+  kvtest::serve_request(a, prompt);
+  // Cut every stored page short by one byte of its payload: each read ends early.
+  for (const std::string& f : dir.files()) {
+    const std::string path = dir.path() + "/" + f;
+    struct stat st {};
+    ASSERT_EQ(stat(path.c_str(), &st), 0);
+    ASSERT_EQ(truncate(path.c_str(), st.st_size - 1), 0);
+  }
+  Pool b(storage_config(dir.path()));
+  EXPECT_EQ(kvtest::prefetch_to_end(b, prompt), 0u);
+  const kvstore_stats s = kvtest::storage_stats(b);
+  EXPECT_EQ(s.pages_truncated, 1u) << "the prefetch stops at the first bad page";
+  EXPECT_EQ(s.pages_corrupt, 0u);
+  EXPECT_EQ(s.prefetch_loaded_tokens, 0u);
+  EXPECT_EQ(kvtest::begin_and_check_kv(b, prompt).prefix_hit, 0u);
+}
+
 TEST(StorageTier, SkipsAndBadInput) {
   TempDir dir;
   Pool b(storage_config(dir.path(), "wait_complete", 16));

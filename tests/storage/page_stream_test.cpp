@@ -1,0 +1,466 @@
+// Host-tier pages streamed to and from stored pages (lib/storage/page_stream.hpp)
+// and the file backend's streamed calls (put_streamed / get_streamed): the bytes are
+// exactly seal_page()'s under every host layout, a page comes back into another host
+// page intact, and a damaged, truncated, extended, foreign or unreadable value is
+// never reported whole, wherever the damage falls relative to the read chunks.
+#include <dirent.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "host/host_geometry.hpp"
+#include "storage/file_store.hpp"
+#include "storage/page_codec.hpp"
+#include "storage/page_format.hpp"
+#include "storage/page_key.hpp"
+#include "storage/page_stream.hpp"
+
+namespace {
+
+using kvp::cache::Digest;
+using kvp::host::HostGeometry;
+using kvp::host::HostLayout;
+using kvp::storage::BlobResult;
+using kvp::storage::BlobStore;
+using kvp::storage::kPageHeaderBytes;
+using kvp::storage::kReadChunkBytes;
+using kvp::storage::PageCheck;
+
+class TempDir {
+ public:
+  TempDir() {
+    char tmpl[] = "/tmp/kvpool-page-stream-XXXXXX";
+    const char* made = mkdtemp(tmpl);
+    if (made != nullptr) path_ = made;
+  }
+  ~TempDir() {
+    if (path_.empty()) return;
+    nftw(
+        path_.c_str(), [](const char* p, const struct stat*, int, FTW*) { return ::remove(p); }, 16,
+        FTW_DEPTH | FTW_PHYS);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+const kvp::storage::Fingerprint& fingerprint() {
+  static const kvp::storage::Fingerprint fp = kvp::storage::fingerprint_of("page stream test model");
+  return fp;
+}
+
+Digest digest_of(uint8_t seed) {
+  Digest d{};
+  for (size_t i = 0; i < d.size(); ++i) d[i] = uint8_t(seed * 29 + i);
+  return d;
+}
+
+// K and V rows of 4 heads x 1025 bytes in 5 layers, page 64, 3 host pages: a payload of
+// 2,624,000 bytes, so more than one write chunk (2 MiB) and a last read chunk (256 KiB)
+// that is not whole.
+HostGeometry geometry(HostLayout layout) {
+  HostGeometry g;
+  g.layout = layout;
+  g.page_size = 64;
+  g.layers = 5;
+  g.pages = 3;
+  g.parts.resize(2);
+  for (auto& part : g.parts) {
+    part.item_bytes = 4 * 1025;
+    part.heads = 4;
+  }
+  EXPECT_EQ(kvp::host::finish_geometry(&g), "");
+  return g;
+}
+
+std::vector<uint8_t> random_host(const HostGeometry& g, uint64_t seed) {
+  std::vector<uint8_t> host(g.bytes);
+  uint64_t x = 0x9e3779b97f4a7c15ull * (seed + 1);
+  for (auto& b : host) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    b = uint8_t(x);
+  }
+  return host;
+}
+
+// seal_page's bytes for host page `page`: the reference the streamed path must match.
+std::vector<uint8_t> sealed(const HostGeometry& g, const std::vector<uint8_t>& host, int64_t page, const Digest& d) {
+  const uint64_t payload = kvp::storage::page_payload_bytes(g);
+  std::vector<uint8_t> out(kvp::storage::stored_page_bytes(payload));
+  kvp::storage::gather_page_hashed(g, host.data(), page, out.data() + kPageHeaderBytes);
+  kvp::storage::seal_page(out.data(), payload, fingerprint(), d);
+  return out;
+}
+
+std::vector<uint8_t> payload_of(const HostGeometry& g, const std::vector<uint8_t>& host, int64_t page) {
+  std::vector<uint8_t> out(kvp::storage::page_payload_bytes(g));
+  kvp::storage::gather_page_hashed(g, host.data(), page, out.data());
+  return out;
+}
+
+// A value in memory. Writes land at their offsets; reads report `size` as the value's
+// length but return only the bytes that exist (a value cut short under the reader),
+// and fail once `fail_reads_from` is reached.
+class MemoryValue final : public kvp::storage::ValueWriter, public kvp::storage::ValueReader {
+ public:
+  explicit MemoryValue(std::vector<uint8_t> bytes = {}) : bytes_(std::move(bytes)), size_(bytes_.size()) {}
+  bool write_at(uint64_t offset, const iovec* spans, int count) override {
+    if (writes_left_ == 0) return false;
+    --writes_left_;
+    for (int i = 0; i < count; ++i) {
+      if (offset + spans[i].iov_len > bytes_.size()) bytes_.resize(offset + spans[i].iov_len);
+      std::memcpy(bytes_.data() + offset, spans[i].iov_base, spans[i].iov_len);
+      offset += spans[i].iov_len;
+    }
+    size_ = bytes_.size();
+    return true;
+  }
+  uint64_t size() const override { return size_; }
+  bool read_at(uint64_t offset, const iovec* spans, int count, size_t* got) override {
+    *got = 0;
+    if (offset >= fail_reads_from_) return false;
+    for (int i = 0; i < count && offset < bytes_.size(); ++i) {
+      const size_t n = std::min<size_t>(spans[i].iov_len, bytes_.size() - offset);
+      std::memcpy(spans[i].iov_base, bytes_.data() + offset, n);
+      offset += n;
+      *got += n;
+    }
+    return true;
+  }
+  std::vector<uint8_t>& bytes() { return bytes_; }
+  void claim_size(uint64_t size) { size_ = size; }
+  void fail_writes_after(int n) { writes_left_ = n; }
+  void fail_reads_from(uint64_t offset) { fail_reads_from_ = offset; }
+
+ private:
+  std::vector<uint8_t> bytes_;
+  uint64_t size_;
+  int writes_left_ = 1 << 30;
+  uint64_t fail_reads_from_ = UINT64_MAX;
+};
+
+PageCheck read_into(const HostGeometry& g, std::vector<uint8_t>* host, int64_t page, MemoryValue& value,
+                    bool* read_error, const Digest& d = digest_of(1)) {
+  return kvp::storage::read_stored_page(g, host->data(), page, fingerprint(), d, value, read_error);
+}
+
+TEST(PageStream, StoredBytesAreSealPagesUnderEveryLayoutAndComeBackWhole) {
+  for (const HostLayout layout : {HostLayout::kLayerFirst, HostLayout::kPageFirst, HostLayout::kPageFirstDirect,
+                                  HostLayout::kPageHead}) {
+    SCOPED_TRACE(kvp::host::host_layout_name(layout));
+    const HostGeometry g = geometry(layout);
+    std::vector<uint8_t> host = random_host(g, 1);
+    MemoryValue value;
+    ASSERT_TRUE(kvp::storage::write_stored_page(g, host.data(), 1, fingerprint(), digest_of(1), value));
+    EXPECT_TRUE(value.bytes() == sealed(g, host, 1, digest_of(1))) << "the on-disk format is unchanged";
+    bool read_error = true;
+    ASSERT_EQ(read_into(g, &host, 2, value, &read_error), PageCheck::kOk);
+    EXPECT_FALSE(read_error);
+    EXPECT_TRUE(payload_of(g, host, 2) == payload_of(g, host, 1));
+  }
+}
+
+TEST(PageStream, AFlippedByteAtAnyChunkBoundaryIsCorrupt) {
+  const HostGeometry g = geometry(HostLayout::kPageFirst);
+  std::vector<uint8_t> host = random_host(g, 2);
+  const std::vector<uint8_t> good = sealed(g, host, 0, digest_of(1));
+  const uint64_t payload = kvp::storage::page_payload_bytes(g);
+  for (const uint64_t at : {uint64_t(0), kReadChunkBytes - 1, kReadChunkBytes, 2 * kReadChunkBytes - 1,
+                            kvp::storage::kWriteChunkBytes, payload - 1}) {
+    MemoryValue value(good);
+    value.bytes()[kPageHeaderBytes + at] ^= 0x10;
+    bool read_error = false;
+    EXPECT_EQ(read_into(g, &host, 2, value, &read_error), PageCheck::kCorrupt) << "payload byte " << at;
+    EXPECT_FALSE(read_error);
+  }
+  for (size_t at = 0; at < kPageHeaderBytes; at += 7) {  // the header: never passes
+    MemoryValue value(good);
+    value.bytes()[at] ^= 0x01;
+    bool read_error = false;
+    EXPECT_NE(read_into(g, &host, 2, value, &read_error), PageCheck::kOk) << "header byte " << at;
+  }
+}
+
+TEST(PageStream, ShortLongForeignAndUnreadableValuesAreNotLoaded) {
+  const HostGeometry g = geometry(HostLayout::kLayerFirst);
+  std::vector<uint8_t> host = random_host(g, 3);
+  const std::vector<uint8_t> good = sealed(g, host, 0, digest_of(1));
+  bool read_error = false;
+  // Truncated: in the header, at a chunk boundary, one byte past it, one byte short.
+  for (const size_t len : {size_t(0), size_t(50), kPageHeaderBytes, size_t(kPageHeaderBytes + kReadChunkBytes),
+                           size_t(kPageHeaderBytes + kReadChunkBytes + 1), good.size() - 1}) {
+    MemoryValue value(std::vector<uint8_t>(good.begin(), good.begin() + long(len)));
+    EXPECT_EQ(read_into(g, &host, 2, value, &read_error), PageCheck::kTruncated) << len;
+  }
+  // Cut short under the reader: its length says whole, the reads come back short.
+  for (const size_t len : {size_t(kPageHeaderBytes + kReadChunkBytes), good.size() - 1, size_t(60)}) {
+    MemoryValue value(std::vector<uint8_t>(good.begin(), good.begin() + long(len)));
+    value.claim_size(good.size());
+    EXPECT_EQ(read_into(g, &host, 2, value, &read_error), PageCheck::kTruncated) << len;
+    EXPECT_FALSE(read_error);
+  }
+  std::vector<uint8_t> longer = good;
+  longer.push_back(0);
+  MemoryValue extended(longer);
+  EXPECT_EQ(read_into(g, &host, 2, extended, &read_error), PageCheck::kCorrupt) << "trailing bytes";
+  MemoryValue other(good);
+  EXPECT_EQ(read_into(g, &host, 2, other, &read_error, digest_of(2)), PageCheck::kWrongKey);
+  const HostGeometry smaller = [] {
+    HostGeometry s = geometry(HostLayout::kLayerFirst);
+    s.layers = 4;
+    kvp::host::finish_geometry(&s);
+    return s;
+  }();
+  MemoryValue foreign(good);
+  std::vector<uint8_t> small_host(smaller.bytes);
+  EXPECT_EQ(kvp::storage::read_stored_page(smaller, small_host.data(), 0, fingerprint(), digest_of(1), foreign,
+                                           &read_error),
+            PageCheck::kForeign)
+      << "a payload of another length";
+  // A read error half way: reported, never kOk.
+  MemoryValue failing(good);
+  failing.fail_reads_from(kPageHeaderBytes + 3 * kReadChunkBytes);
+  EXPECT_EQ(read_into(g, &host, 2, failing, &read_error), PageCheck::kTruncated);
+  EXPECT_TRUE(read_error);
+  // A write error: the page is not written whole, and write_stored_page says so.
+  MemoryValue refusing;
+  refusing.fail_writes_after(1);
+  EXPECT_FALSE(kvp::storage::write_stored_page(g, host.data(), 0, fingerprint(), digest_of(1), refusing));
+}
+
+// ---- through the file backend: real files, the real chunked reads ----
+
+std::unique_ptr<BlobStore> open_store(const std::string& dir) {
+  kvp::config::StorageConfig cfg;
+  cfg.enabled = true;
+  cfg.path = dir;
+  std::unique_ptr<BlobStore> store;
+  const kvp::Status st = kvp::storage::open_file_store(cfg, &store);
+  EXPECT_TRUE(st.is_ok()) << st.message();
+  return store;
+}
+
+class CountingProducer final : public kvp::storage::ValueProducer {
+ public:
+  CountingProducer(const HostGeometry& g, const std::vector<uint8_t>& host, int64_t page, const Digest& d)
+      : inner_(g, host.data(), page, fingerprint(), d) {}
+  bool produce(kvp::storage::ValueWriter& writer) override {
+    ++calls;
+    return inner_.produce(writer);
+  }
+  int calls = 0;
+
+ private:
+  kvp::storage::StoredPageProducer inner_;
+};
+
+// Writes only the first `bytes` bytes of a value (a buggy producer), or gives up.
+class PartialProducer final : public kvp::storage::ValueProducer {
+ public:
+  PartialProducer(const std::vector<uint8_t>& value, size_t bytes, bool result)
+      : value_(value), bytes_(bytes), result_(result) {}
+  bool produce(kvp::storage::ValueWriter& writer) override {
+    iovec span{const_cast<uint8_t*>(value_.data()), bytes_};
+    return writer.write_at(0, &span, 1) && result_;
+  }
+
+ private:
+  const std::vector<uint8_t>& value_;
+  size_t bytes_;
+  bool result_;
+};
+
+std::string path_of(const std::string& dir, const Digest& d) {
+  return dir + "/" + kvp::storage::page_key(fingerprint(), d) + ".kvp";
+}
+
+TEST(FileStoreStreamed, PagesRoundTripByteIdenticalWithExactCounters) {
+  TempDir tmp;
+  auto store = open_store(tmp.path());
+  ASSERT_TRUE(store->streams());
+  const HostGeometry g = geometry(HostLayout::kPageFirst);
+  std::vector<uint8_t> host = random_host(g, 4);
+  const uint64_t stored = kvp::storage::stored_page_bytes(kvp::storage::page_payload_bytes(g));
+  const std::string key = kvp::storage::page_key(fingerprint(), digest_of(1));
+  CountingProducer producer(g, host, 0, digest_of(1));
+  ASSERT_EQ(store->put_streamed(key, stored, producer), BlobResult::kOk);
+  EXPECT_EQ(producer.calls, 1);
+  // Read back by the plain get(): exactly seal_page's bytes.
+  std::vector<uint8_t> back(stored + 10);
+  uint8_t* dst = back.data();
+  const size_t capacity = back.size();
+  size_t size = 0;
+  BlobResult r = BlobResult::kError;
+  store->get(&key, &dst, &capacity, 1, &size, &r);
+  ASSERT_EQ(r, BlobResult::kOk);
+  back.resize(size);
+  EXPECT_TRUE(back == sealed(g, host, 0, digest_of(1)));
+  // And by get_streamed into host page 2.
+  kvp::storage::StoredPageConsumer consumer(g, host.data(), 2, fingerprint(), digest_of(1));
+  uint64_t got = 0;
+  ASSERT_EQ(store->get_streamed(key, consumer, &got), BlobResult::kOk);
+  EXPECT_EQ(consumer.check(), PageCheck::kOk);
+  EXPECT_EQ(got, stored);
+  EXPECT_TRUE(payload_of(g, host, 2) == payload_of(g, host, 0));
+  // Write-once: the producer is not asked again.
+  EXPECT_EQ(store->put_streamed(key, stored, producer), BlobResult::kOk);
+  EXPECT_EQ(producer.calls, 1);
+  // A miss: the consumer is not called.
+  kvp::storage::StoredPageConsumer nobody(g, host.data(), 2, fingerprint(), digest_of(9));
+  EXPECT_EQ(store->get_streamed(kvp::storage::page_key(fingerprint(), digest_of(9)), nobody, &got),
+            BlobResult::kMiss);
+  EXPECT_EQ(nobody.check(), PageCheck::kTruncated) << "untouched";
+  const kvp::storage::BlobStats s = store->stats();
+  EXPECT_EQ(s.puts, 1u);
+  EXPECT_EQ(s.put_bytes, stored);
+  EXPECT_EQ(s.put_existing, 1u);
+  EXPECT_EQ(s.gets, 3u);
+  EXPECT_EQ(s.get_hits, 2u);
+  EXPECT_EQ(s.get_bytes, 2 * stored);
+  EXPECT_EQ(s.get_misses, 1u);
+  EXPECT_EQ(s.io_errors, 0u);
+}
+
+TEST(FileStoreStreamed, DamagedAndTruncatedFilesAreNeverLoaded) {
+  TempDir tmp;
+  auto store = open_store(tmp.path());
+  const HostGeometry g = geometry(HostLayout::kLayerFirst);
+  std::vector<uint8_t> host = random_host(g, 5);
+  const uint64_t stored = kvp::storage::stored_page_bytes(kvp::storage::page_payload_bytes(g));
+  const auto put = [&](const Digest& d) {
+    kvp::storage::StoredPageProducer producer(g, host.data(), 0, fingerprint(), d);
+    return store->put_streamed(kvp::storage::page_key(fingerprint(), d), stored, producer);
+  };
+  const auto load = [&](const Digest& d) {
+    kvp::storage::StoredPageConsumer consumer(g, host.data(), 2, fingerprint(), d);
+    uint64_t size = 0;
+    EXPECT_EQ(store->get_streamed(kvp::storage::page_key(fingerprint(), d), consumer, &size), BlobResult::kOk);
+    return consumer.check();
+  };
+  // A flipped byte on each side of the first read-chunk boundary.
+  uint8_t seed = 10;
+  for (const uint64_t at : {kPageHeaderBytes + kReadChunkBytes - 1, kPageHeaderBytes + kReadChunkBytes}) {
+    const Digest d = digest_of(seed++);
+    ASSERT_EQ(put(d), BlobResult::kOk);
+    const int fd = ::open(path_of(tmp.path(), d).c_str(), O_RDWR);
+    ASSERT_GE(fd, 0);
+    uint8_t c = 0;
+    ASSERT_EQ(::pread(fd, &c, 1, off_t(at)), 1);
+    c ^= 0x80;
+    ASSERT_EQ(::pwrite(fd, &c, 1, off_t(at)), 1);
+    ::close(fd);
+    EXPECT_EQ(load(d), PageCheck::kCorrupt) << "file byte " << at;
+  }
+  // Truncated at a read-chunk boundary, inside the header, and to nothing.
+  for (const off_t len : {off_t(kPageHeaderBytes + 2 * kReadChunkBytes), off_t(40), off_t(0)}) {
+    const Digest d = digest_of(seed++);
+    ASSERT_EQ(put(d), BlobResult::kOk);
+    ASSERT_EQ(::truncate(path_of(tmp.path(), d).c_str(), len), 0);
+    EXPECT_EQ(load(d), PageCheck::kTruncated) << "length " << len;
+  }
+  // An intact page still loads.
+  const Digest d = digest_of(seed++);
+  ASSERT_EQ(put(d), BlobResult::kOk);
+  EXPECT_EQ(load(d), PageCheck::kOk);
+  EXPECT_EQ(store->stats().io_errors, 0u);
+}
+
+TEST(FileStoreStreamed, AnAbandonedOrShortValueStoresNothing) {
+  TempDir tmp;
+  auto store = open_store(tmp.path());
+  const std::vector<uint8_t> value(300 << 10, 0x5a);  // large enough to be preallocated
+  const std::string key = kvp::storage::page_key(fingerprint(), digest_of(1));
+  PartialProducer gives_up(value, value.size(), false);
+  EXPECT_EQ(store->put_streamed(key, value.size(), gives_up), BlobResult::kError);
+  PartialProducer short_one(value, value.size() - 1, true);
+  EXPECT_EQ(store->put_streamed(key, value.size(), short_one), BlobResult::kError);
+  const std::vector<std::string> none;
+  std::vector<std::string> names;
+  if (DIR* dir = opendir(tmp.path().c_str())) {
+    while (dirent* e = readdir(dir)) {
+      if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) names.push_back(e->d_name);
+    }
+    closedir(dir);
+  }
+  EXPECT_EQ(names, none) << "no value and no temporary file stays";
+  kvp::storage::BlobStats s = store->stats();
+  EXPECT_EQ(s.put_errors, 2u);
+  EXPECT_EQ(s.io_errors, 0u) << "the producer's doing, not the file system's";
+  EXPECT_EQ(s.puts, 0u);
+  PartialProducer whole(value, value.size(), true);
+  EXPECT_EQ(store->put_streamed(key, value.size(), whole), BlobResult::kOk);
+  EXPECT_EQ(store->stats().puts, 1u);
+}
+
+// Writes a value as three spans (of 7, 9 and 14 KiB) in one write_at.
+class ThreeSpans final : public kvp::storage::ValueProducer {
+ public:
+  explicit ThreeSpans(const std::vector<uint8_t>& value) : value_(value) {}
+  bool produce(kvp::storage::ValueWriter& writer) override {
+    uint8_t* base = const_cast<uint8_t*>(value_.data());
+    const iovec spans[3] = {{base, 7 << 10}, {base + (7 << 10), 9 << 10}, {base + (16 << 10), 14 << 10}};
+    return writer.write_at(0, spans, 3);
+  }
+
+ private:
+  const std::vector<uint8_t>& value_;
+};
+
+TEST(FileStoreStreamed, AWriteCutShortInsideASpanIsAnErrorAndLeavesNoFile) {
+  TempDir tmp;
+  auto store = open_store(tmp.path());
+  std::vector<uint8_t> value(30 << 10);
+  for (size_t i = 0; i < value.size(); ++i) value[i] = uint8_t(i * 13 + (i >> 9));
+  const std::string key = kvp::storage::page_key(fingerprint(), digest_of(3));
+  {
+    // The file system takes 10,000 bytes (the middle of the second span), then refuses.
+    rlimit saved{};
+    ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &saved), 0);
+    const auto old_handler = signal(SIGXFSZ, SIG_IGN);
+    rlimit limited = saved;
+    limited.rlim_cur = 10000;
+    ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &limited), 0);
+    ThreeSpans producer(value);
+    const BlobResult r = store->put_streamed(key, value.size(), producer);
+    setrlimit(RLIMIT_FSIZE, &saved);
+    signal(SIGXFSZ, old_handler);
+    EXPECT_EQ(r, BlobResult::kError);
+  }
+  DIR* dir = opendir(tmp.path().c_str());
+  ASSERT_NE(dir, nullptr);
+  size_t entries = 0;
+  while (dirent* e = readdir(dir)) {
+    const std::string name = e->d_name;
+    if (name != "." && name != "..") ++entries;
+  }
+  closedir(dir);
+  EXPECT_EQ(entries, 0u) << "no value and no temporary file stays";
+  EXPECT_EQ(store->stats().io_errors, 1u);
+  // Without the limit the same spans make the whole value, in order.
+  ThreeSpans producer(value);
+  ASSERT_EQ(store->put_streamed(key, value.size(), producer), BlobResult::kOk);
+  std::vector<uint8_t> back(value.size() + 1);
+  uint8_t* dst = back.data();
+  const size_t capacity = back.size();
+  size_t size = 0;
+  BlobResult r = BlobResult::kError;
+  store->get(&key, &dst, &capacity, 1, &size, &r);
+  ASSERT_EQ(r, BlobResult::kOk);
+  back.resize(size);
+  EXPECT_TRUE(back == value);
+}
+
+}  // namespace
