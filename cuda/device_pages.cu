@@ -49,15 +49,29 @@ struct ExtendParams {
 };
 
 // Up to this many earlier requests, every warp sums them itself (see below).
-constexpr int64_t kWarpSumRequests = 64;  // beyond, the block reduction was faster (batch 256: 8.8 against 10.1 µs)
+constexpr int64_t kWarpSumRequests = 64;  // beyond, a block-wide sum was faster (batch 256: 8.8 against 10.1 µs)
 
 // Request i's extend and new pages packed as (extend << 32) | pages (0 for an invalid request,
 // which its own block reports): both sums fit in 32 bits for any one call.
-__device__ __forceinline__ unsigned long long packed_need(const ExtendParams& p, int64_t i) {
-  const int64_t pi = p.a.prefix_lens[i], si = p.a.seq_lens[i];
+__device__ __forceinline__ unsigned long long packed_need(const PageMath& page, int64_t pi, int64_t si) {
   if (pi < 0 || si < pi) return 0;
   return (static_cast<unsigned long long>(si - pi) << 32) |
-         static_cast<unsigned long long>(p.page.pages(si) - p.page.pages(pi));
+         static_cast<unsigned long long>(page.pages(si) - page.pages(pi));
+}
+
+// The packed needs of requests first, first + stride, ... below r. Two requests per
+// iteration, both loaded before either is used: in-order issue would otherwise wait one
+// load latency per request (a zero pair adds nothing: packed_need(0, 0) == 0).
+__device__ __forceinline__ unsigned long long sum_needs(const ExtendParams& p, int first, int stride, int r) {
+  unsigned long long sum = 0;  // 32-bit indices: the launcher caps the batch at INT32_MAX
+  for (int i = first; i < r; i += 2 * stride) {
+    const int j = i + stride;
+    const bool two = j < r;
+    const int64_t pi = p.a.prefix_lens[i], si = p.a.seq_lens[i];
+    const int64_t pj = two ? p.a.prefix_lens[j] : 0, sj = two ? p.a.seq_lens[j] : 0;
+    sum += packed_need(p.page, pi, si) + packed_need(p.page, pj, sj);
+  }
+  return sum;
 }
 
 // The stores of request r's block: tokens [blockIdx.y * 1024, +1024) of its extend (`ext`
@@ -138,9 +152,6 @@ __device__ __forceinline__ void extend_tokens(const ExtendParams& p, int64_t r, 
 // totals with the host's; every write is bounded by the host's counts, so
 // device lengths that differ fault instead of writing past the arrays.
 __global__ void __launch_bounds__(kExtendThreads) extend_kernel(ExtendParams p) {
-  using Reduce = cub::BlockReduce<unsigned long long, kExtendThreads>;
-  __shared__ typename Reduce::TempStorage reduce_tmp;
-  __shared__ unsigned long long s_before;
   store_cursor(p.cursor, p.next);
   __shared__ int s_stop;
   const ExtendArgs& a = p.a;
@@ -158,20 +169,24 @@ __global__ void __launch_bounds__(kExtendThreads) extend_kernel(ExtendParams p) 
     // critical path, so every thread also checks the fault record on its own.
     const bool stop = kvp_faulted(p.fault);  // issued with the loads below
     const int lane = tid & 31;
-    for (int64_t i = lane; i < r; i += 32) before += packed_need(p, i);
+    before = sum_needs(p, lane, 32, static_cast<int>(r));
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) before += __shfl_xor_sync(0xffffffffu, before, o);
     if (stop) return;
   } else {
-    // Wide batches: one block reduction (r is the block's, so every thread takes this branch).
-    unsigned long long part = 0;
-    for (int64_t i = tid; i < r; i += kExtendThreads) part += packed_need(p, i);
+    // Wide batches (r is the block's, so every thread takes this branch): each warp sums
+    // its share, and after ONE barrier every thread adds the warps' sums itself (a block
+    // reduction would need a second barrier to hand thread 0's total to the others).
+    __shared__ unsigned long long s_warp[kExtendThreads / 32];
+    unsigned long long part = sum_needs(p, tid, kExtendThreads, static_cast<int>(r));
     if (tid == 0) s_stop = kvp_faulted(p.fault) ? 1 : 0;  // issued with the loads above
-    const unsigned long long sum = Reduce(reduce_tmp).Sum(part);
-    if (tid == 0) s_before = sum;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) part += __shfl_xor_sync(0xffffffffu, part, o);
+    if ((tid & 31) == 0) s_warp[tid >> 5] = part;
     __syncthreads();
     if (s_stop) return;  // uniform: read after the barrier
-    before = s_before;
+#pragma unroll
+    for (int w = 0; w < kExtendThreads / 32; ++w) before += s_warp[w];
   }
   const bool bad_length = pre < 0 || seq < pre;
   const bool bad_last = !bad_length && ((pre == 0 && last != -1) || (pre > 0 && (last < 0 || last >= p.slot_limit)) ||
@@ -667,7 +682,7 @@ Status extend(const PagesView& v, RingPos free, RingPos next, const ExtendArgs& 
   ExtendParams p{a,       v.cursor,   next, v.free_ring, free.head, v.num_pages, v.owned, page_math(v), v.slot_limit,
                  v.fault, v.host_flag};
   const int64_t chunks = a.max_extend <= 0 ? 1 : (a.max_extend + kExtendChunk - 1) / kExtendChunk;
-  if (a.batch > INT32_MAX || chunks > 65535) {
+  if (a.batch > INT32_MAX - 1024 || chunks > 65535) {  // sum_needs steps 32-bit indices past the batch
     return Status::invalid("extend batch too large for one launch (" + std::to_string(a.batch) + " requests, " +
                            std::to_string(a.max_extend) + " tokens in the longest extend)");
   }

@@ -44,8 +44,10 @@ const Anchor kAnchors[] = {
     {"extend_gpu_us", 16, 256, 5.79, 5.63},   {"extend_gpu_us", 64, 1, 4.26, 4.10},
     {"extend_gpu_us", 64, 32, 4.61, 4.35},    {"extend_gpu_us", 64, 256, 5.79, 5.63},
     // need_sort: SGLang's alloc_extend calls that ran merge_and_sort_free (SGLANG_H100_MORE.md 4, SGLANG_H200.md).
-    {"need_sort_merge_extend_host_us", 64, 32, 197, 279},      {"need_sort_merge_extend_host_us", 64, 256, 165, 251},
-    {"need_sort_merge_extend_sync_host_us", 64, 32, 197, 279}, {"need_sort_merge_extend_sync_host_us", 64, 256, 165, 251},
+    {"need_sort_merge_extend_host_us", 64, 32, 197, 279},
+    {"need_sort_merge_extend_host_us", 64, 256, 165, 251},
+    {"need_sort_merge_extend_sync_host_us", 64, 32, 197, 279},
+    {"need_sort_merge_extend_sync_host_us", 64, 256, 165, 251},
     {"free_host_us", 16, 1, 63.8, 68.0},      {"free_host_us", 16, 32, 191, 193},
     {"free_host_us", 16, 256, 185, 317},      {"free_host_us", 64, 1, 89.3, 175},
     {"free_host_us", 64, 32, 184, 323},       {"free_host_us", 64, 256, 179, 336},
