@@ -39,6 +39,14 @@ struct PageMath {
   __device__ __forceinline__ int64_t mod(int64_t x) const { return shift >= 0 ? (x & (size - 1)) : x % size; }
   // Pages holding x tokens (x >= 0).
   __device__ __forceinline__ int64_t pages(int64_t x) const { return div(x + size - 1); }
+  // The same on offsets below 2^32 (the launchers check that the page size fits 32 bits): the
+  // per-token loops then need no 64-bit arithmetic, which the GPU emulates with several instructions.
+  __device__ __forceinline__ uint32_t div32(uint32_t x) const {
+    return shift >= 0 ? x >> shift : x / static_cast<uint32_t>(size);
+  }
+  __device__ __forceinline__ uint32_t mod32(uint32_t x) const {
+    return shift >= 0 ? x & static_cast<uint32_t>(size - 1) : x % static_cast<uint32_t>(size);
+  }
 };
 
 // Entry `k` of a ring list starting at `head` (head < cap, k < cap).

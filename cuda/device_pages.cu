@@ -49,15 +49,98 @@ struct ExtendParams {
 };
 
 // Up to this many earlier requests, every warp sums them itself (see below).
-constexpr int64_t kWarpSumRequests = 64;  // beyond, the block reduction was faster (batch 256: 8.8 against 10.1 µs)
+constexpr int64_t kWarpSumRequests = 64;  // beyond, a block-wide sum was faster (batch 256: 8.8 against 10.1 µs)
 
 // Request i's extend and new pages packed as (extend << 32) | pages (0 for an invalid request,
 // which its own block reports): both sums fit in 32 bits for any one call.
-__device__ __forceinline__ unsigned long long packed_need(const ExtendParams& p, int64_t i) {
-  const int64_t pi = p.a.prefix_lens[i], si = p.a.seq_lens[i];
+__device__ __forceinline__ unsigned long long packed_need(const PageMath& page, int64_t pi, int64_t si) {
   if (pi < 0 || si < pi) return 0;
   return (static_cast<unsigned long long>(si - pi) << 32) |
-         static_cast<unsigned long long>(p.page.pages(si) - p.page.pages(pi));
+         static_cast<unsigned long long>(page.pages(si) - page.pages(pi));
+}
+
+// The packed needs of requests first, first + stride, ... below r. Two requests per
+// iteration, both loaded before either is used: in-order issue would otherwise wait one
+// load latency per request (a zero pair adds nothing: packed_need(0, 0) == 0).
+__device__ __forceinline__ unsigned long long sum_needs(const ExtendParams& p, int first, int stride, int r) {
+  unsigned long long sum = 0;  // 32-bit indices: the launcher caps the batch at INT32_MAX
+  for (int i = first; i < r; i += 2 * stride) {
+    const int j = i + stride;
+    const bool two = j < r;
+    const int64_t pi = p.a.prefix_lens[i], si = p.a.seq_lens[i];
+    const int64_t pj = two ? p.a.prefix_lens[j] : 0, sj = two ? p.a.seq_lens[j] : 0;
+    sum += packed_need(p.page, pi, si) + packed_need(p.page, pj, sj);
+  }
+  return sum;
+}
+
+// The stores of request r's block: tokens [blockIdx.y * 1024, +1024) of its extend (`ext`
+// tokens, after the `pre` of its prefix). `before` packs the extends and new pages of the
+// requests before it (output and free-list offsets). All offsets here are 32-bit: one extend is
+// at most max_extend <= 65535 * 1024 tokens (checked by the caller against the device length)
+// and a call's totals are below 2^32 (the launcher checks them), so only the slot values need
+// 64 bits. Every write is bounded by the host's counts, so device lengths that differ fault
+// instead of writing past the arrays.
+__device__ __forceinline__ void extend_tokens(const ExtendParams& p, int64_t r, uint32_t ext,
+                                              unsigned long long before, int64_t pre, int64_t last) {
+  const ExtendArgs& a = p.a;
+  const uint32_t out_off = static_cast<uint32_t>(before >> 32);
+  const uint32_t page_off = static_cast<uint32_t>(before);
+  const uint32_t out_len = static_cast<uint32_t>(a.out_len), pages = static_cast<uint32_t>(a.pages);
+  // Tokens that still fit the prefix's partial last page (part 1): fewer than a page.
+  const uint32_t room = static_cast<uint32_t>(p.page.pages(pre) * p.page.size - pre);
+  const uint32_t first = blockIdx.y * static_cast<uint32_t>(kExtendChunk) + threadIdx.x;
+  // Two passes: pass 1 starts every free-list read of the thread, pass 2 uses
+  // them (in-order issue: a use of a loaded value stalls the warp).
+  int64_t value[kExtendTokensPerThread];
+  uint32_t q_of[kExtendTokensPerThread], offset[kExtendTokensPerThread];
+  constexpr uint32_t kNone = 0xffffffffu;  // q_of of a token of part 1 (or none)
+#pragma unroll
+  for (int k = 0; k < kExtendTokensPerThread; ++k) {
+    const uint32_t within = first + static_cast<uint32_t>(k * kExtendThreads);
+    q_of[k] = kNone;
+    value[k] = 0;
+    offset[k] = 0;
+    if (within >= ext) continue;
+    if (within < room) {  // part 1: continue the prefix's partial page
+      value[k] = last + 1 + within;
+      continue;
+    }
+    const uint32_t d = within - room;        // tokens after the prefix's last page
+    // Parts 2 and 3: the batch's q-th new page (64-bit sum: device lengths that differ from the
+    // host's may push it past 2^32, and the check below must see that).
+    const uint64_t q = uint64_t{page_off} + p.page.div32(d);
+    if (q >= pages) {
+      kvp_raise(p.fault, p.flag, backend::kFaultLengthMismatch, backend::kOpExtend, r, static_cast<int64_t>(q) + 1,
+                a.pages);
+      continue;
+    }
+    q_of[k] = static_cast<uint32_t>(q);
+    offset[k] = p.page.mod32(d);  // the prefix's last page ends on a page boundary
+    value[k] = p.ring[ring_index(p.head, q, p.cap)];
+  }
+#pragma unroll
+  for (int k = 0; k < kExtendTokensPerThread; ++k) {
+    const uint32_t within = first + static_cast<uint32_t>(k * kExtendThreads);
+    if (within >= ext) continue;
+    const uint64_t o = uint64_t{out_off} + within;  // 64-bit for the same reason as q
+    if (o >= out_len) {
+      kvp_raise(p.fault, p.flag, backend::kFaultLengthMismatch, backend::kOpExtend, r, static_cast<int64_t>(o) + 1,
+                a.out_len);
+      continue;
+    }
+    if (q_of[k] == kNone) {
+      a.out[o] = value[k];
+      continue;
+    }
+    const int64_t page = value[k];
+    a.out[o] = page * p.page.size + offset[k];
+    if (offset[k] == 0) {  // a new page's first slot records the page (every new page has one)
+      if (a.new_pages != nullptr) a.new_pages[q_of[k]] = page;
+      // Fire-and-forget: the old value is not waited for (kvpool_check verifies ownership).
+      atomicOr(&p.owned[word_of(page)], bit_of(page));
+    }
+  }
 }
 
 // Grid (request r, chunk c): the block writes tokens [c * 1024, (c + 1) * 1024)
@@ -69,9 +152,6 @@ __device__ __forceinline__ unsigned long long packed_need(const ExtendParams& p,
 // totals with the host's; every write is bounded by the host's counts, so
 // device lengths that differ fault instead of writing past the arrays.
 __global__ void __launch_bounds__(kExtendThreads) extend_kernel(ExtendParams p) {
-  using Reduce = cub::BlockReduce<unsigned long long, kExtendThreads>;
-  __shared__ typename Reduce::TempStorage reduce_tmp;
-  __shared__ unsigned long long s_before;
   store_cursor(p.cursor, p.next);
   __shared__ int s_stop;
   const ExtendArgs& a = p.a;
@@ -89,104 +169,57 @@ __global__ void __launch_bounds__(kExtendThreads) extend_kernel(ExtendParams p) 
     // critical path, so every thread also checks the fault record on its own.
     const bool stop = kvp_faulted(p.fault);  // issued with the loads below
     const int lane = tid & 31;
-    for (int64_t i = lane; i < r; i += 32) before += packed_need(p, i);
+    before = sum_needs(p, lane, 32, static_cast<int>(r));
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) before += __shfl_xor_sync(0xffffffffu, before, o);
     if (stop) return;
   } else {
-    // Wide batches: one block reduction (r is the block's, so every thread takes this branch).
-    unsigned long long part = 0;
-    for (int64_t i = tid; i < r; i += kExtendThreads) part += packed_need(p, i);
+    // Wide batches (r is the block's, so every thread takes this branch): each warp sums
+    // its share, and after ONE barrier every thread adds the warps' sums itself (a block
+    // reduction would need a second barrier to hand thread 0's total to the others).
+    __shared__ unsigned long long s_warp[kExtendThreads / 32];
+    unsigned long long part = sum_needs(p, tid, kExtendThreads, static_cast<int>(r));
     if (tid == 0) s_stop = kvp_faulted(p.fault) ? 1 : 0;  // issued with the loads above
-    const unsigned long long sum = Reduce(reduce_tmp).Sum(part);
-    if (tid == 0) s_before = sum;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) part += __shfl_xor_sync(0xffffffffu, part, o);
+    if ((tid & 31) == 0) s_warp[tid >> 5] = part;
     __syncthreads();
     if (s_stop) return;  // uniform: read after the barrier
-    before = s_before;
+#pragma unroll
+    for (int w = 0; w < kExtendThreads / 32; ++w) before += s_warp[w];
   }
   const bool bad_length = pre < 0 || seq < pre;
   const bool bad_last = !bad_length && ((pre == 0 && last != -1) || (pre > 0 && (last < 0 || last >= p.slot_limit)) ||
                                         (P > 1 && p.page.mod(last + 1) != p.page.mod(pre)));
-  if (bad_length || bad_last) {  // uniform: the request is the block's
+  // An extend longer than the host's longest means the device lengths differ from the host's;
+  // rejecting it here also keeps every per-token offset below 2^32 (see extend_tokens).
+  const bool too_long = !bad_length && !bad_last && seq - pre > a.max_extend;
+  if (bad_length || bad_last || too_long) {  // uniform: the request is the block's
     if (blockIdx.y == 0 && tid == 0) {
       if (bad_length) {
         kvp_raise(p.fault, p.flag, backend::kFaultBadLength, backend::kOpExtend, r, seq, pre);
-      } else {
+      } else if (bad_last) {
         kvp_raise(p.fault, p.flag, backend::kFaultBadLastLoc, backend::kOpExtend, r, last, pre);
+      } else {
+        kvp_raise(p.fault, p.flag, backend::kFaultLengthMismatch, backend::kOpExtend, r, seq - pre, a.max_extend);
       }
     }
     return;
   }
   const int64_t ext = seq - pre;
-  const int64_t out_off = static_cast<int64_t>(before >> 32);
-  const int64_t page_off = static_cast<int64_t>(before & 0xffffffffull);
   if (r == a.batch - 1 && blockIdx.y == 0 && tid == 0) {
-    const int64_t total = out_off + ext, pages = page_off + p.page.pages(seq) - p.page.pages(pre);
+    const int64_t total = static_cast<int64_t>(before >> 32) + ext;
+    const int64_t pages = static_cast<int64_t>(before & 0xffffffffull) + p.page.pages(seq) - p.page.pages(pre);
     if (total != a.out_len) {
       kvp_raise(p.fault, p.flag, backend::kFaultLengthMismatch, backend::kOpExtend, -1, total, a.out_len);
     } else if (pages != a.pages) {
       kvp_raise(p.fault, p.flag, backend::kFaultLengthMismatch, backend::kOpExtend, -1, pages, a.pages);
     }
   }
-  const int64_t pre_end = p.page.pages(pre) * P;
-  const int64_t first = static_cast<int64_t>(blockIdx.y) * kExtendChunk + tid;
-  // Two passes: pass 1 starts every free-list read of the thread, pass 2 uses
-  // them (in-order issue: a use of a loaded value stalls the warp).
-  int64_t value[kExtendTokensPerThread], q_of[kExtendTokensPerThread], offset[kExtendTokensPerThread];
-#pragma unroll
-  for (int k = 0; k < kExtendTokensPerThread; ++k) {
-    const int64_t within = first + static_cast<int64_t>(k) * kExtendThreads;
-    q_of[k] = -1;
-    value[k] = 0;
-    offset[k] = 0;
-    if (within >= ext) continue;
-    const int64_t token = pre + within;  // position in the sequence
-    if (token < pre_end) {  // part 1: continue the prefix's partial page
-      value[k] = last + 1 + within;
-      continue;
-    }
-    const int64_t q = page_off + p.page.div(token - pre_end);  // parts 2 and 3: the batch's q-th new page
-    if (q >= a.pages) {
-      kvp_raise(p.fault, p.flag, backend::kFaultLengthMismatch, backend::kOpExtend, r, q + 1, a.pages);
-      continue;
-    }
-    q_of[k] = q;
-    offset[k] = p.page.mod(token);
-    value[k] = p.ring[ring_index(p.head, q, p.cap)];
-  }
-#pragma unroll
-  for (int k = 0; k < kExtendTokensPerThread; ++k) {
-    const int64_t within = first + static_cast<int64_t>(k) * kExtendThreads;
-    if (within >= ext) continue;
-    const int64_t o = out_off + within;
-    if (o >= a.out_len) {
-      kvp_raise(p.fault, p.flag, backend::kFaultLengthMismatch, backend::kOpExtend, r, o + 1, a.out_len);
-      continue;
-    }
-    if (q_of[k] < 0) {
-      a.out[o] = value[k];
-      continue;
-    }
-    const int64_t page = value[k];
-    a.out[o] = page * P + offset[k];
-    if (offset[k] == 0) {  // a new page's first slot records the page (every new page has one)
-      if (a.new_pages != nullptr) a.new_pages[q_of[k]] = page;
-      // Fire-and-forget: the old value is not waited for (kvpool_check verifies ownership).
-      atomicOr(&p.owned[word_of(page)], bit_of(page));
-    }
-  }
+  extend_tokens(p, r, static_cast<uint32_t>(ext), before, pre, last);
 }
 
 // --- decode ----------------------------------------------------------------
-
-struct Pair {
-  long long need, seq;
-};
-struct PairSum {
-  __device__ __forceinline__ Pair operator()(const Pair& a, const Pair& b) const {
-    return Pair{a.need + b.need, a.seq + b.seq};
-  }
-};
 
 // A decode request's length and last_loc (the slot of token seq - 2, -1 for a first
 // token), as PagedAllocator::decode checks them; raises the fault of `op` and returns
@@ -221,61 +254,78 @@ struct DecodeParams {
   int* flag;
 };
 
-// One block (decode batches are at most a few thousand): tiles of 512
-// requests, an exclusive sum of "needs a new page" gives each request its
-// free-list entry.
-__global__ void __launch_bounds__(kDecodeThreads) decode_kernel(DecodeParams p) {
-  using Scan = cub::BlockScan<Pair, kDecodeThreads, cub::BLOCK_SCAN_RAKING>;
-  __shared__ typename Scan::TempStorage scan_tmp;
-  store_cursor(p.cursor, p.next);
-  if (block_faulted(p.fault)) return;
-  const DecodeArgs& a = p.a;
-  const int64_t P = p.page.size;
-  Pair carry{0, 0};
-  for (int64_t tile = 0; tile < a.batch; tile += kDecodeThreads) {
-    const int64_t i = tile + threadIdx.x;
-    int64_t seq = 0, last = -1;
-    bool ok = false;
-    Pair mine{0, 0};
-    if (i < a.batch) {
-      seq = a.seq_lens[i];
-      last = a.last_locs[i];
-      if (decode_input_ok(p.page, seq, last, p.slot_limit, p.fault, p.flag, backend::kOpDecode, i)) {
-        ok = true;
-        mine = Pair{(P == 1 || p.page.mod(seq) == 1) ? 1 : 0, seq};
-      }
-    }
-    Pair excl, total;
-    Scan(scan_tmp).ExclusiveScan(mine, excl, Pair{0, 0}, PairSum(), total);
-    if (ok) {
-      if (mine.need == 0) {
-        a.out[i] = last + 1;
-      } else {
-        const int64_t q = carry.need + excl.need;
-        if (q >= a.pages) {
-          kvp_raise(p.fault, p.flag, backend::kFaultLengthMismatch, backend::kOpDecode, i, q + 1, a.pages);
-        } else {
-          const int64_t page = p.ring[ring_index(p.head, q, p.cap)];
-          if (page < 1 || page > p.cap || (atomicOr(&p.owned[word_of(page)], bit_of(page)) & bit_of(page))) {
-            kvp_raise(p.fault, p.flag, backend::kFaultCorrupt, backend::kOpDecode, i, page);
-          }
-          a.out[i] = page * P;
-          if (a.new_pages != nullptr) a.new_pages[q] = page;
-        }
-      }
-    }
-    carry = PairSum()(carry, total);
-    __syncthreads();  // scan_tmp is reused by the next tile
-  }
-  if (threadIdx.x == 0) {
-    if (carry.seq != a.sum_seq) {
-      kvp_raise(p.fault, p.flag, backend::kFaultLengthMismatch, backend::kOpDecode, -1, carry.seq, a.sum_seq);
-    } else if (carry.need != a.pages) {
-      kvp_raise(p.fault, p.flag, backend::kFaultLengthMismatch, backend::kOpDecode, -1, carry.need, a.pages);
-    }
+// Hands out request i's new page: the free-list entry q. The slot and new_pages are
+// stored before the ownership check waits for its atomic, so the check's round trip
+// overlaps the stores instead of delaying them.
+__device__ __forceinline__ void decode_new_page(const DecodeParams& p, int64_t i, int64_t q) {
+  const int64_t page = p.ring[ring_index(p.head, q, p.cap)];
+  p.a.out[i] = page * p.page.size;
+  if (p.a.new_pages != nullptr) p.a.new_pages[q] = page;
+  if (page < 1 || page > p.cap || (atomicOr(&p.owned[word_of(page)], bit_of(page)) & bit_of(page))) {
+    kvp_raise(p.fault, p.flag, backend::kFaultCorrupt, backend::kOpDecode, i, page);
   }
 }
 
+// One block (decode batches are at most a few thousand): tiles of 512
+// requests, an exclusive sum of "needs a new page" gives each request its
+// free-list entry. The scan is of 32-bit counts (warp shuffles and one pass over
+// the warps' totals); the lengths' sum, compared with the host's, is reduced once at
+// the end, after every output is stored.
+__global__ void __launch_bounds__(kDecodeThreads) decode_kernel(DecodeParams p) {
+  using Scan = cub::BlockScan<int, kDecodeThreads, cub::BLOCK_SCAN_WARP_SCANS>;
+  using Reduce = cub::BlockReduce<long long, kDecodeThreads>;
+  __shared__ union {
+    typename Scan::TempStorage scan;
+    typename Reduce::TempStorage reduce;
+  } tmp;
+  store_cursor(p.cursor, p.next);
+  const DecodeArgs& a = p.a;
+  const int64_t P = p.page.size;
+  // The fault record is read by every thread together with its first lengths and made
+  // uniform by one barrier (a block-wide early return must not split the block).
+  const bool faulted = kvp_faulted(p.fault);
+  long long need_before = 0, seq_sum = 0;
+  for (int64_t tile = 0; tile < a.batch; tile += kDecodeThreads) {
+    const int64_t i = tile + threadIdx.x;
+    int64_t seq = 0, last = -1;
+    if (i < a.batch) {
+      seq = a.seq_lens[i];
+      last = a.last_locs[i];
+    }
+    if (tile == 0 && __syncthreads_or(faulted ? 1 : 0)) return;
+    bool ok = false;
+    int mine = 0;
+    if (i < a.batch && decode_input_ok(p.page, seq, last, p.slot_limit, p.fault, p.flag, backend::kOpDecode, i)) {
+      ok = true;
+      mine = (P == 1 || p.page.mod(seq) == 1) ? 1 : 0;
+      seq_sum += seq;
+    }
+    int excl = 0, total = 0;
+    Scan(tmp.scan).ExclusiveSum(mine, excl, total);
+    if (ok) {
+      if (mine == 0) {
+        a.out[i] = last + 1;
+      } else {
+        const int64_t q = need_before + excl;
+        if (q >= a.pages) {
+          kvp_raise(p.fault, p.flag, backend::kFaultLengthMismatch, backend::kOpDecode, i, q + 1, a.pages);
+        } else {
+          decode_new_page(p, i, q);
+        }
+      }
+    }
+    need_before += total;
+    __syncthreads();  // tmp is reused by the next tile (or the reduction)
+  }
+  const long long sum = Reduce(tmp.reduce).Sum(seq_sum);  // valid in thread 0
+  if (threadIdx.x == 0) {
+    if (sum != a.sum_seq) {
+      kvp_raise(p.fault, p.flag, backend::kFaultLengthMismatch, backend::kOpDecode, -1, sum, a.sum_seq);
+    } else if (need_before != a.pages) {
+      kvp_raise(p.fault, p.flag, backend::kFaultLengthMismatch, backend::kOpDecode, -1, need_before, a.pages);
+    }
+  }
+}
 
 // --- decode inside a captured graph -------------------------------------------------
 
@@ -495,18 +545,15 @@ __device__ __forceinline__ void mark_freed(const int64_t* pages, int64_t i, int6
 
 // --- merge-and-sort ----------------------------------------------------------
 
-// Marks every id of the free and release lists in the scratch bitmap.
-__global__ void mark_lists_kernel(const int64_t* free_ring, RingPos free, const int64_t* release_ring,
-                                  RingPos release, int64_t cap, uint32_t* bits, FaultRecord* fault, int* flag) {
-  if (kvp_faulted(fault)) return;
-  const int64_t n = free.count + release.count;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < n; k += stride) {
-    const int64_t id = k < free.count ? free_ring[ring_index(free.head, k, cap)]
-                                      : release_ring[ring_index(release.head, k - free.count, cap)];
-    if (id < 1 || id > cap || (atomicOr(&bits[word_of(id)], bit_of(id)) & bit_of(id))) {
-      kvp_raise(fault, flag, backend::kFaultCorrupt, backend::kOpMerge, k, id);
-    }
+// Marks entry k of the concatenated free and release lists in the scratch bitmap; an id out
+// of range or already marked means the lists are corrupt.
+__device__ __forceinline__ void mark_listed(const int64_t* free_ring, RingPos free, const int64_t* release_ring,
+                                            RingPos release, int64_t k, int64_t cap, uint32_t* bits,
+                                            FaultRecord* fault, int* flag) {
+  const int64_t id = k < free.count ? free_ring[ring_index(free.head, k, cap)]
+                                    : release_ring[ring_index(release.head, k - free.count, cap)];
+  if (id < 1 || id > cap || (atomicOr(&bits[word_of(id)], bit_of(id)) & bit_of(id))) {
+    kvp_raise(fault, flag, backend::kFaultCorrupt, backend::kOpMerge, k, id);
   }
 }
 
@@ -528,7 +575,7 @@ __device__ __forceinline__ void compact_bits(uint32_t* bits, int64_t words, int6
     uint32_t w[kCompactWords];
     long long count = 0;
     for (int k = 0; k < kCompactWords; ++k) {
-      w[k] = first + k < words ? bits[first + k] : 0u;
+      w[k] = first + k < words ? __ldcg(&bits[first + k]) : 0u;  // L2: other blocks' marks (merge_kernel)
       count += __popc(w[k]);
     }
     long long pos = 0, total = 0;
@@ -550,12 +597,36 @@ __device__ __forceinline__ void compact_bits(uint32_t* bits, int64_t words, int6
 }
 
 
-__global__ void __launch_bounds__(kCompactThreads) compact_bits_kernel(uint32_t* bits, int64_t words, int64_t* ring,
-                                                                       int64_t start, int64_t cap,
-                                                                       FaultRecord* fault, RingPos* cursor,
-                                                                       RingPos next) {
+// Merge-and-sort in ONE launch (a merging extend or decode is then two launches, not
+// three): every block marks its share of the two lists in the scratch bitmap, and the
+// last block to finish compacts the bitmap into the free ring from position 0. "Last" is
+// decided by a counter in device memory that the last block sets back to zero, so it is
+// zero between calls (and kvalloc_clear zeroes it). Blocks count themselves even when the
+// pool is faulted, so the counter always returns to zero; compact_bits then does nothing.
+__global__ void __launch_bounds__(kCompactThreads) merge_kernel(int64_t* free_ring, RingPos free,
+                                                                const int64_t* release_ring, RingPos release,
+                                                                int64_t cap, uint32_t* bits, int64_t words,
+                                                                unsigned int* blocks_done, FaultRecord* fault,
+                                                                int* flag, RingPos* cursor, RingPos next) {
+  __shared__ int s_last;
   store_cursor(cursor, next);
-  compact_bits(bits, words, ring, start, cap, fault);
+  if (!kvp_faulted(fault)) {
+    const int64_t n = free.count + release.count;
+    const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+    for (int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < n; k += stride) {
+      mark_listed(free_ring, free, release_ring, release, k, cap, bits, fault, flag);
+    }
+  }
+  __threadfence();  // this block's marks (and its reads of the rings) are done before it counts itself
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    s_last = atomicAdd(blocks_done, 1u) == gridDim.x - 1 ? 1 : 0;
+    if (s_last) *blocks_done = 0;  // every block has counted: nothing else touches it in this launch
+  }
+  __syncthreads();
+  if (!s_last) return;
+  __threadfence();  // the other blocks' marks before the reads below
+  compact_bits(bits, words, free_ring, 0, cap, fault);
 }
 
 // Paged, more than 1024 pages, in ONE launch (the host call stays one launch
@@ -611,9 +682,15 @@ Status extend(const PagesView& v, RingPos free, RingPos next, const ExtendArgs& 
   ExtendParams p{a,       v.cursor,   next, v.free_ring, free.head, v.num_pages, v.owned, page_math(v), v.slot_limit,
                  v.fault, v.host_flag};
   const int64_t chunks = a.max_extend <= 0 ? 1 : (a.max_extend + kExtendChunk - 1) / kExtendChunk;
-  if (a.batch > INT32_MAX || chunks > 65535) {
+  if (a.batch > INT32_MAX - 1024 || chunks > 65535) {  // sum_needs steps 32-bit indices past the batch
     return Status::invalid("extend batch too large for one launch (" + std::to_string(a.batch) + " requests, " +
                            std::to_string(a.max_extend) + " tokens in the longest extend)");
+  }
+  // The kernel packs a call's extends and pages into 32 bits each and does its per-token
+  // arithmetic in 32 bits (extend_tokens).
+  if (a.out_len > UINT32_MAX || a.pages >= UINT32_MAX || v.page_size > UINT32_MAX) {
+    return Status::invalid("extend of " + std::to_string(a.out_len) + " tokens (" + std::to_string(a.pages) +
+                           " pages) exceeds what one call can allocate (2^32 - 1)");
   }
   const dim3 grid(static_cast<unsigned>(a.batch), static_cast<unsigned>(chunks));
   KVP_INJECTION_POINT("extend_kernel launch");
@@ -680,14 +757,11 @@ Status merge(const PagesView& v, RingPos free, RingPos release, void* stream) {
   KVPOOL_RETURN_IF_ERROR(use_device(v.device));
   cudaStream_t s = as_stream(stream);
   const int64_t n = free.count + release.count;
-  KVP_INJECTION_POINT("mark_lists_kernel launch");
-  mark_lists_kernel<<<blocks_for(n, 256), 256, 0, s>>>(v.free_ring, free, v.release_ring, release, v.num_pages,
-                                                       v.scratch_bits, v.fault, v.host_flag);
-  KVPOOL_RETURN_IF_ERROR(launch_status("merge mark kernel launch"));
-  KVP_INJECTION_POINT("compact_bits_kernel launch");
-  compact_bits_kernel<<<1, kCompactThreads, 0, s>>>(v.scratch_bits, bitmap_words(v), v.free_ring, 0, v.num_pages,
-                                                    v.fault, v.cursor, RingPos{0, n});
-  return launch_status("merge compact kernel launch");
+  KVP_INJECTION_POINT("merge_kernel launch");
+  merge_kernel<<<blocks_for(n, kCompactThreads), kCompactThreads, 0, s>>>(
+      v.free_ring, free, v.release_ring, release, v.num_pages, v.scratch_bits, bitmap_words(v), v.blocks_done, v.fault,
+      v.host_flag, v.cursor, RingPos{0, n});
+  return launch_status("merge kernel launch");
 }
 
 Status reset(const PagesView& v, void* stream) {
@@ -696,6 +770,8 @@ Status reset(const PagesView& v, void* stream) {
   const size_t bytes = static_cast<size_t>(bitmap_words(v)) * sizeof(uint32_t);
   KVPOOL_RETURN_IF_ERROR(cuda_status(cudaMemsetAsync(v.owned, 0, bytes, s), "cudaMemsetAsync (owned bitmap)"));
   KVPOOL_RETURN_IF_ERROR(cuda_status(cudaMemsetAsync(v.scratch_bits, 0, bytes, s), "cudaMemsetAsync (scratch)"));
+  KVPOOL_RETURN_IF_ERROR(
+      cuda_status(cudaMemsetAsync(v.blocks_done, 0, sizeof(*v.blocks_done), s), "cudaMemsetAsync (merge counter)"));
   KVP_INJECTION_POINT("iota_kernel launch");
   iota_kernel<<<blocks_for(v.num_pages, 256), 256, 0, s>>>(v.free_ring, v.num_pages, v.cursor);
   return launch_status("free-list reset kernel launch");

@@ -27,6 +27,7 @@ struct PagesView {
   uint32_t* owned = nullptr;        // bit per page id 0..num_pages
   uint32_t* scratch_bits = nullptr; // same size; all zero between calls (sorting frees, merge)
   uint64_t* result = nullptr;       // one word: host-path validation result
+  uint32_t* blocks_done = nullptr;  // merge: blocks that finished marking; zero between calls
   // The free list's position in device memory, stored by every kernel that moves it
   // (the host computes the new position) and read and advanced by the graph decode.
   RingPos* cursor = nullptr;

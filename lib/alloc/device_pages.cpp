@@ -155,7 +155,8 @@ Status DevicePages::make(backend::Backend* backend, int device, int64_t num_page
   KVPOOL_RETURN_IF_ERROR(backend::DeviceMemory::make(backend, ring_bytes, &d->free_ring_));
   KVPOOL_RETURN_IF_ERROR(backend::DeviceMemory::make(backend, bitmap_bytes, &d->owned_));
   KVPOOL_RETURN_IF_ERROR(backend::DeviceMemory::make(backend, bitmap_bytes, &d->scratch_bits_));
-  KVPOOL_RETURN_IF_ERROR(backend::DeviceMemory::make(backend, sizeof(uint64_t), &d->result_));
+  // Two words: the host-path validation result, then the merge kernel's block counter.
+  KVPOOL_RETURN_IF_ERROR(backend::DeviceMemory::make(backend, 2 * sizeof(uint64_t), &d->result_));
   KVPOOL_RETURN_IF_ERROR(backend::DeviceMemory::make(backend, sizeof(devk::RingPos), &d->cursor_));
   if (need_sort) KVPOOL_RETURN_IF_ERROR(backend::DeviceMemory::make(backend, ring_bytes, &d->release_ring_));
   v.free_ring = d->free_ring_.as<int64_t>();
@@ -163,6 +164,7 @@ Status DevicePages::make(backend::Backend* backend, int device, int64_t num_page
   v.owned = d->owned_.as<uint32_t>();
   v.scratch_bits = d->scratch_bits_.as<uint32_t>();
   v.result = d->result_.as<uint64_t>();
+  v.blocks_done = reinterpret_cast<uint32_t*>(v.result + 1);
   v.cursor = d->cursor_.as<devk::RingPos>();
   KVPOOL_RETURN_IF_ERROR(d->clear());
   *out = std::move(d);
@@ -373,15 +375,10 @@ Status DevicePages::extend_host(const ExtendRequest& r, int64_t* out, size_t out
   if (need.pages > available_pages()) return extend_async(need, 0, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr);
   int64_t* d = nullptr;
   KVPOOL_RETURN_IF_ERROR(scratch(3 * r.batch + out_len, &d));
-  int64_t* pre = d;
-  int64_t* seq = d + r.batch;
-  int64_t* last = d + 2 * r.batch;
-  int64_t* slots = d + 3 * r.batch;
-  KVPOOL_RETURN_IF_ERROR(upload(pre, r.prefix_lens, r.batch));
-  KVPOOL_RETURN_IF_ERROR(upload(seq, r.seq_lens, r.batch));
-  KVPOOL_RETURN_IF_ERROR(upload(last, r.last_locs, r.batch));
-  KVPOOL_RETURN_IF_ERROR(extend_async(need, r.batch, pre, seq, last, slots, nullptr, nullptr));
-  return download(out, slots, out_len);
+  KVPOOL_RETURN_IF_ERROR(upload_packed({r.prefix_lens, r.seq_lens, r.last_locs}, r.batch, d));
+  KVPOOL_RETURN_IF_ERROR(
+      extend_async(need, r.batch, d, d + r.batch, d + 2 * r.batch, d + 3 * r.batch, nullptr, nullptr));
+  return download(out, d + 3 * r.batch, out_len);
 }
 
 Status DevicePages::decode_host(const int64_t* seq_lens, const int64_t* last_locs, size_t batch, int64_t* out) {
@@ -391,10 +388,22 @@ Status DevicePages::decode_host(const int64_t* seq_lens, const int64_t* last_loc
   if (pages > available_pages()) return decode_async(pages, sum, 0, nullptr, nullptr, nullptr, nullptr, nullptr);
   int64_t* d = nullptr;
   KVPOOL_RETURN_IF_ERROR(scratch(3 * batch, &d));
-  KVPOOL_RETURN_IF_ERROR(upload(d, seq_lens, batch));
-  KVPOOL_RETURN_IF_ERROR(upload(d + batch, last_locs, batch));
+  KVPOOL_RETURN_IF_ERROR(upload_packed({seq_lens, last_locs, nullptr}, batch, d));
   KVPOOL_RETURN_IF_ERROR(decode_async(pages, sum, batch, d, d + batch, d + 2 * batch, nullptr, nullptr));
   return download(out, d + 2 * batch, batch);
+}
+
+Status DevicePages::upload_packed(std::array<const int64_t*, 3> arrays, size_t n, int64_t* device) {
+  // One synchronous copy instead of one per array: each cudaMemcpy from pageable memory
+  // costs several microseconds whatever its size, which dominated these calls.
+  size_t parts = 0;
+  host_pack_.resize(3 * n);  // keeps its capacity: no allocation once the largest batch was seen
+  for (const int64_t* a : arrays) {
+    if (a == nullptr) break;
+    std::copy(a, a + n, host_pack_.begin() + static_cast<std::ptrdiff_t>(parts * n));
+    ++parts;
+  }
+  return upload(device, host_pack_.data(), parts * n);
 }
 
 Status DevicePages::merge_host() {

@@ -15,6 +15,7 @@
 // ownership on the device), run the same kernels and wait.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -114,6 +115,9 @@ class DevicePages {
   devk::RingPos after_take(uint64_t pages) const;
   Status scratch(size_t words, int64_t** out);
   Status upload(int64_t* device, const int64_t* host, size_t n);
+  // Copies up to three host arrays of `n` entries (a null ends the list) to `device`, back to
+  // back, in one transfer.
+  Status upload_packed(std::array<const int64_t*, 3> arrays, size_t n, int64_t* device);
   Status download(int64_t* host, const int64_t* device, size_t n) const;
   Status sync() const;
   Status read_ring(const int64_t* ring, devk::RingPos pos, std::vector<int64_t>* out) const;
@@ -124,6 +128,7 @@ class DevicePages {
   devk::RingPos free_, release_;
   backend::DeviceMemory free_ring_, release_ring_, owned_, scratch_bits_, result_, cursor_;
   backend::DeviceMemory host_scratch_;  // host-array calls: inputs and outputs on the device
+  std::vector<int64_t> host_pack_;      // host-array calls: their inputs packed for one upload
 };
 
 }  // namespace kvp::alloc

@@ -7,9 +7,6 @@
 namespace kvp::alloc {
 namespace {
 
-// Whole pages for `tokens` (>= 0), without the overflow of (tokens + page - 1) near INT64_MAX.
-int64_t pages_for(int64_t tokens, int64_t page) { return tokens / page + (tokens % page != 0 ? 1 : 0); }
-
 std::string at(size_t i) { return "request " + std::to_string(i) + ": "; }
 
 }  // namespace
@@ -18,7 +15,8 @@ PagedAllocator::PagedAllocator(int64_t num_pages, int64_t page_size, bool need_s
     : pages_(num_pages, page_size == 1 ? GiveBackOrder::kAppend : GiveBackOrder::kPrependSorted, need_sort,
              page_size == 1 ? "slot" : "page"),
       page_size_(page_size),
-      page_mask_(page_size > 0 && (page_size & (page_size - 1)) == 0 ? page_size - 1 : -1) {}
+      page_mask_(page_size > 0 && (page_size & (page_size - 1)) == 0 ? page_size - 1 : -1),
+      page_shift_(page_mask_ >= 0 ? __builtin_ctzll(static_cast<unsigned long long>(page_size)) : 0) {}
 
 Status PagedAllocator::alloc(size_t num_slots, int64_t* out) {
   const size_t page = static_cast<size_t>(page_size_);
@@ -118,12 +116,12 @@ Status PagedAllocator::check_extend(const ExtendRequest& r, size_t out_len, size
       return Status::invalid(at(i) + "last_loc " + std::to_string(last) + " is out of range [0, " +
                              std::to_string(slot_limit()) + ")");
     }
-    if (P > 1 && (last + 1) % P != pre % P) {
+    if (P > 1 && in_page(last + 1) != in_page(pre)) {  // both >= 0 here
       return Status::invalid(at(i) + "last_loc " + std::to_string(last) + " does not end a prefix of " +
                              std::to_string(pre) + " tokens: (last_loc + 1) % page_size must equal prefix % page_size");
     }
     total += static_cast<uint64_t>(seq - pre);
-    needed += static_cast<uint64_t>(pages_for(seq, P) - pages_for(pre, P));
+    needed += static_cast<uint64_t>(pages_of(seq) - pages_of(pre));
   }
   if (total != out_len) {
     return Status::invalid("output holds " + std::to_string(out_len) + " slots, the batch extends by " +
@@ -147,7 +145,7 @@ Status PagedAllocator::extend(const ExtendRequest& r, int64_t* out, size_t out_l
   size_t o = 0, next_page = 0;  // next_page = exclusive prefix sum of new pages
   for (size_t i = 0; i < r.batch; ++i) {
     const int64_t pre = r.prefix_lens[i], seq = r.seq_lens[i];
-    const int64_t pre_end = pages_for(pre, P) * P;  // end of the prefix's last page
+    const int64_t pre_end = pages_of(pre) * P;  // end of the prefix's last page
     const int64_t full_end = seq / P * P;            // end of the last whole page
     // Part 1: continue the prefix's partial page.
     const int64_t part1_end = seq < pre_end ? seq : pre_end;

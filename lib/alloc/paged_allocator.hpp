@@ -33,6 +33,13 @@ class PagedAllocator {
   int64_t in_page(int64_t position) const {
     return page_mask_ >= 0 ? (position & page_mask_) : position % page_size_;
   }
+  // Whole pages holding `tokens` (>= 0): a shift when the page size is a power of two (a
+  // 64-bit division per request and length was most of a large extend's host checks); no
+  // overflow of (tokens + page - 1) near INT64_MAX.
+  int64_t pages_of(int64_t tokens) const {
+    if (page_mask_ >= 0) return (tokens >> page_shift_) + ((tokens & page_mask_) != 0 ? 1 : 0);
+    return tokens / page_size_ + (tokens % page_size_ != 0 ? 1 : 0);
+  }
   int64_t num_pages() const { return pages_.num_ids(); }
   // Slots 0 .. slot_limit()-1 exist in the buffers (page 0 included).
   int64_t slot_limit() const { return (num_pages() + 1) * page_size_; }
@@ -71,6 +78,7 @@ class PagedAllocator {
   int64_t page_size_;
   // page_size - 1 when the page size is a power of two, else -1 (see in_page()).
   int64_t page_mask_;
+  int page_shift_;  // log2(page_size) when page_mask_ >= 0
   std::vector<int64_t> scratch_pages_;
   size_t last_taken_ = 0;  // pages the last extend/decode took (undo_last_allocation)
 };

@@ -43,6 +43,11 @@ const Anchor kAnchors[] = {
     {"extend_gpu_us", 16, 1, 4.13, 3.94},     {"extend_gpu_us", 16, 32, 4.58, 4.54},
     {"extend_gpu_us", 16, 256, 5.79, 5.63},   {"extend_gpu_us", 64, 1, 4.26, 4.10},
     {"extend_gpu_us", 64, 32, 4.61, 4.35},    {"extend_gpu_us", 64, 256, 5.79, 5.63},
+    // need_sort: SGLang's alloc_extend calls that ran merge_and_sort_free (SGLANG_H100_MORE.md 4, SGLANG_H200.md).
+    {"need_sort_merge_extend_host_us", 64, 32, 197, 279},
+    {"need_sort_merge_extend_host_us", 64, 256, 165, 251},
+    {"need_sort_merge_extend_sync_host_us", 64, 32, 197, 279},
+    {"need_sort_merge_extend_sync_host_us", 64, 256, 165, 251},
     {"free_host_us", 16, 1, 63.8, 68.0},      {"free_host_us", 16, 32, 191, 193},
     {"free_host_us", 16, 256, 185, 317},      {"free_host_us", 64, 1, 89.3, 175},
     {"free_host_us", 64, 32, 184, 323},       {"free_host_us", 64, 256, 179, 336},
@@ -150,12 +155,15 @@ void time_call(int reps, cudaStream_t stream, Call&& call, After&& after, std::v
   CHECK_CUDA(cudaEventDestroy(b));
 }
 
-kvpool* make_pool(int page, bool device_free_list, int64_t tokens, int64_t rows) {
+// `need_sort`: a PD-disaggregation pool (frees deferred to the release list, merged when short).
+kvpool* make_pool(int page, bool device_free_list, int64_t tokens, int64_t rows, bool need_sort = false) {
   const std::string json = "{\"model\": {\"num_layers\": 1, \"kv_heads\": 8, \"head_dim\": 128}, \"pool\": "
                            "{\"device\": \"cuda\", \"kv_dtype\": \"bf16\", \"page_size\": " +
                            std::to_string(page) + ", \"max_total_tokens\": " + std::to_string(tokens) +
                            ", \"max_context_len\": 8192, \"max_running_requests\": " + std::to_string(rows) +
-                           (device_free_list ? ", \"free_list\": \"device\"" : "") + "}, \"prefix_cache\": {\"kind\": \"none\"}}";
+                           (device_free_list ? ", \"free_list\": \"device\"" : "") +
+                           (need_sort ? ", \"disaggregation_mode\": \"prefill\"" : "") +
+                           "}, \"prefix_cache\": {\"kind\": \"none\"}}";
   kvpool* pool = nullptr;
   CHECK_KV(kvpool_create(json.data(), json.size(), &pool));
   return pool;
@@ -175,8 +183,8 @@ struct ExtendSet {
   size_t new_tokens;
 };
 
-void bench_extend(int page, int bs, int reps, cudaStream_t stream) {
-  kvpool* pool = make_pool(page, true, 1 << 20, 16);
+// The anchor's extend workload: 8 input sets of `bs` requests whose prefixes own real pages of `pool`.
+std::vector<ExtendSet> make_extend_sets(kvpool* pool, int page, int bs) {
   std::mt19937_64 rng(1234 + page * 1000 + bs);
   std::vector<ExtendSet> sets(8);
   for (ExtendSet& s : sets) {
@@ -199,6 +207,20 @@ void bench_extend(int page, int bs, int reps, cudaStream_t stream) {
     s.d_seq = to_device(s.seq);
     s.d_last = to_device(s.last);
   }
+  return sets;
+}
+
+void free_extend_sets(std::vector<ExtendSet>* sets) {
+  for (ExtendSet& s : *sets) {
+    cudaFree(s.d_prefix);
+    cudaFree(s.d_seq);
+    cudaFree(s.d_last);
+  }
+}
+
+void bench_extend(int page, int bs, int reps, cudaStream_t stream) {
+  kvpool* pool = make_pool(page, true, 1 << 20, 16);
+  std::vector<ExtendSet> sets = make_extend_sets(pool, page, bs);
   size_t most = 0, most_pages = 0;
   for (ExtendSet& s : sets) {
     size_t pages = 0;
@@ -239,13 +261,121 @@ void bench_extend(int page, int bs, int reps, cudaStream_t stream) {
   }
   report("free_host_us", page, bs, free_host, "us", true, 8.0);
   CHECK_KV(kvpool_synchronize(pool, stream));
-  for (ExtendSet& s : sets) {
-    cudaFree(s.d_prefix);
-    cudaFree(s.d_seq);
-    cudaFree(s.d_last);
-  }
+  free_extend_sets(&sets);
   cudaFree(d_out);
   cudaFree(d_pages);
+  kvpool_destroy(pool);
+}
+
+// Page ids of n allocated pages whose slots are `slots` (page after page).
+__global__ void first_slot_pages_kernel(const int64_t* slots, int64_t page, int64_t n, int64_t* pages) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) pages[i] = slots[i * page] / page;
+}
+
+// Moves every page of the free list to the release list (untimed set-up): the next extend
+// then finds the free list short and merges, like SGLang's calls that run merge_and_sort_free.
+void empty_free_list(kvpool* pool, int page, int64_t* d_slots, int64_t* d_ids, cudaStream_t stream) {
+  size_t free_len = 0;
+  const kvpool_status st = kvalloc_free_list(pool, KVALLOC_LIST_FREE, nullptr, 0, &free_len);
+  if (st != KVPOOL_OK && st != KVPOOL_ERR_BUFFER_TOO_SMALL) CHECK_KV(st);
+  if (free_len == 0) return;
+  CHECK_KV(kvalloc_alloc_async(pool, d_slots, free_len * static_cast<size_t>(page), stream));
+  const int64_t n = static_cast<int64_t>(free_len);
+  first_slot_pages_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, stream>>>(d_slots, page, n, d_ids);
+  CHECK_CUDA(cudaGetLastError());
+  CHECK_KV(kvalloc_free_pages_async(pool, d_ids, free_len, stream));
+  CHECK_CUDA(cudaStreamSynchronize(stream));
+}
+
+// The pages an extend took, read off its host-array output (as the C API does for CPU pools).
+void new_pages_of(const ExtendSet& s, int64_t P, const std::vector<int64_t>& slots, std::vector<int64_t>* first_slots) {
+  first_slots->clear();
+  size_t o = 0;
+  for (size_t i = 0; i < s.prefix.size(); ++i) {
+    const int64_t pre_end = (s.prefix[i] + P - 1) / P * P;
+    for (int64_t t = s.prefix[i]; t < s.seq[i]; ++t, ++o) {
+      if (t >= pre_end && (t - pre_end) % P == 0) first_slots->push_back(slots[o]);
+    }
+  }
+}
+
+// need_sort (PD disaggregation) pools: extends that merge the deferred frees first, every
+// timed call (SGLANG_H100_MORE.md section 4 times the calls that ran merge_and_sort_free:
+// 197 / 165 us at batch 32 / 256, page 64). Both forms: the stream-ordered call (host time
+// and GPU time) and the host-array kvalloc_extend (synchronous: copies in, kernels, copy out).
+void bench_need_sort_merge(int page, int bs, int reps, cudaStream_t stream) {
+  const int64_t tokens = 1 << 20;
+  kvpool* pool = make_pool(page, true, tokens, 16, true);
+  std::vector<ExtendSet> sets = make_extend_sets(pool, page, bs);
+  size_t most = 0, most_pages = 0;
+  std::vector<size_t> taken(8);
+  for (size_t k = 0; k < 8; ++k) {
+    CHECK_KV(kvalloc_extend_pages(pool, sets[k].prefix.data(), sets[k].seq.data(), sets[k].prefix.size(), &taken[k]));
+    most = std::max(most, sets[k].new_tokens);
+    most_pages = std::max(most_pages, taken[k]);
+  }
+  int64_t *d_out, *d_pages, *d_fill, *d_fill_ids;
+  CHECK_CUDA(cudaMalloc(&d_out, most * 8));
+  CHECK_CUDA(cudaMalloc(&d_pages, std::max<size_t>(1, most_pages) * 8));
+  CHECK_CUDA(cudaMalloc(&d_fill, static_cast<size_t>(tokens) * 8));
+  CHECK_CUDA(cudaMalloc(&d_fill_ids, static_cast<size_t>(tokens / page) * 8));
+  std::vector<double> async_host, async_gpu, sync_host;
+  cudaEvent_t a, b;
+  CHECK_CUDA(cudaEventCreate(&a));
+  CHECK_CUDA(cudaEventCreate(&b));
+  auto extend_async = [&](const ExtendSet& s) {
+    CHECK_KV(kvalloc_extend_async(pool, s.prefix.data(), s.seq.data(), s.prefix.size(), s.d_prefix, s.d_seq, s.d_last,
+                                  d_out, s.new_tokens, d_pages, most_pages, stream));
+  };
+  auto free_new = [&](size_t k) {
+    CHECK_KV(kvalloc_free_pages_async(pool, d_pages, taken[k], stream));
+    CHECK_CUDA(cudaStreamSynchronize(stream));
+  };
+  std::vector<int64_t> host_slots(most), first_slots;
+  for (int r = -20; r < reps; ++r) {
+    const size_t k = static_cast<size_t>(r + 800) % 8;
+    const ExtendSet& s = sets[k];
+    // 1. stream-ordered call, host time (after a sync, as the anchor measures).
+    empty_free_list(pool, page, d_fill, d_fill_ids, stream);
+    auto t0 = Clock::now();
+    extend_async(s);
+    auto t1 = Clock::now();
+    CHECK_CUDA(cudaStreamSynchronize(stream));
+    free_new(k);
+    if (r >= 0) async_host.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+    // 2. the same call, GPU time (merge + extend kernels behind a spin kernel).
+    empty_free_list(pool, page, d_fill, d_fill_ids, stream);
+    spin_kernel<<<1, 1, 0, stream>>>(2000000);
+    CHECK_CUDA(cudaEventRecord(a, stream));
+    extend_async(s);
+    CHECK_CUDA(cudaEventRecord(b, stream));
+    CHECK_CUDA(cudaEventSynchronize(b));
+    float ms = 0;
+    CHECK_CUDA(cudaEventElapsedTime(&ms, a, b));
+    free_new(k);
+    if (r >= 0) async_gpu.push_back(ms * 1e3);
+    // 3. the host-array call (synchronous by contract).
+    empty_free_list(pool, page, d_fill, d_fill_ids, stream);
+    t0 = Clock::now();
+    CHECK_KV(kvalloc_extend(pool, s.prefix.data(), s.prefix.size(), s.seq.data(), s.seq.size(), s.last.data(),
+                            s.last.size(), host_slots.data(), s.new_tokens));
+    t1 = Clock::now();
+    if (r >= 0) sync_host.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+    new_pages_of(s, page, host_slots, &first_slots);
+    CHECK_KV(kvalloc_free(pool, first_slots.data(), first_slots.size()));
+  }
+  report("need_sort_merge_extend_host_us", page, bs, async_host, "us", true, 30.0);
+  report("need_sort_merge_extend_gpu_us", page, bs, async_gpu, "us", true, 0.0);
+  report("need_sort_merge_extend_sync_host_us", page, bs, sync_host, "us", true, 30.0);
+  CHECK_KV(kvpool_synchronize(pool, stream));
+  CHECK_CUDA(cudaEventDestroy(a));
+  CHECK_CUDA(cudaEventDestroy(b));
+  free_extend_sets(&sets);
+  cudaFree(d_out);
+  cudaFree(d_pages);
+  cudaFree(d_fill);
+  cudaFree(d_fill_ids);
   kvpool_destroy(pool);
 }
 
@@ -680,11 +810,22 @@ void bench_seq(const SeqPath& path, int bs, int prompt, int shared, int rounds, 
   kvpool_destroy(pool);
 }
 
+// The allocator rows: the method's floor, extend / decode (host call, GPU time, free), and
+// need_sort extends that merge.
+void bench_alloc_rows(int reps, cudaStream_t stream) {
+  bench_floor(reps, stream);
+  for (int page : {16, 64}) {
+    for (int bs : {1, 32, 256}) bench_extend(page, bs, reps, stream);
+    for (int bs : {1, 64, 256, 1024}) bench_decode(page, bs, reps, stream);
+  }
+  for (int bs : {32, 256}) bench_need_sort_merge(64, bs, reps, stream);
+}
+
 void bench_host_tier(bool quick);  // gpu_bench_host_tier.cu
 void bench_host_seq(bool quick);   // gpu_bench_host_seq.cu
 
 int main(int argc, char** argv) {
-  // [--quick] [--seq | --host-tier | --host-seq | --kv]
+  // [--quick] [--seq | --host-tier | --host-seq | --kv | --alloc]
   const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
   const int reps = quick ? 20 : 300;
   cudaDeviceProp prop{};
@@ -707,6 +848,11 @@ int main(int argc, char** argv) {
     CHECK_CUDA(cudaStreamDestroy(stream));
     return 0;
   }
+  if (argc > 1 && std::strcmp(argv[argc - 1], "--alloc") == 0) {  // only the allocator rows
+    bench_alloc_rows(reps, stream);
+    CHECK_CUDA(cudaStreamDestroy(stream));
+    return 0;
+  }
   const bool seq_only = argc > 1 && std::strcmp(argv[argc - 1], "--seq") == 0;
   const SeqPath paths[] = {{false, false, "host list, kvseq_*"},
                            {false, true, "host list, kvseq_*_async"},
@@ -720,11 +866,7 @@ int main(int argc, char** argv) {
     CHECK_CUDA(cudaStreamDestroy(stream));
     return 0;
   }
-  bench_floor(reps, stream);
-  for (int page : {16, 64}) {
-    for (int bs : {1, 32, 256}) bench_extend(page, bs, reps, stream);
-    for (int bs : {1, 64, 256, 1024}) bench_decode(page, bs, reps, stream);
-  }
+  bench_alloc_rows(reps, stream);
   bench_kv_rows(quick, reps, stream);
   CHECK_CUDA(cudaStreamDestroy(stream));
   return 0;
