@@ -22,7 +22,7 @@ using config::DType;
 // Element accessors: value j of a row starting at p. memcpy keeps unaligned
 // caller data legal and compiles to plain loads/stores.
 struct F32 {
-  static constexpr size_t kBytes = 4;
+  [[maybe_unused]] static constexpr size_t kBytes = 4;
   static float load(const uint8_t* p, size_t j) {
     float v;
     std::memcpy(&v, p + 4 * j, 4);
@@ -40,25 +40,25 @@ inline uint16_t load_u16(const uint8_t* p) {
 inline void store_u16(uint8_t* p, uint16_t v) { std::memcpy(p, &v, 2); }
 
 struct F16 {
-  static constexpr size_t kBytes = 2;
+  [[maybe_unused]] static constexpr size_t kBytes = 2;
   static float load(const uint8_t* p, size_t j) { return cvt::f16_to_f32(load_u16(p + 2 * j)); }
   static void store(uint8_t* p, size_t j, float v) { store_u16(p + 2 * j, cvt::f32_to_f16(v)); }
 };
 
 struct BF16 {
-  static constexpr size_t kBytes = 2;
+  [[maybe_unused]] static constexpr size_t kBytes = 2;
   static float load(const uint8_t* p, size_t j) { return cvt::bf16_to_f32(load_u16(p + 2 * j)); }
   static void store(uint8_t* p, size_t j, float v) { store_u16(p + 2 * j, cvt::f32_to_bf16(v)); }
 };
 
 struct E4M3 {
-  static constexpr size_t kBytes = 1;
+  [[maybe_unused]] static constexpr size_t kBytes = 1;
   static float load(const uint8_t* p, size_t j) { return cvt::e4m3_to_f32(p[j]); }
   static void store(uint8_t* p, size_t j, float v) { p[j] = cvt::f32_to_e4m3(v); }
 };
 
 struct E5M2 {
-  static constexpr size_t kBytes = 1;
+  [[maybe_unused]] static constexpr size_t kBytes = 1;
   static float load(const uint8_t* p, size_t j) { return cvt::e5m2_to_f32(p[j]); }
   static void store(uint8_t* p, size_t j, float v) { p[j] = cvt::f32_to_e5m2(v); }
 };
