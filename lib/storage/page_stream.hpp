@@ -59,8 +59,8 @@ class StoredPageProducer final : public ValueProducer {
   const host::HostGeometry& g_;
   const uint8_t* host_;
   int64_t page_;
-  const Fingerprint& fp_;
-  const cache::Digest& digest_;
+  Fingerprint fp_;        // copies (48 bytes): a caller may pass temporaries
+  cache::Digest digest_;
 };
 
 class StoredPageConsumer final : public ValueConsumer {
@@ -79,8 +79,8 @@ class StoredPageConsumer final : public ValueConsumer {
   const host::HostGeometry& g_;
   uint8_t* host_;
   int64_t page_;
-  const Fingerprint& fp_;
-  const cache::Digest& digest_;
+  Fingerprint fp_;        // copies (48 bytes): a caller may pass temporaries
+  cache::Digest digest_;
   PageCheck check_ = PageCheck::kTruncated;
   bool read_error_ = false;
 };
