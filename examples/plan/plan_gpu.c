@@ -163,16 +163,16 @@ static void print_json(const char *path, const plan_config *c, const gpu_setup *
   print_json_string(c->model_name);
   printf(", \"gpu\": ");
   print_json_string(s->gpu_label);
-  printf(", \"gpu_memory_mib\": %.17g, \"cuda_total_bytes\": %.0f, \"tp_size\": %ld, \"pp_size\": 1"
+  printf(", \"gpu_memory_mib\": %.15g, \"cuda_total_bytes\": %.0f, \"tp_size\": %ld, \"pp_size\": 1"
          ", \"weights_bytes\": %.0f, \"weights_per_rank_bytes\": %.0f, \"weights_source\": ",
          s->gpu_mib, s->cuda_total_bytes, s->tp_size, s->weights_bytes, s->weights_bytes / (double)s->tp_size);
   print_json_string(s->weights_source);
   printf(", \"vision_layers\": %d, \"vision_hidden\": %d, \"config_memory_bytes\": %.0f", s->vision_layers,
          s->vision_hidden, c->memory_bytes);
   printf(",\n  \"sglang\": {\"chunked_prefill_size\": %ld, \"cuda_graph_max_bs\": %ld, \"mem_fraction_given\": %s"
-         ", \"reserved_mib\": {\"constant\": %.17g, \"activations\": %.17g, \"cuda_graphs\": %.17g"
-         ", \"parallel\": %.17g, \"floor_top_up\": %.17g, \"total\": %.17g}"
-         ", \"mem_fraction_static_before_vlm\": %.17g, \"vlm_factor\": %.17g, \"mem_fraction_static\": %.17g"
+         ", \"reserved_mib\": {\"constant\": %.15g, \"activations\": %.15g, \"cuda_graphs\": %.15g"
+         ", \"parallel\": %.15g, \"floor_top_up\": %.15g, \"total\": %.15g}"
+         ", \"mem_fraction_static_before_vlm\": %.15g, \"vlm_factor\": %.15g, \"mem_fraction_static\": %.15g"
          ", \"static_bytes\": %.0f, \"kv_budget_bytes\": %.0f, \"kv_bytes_per_token\": %" PRIu64
          ", \"max_total_tokens\": %" PRIu64 ", \"swa_tokens\": %" PRIu64 ", \"mamba_slots\": %" PRIu64
          ", \"max_running_requests\": %" PRIu64 "},\n  \"kvpool\": ",
@@ -201,7 +201,7 @@ static void print_text(const char *path, const plan_config *c, const gpu_setup *
   if (r->fraction_given) {
     printf("  mem_fraction_static   %.3f (given)\n", r->mem_fraction_static);
   } else {
-    printf("  reserved              %.0f MiB = %.0f constant + %.0f activations + %.0f cuda graphs + %.0f tp",
+    printf("  reserved              %.0f MiB = %.0f constant + %.0f activations + %.0f cuda graphs + %.0f tp x pp",
            r->reserved_mib, r->constant_mib, r->activations_mib, r->cuda_graph_mib, r->parallel_mib);
     if (r->floor_top_up_mib > 0) printf(" + %.0f up to the 10 GiB floor", r->floor_top_up_mib);
     printf("\n  mem_fraction_static   %.3f", r->fraction_before_vlm);
@@ -211,7 +211,7 @@ static void print_text(const char *path, const plan_config *c, const gpu_setup *
     }
     printf("\n");
   }
-  printf("  per rank              static %.2f GiB = weights %.2f GiB + KV budget %.2f GiB; %.2f GiB left over\n",
+  printf("  per rank              static %.2f GiB = weights %.2f GiB + KV budget %.2f GiB; %.2f GiB outside it\n",
          r->static_bytes / GIB, per_rank / GIB, r->kv_budget_bytes / GIB,
          (s->cuda_total_bytes - r->static_bytes) / GIB);
   printf("  %-22s%-25s%s\n", "", "sglang (its defaults)", "kvpool_plan (this config)");
