@@ -37,7 +37,8 @@ int plan_config_parse(const char *text, size_t len, plan_config *out, char *err,
   c.kv_dtype = string_at(pool, "kv_dtype");
   c.kv_lora_rank = (long)number_at(model, "kv_lora_rank", 0);
   c.qk_rope_head_dim = (long)number_at(model, "qk_rope_head_dim", 0);
-  c.tp_size = (long)number_at(parallel, "tp_size", 1);
+  const double tp_size = number_at(parallel, "tp_size", 1);
+  c.tp_size = tp_size >= 1 && tp_size <= 4096 && tp_size == floor(tp_size) ? (long)tp_size : 0;
   c.memory_bytes = number_at(pool, "memory_bytes", 0);
   *out = c;
   return 0;

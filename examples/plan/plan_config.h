@@ -17,7 +17,7 @@ typedef struct plan_config {
   const char *kv_dtype;    /* pool.kv_dtype, or "" */
   long kv_lora_rank;       /* model.kv_lora_rank, or 0 */
   long qk_rope_head_dim;   /* model.qk_rope_head_dim, or 0 */
-  long tp_size;            /* parallel.tp_size, or 1 */
+  long tp_size;            /* parallel.tp_size, or 1 (0 when it is not a whole number: kvpool_plan() rejects it) */
   double memory_bytes;     /* pool.memory_bytes as written, or 0 */
 } plan_config;
 

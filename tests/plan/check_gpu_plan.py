@@ -295,6 +295,13 @@ broken = os.path.join(TMP, "broken.json")
 with open(broken, "w") as f:
     f.write('{"model": {"name": ')
 expect_error(["--gpu", "H100", broken], 1, "malformed JSON")
+with open(llama) as f:
+    cfg = json.load(f)
+cfg["parallel"] = {"tp_size": 2.5}
+odd_tp = os.path.join(TMP, "odd_tp.json")
+with open(odd_tp, "w") as f:
+    json.dump(cfg, f)
+expect_error(["--gpu", "H100", odd_tp], 1, "$.parallel.tp_size: expected a whole number 1..4096")
 expect_error(["--gpu", "H100", os.path.join(TMP, "missing.json")], 1, "cannot read")
 # A failing config among good ones: exit 1, the others still printed as valid JSON.
 result = run(["--json", "--gpu", "H100", llama, os.path.join(CONFIGS, "deepseek-v3.json"), llama])
