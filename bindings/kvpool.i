@@ -183,6 +183,7 @@ typedef char kvpool_java_size_t_fits_jlong[sizeof(size_t) <= sizeof(jlong) ? 1 :
 %typemap(jstype) kvpool_status "void"
 %typemap(out) kvpool_status ""
 %typemap(ret) kvpool_status %{
+  kvpool_java_log_flush(jenv);  /* log messages of this call (java/log_callback.i) */
   if ($1 != KVPOOL_OK) kvpool_java_throw(jenv, $1);
 %}
 %typemap(javaout) kvpool_status {
@@ -415,6 +416,12 @@ KVPOOL_JAVA_OWNED_PROXY(struct kvstore_prefetch_info, delete_StoragePrefetchInfo
     swigCPtr = 0;
     if (swigCleanable != null) swigCleanable.clean();
   }
+/* Pool.close() returns no status: the log messages of the destroy (java/log_callback.i)
+ * are delivered here instead of by the `ret` typemap. */
+%exception kvpool::~kvpool %{
+  $action
+  kvpool_java_log_flush(jenv);
+%}
 /* Pool's idiomatic methods (the javacode typemap of struct kvpool). */
 %include "java/pool_methods.i"
 
