@@ -40,7 +40,7 @@ typedef enum kvpool_log_level {
   KVPOOL_LOG_ERROR = 0,
   /** Something failed that the library works around (a storage write, a host backup). */
   KVPOOL_LOG_WARN = 1,
-  /** Pool lifecycle: created with its sizing, destroyed. */
+  /** Pool lifecycle: created (with its sizing), being destroyed. */
   KVPOOL_LOG_INFO = 2,
   /** Every failed call with its status and message. */
   KVPOOL_LOG_DEBUG = 3
