@@ -42,8 +42,8 @@ extern "C" {
  * A read: it changes nothing in the pool and starts no copy (host-tier copies that inserts asked
  * for start at the next kvseq_* or tree call). Counters grow between calls, so a caller that
  * sizes its buffer from a first call should leave room (a few hundred bytes) for the second.
- * Cost: a few microseconds; the text is a few kilobytes (about 3 KiB for a plain pool, 8 KiB
- * with host and storage tiers).
+ * Cost: tens of microseconds (it formats the whole text); the text is a few kilobytes (about
+ * 3 KiB for a plain pool, 8 KiB with host and storage tiers).
  * Thread safety: as the pool's other reads.
  */
 KVPOOL_API kvpool_status kvpool_metrics_text(const kvpool *pool, char *text, size_t text_cap, size_t *text_len);

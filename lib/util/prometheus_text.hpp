@@ -16,6 +16,7 @@ using Label = std::pair<const char*, const char*>;
 
 class TextWriter {
  public:
+  TextWriter() { text_.reserve(16384); }  // a pool with every tier writes about 8 KiB
   // Starts a family: `name` follows the naming rules ([a-zA-Z_:][a-zA-Z0-9_:]*; counters end in
   // _total), `help` is one line of text. Every sample up to the next family() belongs to it.
   void family(const char* name, Type type, const char* help);
