@@ -191,9 +191,10 @@ TEST(Log, StorageThreadsLogBackendFailures) {
   kvpool_destroy(pool);
 }
 
-// Threads fail calls (debug messages) and run a storage tier while the main thread sets,
-// replaces and clears the callback: every message goes to a callback that is set, and once
-// kvpool_set_log_callback has returned the previous one is never called again.
+// Threads fail calls (debug messages) and drive a storage tier whose thread logs its backend's
+// failures, while the main thread sets, replaces and clears the callback: every message goes to a
+// callback that is set, and once kvpool_set_log_callback has returned the previous one is never
+// called again.
 struct Generation {
   std::atomic<bool> retired{false};
   std::atomic<int> calls{0};
@@ -220,6 +221,34 @@ TEST(Log, SettingWhileOtherThreadsLogIsSafe) {
       }
     });
   }
+  // And a pool whose storage thread logs its backend's failures meanwhile.
+  kvstore_backend table{};
+  table.struct_size = sizeof table;
+  table.put = failing_put;
+  table.get = missing_get;
+  table.exists_prefix = none_exist;
+  const std::string json = R"({"model": {"num_layers": 2, "kv_heads": 2, "head_dim": 8}, "pool": {"kv_dtype": "f32",
+      "page_size": 4, "max_total_tokens": 64, "max_running_requests": 8, "max_context_len": 128},
+      "host_cache": {"ratio": 4, "headroom_bytes": 0}, "storage": {"backend": "custom"}})";
+  kvpool* stored = nullptr;
+  ASSERT_EQ(kvpool_create_with_storage(json.data(), json.size(), &table, &stored), KVPOOL_OK) << kvpool_last_error();
+  threads.emplace_back([&] {
+    for (int32_t i = 0; !stop.load(); ++i) {
+      const std::vector<int32_t> prompt = kvtest::range(1 + 100 * (i % 1000), 32);
+      uint64_t seq = 0;
+      size_t cached = 0, done = 0;
+      if (kvseq_begin(stored, prompt.data(), prompt.size(), nullptr, &seq, &cached) != KVPOOL_OK) continue;
+      const int64_t chunk = static_cast<int64_t>(prompt.size() - cached);
+      std::vector<int64_t> slots(static_cast<size_t>(chunk));
+      if (kvseq_extend(stored, &seq, 1, &chunk, 1, slots.data(), slots.size()) != KVPOOL_OK) {
+        (void)kvseq_abort(stored, seq);
+        continue;
+      }
+      (void)kvseq_finish(stored, seq, prompt.size());
+      (void)kvhost_poll(stored, 0, &done);
+      (void)kvstore_flush(stored);
+    }
+  });
   std::vector<std::unique_ptr<Generation>> generations;
   for (int i = 0; i < 200; ++i) {
     generations.push_back(std::make_unique<Generation>());
@@ -235,6 +264,10 @@ TEST(Log, SettingWhileOtherThreadsLogIsSafe) {
   generations.back()->retired = true;
   stop = true;
   for (auto& t : threads) t.join();
+  kvstore_stats st = KVSTORE_STATS_INIT;
+  ASSERT_EQ(kvstore_get_stats(stored, &st), KVPOOL_OK);
+  EXPECT_GT(st.store_put_errors, 0u) << "the storage thread failed (and logged) meanwhile";
+  kvpool_destroy(stored);
   int calls = 0;
   for (const auto& g : generations) {
     EXPECT_EQ(g->after_retired.load(), 0);
