@@ -143,6 +143,14 @@ public class ObservabilityTest {
   }
 
   @Test
+  public void logLevelsAreTheHeaders() {
+    assertEquals(0, LogLevel.ERROR.swigValue());
+    assertEquals(1, LogLevel.WARN.swigValue());
+    assertEquals(2, LogLevel.INFO.swigValue());
+    assertEquals(3, LogLevel.DEBUG.swigValue());
+  }
+
+  @Test
   public void listenerGetsMessagesByLevel() {
     Recorder info = new Recorder();
     Kvpool.setLogListener(info, LogLevel.INFO);
