@@ -1,7 +1,6 @@
 #include "util/log.hpp"
 
 #include <atomic>
-#include <cstring>
 #include <mutex>
 #include <shared_mutex>
 
@@ -47,11 +46,7 @@ void write(kvpool_log_level level, const std::string& message) noexcept {
   t_in_callback = false;
 }
 
-Status set_callback(kvpool_log_callback callback, void* user_data, kvpool_log_level level) {
-  // C callers may pass any int: read the argument's representation (as kvpool_status_string does).
-  static_assert(sizeof(kvpool_log_level) == sizeof(int32_t), "kvpool_log_level is int-sized");
-  int32_t value = 0;
-  std::memcpy(&value, &level, sizeof value);
+Status set_callback(kvpool_log_callback callback, void* user_data, int32_t value) {
   if (t_in_callback) {
     return Status::invalid("kvpool_set_log_callback: called from inside a log callback");
   }

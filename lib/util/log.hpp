@@ -5,6 +5,7 @@
 // site costs one relaxed atomic load.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "kvpool/log.h"
@@ -21,7 +22,8 @@ bool enabled(kvpool_log_level level) noexcept;
 void write(kvpool_log_level level, const std::string& message) noexcept;
 
 // kvpool_set_log_callback(): refused from inside a callback (it would wait for itself).
-Status set_callback(kvpool_log_callback callback, void* user_data, kvpool_log_level level);
+// `level` is the int the caller passed (any value: it is checked here).
+Status set_callback(kvpool_log_callback callback, void* user_data, int32_t level);
 
 }  // namespace kvp::log
 
