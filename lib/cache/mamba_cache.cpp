@@ -74,6 +74,7 @@ Status MambaCache::insert(const int32_t* tokens, size_t n, const int64_t* slots,
   if (!*state_exist) owned_state_[static_cast<size_t>(state)] = 1;
   if (node != nullptr) *node = last;
   if (host_tier() && count_hit) back_up_path(last);
+  if (host_tier() && !pending_.empty()) retry_backups();
   return Status::ok();
 }
 

@@ -58,6 +58,9 @@ class MambaCache {
   // refused, below PrefixCache::kLoadBackThreshold tokens or for want of device room).
   Status load_back(NodeHandle host_node, std::vector<int64_t>* slots, size_t* loaded);
   Status evict_host(size_t tokens, size_t* evicted);
+  // Retries the backups that could not start for want of host memory (kvhost_poll()).
+  void retry_backups() noexcept;
+  size_t pending_backups() const { return pending_.size(); }
   int load_set() const { return load_set_; }
   int advance_load_set() { return load_set_ = (load_set_ + 1) % host::kLoadSets; }
   const HostTierStats& tier_stats() const { return stats_; }
@@ -66,7 +69,8 @@ class MambaCache {
   // The copies the write policy wants after an insert that ended at `node`.
   void back_up_path(NodeHandle node) noexcept;
   // Copies `nodes` (root-to-leaf, device, without host copies) to the host; false when
-  // they could not be (no host room even after host eviction, or a failed copy).
+  // they could not be (no host room even after host eviction, or a failed copy). Throws
+  // std::bad_alloc before its first change only.
   bool copy_to_host(const std::vector<NodeHandle>& nodes);
   // Device eviction's keeper (write_back): copies of the node's path that lacks them.
   bool keep_on_host(NodeHandle node);
@@ -76,6 +80,14 @@ class MambaCache {
   WritePolicy policy_ = WritePolicy::kWriteThrough;
   int load_set_ = 0;
   HostTierStats stats_;
+  // Last nodes of inserts whose backups ran out of host memory (capacity kept: noting one
+  // never allocates); retried by the next insert and kvhost_poll().
+  std::vector<NodeHandle> pending_;
+  // copy_to_host's scratch, sized once for every slot: a copy allocates nothing but the
+  // nodes' host slot lists, reserved before its first change.
+  std::vector<int64_t> device_scratch_, host_scratch_;
+  std::vector<size_t> length_scratch_;
+  std::vector<NodeHandle> node_scratch_;
 
   MambaCache(alloc::PagedAllocator* kv, mamba::MambaPool* states);
   Status check_state(int32_t state, const char* what) const;

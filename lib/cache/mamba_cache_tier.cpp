@@ -19,22 +19,33 @@ void MambaCache::enable_host_tier(host::HostPool* pool, host::HostTransfer* tran
   policy_ = policy;
   // A host copy the tree drops was held by its node: a failed free is a bug kvpool_check reports.
   tree_->enable_host_tier([this](const int64_t* host_slots, size_t n) { (void)host_->free(host_slots, n); });
+  const size_t slots = owned_.size();
+  device_scratch_.reserve(slots);
+  host_scratch_.reserve(slots);
+  length_scratch_.reserve(slots);
+  node_scratch_.reserve(slots);
+  pending_.reserve(256);
   if (policy == WritePolicy::kWriteBack) {
     tree_->set_keep_on_host([this](NodeHandle node) { return keep_on_host(node); });
   }
 }
 
 bool MambaCache::copy_to_host(const std::vector<NodeHandle>& nodes) {
-  std::vector<int64_t> device, hosts;
+  std::vector<int64_t>& device = device_scratch_;
+  std::vector<int64_t>& hosts = host_scratch_;
+  std::vector<size_t>& lengths = length_scratch_;
+  device.clear();
+  lengths.clear();
   for (NodeHandle h : nodes) {
     if (!tree_->is_live(h)) return false;
   }
-  // Device slots of the nodes, root-to-leaf (page size 1: a slot is a page).
-  std::vector<size_t> lengths;
+  // Device slots of the nodes, root-to-leaf (page size 1: a slot is a page), and room in
+  // each node for its host slots: the only allocations, before anything changes.
   for (NodeHandle h : nodes) {
     const size_t before = device.size();
     tree_->device_slots(h, &device);
     lengths.push_back(device.size() - before);
+    tree_->reserve_host(h);
   }
   const size_t n = device.size();
   if (n == 0) return true;
@@ -78,21 +89,35 @@ void MambaCache::back_up_path(NodeHandle node) noexcept {
   if (policy_ == WritePolicy::kWriteBack) return;
   const uint32_t min_hits = policy_ == WritePolicy::kWriteThroughSelective ? 2 : 1;
   try {
-    std::vector<NodeHandle> nodes;
-    tree_->backup_candidates(node, min_hits, &nodes);
-    if (!nodes.empty()) (void)copy_to_host(nodes);
+    node_scratch_.clear();
+    tree_->backup_candidates(node, min_hits, &node_scratch_);
+    if (!node_scratch_.empty()) (void)copy_to_host(node_scratch_);
   } catch (...) {
-    ++stats_.backup_errors;  // out of host memory: the nodes stay device-only
+    // Out of host memory before any change: noted for a retry (the note never allocates).
+    if (pending_.size() < pending_.capacity()) {
+      pending_.push_back(node);
+    } else {
+      ++stats_.backup_errors;  // the nodes stay device-only
+    }
+  }
+}
+
+void MambaCache::retry_backups() noexcept {
+  const size_t count = pending_.size();
+  for (size_t i = 0; i < count; ++i) {
+    const NodeHandle node = pending_.front();
+    pending_.erase(pending_.begin());  // a failing retry notes it again, at the end
+    if (tree_->is_live(node)) back_up_path(node);
   }
 }
 
 bool MambaCache::keep_on_host(NodeHandle node) {
   try {
-    std::vector<NodeHandle> nodes;
-    tree_->backup_candidates(node, 0, &nodes);
-    return copy_to_host(nodes);
+    node_scratch_.clear();
+    tree_->backup_candidates(node, 0, &node_scratch_);
+    return copy_to_host(node_scratch_);
   } catch (...) {
-    ++stats_.backup_errors;
+    ++stats_.backup_errors;  // before any change: the node is deleted instead of kept
     return false;
   }
 }

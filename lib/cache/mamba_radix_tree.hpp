@@ -132,6 +132,8 @@ class MambaRadixTree : public DualLruTree<MambaRadixTree, MambaNode> {
   // The device nodes of root..node without a host copy, root-to-leaf; stops at the
   // first with fewer than `min_hits` hits (backed-up nodes stay a prefix of the path).
   void backup_candidates(NodeHandle node, uint32_t min_hits, std::vector<NodeHandle>* out) const;
+  // Room in a node's host slot list for attach_host() (which then allocates nothing).
+  void reserve_host(NodeHandle node);
   // Gives a device node without a host copy its host slots (one per token).
   Status attach_host(NodeHandle node, const int64_t* host_slots, size_t n);
   // The host-only nodes from `node` up to (excluded) the first device node, root-to-leaf,

@@ -91,7 +91,11 @@ KVPOOL_API kvpool_status kvhost_poll(kvpool* pool, int32_t wait, size_t* complet
   return with_pool("kvhost_poll", pool, [&](kvpool* p) -> Status {
     KVPOOL_RETURN_IF_ERROR(has_tier(p));  // unlocks only: no free list involved
     size_t done = 0;
-    if (!hybrid_tier(p)) KVPOOL_RETURN_IF_ERROR(p->cache->poll(wait != 0, &done));  // hybrid: nothing in flight
+    if (hybrid_tier(p)) {
+      p->mamba_cache->retry_backups();  // backups that ran out of memory; nothing is ever in flight
+    } else {
+      KVPOOL_RETURN_IF_ERROR(p->cache->poll(wait != 0, &done));
+    }
     if (completed != nullptr) *completed = done;
     return Status::ok();
   });
