@@ -376,6 +376,86 @@ TEST(HostTierHybrid, ConfigurationsTheTierDoesNotServeAreRefused) {
   EXPECT_EQ(pool, nullptr);
 }
 
+// The radix_* path at random: inserts of sequences sharing prefixes (each with a state),
+// kvhost_match with load-backs, locks held for a while, device, host and state eviction,
+// under each write policy; kvpool_check after every step, and every match's slots hold
+// the KV of the tokens they stand for.
+class HostTierHybridRadixRandom : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(HostTierHybridRadixRandom, MatchesKeepTheirBytesAndTheAccountingAddsUp) {
+  Pool pool(hybrid_tier_config(128, 40, 2.5, GetParam()));
+  std::mt19937 rng(99);
+  std::vector<std::vector<int32_t>> prefixes;
+  for (int g = 0; g < 3; ++g) prefixes.push_back(tokens_from(1000 * (g + 1), 10 + static_cast<size_t>(g) * 6));
+  std::vector<uint64_t> locked;
+  uint64_t loaded_total = 0;
+  for (int step = 0; step < 1500; ++step) {
+    std::vector<int32_t> t = prefixes[rng() % prefixes.size()];
+    const size_t tail = rng() % 3 == 0 ? 0 : 1 + rng() % 10;
+    for (size_t i = 0; i < tail; ++i) t.push_back(static_cast<int32_t>(rng() % 20));
+    const int op = static_cast<int>(rng() % 10);
+    if (op < 3) {  // insert, when a state and the slots can be had
+      size_t states = 0, freed = 0;
+      ASSERT_EQ(kvpool_mamba_available(pool, &states), KVPOOL_OK);
+      if (states == 0) {
+        ASSERT_EQ(radix_evict_mamba(pool, 1, &freed), KVPOOL_OK) << kvpool_last_error();
+        ASSERT_EQ(kvpool_mamba_available(pool, &states), KVPOOL_OK);
+      }
+      if (kvtest::available(pool) < t.size()) {
+        ASSERT_EQ(radix_evict(pool, t.size(), &freed), KVPOOL_OK) << kvpool_last_error();
+      }
+      if (states > 0 && kvtest::available(pool) >= t.size()) insert_fresh(pool, t);
+    } else if (op < 6) {  // match, load a host hit back, check the bytes, maybe lock
+      std::vector<int32_t> probe = t;
+      probe.push_back(7);
+      Tiered m = match(pool, probe);
+      expect_kv(pool, m.slots, kvtest::prefix_tags(probe, m.device));
+      if (m.host > 0) {
+        std::vector<int64_t> slots(m.host);
+        size_t loaded = 0;
+        uint64_t last = 0;
+        ASSERT_EQ(kvhost_load_back(pool, m.host_node, slots.data(), slots.size(), &loaded, &last), KVPOOL_OK)
+            << kvpool_last_error();
+        loaded_total += loaded;
+        const Tiered after = match(pool, probe);
+        expect_kv(pool, after.slots, kvtest::prefix_tags(probe, after.device));
+        if (loaded > 0) {
+          EXPECT_EQ(after.node, m.host_node);
+          EXPECT_EQ(after.device, m.device + m.host) << "step " << step;
+        }
+        m = after;
+      }
+      if (m.device > 0 && locked.size() < 3 && rng() % 2 == 0) {
+        ASSERT_EQ(radix_lock(pool, m.node), KVPOOL_OK) << kvpool_last_error();
+        locked.push_back(m.node);
+      }
+    } else if (op < 7 && !locked.empty()) {
+      ASSERT_EQ(radix_unlock(pool, locked.back()), KVPOOL_OK) << kvpool_last_error();
+      locked.pop_back();
+    } else if (op < 8) {
+      size_t freed = 0;
+      ASSERT_EQ(radix_evict(pool, 1 + rng() % 40, &freed), KVPOOL_OK) << kvpool_last_error();
+    } else if (op < 9) {
+      size_t freed = 0;
+      ASSERT_EQ(kvhost_evict(pool, 1 + rng() % 30, &freed), KVPOOL_OK) << kvpool_last_error();
+    } else {
+      size_t freed = 0;
+      ASSERT_EQ(radix_evict_mamba(pool, 1, &freed), KVPOOL_OK) << kvpool_last_error();
+    }
+    char report[4096];
+    ASSERT_EQ(kvpool_check(pool, report, sizeof(report)), KVPOOL_OK) << "step " << step << ":\n" << report;
+  }
+  for (uint64_t node : locked) ASSERT_EQ(radix_unlock(pool, node), KVPOOL_OK);
+  expect_consistent(pool);
+  const kvhost_stats s = stats(pool);
+  EXPECT_GT(s.backups, 0u);
+  EXPECT_GT(loaded_total, 0u) << "the workload must load host hits back";
+  EXPECT_EQ(s.load_tokens, loaded_total);
+}
+
+INSTANTIATE_TEST_SUITE_P(Policies, HostTierHybridRadixRandom,
+                         ::testing::Values("write_through", "write_through_selective", "write_back"));
+
 // Random request workloads on a hybrid pool: prompts sharing prefixes, chunked prefill,
 // decode, finish, abort and retract, under device pressure (eviction to the host) and
 // host pressure (host eviction, states evicted by the mamba list); kvpool_check after
