@@ -138,7 +138,8 @@ KVPOOL_API kvpool_status kvhost_load_set(const kvpool *pool, int32_t *set);
  *        must not be capturing a CUDA graph (a replay would not wait for later loads).
  * @param[in] pool   A live pool with a host tier.
  * @param[in] set    A load set (0, 1 or 2).
- * @param[in] layer  A global layer id the pool holds KV for.
+ * @param[in] layer  A global layer id the pool holds (hybrid_linear: a mamba layer
+ *                   has nothing to wait for).
  * @param[in] stream A cudaStream_t, or NULL for the compute stream. CPU pools: nothing to wait for.
  * @return #KVPOOL_OK; #KVPOOL_ERR_UNSUPPORTED; #KVPOOL_ERR_INVALID_ARGUMENT; #KVPOOL_ERR_CUDA.
  */

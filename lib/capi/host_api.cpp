@@ -1,4 +1,5 @@
 // extern "C" entry points of host.h: the host tier (L2) of the radix cache.
+#include <algorithm>
 #include <cstddef>
 #include <cstring>
 
@@ -135,7 +136,15 @@ KVPOOL_API kvpool_status kvhost_wait_layer(kvpool* pool, int32_t set, int32_t la
       return Status::invalid("layer " + std::to_string(layer) + " is not held by this pool (layers " + std::to_string(first) +
                              ".." + std::to_string(last) + ")");
     }
-    return transfer_of(p)->wait_layer(set, static_cast<uint32_t>(layer - first), stream);
+    uint32_t tiered = static_cast<uint32_t>(layer - first);
+    if (p->config.model.attention == kvp::config::Attention::kHybridLinear) {
+      // The tier holds the full-attention layers only, in order: a mamba layer reads no
+      // loaded KV, so there is nothing to wait for.
+      const std::vector<bool>& full = p->config.model.layer_is_full;
+      if (!full[static_cast<size_t>(layer)]) return Status::ok();
+      tiered = static_cast<uint32_t>(std::count(full.begin() + first, full.begin() + layer, true));
+    }
+    return transfer_of(p)->wait_layer(set, tiered, stream);
   });
 }
 
