@@ -368,6 +368,19 @@ TEST(HostTierHybrid, BadInputIsRefusedAndChangesNothing) {
   expect_consistent(pool);
 }
 
+TEST(HostTierHybrid, WaitLayerKnowsWhichLayersAreTiered) {
+  Pool pool(hybrid_tier_config(64, 8, 4, "write_through"));
+  // Layers 1 and 3 are tiered (indices 0 and 1), 0 and 2 are mamba layers: nothing to wait for.
+  for (int32_t layer = 0; layer < 4; ++layer) {
+    EXPECT_EQ(kvhost_wait_layer(pool, 0, layer, nullptr), KVPOOL_OK) << "layer " << layer << ": " << kvpool_last_error();
+  }
+  EXPECT_EQ(kvhost_wait_layer(pool, 0, 4, nullptr), KVPOOL_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(kvhost_wait_layer(pool, 3, 1, nullptr), KVPOOL_ERR_INVALID_ARGUMENT);
+  size_t completed = 9;
+  EXPECT_EQ(kvhost_poll(pool, 1, &completed), KVPOOL_OK);
+  EXPECT_EQ(completed, 0u) << "nothing is ever in flight";
+}
+
 TEST(HostTierHybrid, ConfigurationsTheTierDoesNotServeAreRefused) {
   kvpool* pool = nullptr;
   const std::string extra = hybrid_tier_config(64, 8, 4, "write_through", R"(, "mamba_extra_buffer": true)");
