@@ -21,7 +21,8 @@
  * kvhost_poll() does it on demand. On CPU pools copies land inside the call.
  *
  * Pools without `host_cache` answer #KVPOOL_ERR_UNSUPPORTED. docs/host-tier.md has the
- * details. Thread safety: one thread at a time per pool.
+ * details. Thread safety: one thread at a time per pool, or any thread with
+ * pool.thread_safe (pool.h).
  */
 #ifndef KVPOOL_HOST_H
 #define KVPOOL_HOST_H

@@ -5,8 +5,9 @@
 //   - on:           "thread_safe": true, 1, 2 and 4 threads on the same pool,
 //   - caller_mutex: "thread_safe" absent, every call under the caller's std::mutex (what a
 //                   service does without the key), 1, 2 and 4 threads.
-// Times are per iteration and per thread (Google Benchmark's real time of each thread's
-// loop): with N threads contending, an iteration costs about N times the serialized call.
+// Times are real time per iteration over all threads (Google Benchmark divides the wall time
+// by every thread's iterations together): with N threads, the inverse of the aggregate
+// throughput; items_per_second counts calls of all threads together.
 // Run with --benchmark_repetitions=N --benchmark_report_aggregates_only=true for medians.
 #include <mutex>
 #include <string>
