@@ -8,27 +8,8 @@
 #include "capi/pool_handle.hpp"
 #include "util/callback_scope.hpp"
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#endif
-
-// Failed try-locks before a thread sleeps on the lock (tests/bench/bench_lock.cpp measures it).
-#ifndef KVPOOL_LOCK_SPINS
-#define KVPOOL_LOCK_SPINS 100
-#endif
-
 namespace kvp::capi {
 namespace {
-
-constexpr int kSpins = KVPOOL_LOCK_SPINS;
-
-inline void cpu_relax() noexcept {
-#if defined(__x86_64__) || defined(__i386__)
-  _mm_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield" ::: "memory");
-#endif
-}
 
 // The pool whose lock this thread holds (innermost), to refuse a call that would wait for itself.
 thread_local const ::kvpool* t_held = nullptr;
@@ -52,24 +33,14 @@ PoolLock::PoolLock() {
 PoolLock::~PoolLock() { pthread_rwlock_destroy(&rw_); }
 
 // The pthread calls below cannot fail on an initialized lock used as with_pool() uses it
-// (no recursion: PoolGuard refuses it first), so their results are not checked.
-void PoolLock::lock() noexcept {
-  for (int i = 0; i < kSpins; ++i) {
-    if (pthread_rwlock_trywrlock(&rw_) == 0) return;
-    cpu_relax();
-  }
-  pthread_rwlock_wrlock(&rw_);
-}
+// (no recursion: PoolGuard refuses it first), so their results are not checked. No spinning
+// before a thread sleeps: 100 try-locks first made contended calls slower, not faster, in
+// tests/bench/bench_lock.cpp (docs/services.md#threading).
+void PoolLock::lock() noexcept { pthread_rwlock_wrlock(&rw_); }
 
 void PoolLock::unlock() noexcept { pthread_rwlock_unlock(&rw_); }
 
-void PoolLock::lock_shared() noexcept {
-  for (int i = 0; i < kSpins; ++i) {
-    if (pthread_rwlock_tryrdlock(&rw_) == 0) return;
-    cpu_relax();
-  }
-  pthread_rwlock_rdlock(&rw_);
-}
+void PoolLock::lock_shared() noexcept { pthread_rwlock_rdlock(&rw_); }
 
 void PoolLock::unlock_shared() noexcept { pthread_rwlock_unlock(&rw_); }
 

@@ -40,8 +40,7 @@ enum class Access {
 
 // A readers-writer lock that prefers writers (glibc): a steady stream of read-only
 // queries (a metrics scraper on every thread) cannot starve the calls that change the
-// pool. Acquiring spins briefly before sleeping: the calls it guards take well under a
-// microsecond, less than a futex sleep and wake-up.
+// pool.
 class PoolLock {
  public:
   PoolLock();
