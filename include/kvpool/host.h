@@ -25,7 +25,8 @@
  * copies are waited for inside the call that starts them: nothing is ever in flight.
  *
  * Pools without `host_cache` answer #KVPOOL_ERR_UNSUPPORTED. docs/host-tier.md has the
- * details. Thread safety: one thread at a time per pool.
+ * details. Thread safety: one thread at a time per pool, or any thread with
+ * pool.thread_safe (pool.h).
  */
 #ifndef KVPOOL_HOST_H
 #define KVPOOL_HOST_H

@@ -11,6 +11,7 @@ using kvp::Status;
 using kvp::capi::check_array;
 using kvp::capi::check_out;
 using kvp::capi::key_of;
+using kvp::capi::Access;
 using kvp::capi::with_pool;
 
 namespace {
@@ -49,7 +50,7 @@ Status check_set(int32_t set) {
 extern "C" {
 
 KVPOOL_API kvpool_status kvhost_get_stats(const kvpool* pool, kvhost_stats* out) {
-  return with_pool("kvhost_get_stats", pool, [&](kvpool* p) -> Status {
+  return with_pool<Access::kShared>("kvhost_get_stats", pool, [&](const kvpool* p) -> Status {
     KVPOOL_RETURN_IF_ERROR(has_tier(p));
     KVPOOL_RETURN_IF_ERROR(check_out(out, "out"));
     // load_evicted_tokens came later: callers built before it pass the size without it.
@@ -119,7 +120,7 @@ KVPOOL_API kvpool_status kvhost_next_load_set(kvpool* pool, int32_t* set) {
 }
 
 KVPOOL_API kvpool_status kvhost_load_set(const kvpool* pool, int32_t* set) {
-  return with_pool("kvhost_load_set", pool, [&](kvpool* p) -> Status {
+  return with_pool<Access::kShared>("kvhost_load_set", pool, [&](const kvpool* p) -> Status {
     KVPOOL_RETURN_IF_ERROR(has_tier(p));
     KVPOOL_RETURN_IF_ERROR(check_out(set, "set"));
     *set = hybrid_tier(p) ? p->mamba_cache->load_set() : p->cache->load_set();
@@ -267,7 +268,7 @@ KVPOOL_API kvpool_status kvhost_evict(kvpool* pool, size_t tokens, size_t* evict
 
 KVPOOL_API kvpool_status kvhost_node_state(const kvpool* pool, uint64_t node, int32_t* on_device, int32_t* on_host,
                                            size_t* tokens) {
-  return with_pool("kvhost_node_state", pool, [&](kvpool* p) -> Status {
+  return with_pool<Access::kShared>("kvhost_node_state", pool, [&](const kvpool* p) -> Status {
     KVPOOL_RETURN_IF_ERROR(has_tier(p));
     KVPOOL_RETURN_IF_ERROR(check_out(on_device, "on_device"));
     KVPOOL_RETURN_IF_ERROR(check_out(on_host, "on_host"));
