@@ -22,8 +22,9 @@ using Slots = std::vector<int64_t>;
 double device_faults_metric(const kvpool* pool) {
   size_t len = 0;
   if (kvpool_metrics_text(pool, nullptr, 0, &len) != KVPOOL_ERR_BUFFER_TOO_SMALL) return -2;
-  std::string text(len, '\0');
+  std::string text(len + 1, '\0');  // len does not count the NUL
   if (kvpool_metrics_text(pool, &text[0], text.size(), &len) != KVPOOL_OK) return -3;
+  text.resize(len);
   const std::string name = "\nkvpool_device_faults_total ";
   const size_t at = text.find(name);
   return at == std::string::npos ? -1 : std::stod(text.substr(at + name.size()));
