@@ -100,7 +100,7 @@ if [[ -n ${tool[go]:-} ]]; then
   export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=$work/gitconfig
   printf '[url "file://%s"]\n\tinsteadOf = https://github.com/kvpool/kvpool\n' "$origin" >"$GIT_CONFIG_GLOBAL"
   git=${tool[git]}
-  "$git" -C "$origin" init -q
+  "$git" -C "$origin" -c init.defaultBranch=main init -q
   "$git" -C "$origin" add -A
   "$git" -C "$origin" -c user.name=install_check -c user.email=install_check@localhost commit -q -m "kvpool $version"
   "$git" -C "$origin" tag "bindings/go/kvpool/v$version"
