@@ -2,8 +2,8 @@
 # Regenerates the SWIG output of the Go binding, kvpool.go and kvpool_wrap.c,
 # committed in bindings/go/kvpool/ so that `go get` (which never runs SWIG)
 # finds a complete package. Run it after every change to bindings/kvpool.i,
-# bindings/go/storage_backend.i or a header of include/kvpool/, and commit
-# the two files with that change:
+# a bindings/go/*.i file it includes or a header of include/kvpool/, and
+# commit the two files with that change:
 #
 #   bindings/go/generate.sh            rewrite bindings/go/kvpool/kvpool{.go,_wrap.c}
 #   bindings/go/generate.sh --check    generate into a temporary folder and compare
