@@ -13,6 +13,11 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 
 fail() { echo "package_check: FAIL: $*" >&2; exit 1; }
 
+# The project's version is the library's (include/kvpool/version.h).
+version=$(sed -n 's/^#define KVPOOL_VERSION_STRING "\(.*\)"/\1/p' "$repo/include/kvpool/version.h")
+grep -q "<Version>$version</Version>" "$repo/bindings/csharp/KvPool.csproj" ||
+  fail "KvPool.csproj's <Version> is not the library's version, $version"
+
 rm -rf "$work"
 mkdir -p "$work/smoke"
 cat >"$work/smoke/Smoke.csproj" <<EOF
