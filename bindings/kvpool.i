@@ -102,6 +102,12 @@
 %rename(CAPACITY) KVSTORE_SKIP_CAPACITY;
 %rename(HOST_FULL) KVSTORE_SKIP_HOST_FULL;
 %rename(OK) KVPOOL_OK;
+/* log.h: LogLevel.ERROR ... LogLevel.DEBUG. */
+%rename(LogLevel) kvpool_log_level;
+%rename(ERROR) KVPOOL_LOG_ERROR;
+%rename(WARN) KVPOOL_LOG_WARN;
+%rename(INFO) KVPOOL_LOG_INFO;
+%rename(DEBUG) KVPOOL_LOG_DEBUG;
 /* Enum items lose their C prefix: Status.CONFIG, DType.F32, BufferKind.K,
  * AllocKind.PAGED, AllocList.SWA_FREE. */
 %rename("%(regex:/^KV(POOL|ALLOC)_(ERR_|DTYPE_|BUFFER_|LIST_)?(.*)$/\\3/)s", %$isenumitem) "";
@@ -173,6 +179,7 @@ typedef char kvpool_java_size_t_fits_jlong[sizeof(size_t) <= sizeof(jlong) ? 1 :
 %typemap(jstype) kvpool_status "void"
 %typemap(out) kvpool_status ""
 %typemap(ret) kvpool_status %{
+  kvpool_java_log_flush(jenv);  /* log messages of this call (java/log_callback.i) */
   if ($1 != KVPOOL_OK) kvpool_java_throw(jenv, $1);
 %}
 %typemap(javaout) kvpool_status {
@@ -405,6 +412,12 @@ KVPOOL_JAVA_OWNED_PROXY(struct kvstore_prefetch_info, delete_StoragePrefetchInfo
     swigCPtr = 0;
     if (swigCleanable != null) swigCleanable.clean();
   }
+/* Pool.close() returns no status: the log messages of the destroy (java/log_callback.i)
+ * are delivered here instead of by the `ret` typemap. */
+%exception kvpool::~kvpool %{
+  $action
+  kvpool_java_log_flush(jenv);
+%}
 /* Pool's idiomatic methods (the javacode typemap of struct kvpool). */
 %include "java/pool_methods.i"
 
@@ -554,6 +567,11 @@ KVPOOL_JAVA_OWNED_PROXY(struct kvstore_prefetch_info, delete_StoragePrefetchInfo
 %rename(HostRemoved) RADIX_EVENT_HOST_REMOVED;
 %rename(StorageSkip) kvstore_skip;
 %rename(None) KVSTORE_SKIP_NONE;
+%rename(LogLevel) kvpool_log_level;
+%rename(Error) KVPOOL_LOG_ERROR;
+%rename(Warn) KVPOOL_LOG_WARN;
+%rename(Info) KVPOOL_LOG_INFO;
+%rename(Debug) KVPOOL_LOG_DEBUG;
 %rename(BelowThreshold) KVSTORE_SKIP_BELOW_THRESHOLD;
 %rename(NotBackedUp) KVSTORE_SKIP_NOT_BACKED_UP;
 %rename(Capacity) KVSTORE_SKIP_CAPACITY;
@@ -1025,6 +1043,11 @@ KVPOOL_IN_ARRAY(int64_t, seq_lens_host, seq_lens_host_len)  /* also kvalloc_deco
 %apply int64_t *OUT_I64 { int64_t *event_id };
 /* storage.h */
 %apply uint64_t *OUT_U64 { uint64_t *id, uint64_t *inserted_tokens };
+/* metrics.h: the text is bytes C writes (NUL-terminated), its length an out-parameter. */
+KVPOOL_OUT_BYTES(char, text, text_cap)
+%apply size_t *OUT_SIZE { size_t *text_len };
+/* log.h (each language's shim, included at the end): the handle the replaced callback had. */
+%apply uint64_t *OUT_U64 { uint64_t *previous };
 %apply int32_t *OUT_I32 { int32_t *skipped };
 
 /* Raw C functions with an idiomatic method on Pool: hidden in Java/C#. */
@@ -1069,6 +1092,7 @@ KVPOOL_RAW(kvreq_free_hybrid)
 KVPOOL_RAW(kvreq_mamba_slots)
 KVPOOL_RAW(kvpool_check)
 KVPOOL_RAW(kvpool_get_stats)
+KVPOOL_RAW(kvpool_metrics_text)
 KVPOOL_RAW(kvpool_get_buffer)
 KVPOOL_RAW(kvpool_set_kv)
 KVPOOL_RAW(kvpool_set_mla_kv)
@@ -1294,6 +1318,11 @@ struct kvpool {};
 %ignore radix_event;
 %rename(event_type) radix_event::type;  /* `type` is a Go keyword (SWIG warns even for ignored structs) */
 %ignore radix_take_events;
+/* log.h: the callback is a C function pointer; each language's shim (java/log_callback.i,
+ * csharp/log_callback.i, go/log_callback.i, included at the end) sets one that calls a
+ * function of the language, and wraps kvpool_set_log_callback under the same name. */
+%ignore kvpool_log_callback;
+%ignore kvpool_set_log_callback;
 
 /* ------------------------------------------------------------------------ */
 /* The public headers, in dependency order                                   */
@@ -1313,6 +1342,8 @@ struct kvpool {};
 %include "kvpool/seq.h"
 %include "kvpool/host.h"
 %include "kvpool/storage.h"
+%include "kvpool/metrics.h"
+%include "kvpool/log.h"
 %mutable;
 
 /* ------------------------------------------------------------------------ */
@@ -1679,4 +1710,13 @@ kvpool_addr kvpool_java_address(void *host_nio, size_t host_nio_bytes);
 %include "csharp/storage_backend.i"
 #elif defined(SWIGGO)
 %include "go/storage_backend.i"
+#endif
+
+/* kvpool_set_log_callback: each language's shim (see the %ignore above). */
+#if defined(SWIGJAVA)
+%include "java/log_callback.i"
+#elif defined(SWIGCSHARP)
+%include "csharp/log_callback.i"
+#elif defined(SWIGGO)
+%include "go/log_callback.i"
 #endif

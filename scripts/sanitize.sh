@@ -65,7 +65,8 @@ thread() {
   echo "=== TSan: configure and build ($dir)"
   configure "$dir" thread -DKVPOOL_BUILD_FUZZERS=OFF -DKVPOOL_BUILD_BENCHMARKS=OFF -DKVPOOL_BUILD_EXAMPLES=OFF \
     -DKVPOOL_BUILD_GO=OFF -DKVPOOL_BUILD_JAVA=OFF -DKVPOOL_BUILD_CSHARP=OFF
-  cmake --build "$dir" -j "$jobs"
+  # Only the executables of the threads label (tests/CMakeLists.txt: kvpool_threads_suite).
+  cmake --build "$dir" -j "$jobs" --target kvpool_threads_suite
   echo "=== TSan: the threads label"
   ctest --test-dir "$dir" -L threads --output-on-failure --no-tests=error -j "$jobs"
 }

@@ -365,6 +365,29 @@
     return stats;
   }
 
+  /**
+   * The pool's counters and sizes in the Prometheus text exposition format (version 0.0.4),
+   * ready to serve on a /metrics endpoint with the content type
+   * "text/plain; version=0.0.4" (metrics.h; docs/services.md lists every family). A read:
+   * it changes nothing.
+   */
+  public String metricsText() {
+    byte[] text = new byte[16384];
+    long[] length = new long[1];
+    while (true) {
+      try {
+        Kvpool.kvpool_metrics_text(this, text, length);
+        return new String(text, 0, (int) length[0], java.nio.charset.StandardCharsets.UTF_8);
+      } catch (KvPoolException e) {
+        // Too small: the library told the length; counters may grow before the next call.
+        if (e.getStatus() != Status.BUFFER_TOO_SMALL || length[0] < text.length) {
+          throw e;
+        }
+        text = new byte[count(length[0] + 1024, "metrics text length")];
+      }
+    }
+  }
+
   // ---------------------------------------------------------------------
   // KV buffers (buffers.h). Data passes as bytes in the dtype the call
   // names (rows contiguous); float[] overloads are f32, ByteBuffer overloads

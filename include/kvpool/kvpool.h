@@ -24,5 +24,7 @@
 #include "kvpool/storage.h"
 #include "kvpool/seq.h"
 #include "kvpool/device.h"
+#include "kvpool/metrics.h"
+#include "kvpool/log.h"
 
 #endif /* KVPOOL_KVPOOL_H */

@@ -72,9 +72,19 @@ Status MambaCache::insert(const int32_t* tokens, size_t n, const int64_t* slots,
   return Status::ok();
 }
 
-Status MambaCache::evict(size_t tokens, size_t* evicted) { return tree_->evict(tokens, evicted); }
+Status MambaCache::evict(size_t tokens, size_t* evicted) {
+  *evicted = 0;
+  const Status st = tree_->evict(tokens, evicted);
+  evicted_tokens_ += *evicted;
+  return st;
+}
 
-Status MambaCache::evict_mamba(size_t states, size_t* evicted) { return tree_->evict_mamba(states, evicted); }
+Status MambaCache::evict_mamba(size_t states, size_t* evicted) {
+  *evicted = 0;
+  const Status st = tree_->evict_mamba(states, evicted);
+  evicted_states_ += *evicted;
+  return st;
+}
 
 Status MambaCache::reset() {
   std::vector<int64_t> slots;

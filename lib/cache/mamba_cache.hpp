@@ -39,6 +39,9 @@ class MambaCache {
   // Frees everything the tree owns and empties it.
   Status reset();
   size_t check(std::string* report, size_t max_lines) const;
+  // Monotonic (kvpool_metrics_text): KV tokens evict() freed, states evict_mamba() freed.
+  uint64_t evicted_tokens() const { return evicted_tokens_; }
+  uint64_t evicted_states() const { return evicted_states_; }
 
  private:
   MambaCache(alloc::PagedAllocator* kv, mamba::MambaPool* states);
@@ -49,6 +52,8 @@ class MambaCache {
   std::unique_ptr<MambaRadixTree> tree_;
   std::vector<uint8_t> owned_;        // index = KV slot
   std::vector<uint8_t> owned_state_;  // index = state slot
+  uint64_t evicted_tokens_ = 0;
+  uint64_t evicted_states_ = 0;
   std::vector<int64_t> handed_;       // insert's copy of the handed slots, sized once: inserts allocate nothing here
 };
 

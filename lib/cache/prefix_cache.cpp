@@ -111,10 +111,16 @@ void PrefixCache::clear_marks(const int64_t* pages, const size_t* ends, size_t r
 }
 
 Status PrefixCache::evict(size_t tokens, size_t* evicted) {
-  if (host_ != nullptr) return evict_tiered(tokens, evicted);
-  return tree_.evict(
-      tokens, [this](const int64_t* values, const size_t* ends, size_t runs, bool paged) { return give_back(values, ends, runs, paged); },
-      evicted);
+  *evicted = 0;
+  const Status st =
+      host_ != nullptr
+          ? evict_tiered(tokens, evicted)
+          : tree_.evict(
+                tokens,
+                [this](const int64_t* values, const size_t* ends, size_t runs, bool paged) { return give_back(values, ends, runs, paged); },
+                evicted);
+  evicted_tokens_ += *evicted;  // what left the device, also when the eviction then failed
+  return st;
 }
 
 Status PrefixCache::give_back(const int64_t* values, const size_t* ends, size_t runs, bool paged) {

@@ -84,6 +84,9 @@ class PrefixCache {
                 size_t* prefix_len, NodeHandle* node);
   Status evict(size_t tokens, size_t* evicted);
   Status reset();
+  // Device tokens evicted from the tree since creation (every cause: radix_evict, kvseq's
+  // room-making, load-backs); monotonic (kvpool_metrics_text).
+  uint64_t evicted_tokens() const { return evicted_tokens_; }
 
   size_t check(std::string* report, size_t max_lines) const;
 
@@ -216,6 +219,7 @@ class PrefixCache {
   int64_t page_of(int64_t slot) const { return page_shift_ >= 0 ? slot >> page_shift_ : slot / page_size(); }
 
   alloc::PagedAllocator* allocator_;
+  uint64_t evicted_tokens_ = 0;
   int page_shift_;  // log2(page_size) when a power of two, else -1
   RadixTree tree_;
   mutable std::vector<uint8_t> owned_;  // index = page (check_handover marks pages with 2 for a moment)

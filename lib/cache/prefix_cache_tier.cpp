@@ -9,6 +9,7 @@
 #include <algorithm>
 
 #include "cache/prefix_cache.hpp"
+#include "util/log.hpp"
 
 namespace kvp::cache {
 
@@ -118,6 +119,8 @@ Status PrefixCache::start_pending_backups(size_t count) {
   if (!st.is_ok()) {
     (void)host_->free(pages.data() + n, n);
     ++stats_.backup_errors;
+    KVPOOL_LOG(KVPOOL_LOG_WARN, "host tier: a backup of " + std::to_string(n) +
+                                    " pages failed to start, the nodes stay device-only: " + st.message());
     return Status::ok();  // counted; the nodes stay device-only
   }
   ++stats_.backups;
@@ -155,9 +158,12 @@ Status PrefixCache::evict_tiered(size_t tokens, size_t* evicted) {
       return false;
     }
     uint64_t ticket = 0;
-    if (!transfer_->backup(device_pages, host_pages, pages, &ticket).is_ok()) {
+    const Status started = transfer_->backup(device_pages, host_pages, pages, &ticket);
+    if (!started.is_ok()) {
       (void)host_->free(host_pages, pages);
       ++stats_.backup_errors;
+      KVPOOL_LOG(KVPOOL_LOG_WARN, "host tier: the backup of " + std::to_string(pages) +
+                                      " evicted pages failed to start, they are dropped: " + started.message());
       return false;
     }
     ++stats_.backups;

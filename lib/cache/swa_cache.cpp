@@ -129,7 +129,11 @@ Status SwaCache::unlock(NodeHandle node) {
 }
 
 Status SwaCache::evict(size_t full_tokens, size_t swa_tokens, size_t* full_evicted, size_t* swa_evicted) {
-  return tree_->evict(full_tokens, swa_tokens, full_evicted, swa_evicted);
+  *full_evicted = *swa_evicted = 0;
+  const Status st = tree_->evict(full_tokens, swa_tokens, full_evicted, swa_evicted);
+  evicted_tokens_ += *full_evicted;
+  evicted_window_tokens_ += *swa_evicted;
+  return st;
 }
 
 Status SwaCache::reset() {

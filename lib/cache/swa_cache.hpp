@@ -43,6 +43,9 @@ class SwaCache {
   // Frees everything the tree owns and empties it.
   Status reset();
   size_t check(std::string* report, size_t max_lines) const;
+  // Monotonic (kvpool_metrics_text): full slots and window slots evict() freed.
+  uint64_t evicted_tokens() const { return evicted_tokens_; }
+  uint64_t evicted_window_tokens() const { return evicted_window_tokens_; }
 
  private:
   explicit SwaCache(alloc::SwaAllocator* allocator);
@@ -53,6 +56,8 @@ class SwaCache {
   std::unique_ptr<SwaRadixTree> tree_;
   std::vector<uint8_t> owned_;  // index = full slot
   std::map<NodeHandle, std::vector<int64_t>> lock_uuids_;
+  uint64_t evicted_tokens_ = 0;
+  uint64_t evicted_window_tokens_ = 0;
   mutable std::vector<int64_t> handed_;  // check_own's copy, sized once: inserts allocate nothing here
 };
 

@@ -204,7 +204,11 @@ KVPOOL_API kvpool_status kvalloc_merge_and_sort(kvpool* pool) {
 KVPOOL_API kvpool_status kvalloc_clear(kvpool* pool) {
   return with_pool("kvalloc_clear", pool, [&](kvpool* p) -> Status {
     if (p->device_pages) return kvp::capi::device_clear(p);
-    if (p->device_fault) KVPOOL_RETURN_IF_ERROR(p->device_fault->clear());  // a fault of the KV kernels
+    if (p->device_fault) {  // a fault of the KV kernels
+      const bool faulted = p->device_fault->raised();
+      KVPOOL_RETURN_IF_ERROR(p->device_fault->clear());
+      if (faulted) ++p->metric_counters.device_faults_cleared;
+    }
     if (p->swa) {
       p->swa->clear();
     } else {

@@ -72,7 +72,9 @@ Status device_merge_and_sort(::kvpool* p) {
 }
 
 Status device_clear(::kvpool* p) {
+  const bool faulted = p->device_fault->raised();
   KVPOOL_RETURN_IF_ERROR(p->device_fault->clear());  // waits for the device, then forgets the fault
+  if (faulted) ++p->metric_counters.device_faults_cleared;
   KVPOOL_RETURN_IF_ERROR(p->device_pages->clear());
   p->paged->pages().clear();  // the host mirror: both lists are 1..N again
   p->list_home = ListHome::kBoth;

@@ -2,10 +2,34 @@
 
 #include <cstring>
 
+#include "util/log.hpp"
+
 namespace kvp::capi {
 namespace {
 // One message per thread; valid until this thread's next failing call.
 thread_local std::string t_last_error;
+
+// How loud a failed call is in the log (kvpool/log.h): errors for bugs and broken
+// hardware, warnings for the host's troubles, debug for the rest (a caller's mistake, or
+// recoverable: out of pool memory, a buffer to enlarge).
+kvpool_log_level failure_level(kvpool_status code) {
+  switch (code) {
+    case KVPOOL_ERR_INTERNAL:
+    case KVPOOL_ERR_CUDA:
+    case KVPOOL_ERR_DEVICE_FAULT:
+      return KVPOOL_LOG_ERROR;
+    case KVPOOL_ERR_HOST_MEMORY:
+    case KVPOOL_ERR_IO:
+      return KVPOOL_LOG_WARN;
+    default:
+      return KVPOOL_LOG_DEBUG;
+  }
+}
+
+// "failed call (invalid argument): kvalloc_free: slot 7 is not allocated".
+void log_failure(kvpool_status code) noexcept {
+  KVPOOL_LOG(failure_level(code), std::string("failed call (") + kvpool_status_string(code) + "): " + t_last_error);
+}
 }  // namespace
 
 kvpool_status fail(kvpool_status code, const std::string& message) {
@@ -14,6 +38,7 @@ kvpool_status fail(kvpool_status code, const std::string& message) {
   } catch (...) {
     t_last_error.clear();  // no memory for the message: keep the status
   }
+  log_failure(code);
   return code;
 }
 
@@ -29,6 +54,7 @@ kvpool_status fail_noexcept(kvpool_status code, const char* function, const char
       t_last_error.clear();
     }
   }
+  log_failure(code);
   return code;
 }
 

@@ -13,6 +13,7 @@
 #include "kvpool/pool.h"
 #include "kvpool/storage.h"
 #include "storage/callback_store.hpp"
+#include "util/log.hpp"
 
 namespace kvp::capi {
 namespace {
@@ -104,6 +105,21 @@ Status check_storage_backend(const config::StorageConfig& st, bool has_table) {
   return Status::ok();
 }
 
+// The info line of a new pool: what it is and how big (kvpool/log.h).
+std::string describe_created(const ::kvpool* pool) {
+  const config::Config& c = pool->config;
+  const plan::Plan& p = pool->plan;
+  std::string s = "pool created: model \"" + c.model.name + "\" (" + config::attention_name(c.model.attention) +
+                  ", " + std::to_string(p.num_layers) + " layers) on " +
+                  (c.pool.device == config::DeviceKind::kCuda ? "cuda:" + std::to_string(c.pool.device_index) : "cpu") +
+                  ", " + std::to_string(p.max_total_tokens) + " tokens in pages of " + std::to_string(p.page_size) +
+                  ", " + std::to_string(p.max_running_requests) + " requests of up to " +
+                  std::to_string(p.max_context_len) + " tokens, " + std::to_string(p.total_memory_bytes) + " bytes";
+  if (pool->host) s += ", host tier of " + std::to_string(pool->host->tokens()) + " tokens";
+  if (c.storage.enabled) s += ", storage backend \"" + c.storage.backend + "\"";
+  return s;
+}
+
 // Either extra (allocator, storage backend) may be NULL; both could be given together,
 // but no public call takes both yet.
 Status create_pool(const char* json, size_t json_len, kvpool** out, const kvpool_allocator* allocator = nullptr,
@@ -128,6 +144,7 @@ Status create_pool(const char* json, size_t json_len, kvpool** out, const kvpool
   register_handle(pool.get(), HandleKind::kPool);
   // From here on the pool owns the backend's `user`: kvpool_destroy() calls its destroy.
   if (pool->has_storage_backend) pool->storage_backend_release.arm(pool->storage_backend);
+  KVPOOL_LOG(KVPOOL_LOG_INFO, describe_created(pool.get()));
   *out = pool.release();
   return Status::ok();
 }
@@ -203,7 +220,10 @@ KVPOOL_API kvpool_status kvpool_create_from_file(const char* path, kvpool** out)
 KVPOOL_API void kvpool_destroy(kvpool* pool) {
   if (pool == nullptr) return;
   // Only a live handle is deleted; a stale or foreign pointer is ignored.
-  if (kvp::capi::unregister_handle(pool, HandleKind::kPool)) delete pool;
+  if (kvp::capi::unregister_handle(pool, HandleKind::kPool)) {
+    KVPOOL_LOG(KVPOOL_LOG_INFO, "destroying pool: model \"" + pool->config.model.name + "\"");
+    delete pool;
+  }
 }
 
 KVPOOL_API const char* kvpool_backend(const kvpool* pool) {

@@ -33,6 +33,16 @@ struct Counters {
   uint64_t rejected_calls = 0;
 };
 
+// Counters only kvpool_metrics_text() reports (monotonic).
+struct MetricCounters {
+  uint64_t lookups = 0;             // kvseq_begin calls that succeeded
+  uint64_t lookup_tokens = 0;       // ... their prompt tokens
+  uint64_t device_hit_tokens = 0;   // ... found on the device (kvseq_info: prefix_hit - host_hit)
+  uint64_t host_hit_tokens = 0;     // ... loaded back from the host tier (host_hit - storage_hit)
+  uint64_t storage_hit_tokens = 0;  // ... that a storage prefetch had brought (storage_hit)
+  uint64_t device_faults_cleared = 0;  // device faults forgotten by kvalloc_clear() (CUDA pools)
+};
+
 // pool.free_list "device": which copy of the KV free list is current. The host mirror
 // (`paged`) serves kvseq_* / radix_*, the device lists the stream-ordered calls; each
 // side catches up when it is next used (capi/device_mirror.hpp).
@@ -82,6 +92,7 @@ struct kvpool {
   std::unique_ptr<kvp::cache::SwaCache> swa_cache;      // swa radix cache
   std::unique_ptr<kvp::seq::Sequences> seqs;       // kvseq_* (Mamba/SwaSequences for hybrid_linear/swa)
   kvp::Counters counters;
+  kvp::MetricCounters metric_counters;
   uint64_t backup_token = 0;  // 0 = no active snapshot
   // Set once a caller allocates KV slots directly (kvalloc_*): from then on the
   // self-check cannot attribute every held page to a request or the tree.

@@ -56,6 +56,18 @@ Status ticked(kvpool* pool, Body&& body) {
   return st;
 }
 
+// kvpool_metrics_text's prefix hits, by the tier each hit token came from.
+void count_lookup(kvpool* pool, uint64_t seq, size_t tokens_len) {
+  kvp::MetricCounters& m = pool->metric_counters;
+  ++m.lookups;
+  m.lookup_tokens += tokens_len;
+  if (const kvp::seq::Request* r = pool->seqs->find(seq)) {
+    m.device_hit_tokens += r->prefix_hit - r->host_hit;
+    m.host_hit_tokens += r->host_hit - r->storage_hit;
+    m.storage_hit_tokens += r->storage_hit;
+  }
+}
+
 // The arguments of kvseq_extend and kvseq_extend_async (slots: host or device memory).
 Status check_extend_args(const uint64_t* seqs, size_t seqs_len, const int64_t* chunk_lens, size_t chunk_lens_len,
                          const int64_t* slots, size_t slots_len) {
@@ -86,7 +98,10 @@ KVPOOL_API kvpool_status kvseq_begin(kvpool* pool, const int32_t* tokens, size_t
     KVPOOL_RETURN_IF_ERROR(check_array(tokens, tokens_len, "tokens"));
     KVPOOL_RETURN_IF_ERROR(check_out(seq, "seq"));
     KVPOOL_RETURN_IF_ERROR(check_out(cached, "cached"));
-    return ticked(p, [&] { return p->seqs->begin(tokens, tokens_len, extra_key == nullptr ? "" : extra_key, seq, cached); });
+    KVPOOL_RETURN_IF_ERROR(
+        ticked(p, [&] { return p->seqs->begin(tokens, tokens_len, extra_key == nullptr ? "" : extra_key, seq, cached); }));
+    count_lookup(p, *seq, tokens_len);
+    return Status::ok();
   });
 }
 

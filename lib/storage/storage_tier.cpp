@@ -4,6 +4,7 @@
 
 #include "storage/page_codec.hpp"
 #include "storage/page_stream.hpp"
+#include "util/log.hpp"
 
 namespace kvp::storage {
 namespace {
@@ -11,7 +12,36 @@ namespace {
 constexpr size_t kBatchPages = 128;               // SGLang's storage_batch_size
 constexpr size_t kStagingBytes = size_t(64) << 20;  // per thread
 
+// ", 3 put errors" when `now` grew past `before`.
+void add_growth(std::string* out, uint64_t before, uint64_t now, const char* what) {
+  if (now > before) *out += ", " + std::to_string(now - before) + " " + what;
+}
+
+const char* check_name(PageCheck check) {
+  return check == PageCheck::kTruncated ? "truncated" : check == PageCheck::kCorrupt ? "damaged" : "foreign";
+}
+
 }  // namespace
+
+void StorageTier::report_backend(const char* during) {
+  if (!log::enabled(KVPOOL_LOG_WARN)) return;
+  const BlobStats now = store_->stats();
+  std::string found;
+  {
+    std::lock_guard<std::mutex> lk(report_mu_);
+    add_growth(&found, reported_.put_errors, now.put_errors, "put errors");
+    add_growth(&found, reported_.get_errors, now.get_errors, "get errors");
+    add_growth(&found, reported_.timeouts, now.timeouts, "timeouts");
+    add_growth(&found, reported_.server_errors, now.server_errors, "server errors");
+    add_growth(&found, reported_.io_errors, now.io_errors, "file system errors");
+    add_growth(&found, reported_.servers_ejected, now.servers_ejected, "servers taken out of rotation");
+    add_growth(&found, reported_.partial_values, now.partial_values, "values with a part missing");
+    reported_ = now;
+  }
+  if (found.empty()) return;
+  KVPOOL_LOG(KVPOOL_LOG_WARN, std::string("storage backend, ") + during + ": since the last report" + found +
+                                  " (kvstore_get_stats has the totals)");
+}
 
 StorageTier::StorageTier(std::unique_ptr<BlobStore> store, const host::HostGeometry& geometry, uint8_t* host)
     : store_(std::move(store)),
@@ -125,8 +155,12 @@ void StorageTier::run_backup(const BackupJob& job) {
     const size_t ok = size_t(std::count(results.begin(), results.begin() + long(k), BlobResult::kOk));
     counters_.backup_pages.fetch_add(ok, std::memory_order_relaxed);
     counters_.backup_bytes.fetch_add(ok * stored_bytes_, std::memory_order_relaxed);
+    report_backend("storing pages");
     if (ok < k) {  // as SGLang: a job stops at its first failed batch; the rest is not tried
       counters_.backup_pages_failed.fetch_add(n - start - ok, std::memory_order_relaxed);
+      KVPOOL_LOG(KVPOOL_LOG_WARN, "storage backup of " + std::to_string(n) + " pages stopped: " +
+                                      std::to_string(k - ok) + " of a batch of " + std::to_string(k) +
+                                      " failed to store, " + std::to_string(n - start - ok) + " pages not stored");
       return;
     }
   }
@@ -149,8 +183,12 @@ void StorageTier::run_backup_streamed(const BackupJob& job) {
     }
     counters_.backup_pages.fetch_add(ok, std::memory_order_relaxed);
     counters_.backup_bytes.fetch_add(ok * stored_bytes_, std::memory_order_relaxed);
+    report_backend("storing pages");
     if (ok < k) {
       counters_.backup_pages_failed.fetch_add(n - start - ok, std::memory_order_relaxed);
+      KVPOOL_LOG(KVPOOL_LOG_WARN, "storage backup of " + std::to_string(n) + " pages stopped: " +
+                                      std::to_string(k - ok) + " of a batch of " + std::to_string(k) +
+                                      " failed to store, " + std::to_string(n - start - ok) + " pages not stored");
       return;
     }
   }
@@ -280,6 +318,7 @@ void StorageTier::run_prefetch(PrefetchJob& job) {
        start += kBatchPages) {
     const size_t k = std::min(kBatchPages, n - start);
     const size_t found = store_->exists_prefix(keys.data() + start, k);
+    report_backend("looking pages up");
     hits += found;
     if (found < k) break;
   }
@@ -305,6 +344,7 @@ void StorageTier::run_prefetch(PrefetchJob& job) {
     if (stopping_ || job.stop.load(std::memory_order_acquire)) return;
     const size_t k = std::min(per, hits - start);
     store_->get(keys.data() + start, dst.data(), capacity.data(), k, sizes.data(), results.data());
+    report_backend("reading pages");
     for (size_t i = 0; i < k; ++i) {
       if (results[i] != BlobResult::kOk) {  // gone since exists, or failed: the prefix ends here
         counters_.read_failures.fetch_add(1, std::memory_order_relaxed);
@@ -334,6 +374,8 @@ void StorageTier::count_rejected(PageCheck check) {
                   : check == PageCheck::kCorrupt ? counters_.pages_corrupt
                                                  : counters_.pages_foreign;
   counter.fetch_add(1, std::memory_order_relaxed);
+  KVPOOL_LOG(KVPOOL_LOG_WARN, std::string("storage prefetch: a stored page was rejected (") + check_name(check) +
+                                  "); the prefetch stops there and the page is not loaded");
 }
 
 // Each page straight from the backend into its host page, checked as it lands
@@ -346,6 +388,7 @@ void StorageTier::load_streamed(PrefetchJob& job, const std::vector<std::string>
     StoredPageConsumer consumer(g_, host_, job.pages[i], job.fp, job.digests[i]);
     uint64_t size = 0;
     const BlobResult result = store_->get_streamed(keys[i], consumer, &size);
+    report_backend("reading pages");
     if (result != BlobResult::kOk) {  // gone since exists, or failed: the prefix ends here
       counters_.read_failures.fetch_add(1, std::memory_order_relaxed);
       return;

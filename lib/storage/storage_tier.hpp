@@ -150,6 +150,13 @@ class StorageTier {
   void load_streamed(PrefetchJob& job, const std::vector<std::string>& keys, size_t hits);
   void count_rejected(PageCheck check);
   size_t batch_pages() const;
+  // Log (kvpool/log.h): the backend's failures since the last report, after a batch of
+  // either thread; `during` names what the batch did. Cheap when no callback takes warnings.
+  void report_backend(const char* during);
+
+  // The backend's counters as last reported (under report_mu_).
+  std::mutex report_mu_;
+  BlobStats reported_;
 
   std::unique_ptr<BlobStore> store_;
   host::HostGeometry g_;

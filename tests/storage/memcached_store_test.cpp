@@ -549,7 +549,9 @@ TEST_F(MemcachedStoreTest, CorruptedPartOrRecordIsCaught) {
 
 TEST_F(MemcachedStoreTest, ConcurrentThreads) {
   start(3);
-  auto store = open(config(1));
+  // A generous timeout: this test is about threads, and under ThreadSanitizer on a busy
+  // machine 8 MiB values can take longer than the default 200 ms (3 timeouts at load 10).
+  auto store = open(config(1, /*timeout_ms=*/5000));
   const std::vector<Page> shared = make_pages(1000, 16, kSmallPayload);
   const Page big = make_page(1100, kLargePayload);
   constexpr int kThreads = 4, kRounds = 5;

@@ -328,6 +328,26 @@ namespace KvPool {
       return stats;
     }
 
+    /// <summary>The pool's counters and sizes in the Prometheus text exposition format (version
+    /// 0.0.4), ready to serve on a /metrics endpoint with the content type
+    /// "text/plain; version=0.0.4" (metrics.h; docs/services.md lists every family). A read: it
+    /// changes nothing.</summary>
+    public string MetricsText() {
+      byte[] text = new byte[16384];
+      while (true) {
+        ulong length = 0;
+        try {
+          Kvpool.kvpool_metrics_text(this, text, Len(text), out length);
+        } catch (KvPoolException e) {
+          // Too small: the library told the length; counters may grow before the next call.
+          if (e.Status != Status.BufferTooSmall || length < (ulong)text.Length || length > int.MaxValue - 1024) throw;
+          text = new byte[length + 1024];
+          continue;
+        }
+        return System.Text.Encoding.UTF8.GetString(text, 0, (int)length);
+      }
+    }
+
     // ------------------------------------------------------------------
     // KV buffers (buffers.h). Data passes as bytes in the dtype the call
     // names, rows contiguous (Buffer.BlockCopy converts float[] and byte[]).

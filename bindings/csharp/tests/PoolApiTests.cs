@@ -332,7 +332,7 @@ namespace KvPool.Tests {
     // Every enum value of the headers has a PascalCase name (kvpool.i renames them).
     [Test]
     public void EnumsHavePascalCaseNames() {
-      foreach (Type t in new Type[] { typeof(DType), typeof(BufferKind), typeof(AllocKind), typeof(AllocList), typeof(EventType) }) {
+      foreach (Type t in new Type[] { typeof(DType), typeof(BufferKind), typeof(AllocKind), typeof(AllocList), typeof(EventType), typeof(LogLevel) }) {
         foreach (string name in Enum.GetNames(t)) {
           Assert.IsFalse(name.StartsWith("KV") || name.Contains("_"), t.Name + "." + name + " needs a %rename in kvpool.i");
         }
@@ -342,6 +342,7 @@ namespace KvPool.Tests {
       Assert.AreEqual(2, (int)DType.Bf16);
       Assert.AreEqual(11, (int)BufferKind.MambaIntermediateConv);
       Assert.AreEqual(3, (int)AllocList.SwaRelease);
+      Assert.AreEqual(3, (int)LogLevel.Debug);
     }
   }
 

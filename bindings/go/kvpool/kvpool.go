@@ -332,368 +332,377 @@ typedef long long swig_type_299;
 typedef _gostring_ swig_type_300;
 typedef _gostring_ swig_type_301;
 typedef _gostring_ swig_type_302;
-typedef _gostring_ swig_type_303;
+typedef _goslice_ swig_type_303;
 typedef _gostring_ swig_type_304;
 typedef _gostring_ swig_type_305;
-typedef _goslice_ swig_type_306;
-typedef _goslice_ swig_type_307;
-typedef long long swig_type_308;
-typedef long long swig_type_309;
-typedef _gostring_ swig_type_310;
-typedef _goslice_ swig_type_311;
-typedef _goslice_ swig_type_312;
-typedef _gostring_ swig_type_313;
+typedef _gostring_ swig_type_306;
+typedef _gostring_ swig_type_307;
+typedef _goslice_ swig_type_308;
+typedef _goslice_ swig_type_309;
+typedef long long swig_type_310;
+typedef long long swig_type_311;
+typedef _gostring_ swig_type_312;
+typedef _goslice_ swig_type_313;
 typedef _goslice_ swig_type_314;
-typedef long long swig_type_315;
-typedef _gostring_ swig_type_316;
+typedef _gostring_ swig_type_315;
+typedef _goslice_ swig_type_316;
 typedef long long swig_type_317;
 typedef _gostring_ swig_type_318;
 typedef long long swig_type_319;
 typedef _gostring_ swig_type_320;
 typedef long long swig_type_321;
-typedef long long swig_type_322;
+typedef _gostring_ swig_type_322;
 typedef long long swig_type_323;
-typedef _gostring_ swig_type_324;
+typedef long long swig_type_324;
 typedef long long swig_type_325;
 typedef _gostring_ swig_type_326;
 typedef long long swig_type_327;
-typedef long long swig_type_328;
+typedef _gostring_ swig_type_328;
 typedef long long swig_type_329;
-typedef _gostring_ swig_type_330;
+typedef long long swig_type_330;
 typedef long long swig_type_331;
-typedef long long swig_type_332;
+typedef _gostring_ swig_type_332;
 typedef long long swig_type_333;
-typedef _gostring_ swig_type_334;
+typedef long long swig_type_334;
 typedef long long swig_type_335;
-typedef long long swig_type_336;
+typedef _gostring_ swig_type_336;
 typedef long long swig_type_337;
-typedef _gostring_ swig_type_338;
+typedef long long swig_type_338;
 typedef long long swig_type_339;
-typedef long long swig_type_340;
-typedef _gostring_ swig_type_341;
-typedef _goslice_ swig_type_342;
+typedef _gostring_ swig_type_340;
+typedef long long swig_type_341;
+typedef long long swig_type_342;
 typedef _gostring_ swig_type_343;
-typedef _gostring_ swig_type_344;
-typedef long long swig_type_345;
-typedef long long swig_type_346;
-typedef _gostring_ swig_type_347;
+typedef _goslice_ swig_type_344;
+typedef _gostring_ swig_type_345;
+typedef _gostring_ swig_type_346;
+typedef long long swig_type_347;
 typedef long long swig_type_348;
 typedef _gostring_ swig_type_349;
-typedef _goslice_ swig_type_350;
+typedef long long swig_type_350;
 typedef _gostring_ swig_type_351;
 typedef _goslice_ swig_type_352;
-typedef long long swig_type_353;
-typedef _gostring_ swig_type_354;
-typedef _goslice_ swig_type_355;
-typedef _goslice_ swig_type_356;
-typedef long long swig_type_357;
-typedef _gostring_ swig_type_358;
-typedef _goslice_ swig_type_359;
-typedef _goslice_ swig_type_360;
-typedef long long swig_type_361;
-typedef _gostring_ swig_type_362;
-typedef _gostring_ swig_type_363;
+typedef _gostring_ swig_type_353;
+typedef _goslice_ swig_type_354;
+typedef long long swig_type_355;
+typedef _gostring_ swig_type_356;
+typedef _goslice_ swig_type_357;
+typedef _goslice_ swig_type_358;
+typedef long long swig_type_359;
+typedef _gostring_ swig_type_360;
+typedef _goslice_ swig_type_361;
+typedef _goslice_ swig_type_362;
+typedef long long swig_type_363;
 typedef _gostring_ swig_type_364;
-typedef _goslice_ swig_type_365;
-typedef _goslice_ swig_type_366;
-typedef _gostring_ swig_type_367;
-typedef _gostring_ swig_type_368;
-extern void _wrap_Swig_free_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern uintptr_t _wrap_Swig_malloc_kvpool_1afe3c2b34286ba9(swig_intgo arg1);
-extern swig_intgo _wrap_KVPOOL_VERSION_NUMBER_kvpool_1afe3c2b34286ba9(void);
-extern swig_intgo _wrap_kvpool_version_kvpool_1afe3c2b34286ba9(void);
-extern swig_type_1 _wrap_kvpool_version_string_kvpool_1afe3c2b34286ba9(void);
-extern swig_intgo _wrap_KVPOOL_OK_kvpool_1afe3c2b34286ba9(void);
-extern swig_intgo _wrap_KVPOOL_ERR_INVALID_ARGUMENT_kvpool_1afe3c2b34286ba9(void);
-extern swig_intgo _wrap_KVPOOL_ERR_CONFIG_kvpool_1afe3c2b34286ba9(void);
-extern swig_intgo _wrap_KVPOOL_ERR_OUT_OF_MEMORY_kvpool_1afe3c2b34286ba9(void);
-extern swig_intgo _wrap_KVPOOL_ERR_CUDA_kvpool_1afe3c2b34286ba9(void);
-extern swig_intgo _wrap_KVPOOL_ERR_UNSUPPORTED_kvpool_1afe3c2b34286ba9(void);
-extern swig_intgo _wrap_KVPOOL_ERR_INTERNAL_kvpool_1afe3c2b34286ba9(void);
-extern swig_intgo _wrap_KVPOOL_ERR_BUFFER_TOO_SMALL_kvpool_1afe3c2b34286ba9(void);
-extern swig_intgo _wrap_KVPOOL_ERR_IO_kvpool_1afe3c2b34286ba9(void);
-extern swig_intgo _wrap_KVPOOL_ERR_HOST_MEMORY_kvpool_1afe3c2b34286ba9(void);
-extern swig_intgo _wrap_KVPOOL_ERR_CHECK_FAILED_kvpool_1afe3c2b34286ba9(void);
-extern swig_intgo _wrap_KVPOOL_ERR_DEVICE_FAULT_kvpool_1afe3c2b34286ba9(void);
-extern swig_type_2 _wrap_kvpool_status_string_kvpool_1afe3c2b34286ba9(swig_intgo arg1);
-extern swig_type_3 _wrap_kvpool_create_kvpool_1afe3c2b34286ba9(swig_type_4 arg1, swig_voidp arg2);
-extern swig_type_5 _wrap_kvpool_create_from_file_kvpool_1afe3c2b34286ba9(swig_type_6 arg1, swig_voidp arg2);
-extern void _wrap_kvpool_destroy_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_7 _wrap_kvpool_backend_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_intgo _wrap_kvpool_cuda_device_count_kvpool_1afe3c2b34286ba9(void);
-extern swig_intgo _wrap_kvpool_plan_info_page_size_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_8 _wrap_kvpool_plan_info_kv_bytes_per_token_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_9 _wrap_kvpool_plan_info_full_bytes_per_token_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_10 _wrap_kvpool_plan_info_swa_bytes_per_token_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_11 _wrap_kvpool_plan_info_max_total_tokens_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_12 _wrap_kvpool_plan_info_swa_tokens_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_13 _wrap_kvpool_plan_info_num_pages_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_intgo _wrap_kvpool_plan_info_max_running_requests_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_intgo _wrap_kvpool_plan_info_max_context_len_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_intgo _wrap_kvpool_plan_info_req_rows_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_intgo _wrap_kvpool_plan_info_num_layers_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_intgo _wrap_kvpool_plan_info_kv_heads_per_rank_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_intgo _wrap_kvpool_plan_info_mamba_layers_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_14 _wrap_kvpool_plan_info_mamba_state_bytes_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_15 _wrap_kvpool_plan_info_mamba_slots_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_16 _wrap_kvpool_plan_info_kv_memory_bytes_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_17 _wrap_kvpool_plan_info_req_table_bytes_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_18 _wrap_kvpool_plan_info_mamba_memory_bytes_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_19 _wrap_kvpool_plan_info_total_memory_bytes_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvpool_plan_info_kvpool_1afe3c2b34286ba9(void);
-extern void _wrap_delete_kvpool_plan_info_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_20 _wrap_kvpool_plan_kvpool_1afe3c2b34286ba9(swig_type_21 arg1, uintptr_t arg2);
-extern swig_type_22 _wrap_kvpool_get_plan_kvpool_1afe3c2b34286ba9(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_23 _wrap_kvreq_available_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_24 _wrap_kvreq_alloc_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_type_25 arg2);
-extern swig_type_26 _wrap_kvreq_free_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_type_27 arg2);
-extern swig_type_28 _wrap_kvreq_write_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_intgo arg2, swig_type_29 arg3, swig_type_30 arg4);
-extern swig_type_31 _wrap_kvreq_read_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_intgo arg2, swig_type_32 arg3, swig_type_33 arg4);
-extern swig_type_34 _wrap_kvreq_clear_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_35 _wrap_kvreq_write_batch_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_type_36 arg2, swig_type_37 arg3, swig_type_38 arg4, swig_type_39 arg5, swig_type_40 arg6);
-extern swig_type_41 _wrap_kvreq_last_loc_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_type_42 arg2, swig_type_43 arg3, swig_type_44 arg4);
-extern swig_intgo _wrap_KVALLOC_TOKEN_kvpool_1afe3c2b34286ba9(void);
-extern swig_intgo _wrap_KVALLOC_PAGED_kvpool_1afe3c2b34286ba9(void);
-extern swig_intgo _wrap_KVALLOC_SWA_kvpool_1afe3c2b34286ba9(void);
-extern swig_intgo _wrap_KVALLOC_LIST_FREE_kvpool_1afe3c2b34286ba9(void);
-extern swig_intgo _wrap_KVALLOC_LIST_RELEASE_kvpool_1afe3c2b34286ba9(void);
-extern swig_intgo _wrap_KVALLOC_LIST_SWA_FREE_kvpool_1afe3c2b34286ba9(void);
-extern swig_intgo _wrap_KVALLOC_LIST_SWA_RELEASE_kvpool_1afe3c2b34286ba9(void);
-extern swig_type_45 _wrap_kvalloc_get_kind_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_46 _wrap_kvalloc_available_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_47 _wrap_kvalloc_swa_available_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3);
-extern swig_type_48 _wrap_kvalloc_alloc_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_type_49 arg2);
-extern swig_type_50 _wrap_kvalloc_free_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_type_51 arg2);
-extern swig_type_52 _wrap_kvalloc_extend_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_type_53 arg2, swig_type_54 arg3, swig_type_55 arg4, swig_type_56 arg5);
-extern swig_type_57 _wrap_kvalloc_decode_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_type_58 arg2, swig_type_59 arg3, swig_type_60 arg4);
-extern swig_type_61 _wrap_kvalloc_free_swa_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_type_62 arg2);
-extern swig_type_63 _wrap_kvalloc_translate_swa_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_type_64 arg2, swig_type_65 arg3);
-extern swig_type_66 _wrap_kvalloc_free_group_begin_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_67 _wrap_kvalloc_free_group_end_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_68 _wrap_kvalloc_backup_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_69 _wrap_kvalloc_restore_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_type_70 arg2);
-extern swig_type_71 _wrap_kvalloc_merge_and_sort_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_72 _wrap_kvalloc_clear_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_73 _wrap_kvalloc_free_list_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_intgo arg2, swig_type_74 arg3, swig_voidp arg4);
-extern swig_intgo _wrap_KVPOOL_DTYPE_F32_kvpool_1afe3c2b34286ba9(void);
-extern swig_intgo _wrap_KVPOOL_DTYPE_F16_kvpool_1afe3c2b34286ba9(void);
-extern swig_intgo _wrap_KVPOOL_DTYPE_BF16_kvpool_1afe3c2b34286ba9(void);
-extern swig_intgo _wrap_KVPOOL_DTYPE_FP8_E4M3_kvpool_1afe3c2b34286ba9(void);
-extern swig_intgo _wrap_KVPOOL_DTYPE_FP8_E5M2_kvpool_1afe3c2b34286ba9(void);
-extern swig_intgo _wrap_KVPOOL_DTYPE_FP4_E2M1_kvpool_1afe3c2b34286ba9(void);
-extern swig_intgo _wrap_KVPOOL_DTYPE_U8_kvpool_1afe3c2b34286ba9(void);
-extern swig_intgo _wrap_KVPOOL_DTYPE_I32_kvpool_1afe3c2b34286ba9(void);
-extern swig_intgo _wrap_KVPOOL_DTYPE_I64_kvpool_1afe3c2b34286ba9(void);
-extern swig_intgo _wrap_KVPOOL_BUFFER_K_kvpool_1afe3c2b34286ba9(void);
-extern swig_intgo _wrap_KVPOOL_BUFFER_V_kvpool_1afe3c2b34286ba9(void);
-extern swig_intgo _wrap_KVPOOL_BUFFER_K_SCALE_kvpool_1afe3c2b34286ba9(void);
-extern swig_intgo _wrap_KVPOOL_BUFFER_V_SCALE_kvpool_1afe3c2b34286ba9(void);
-extern swig_intgo _wrap_KVPOOL_BUFFER_INDEXER_kvpool_1afe3c2b34286ba9(void);
-extern swig_intgo _wrap_KVPOOL_BUFFER_LABEL_kvpool_1afe3c2b34286ba9(void);
-extern swig_intgo _wrap_KVPOOL_BUFFER_REQ_TABLE_kvpool_1afe3c2b34286ba9(void);
-extern swig_intgo _wrap_KVPOOL_BUFFER_MAMBA_CONV_kvpool_1afe3c2b34286ba9(void);
-extern swig_intgo _wrap_KVPOOL_BUFFER_MAMBA_SSM_kvpool_1afe3c2b34286ba9(void);
-extern swig_intgo _wrap_KVPOOL_BUFFER_SWA_MAPPING_kvpool_1afe3c2b34286ba9(void);
-extern swig_intgo _wrap_KVPOOL_BUFFER_MAMBA_INTERMEDIATE_SSM_kvpool_1afe3c2b34286ba9(void);
-extern swig_intgo _wrap_KVPOOL_BUFFER_MAMBA_INTERMEDIATE_CONV_kvpool_1afe3c2b34286ba9(void);
-extern swig_intgo _wrap_kvpool_buffer_dtype_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_intgo _wrap_kvpool_buffer_device_type_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_intgo _wrap_kvpool_buffer_device_id_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_intgo _wrap_kvpool_buffer_ndim_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_75 _wrap_kvpool_buffer_bytes_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvpool_buffer_kvpool_1afe3c2b34286ba9(void);
-extern void _wrap_delete_kvpool_buffer_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_76 _wrap_kvpool_buffer_shape_at_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_77 _wrap_kvpool_buffer_stride_at_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_78 _wrap_kvpool_buffer_data_address_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_79 _wrap_kvpool_get_buffer_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_intgo arg2, swig_intgo arg3, uintptr_t arg4);
-extern swig_type_80 _wrap_kvpool_set_kv_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_intgo arg2, swig_type_81 arg3, swig_type_82 arg4, swig_type_83 arg5, swig_intgo arg6, float arg7, float arg8);
-extern swig_type_84 _wrap_kvpool_set_mla_kv_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_intgo arg2, swig_type_85 arg3, swig_type_86 arg4, swig_type_87 arg5, swig_intgo arg6);
-extern swig_type_88 _wrap_kvpool_set_label_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_intgo arg2, swig_type_89 arg3, swig_type_90 arg4);
-extern swig_type_91 _wrap_kvpool_set_indexer_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_intgo arg2, swig_type_92 arg3, swig_type_93 arg4, swig_type_94 arg5);
-extern swig_type_95 _wrap_kvpool_get_kv_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_intgo arg2, swig_type_96 arg3, swig_type_97 arg4, swig_type_98 arg5, swig_intgo arg6);
-extern swig_type_99 _wrap_kvpool_move_kv_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_type_100 arg2, swig_type_101 arg3);
-extern swig_type_102 _wrap_kvpool_host_copy_bytes_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_type_103 arg2, swig_voidp arg3);
-extern swig_type_104 _wrap_kvpool_copy_to_host_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_type_105 arg2, swig_type_106 arg3);
-extern swig_type_107 _wrap_kvpool_load_from_host_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_type_108 arg2, swig_type_109 arg3);
-extern swig_type_110 _wrap_kvpool_mamba_available_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_111 _wrap_kvpool_mamba_alloc_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_type_112 arg2);
-extern swig_type_113 _wrap_kvpool_mamba_free_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_type_114 arg2);
-extern swig_type_115 _wrap_kvpool_mamba_copy_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_intgo arg2, swig_intgo arg3);
-extern swig_type_116 _wrap_kvpool_mamba_fork_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_intgo arg2, swig_voidp arg3);
-extern swig_type_117 _wrap_kvpool_mamba_write_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_intgo arg2, swig_intgo arg3, swig_type_118 arg4, swig_type_119 arg5);
-extern swig_type_120 _wrap_kvpool_mamba_read_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_intgo arg2, swig_intgo arg3, swig_type_121 arg4, swig_type_122 arg5);
-extern swig_type_123 _wrap_kvreq_alloc_hybrid_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_type_124 arg2, swig_type_125 arg3, swig_type_126 arg4);
-extern swig_type_127 _wrap_kvreq_free_hybrid_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_type_128 arg2, swig_intgo arg3, swig_intgo arg4);
-extern swig_type_129 _wrap_kvreq_mamba_slots_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_intgo arg2, swig_voidp arg3, swig_type_130 arg4);
-extern swig_type_131 _wrap_kvpool_check_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_type_132 arg2);
-extern swig_intgo _wrap_kvpool_stats_alloc_kind_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_133 _wrap_kvpool_stats_token_capacity_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_134 _wrap_kvpool_stats_token_available_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_135 _wrap_kvpool_stats_token_held_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_136 _wrap_kvpool_stats_token_pending_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_137 _wrap_kvpool_stats_swa_capacity_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_138 _wrap_kvpool_stats_swa_available_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_139 _wrap_kvpool_stats_swa_held_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_140 _wrap_kvpool_stats_req_capacity_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_141 _wrap_kvpool_stats_req_available_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_142 _wrap_kvpool_stats_mamba_capacity_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_143 _wrap_kvpool_stats_mamba_available_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_144 _wrap_kvpool_stats_kv_bytes_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_145 _wrap_kvpool_stats_req_table_bytes_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_146 _wrap_kvpool_stats_mamba_bytes_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_147 _wrap_kvpool_stats_alloc_calls_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_148 _wrap_kvpool_stats_free_calls_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_149 _wrap_kvpool_stats_alloc_failures_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_150 _wrap_kvpool_stats_rejected_calls_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvpool_stats_kvpool_1afe3c2b34286ba9(void);
-extern void _wrap_delete_kvpool_stats_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_151 _wrap_kvpool_get_stats_kvpool_1afe3c2b34286ba9(uintptr_t arg1, uintptr_t arg2);
-extern swig_intgo _wrap_RADIX_EVENT_BLOCK_STORED_kvpool_1afe3c2b34286ba9(void);
-extern swig_intgo _wrap_RADIX_EVENT_BLOCK_REMOVED_kvpool_1afe3c2b34286ba9(void);
-extern swig_intgo _wrap_RADIX_EVENT_ALL_BLOCKS_CLEARED_kvpool_1afe3c2b34286ba9(void);
-extern swig_intgo _wrap_RADIX_EVENT_HOST_STORED_kvpool_1afe3c2b34286ba9(void);
-extern swig_intgo _wrap_RADIX_EVENT_HOST_REMOVED_kvpool_1afe3c2b34286ba9(void);
-extern swig_type_152 _wrap_radix_match_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_type_153 arg2, swig_type_154 arg3, swig_type_155 arg4, swig_voidp arg5, swig_voidp arg6);
-extern swig_type_156 _wrap_radix_insert_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_type_157 arg2, swig_type_158 arg3, swig_type_159 arg4, swig_intgo arg5, swig_voidp arg6, swig_voidp arg7);
-extern swig_type_160 _wrap_radix_lock_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_type_161 arg2);
-extern swig_type_162 _wrap_radix_unlock_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_type_163 arg2);
-extern swig_type_164 _wrap_radix_evict_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_type_165 arg2, swig_voidp arg3);
-extern swig_type_166 _wrap_radix_sizes_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3, swig_voidp arg4);
-extern swig_type_167 _wrap_radix_reset_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_168 _wrap_radix_page_hash_kvpool_1afe3c2b34286ba9(swig_type_169 arg1, swig_type_170 arg2, swig_type_171 arg3, swig_voidp arg4);
-extern swig_type_172 _wrap_radix_match_mamba_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_type_173 arg2, swig_type_174 arg3, swig_intgo arg4, swig_type_175 arg5, swig_voidp arg6, swig_voidp arg7, swig_voidp arg8);
-extern swig_type_176 _wrap_radix_insert_mamba_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_type_177 arg2, swig_type_178 arg3, swig_type_179 arg4, swig_intgo arg5, swig_voidp arg6, swig_voidp arg7, swig_voidp arg8);
-extern swig_type_180 _wrap_radix_evict_mamba_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_type_181 arg2, swig_voidp arg3);
-extern swig_type_182 _wrap_radix_insert_swa_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_type_183 arg2, swig_type_184 arg3, swig_type_185 arg4, swig_type_186 arg5, swig_type_187 arg6, swig_voidp arg7, swig_voidp arg8);
-extern swig_type_188 _wrap_radix_evict_swa_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_type_189 arg2, swig_type_190 arg3, swig_voidp arg4, swig_voidp arg5);
-extern swig_type_191 _wrap_radix_state_sizes_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3);
-extern swig_intgo _wrap_kvseq_info_row_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_192 _wrap_kvseq_info_tokens_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_193 _wrap_kvseq_info_computed_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_194 _wrap_kvseq_info_cached_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_195 _wrap_kvseq_info_prefix_hit_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_196 _wrap_kvseq_info_host_hit_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_197 _wrap_kvseq_info_storage_hit_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvseq_info_kvpool_1afe3c2b34286ba9(void);
-extern void _wrap_delete_kvseq_info_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_198 _wrap_kvseq_begin_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_type_199 arg2, swig_type_200 arg3, swig_voidp arg4, swig_voidp arg5);
-extern swig_type_201 _wrap_kvseq_extend_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_type_202 arg2, swig_type_203 arg3, swig_type_204 arg4);
-extern swig_type_205 _wrap_kvseq_decode_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_type_206 arg2, swig_type_207 arg3, swig_type_208 arg4);
-extern swig_type_209 _wrap_kvseq_finish_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_type_210 arg2, swig_type_211 arg3);
-extern swig_type_212 _wrap_kvseq_abort_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_type_213 arg2);
-extern swig_type_214 _wrap_kvseq_retract_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_type_215 arg2, swig_voidp arg3);
-extern swig_type_216 _wrap_kvseq_get_info_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_type_217 arg2, uintptr_t arg3);
-extern swig_type_218 _wrap_kvseq_get_slots_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_type_219 arg2, swig_type_220 arg3, swig_voidp arg4);
-extern swig_type_221 _wrap_kvseq_accounting_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3, swig_voidp arg4, swig_voidp arg5, swig_voidp arg6);
-extern swig_type_222 _wrap_kvseq_mamba_slot_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_type_223 arg2, swig_voidp arg3);
-extern swig_type_224 _wrap_kvhost_stats_capacity_tokens_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_225 _wrap_kvhost_stats_used_tokens_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_226 _wrap_kvhost_stats_host_only_tokens_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_227 _wrap_kvhost_stats_copies_in_flight_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_228 _wrap_kvhost_stats_backups_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_229 _wrap_kvhost_stats_backup_tokens_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_230 _wrap_kvhost_stats_backups_skipped_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_231 _wrap_kvhost_stats_backup_errors_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_232 _wrap_kvhost_stats_loads_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_233 _wrap_kvhost_stats_load_tokens_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_234 _wrap_kvhost_stats_loads_refused_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_235 _wrap_kvhost_stats_host_evicted_tokens_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_236 _wrap_kvhost_stats_bytes_to_host_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_237 _wrap_kvhost_stats_bytes_to_device_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_238 _wrap_kvhost_stats_load_evicted_tokens_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvhost_stats_kvpool_1afe3c2b34286ba9(void);
-extern void _wrap_delete_kvhost_stats_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_239 _wrap_kvhost_get_stats_kvpool_1afe3c2b34286ba9(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_240 _wrap_kvhost_poll_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_intgo arg2, swig_voidp arg3);
-extern swig_type_241 _wrap_kvhost_next_load_set_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_242 _wrap_kvhost_load_set_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_243 _wrap_kvhost_match_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_type_244 arg2, swig_type_245 arg3, swig_type_246 arg4, swig_voidp arg5, swig_voidp arg6, swig_voidp arg7, swig_voidp arg8);
-extern swig_type_247 _wrap_kvhost_load_back_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_type_248 arg2, swig_type_249 arg3, swig_voidp arg4, swig_voidp arg5);
-extern swig_type_250 _wrap_kvhost_evict_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_type_251 arg2, swig_voidp arg3);
-extern swig_type_252 _wrap_kvhost_node_state_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_type_253 arg2, swig_voidp arg3, swig_voidp arg4, swig_voidp arg5);
-extern swig_type_254 _wrap_kvstore_stats_backups_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_255 _wrap_kvstore_stats_backup_tokens_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_256 _wrap_kvstore_stats_backup_pages_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_257 _wrap_kvstore_stats_backup_pages_failed_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_258 _wrap_kvstore_stats_backup_bytes_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_259 _wrap_kvstore_stats_backups_queued_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_260 _wrap_kvstore_stats_prefetches_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_261 _wrap_kvstore_stats_prefetches_skipped_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_262 _wrap_kvstore_stats_prefetches_revoked_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_263 _wrap_kvstore_stats_prefetches_running_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_264 _wrap_kvstore_stats_prefetch_tokens_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_265 _wrap_kvstore_stats_prefetch_hit_tokens_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_266 _wrap_kvstore_stats_prefetch_loaded_tokens_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_267 _wrap_kvstore_stats_prefetch_bytes_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_268 _wrap_kvstore_stats_prefetch_inserted_tokens_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_269 _wrap_kvstore_stats_prefetch_dropped_tokens_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_270 _wrap_kvstore_stats_storage_hit_tokens_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_271 _wrap_kvstore_stats_pages_corrupt_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_272 _wrap_kvstore_stats_pages_truncated_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_273 _wrap_kvstore_stats_pages_foreign_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_274 _wrap_kvstore_stats_read_failures_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_275 _wrap_kvstore_stats_store_puts_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_276 _wrap_kvstore_stats_store_put_bytes_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_277 _wrap_kvstore_stats_store_put_existing_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_278 _wrap_kvstore_stats_store_put_errors_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_279 _wrap_kvstore_stats_store_gets_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_280 _wrap_kvstore_stats_store_get_hits_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_281 _wrap_kvstore_stats_store_get_misses_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_282 _wrap_kvstore_stats_store_get_errors_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_283 _wrap_kvstore_stats_store_timeouts_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_284 _wrap_kvstore_stats_store_server_errors_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_285 _wrap_kvstore_stats_store_io_errors_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_286 _wrap_kvstore_stats_store_partial_values_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_287 _wrap_kvstore_stats_store_evicted_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_288 _wrap_kvstore_stats_store_servers_ejected_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvstore_stats_kvpool_1afe3c2b34286ba9(void);
-extern void _wrap_delete_kvstore_stats_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_intgo _wrap_KVSTORE_SKIP_NONE_kvpool_1afe3c2b34286ba9(void);
-extern swig_intgo _wrap_KVSTORE_SKIP_BELOW_THRESHOLD_kvpool_1afe3c2b34286ba9(void);
-extern swig_intgo _wrap_KVSTORE_SKIP_NOT_BACKED_UP_kvpool_1afe3c2b34286ba9(void);
-extern swig_intgo _wrap_KVSTORE_SKIP_CAPACITY_kvpool_1afe3c2b34286ba9(void);
-extern swig_intgo _wrap_KVSTORE_SKIP_HOST_FULL_kvpool_1afe3c2b34286ba9(void);
-extern swig_intgo _wrap_kvstore_prefetch_info_done_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_intgo _wrap_kvstore_prefetch_info_revoked_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_intgo _wrap_kvstore_prefetch_info_ready_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_intgo _wrap_kvstore_prefetch_info_searched_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_289 _wrap_kvstore_prefetch_info_asked_tokens_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_290 _wrap_kvstore_prefetch_info_hit_tokens_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_291 _wrap_kvstore_prefetch_info_loaded_tokens_get_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvstore_prefetch_info_kvpool_1afe3c2b34286ba9(void);
-extern void _wrap_delete_kvstore_prefetch_info_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_292 _wrap_kvstore_get_stats_kvpool_1afe3c2b34286ba9(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_293 _wrap_kvstore_prefetch_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_type_294 arg2, swig_type_295 arg3, swig_voidp arg4, swig_voidp arg5);
-extern swig_type_296 _wrap_kvstore_prefetch_poll_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_type_297 arg2, uintptr_t arg3);
-extern swig_type_298 _wrap_kvstore_prefetch_end_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_type_299 arg2, swig_voidp arg3);
-extern swig_type_300 _wrap_kvstore_flush_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_301 _wrap_kvstore_clear_kvpool_1afe3c2b34286ba9(uintptr_t arg1);
-extern swig_type_302 _wrap_kvpool_create_with_allocator_kvpool_1afe3c2b34286ba9(swig_type_303 arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_304 _wrap_kvpool_synchronize_kvpool_1afe3c2b34286ba9(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_305 _wrap_kvalloc_extend_async_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_type_306 arg2, swig_type_307 arg3, uintptr_t arg4, uintptr_t arg5, uintptr_t arg6, uintptr_t arg7, swig_type_308 arg8, uintptr_t arg9, swig_type_309 arg10, uintptr_t arg11);
-extern swig_type_310 _wrap_kvalloc_extend_pages_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_type_311 arg2, swig_type_312 arg3, swig_voidp arg4);
-extern swig_type_313 _wrap_kvalloc_decode_async_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_type_314 arg2, uintptr_t arg3, uintptr_t arg4, uintptr_t arg5, uintptr_t arg6, swig_type_315 arg7, uintptr_t arg8);
-extern swig_type_316 _wrap_kvalloc_alloc_async_kvpool_1afe3c2b34286ba9(uintptr_t arg1, uintptr_t arg2, swig_type_317 arg3, uintptr_t arg4);
-extern swig_type_318 _wrap_kvalloc_free_pages_async_kvpool_1afe3c2b34286ba9(uintptr_t arg1, uintptr_t arg2, swig_type_319 arg3, uintptr_t arg4);
-extern swig_type_320 _wrap_kvreq_write_batch_async_kvpool_1afe3c2b34286ba9(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, swig_type_321 arg5, uintptr_t arg6, swig_type_322 arg7, uintptr_t arg8, swig_type_323 arg9, uintptr_t arg10);
-extern swig_type_324 _wrap_kvreq_last_loc_async_kvpool_1afe3c2b34286ba9(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_type_325 arg4, uintptr_t arg5, uintptr_t arg6);
-extern swig_type_326 _wrap_kvpool_set_kv_async_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_intgo arg2, uintptr_t arg3, swig_type_327 arg4, uintptr_t arg5, swig_type_328 arg6, uintptr_t arg7, swig_type_329 arg8, swig_intgo arg9, float arg10, float arg11, uintptr_t arg12);
-extern swig_type_330 _wrap_kvpool_set_mla_kv_async_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_intgo arg2, uintptr_t arg3, swig_type_331 arg4, uintptr_t arg5, swig_type_332 arg6, uintptr_t arg7, swig_type_333 arg8, swig_intgo arg9, uintptr_t arg10);
-extern swig_type_334 _wrap_kvpool_get_kv_async_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_intgo arg2, uintptr_t arg3, swig_type_335 arg4, uintptr_t arg5, swig_type_336 arg6, uintptr_t arg7, swig_type_337 arg8, swig_intgo arg9, uintptr_t arg10);
-extern swig_type_338 _wrap_kvpool_move_kv_async_kvpool_1afe3c2b34286ba9(uintptr_t arg1, uintptr_t arg2, swig_type_339 arg3, uintptr_t arg4, swig_type_340 arg5, uintptr_t arg6);
-extern swig_type_341 _wrap_kvpool_mamba_alloc_async_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_type_342 arg2, uintptr_t arg3);
-extern swig_type_343 _wrap_kvpool_mamba_fork_async_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_intgo arg2, swig_voidp arg3, uintptr_t arg4);
-extern swig_type_344 _wrap_kvpool_mamba_copy_async_kvpool_1afe3c2b34286ba9(uintptr_t arg1, uintptr_t arg2, swig_type_345 arg3, uintptr_t arg4, swig_type_346 arg5, uintptr_t arg6);
-extern swig_type_347 _wrap_kvalloc_decode_graph_async_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_type_348 arg2, uintptr_t arg3, uintptr_t arg4, uintptr_t arg5, uintptr_t arg6);
-extern swig_type_349 _wrap_kvalloc_decode_watermark_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_type_350 arg2, swig_voidp arg3);
-extern swig_type_351 _wrap_kvalloc_decode_graph_advance_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_type_352 arg2, swig_type_353 arg3);
-extern swig_type_354 _wrap_kvseq_extend_async_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_type_355 arg2, swig_type_356 arg3, uintptr_t arg4, swig_type_357 arg5, uintptr_t arg6);
-extern swig_type_358 _wrap_kvseq_decode_async_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_type_359 arg2, swig_type_360 arg3, uintptr_t arg4, swig_type_361 arg5, uintptr_t arg6);
-extern swig_type_362 _wrap_kvhost_set_stream_kvpool_1afe3c2b34286ba9(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_363 _wrap_kvhost_wait_layer_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_intgo arg2, swig_intgo arg3, uintptr_t arg4);
-extern swig_type_364 _wrap_kvpool_take_events_flat_kvpool_1afe3c2b34286ba9(uintptr_t arg1, swig_type_365 arg2, swig_voidp arg3, swig_type_366 arg4, swig_voidp arg5);
-extern swig_type_367 _wrap_kvpool_create_with_storage_kvpool_1afe3c2b34286ba9(swig_type_368 arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
+typedef _gostring_ swig_type_365;
+typedef _gostring_ swig_type_366;
+typedef _goslice_ swig_type_367;
+typedef _goslice_ swig_type_368;
+typedef _gostring_ swig_type_369;
+typedef _gostring_ swig_type_370;
+typedef _gostring_ swig_type_371;
+extern void _wrap_Swig_free_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern uintptr_t _wrap_Swig_malloc_kvpool_1c20a3f3a7f59977(swig_intgo arg1);
+extern swig_intgo _wrap_KVPOOL_VERSION_NUMBER_kvpool_1c20a3f3a7f59977(void);
+extern swig_intgo _wrap_kvpool_version_kvpool_1c20a3f3a7f59977(void);
+extern swig_type_1 _wrap_kvpool_version_string_kvpool_1c20a3f3a7f59977(void);
+extern swig_intgo _wrap_KVPOOL_OK_kvpool_1c20a3f3a7f59977(void);
+extern swig_intgo _wrap_KVPOOL_ERR_INVALID_ARGUMENT_kvpool_1c20a3f3a7f59977(void);
+extern swig_intgo _wrap_KVPOOL_ERR_CONFIG_kvpool_1c20a3f3a7f59977(void);
+extern swig_intgo _wrap_KVPOOL_ERR_OUT_OF_MEMORY_kvpool_1c20a3f3a7f59977(void);
+extern swig_intgo _wrap_KVPOOL_ERR_CUDA_kvpool_1c20a3f3a7f59977(void);
+extern swig_intgo _wrap_KVPOOL_ERR_UNSUPPORTED_kvpool_1c20a3f3a7f59977(void);
+extern swig_intgo _wrap_KVPOOL_ERR_INTERNAL_kvpool_1c20a3f3a7f59977(void);
+extern swig_intgo _wrap_KVPOOL_ERR_BUFFER_TOO_SMALL_kvpool_1c20a3f3a7f59977(void);
+extern swig_intgo _wrap_KVPOOL_ERR_IO_kvpool_1c20a3f3a7f59977(void);
+extern swig_intgo _wrap_KVPOOL_ERR_HOST_MEMORY_kvpool_1c20a3f3a7f59977(void);
+extern swig_intgo _wrap_KVPOOL_ERR_CHECK_FAILED_kvpool_1c20a3f3a7f59977(void);
+extern swig_intgo _wrap_KVPOOL_ERR_DEVICE_FAULT_kvpool_1c20a3f3a7f59977(void);
+extern swig_type_2 _wrap_kvpool_status_string_kvpool_1c20a3f3a7f59977(swig_intgo arg1);
+extern swig_type_3 _wrap_kvpool_create_kvpool_1c20a3f3a7f59977(swig_type_4 arg1, swig_voidp arg2);
+extern swig_type_5 _wrap_kvpool_create_from_file_kvpool_1c20a3f3a7f59977(swig_type_6 arg1, swig_voidp arg2);
+extern void _wrap_kvpool_destroy_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_7 _wrap_kvpool_backend_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_intgo _wrap_kvpool_cuda_device_count_kvpool_1c20a3f3a7f59977(void);
+extern swig_intgo _wrap_kvpool_plan_info_page_size_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_8 _wrap_kvpool_plan_info_kv_bytes_per_token_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_9 _wrap_kvpool_plan_info_full_bytes_per_token_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_10 _wrap_kvpool_plan_info_swa_bytes_per_token_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_11 _wrap_kvpool_plan_info_max_total_tokens_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_12 _wrap_kvpool_plan_info_swa_tokens_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_13 _wrap_kvpool_plan_info_num_pages_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_intgo _wrap_kvpool_plan_info_max_running_requests_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_intgo _wrap_kvpool_plan_info_max_context_len_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_intgo _wrap_kvpool_plan_info_req_rows_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_intgo _wrap_kvpool_plan_info_num_layers_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_intgo _wrap_kvpool_plan_info_kv_heads_per_rank_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_intgo _wrap_kvpool_plan_info_mamba_layers_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_14 _wrap_kvpool_plan_info_mamba_state_bytes_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_15 _wrap_kvpool_plan_info_mamba_slots_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_16 _wrap_kvpool_plan_info_kv_memory_bytes_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_17 _wrap_kvpool_plan_info_req_table_bytes_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_18 _wrap_kvpool_plan_info_mamba_memory_bytes_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_19 _wrap_kvpool_plan_info_total_memory_bytes_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvpool_plan_info_kvpool_1c20a3f3a7f59977(void);
+extern void _wrap_delete_kvpool_plan_info_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_20 _wrap_kvpool_plan_kvpool_1c20a3f3a7f59977(swig_type_21 arg1, uintptr_t arg2);
+extern swig_type_22 _wrap_kvpool_get_plan_kvpool_1c20a3f3a7f59977(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_23 _wrap_kvreq_available_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_24 _wrap_kvreq_alloc_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_type_25 arg2);
+extern swig_type_26 _wrap_kvreq_free_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_type_27 arg2);
+extern swig_type_28 _wrap_kvreq_write_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_intgo arg2, swig_type_29 arg3, swig_type_30 arg4);
+extern swig_type_31 _wrap_kvreq_read_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_intgo arg2, swig_type_32 arg3, swig_type_33 arg4);
+extern swig_type_34 _wrap_kvreq_clear_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_35 _wrap_kvreq_write_batch_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_type_36 arg2, swig_type_37 arg3, swig_type_38 arg4, swig_type_39 arg5, swig_type_40 arg6);
+extern swig_type_41 _wrap_kvreq_last_loc_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_type_42 arg2, swig_type_43 arg3, swig_type_44 arg4);
+extern swig_intgo _wrap_KVALLOC_TOKEN_kvpool_1c20a3f3a7f59977(void);
+extern swig_intgo _wrap_KVALLOC_PAGED_kvpool_1c20a3f3a7f59977(void);
+extern swig_intgo _wrap_KVALLOC_SWA_kvpool_1c20a3f3a7f59977(void);
+extern swig_intgo _wrap_KVALLOC_LIST_FREE_kvpool_1c20a3f3a7f59977(void);
+extern swig_intgo _wrap_KVALLOC_LIST_RELEASE_kvpool_1c20a3f3a7f59977(void);
+extern swig_intgo _wrap_KVALLOC_LIST_SWA_FREE_kvpool_1c20a3f3a7f59977(void);
+extern swig_intgo _wrap_KVALLOC_LIST_SWA_RELEASE_kvpool_1c20a3f3a7f59977(void);
+extern swig_type_45 _wrap_kvalloc_get_kind_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_46 _wrap_kvalloc_available_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_47 _wrap_kvalloc_swa_available_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3);
+extern swig_type_48 _wrap_kvalloc_alloc_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_type_49 arg2);
+extern swig_type_50 _wrap_kvalloc_free_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_type_51 arg2);
+extern swig_type_52 _wrap_kvalloc_extend_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_type_53 arg2, swig_type_54 arg3, swig_type_55 arg4, swig_type_56 arg5);
+extern swig_type_57 _wrap_kvalloc_decode_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_type_58 arg2, swig_type_59 arg3, swig_type_60 arg4);
+extern swig_type_61 _wrap_kvalloc_free_swa_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_type_62 arg2);
+extern swig_type_63 _wrap_kvalloc_translate_swa_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_type_64 arg2, swig_type_65 arg3);
+extern swig_type_66 _wrap_kvalloc_free_group_begin_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_67 _wrap_kvalloc_free_group_end_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_68 _wrap_kvalloc_backup_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_69 _wrap_kvalloc_restore_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_type_70 arg2);
+extern swig_type_71 _wrap_kvalloc_merge_and_sort_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_72 _wrap_kvalloc_clear_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_73 _wrap_kvalloc_free_list_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_intgo arg2, swig_type_74 arg3, swig_voidp arg4);
+extern swig_intgo _wrap_KVPOOL_DTYPE_F32_kvpool_1c20a3f3a7f59977(void);
+extern swig_intgo _wrap_KVPOOL_DTYPE_F16_kvpool_1c20a3f3a7f59977(void);
+extern swig_intgo _wrap_KVPOOL_DTYPE_BF16_kvpool_1c20a3f3a7f59977(void);
+extern swig_intgo _wrap_KVPOOL_DTYPE_FP8_E4M3_kvpool_1c20a3f3a7f59977(void);
+extern swig_intgo _wrap_KVPOOL_DTYPE_FP8_E5M2_kvpool_1c20a3f3a7f59977(void);
+extern swig_intgo _wrap_KVPOOL_DTYPE_FP4_E2M1_kvpool_1c20a3f3a7f59977(void);
+extern swig_intgo _wrap_KVPOOL_DTYPE_U8_kvpool_1c20a3f3a7f59977(void);
+extern swig_intgo _wrap_KVPOOL_DTYPE_I32_kvpool_1c20a3f3a7f59977(void);
+extern swig_intgo _wrap_KVPOOL_DTYPE_I64_kvpool_1c20a3f3a7f59977(void);
+extern swig_intgo _wrap_KVPOOL_BUFFER_K_kvpool_1c20a3f3a7f59977(void);
+extern swig_intgo _wrap_KVPOOL_BUFFER_V_kvpool_1c20a3f3a7f59977(void);
+extern swig_intgo _wrap_KVPOOL_BUFFER_K_SCALE_kvpool_1c20a3f3a7f59977(void);
+extern swig_intgo _wrap_KVPOOL_BUFFER_V_SCALE_kvpool_1c20a3f3a7f59977(void);
+extern swig_intgo _wrap_KVPOOL_BUFFER_INDEXER_kvpool_1c20a3f3a7f59977(void);
+extern swig_intgo _wrap_KVPOOL_BUFFER_LABEL_kvpool_1c20a3f3a7f59977(void);
+extern swig_intgo _wrap_KVPOOL_BUFFER_REQ_TABLE_kvpool_1c20a3f3a7f59977(void);
+extern swig_intgo _wrap_KVPOOL_BUFFER_MAMBA_CONV_kvpool_1c20a3f3a7f59977(void);
+extern swig_intgo _wrap_KVPOOL_BUFFER_MAMBA_SSM_kvpool_1c20a3f3a7f59977(void);
+extern swig_intgo _wrap_KVPOOL_BUFFER_SWA_MAPPING_kvpool_1c20a3f3a7f59977(void);
+extern swig_intgo _wrap_KVPOOL_BUFFER_MAMBA_INTERMEDIATE_SSM_kvpool_1c20a3f3a7f59977(void);
+extern swig_intgo _wrap_KVPOOL_BUFFER_MAMBA_INTERMEDIATE_CONV_kvpool_1c20a3f3a7f59977(void);
+extern swig_intgo _wrap_kvpool_buffer_dtype_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_intgo _wrap_kvpool_buffer_device_type_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_intgo _wrap_kvpool_buffer_device_id_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_intgo _wrap_kvpool_buffer_ndim_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_75 _wrap_kvpool_buffer_bytes_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvpool_buffer_kvpool_1c20a3f3a7f59977(void);
+extern void _wrap_delete_kvpool_buffer_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_76 _wrap_kvpool_buffer_shape_at_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_77 _wrap_kvpool_buffer_stride_at_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_78 _wrap_kvpool_buffer_data_address_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_79 _wrap_kvpool_get_buffer_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_intgo arg2, swig_intgo arg3, uintptr_t arg4);
+extern swig_type_80 _wrap_kvpool_set_kv_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_intgo arg2, swig_type_81 arg3, swig_type_82 arg4, swig_type_83 arg5, swig_intgo arg6, float arg7, float arg8);
+extern swig_type_84 _wrap_kvpool_set_mla_kv_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_intgo arg2, swig_type_85 arg3, swig_type_86 arg4, swig_type_87 arg5, swig_intgo arg6);
+extern swig_type_88 _wrap_kvpool_set_label_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_intgo arg2, swig_type_89 arg3, swig_type_90 arg4);
+extern swig_type_91 _wrap_kvpool_set_indexer_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_intgo arg2, swig_type_92 arg3, swig_type_93 arg4, swig_type_94 arg5);
+extern swig_type_95 _wrap_kvpool_get_kv_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_intgo arg2, swig_type_96 arg3, swig_type_97 arg4, swig_type_98 arg5, swig_intgo arg6);
+extern swig_type_99 _wrap_kvpool_move_kv_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_type_100 arg2, swig_type_101 arg3);
+extern swig_type_102 _wrap_kvpool_host_copy_bytes_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_type_103 arg2, swig_voidp arg3);
+extern swig_type_104 _wrap_kvpool_copy_to_host_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_type_105 arg2, swig_type_106 arg3);
+extern swig_type_107 _wrap_kvpool_load_from_host_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_type_108 arg2, swig_type_109 arg3);
+extern swig_type_110 _wrap_kvpool_mamba_available_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_111 _wrap_kvpool_mamba_alloc_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_type_112 arg2);
+extern swig_type_113 _wrap_kvpool_mamba_free_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_type_114 arg2);
+extern swig_type_115 _wrap_kvpool_mamba_copy_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_intgo arg2, swig_intgo arg3);
+extern swig_type_116 _wrap_kvpool_mamba_fork_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_intgo arg2, swig_voidp arg3);
+extern swig_type_117 _wrap_kvpool_mamba_write_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_intgo arg2, swig_intgo arg3, swig_type_118 arg4, swig_type_119 arg5);
+extern swig_type_120 _wrap_kvpool_mamba_read_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_intgo arg2, swig_intgo arg3, swig_type_121 arg4, swig_type_122 arg5);
+extern swig_type_123 _wrap_kvreq_alloc_hybrid_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_type_124 arg2, swig_type_125 arg3, swig_type_126 arg4);
+extern swig_type_127 _wrap_kvreq_free_hybrid_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_type_128 arg2, swig_intgo arg3, swig_intgo arg4);
+extern swig_type_129 _wrap_kvreq_mamba_slots_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_intgo arg2, swig_voidp arg3, swig_type_130 arg4);
+extern swig_type_131 _wrap_kvpool_check_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_type_132 arg2);
+extern swig_intgo _wrap_kvpool_stats_alloc_kind_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_133 _wrap_kvpool_stats_token_capacity_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_134 _wrap_kvpool_stats_token_available_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_135 _wrap_kvpool_stats_token_held_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_136 _wrap_kvpool_stats_token_pending_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_137 _wrap_kvpool_stats_swa_capacity_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_138 _wrap_kvpool_stats_swa_available_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_139 _wrap_kvpool_stats_swa_held_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_140 _wrap_kvpool_stats_req_capacity_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_141 _wrap_kvpool_stats_req_available_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_142 _wrap_kvpool_stats_mamba_capacity_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_143 _wrap_kvpool_stats_mamba_available_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_144 _wrap_kvpool_stats_kv_bytes_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_145 _wrap_kvpool_stats_req_table_bytes_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_146 _wrap_kvpool_stats_mamba_bytes_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_147 _wrap_kvpool_stats_alloc_calls_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_148 _wrap_kvpool_stats_free_calls_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_149 _wrap_kvpool_stats_alloc_failures_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_150 _wrap_kvpool_stats_rejected_calls_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvpool_stats_kvpool_1c20a3f3a7f59977(void);
+extern void _wrap_delete_kvpool_stats_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_151 _wrap_kvpool_get_stats_kvpool_1c20a3f3a7f59977(uintptr_t arg1, uintptr_t arg2);
+extern swig_intgo _wrap_RADIX_EVENT_BLOCK_STORED_kvpool_1c20a3f3a7f59977(void);
+extern swig_intgo _wrap_RADIX_EVENT_BLOCK_REMOVED_kvpool_1c20a3f3a7f59977(void);
+extern swig_intgo _wrap_RADIX_EVENT_ALL_BLOCKS_CLEARED_kvpool_1c20a3f3a7f59977(void);
+extern swig_intgo _wrap_RADIX_EVENT_HOST_STORED_kvpool_1c20a3f3a7f59977(void);
+extern swig_intgo _wrap_RADIX_EVENT_HOST_REMOVED_kvpool_1c20a3f3a7f59977(void);
+extern swig_type_152 _wrap_radix_match_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_type_153 arg2, swig_type_154 arg3, swig_type_155 arg4, swig_voidp arg5, swig_voidp arg6);
+extern swig_type_156 _wrap_radix_insert_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_type_157 arg2, swig_type_158 arg3, swig_type_159 arg4, swig_intgo arg5, swig_voidp arg6, swig_voidp arg7);
+extern swig_type_160 _wrap_radix_lock_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_type_161 arg2);
+extern swig_type_162 _wrap_radix_unlock_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_type_163 arg2);
+extern swig_type_164 _wrap_radix_evict_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_type_165 arg2, swig_voidp arg3);
+extern swig_type_166 _wrap_radix_sizes_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3, swig_voidp arg4);
+extern swig_type_167 _wrap_radix_reset_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_168 _wrap_radix_page_hash_kvpool_1c20a3f3a7f59977(swig_type_169 arg1, swig_type_170 arg2, swig_type_171 arg3, swig_voidp arg4);
+extern swig_type_172 _wrap_radix_match_mamba_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_type_173 arg2, swig_type_174 arg3, swig_intgo arg4, swig_type_175 arg5, swig_voidp arg6, swig_voidp arg7, swig_voidp arg8);
+extern swig_type_176 _wrap_radix_insert_mamba_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_type_177 arg2, swig_type_178 arg3, swig_type_179 arg4, swig_intgo arg5, swig_voidp arg6, swig_voidp arg7, swig_voidp arg8);
+extern swig_type_180 _wrap_radix_evict_mamba_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_type_181 arg2, swig_voidp arg3);
+extern swig_type_182 _wrap_radix_insert_swa_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_type_183 arg2, swig_type_184 arg3, swig_type_185 arg4, swig_type_186 arg5, swig_type_187 arg6, swig_voidp arg7, swig_voidp arg8);
+extern swig_type_188 _wrap_radix_evict_swa_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_type_189 arg2, swig_type_190 arg3, swig_voidp arg4, swig_voidp arg5);
+extern swig_type_191 _wrap_radix_state_sizes_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3);
+extern swig_intgo _wrap_kvseq_info_row_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_192 _wrap_kvseq_info_tokens_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_193 _wrap_kvseq_info_computed_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_194 _wrap_kvseq_info_cached_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_195 _wrap_kvseq_info_prefix_hit_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_196 _wrap_kvseq_info_host_hit_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_197 _wrap_kvseq_info_storage_hit_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvseq_info_kvpool_1c20a3f3a7f59977(void);
+extern void _wrap_delete_kvseq_info_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_198 _wrap_kvseq_begin_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_type_199 arg2, swig_type_200 arg3, swig_voidp arg4, swig_voidp arg5);
+extern swig_type_201 _wrap_kvseq_extend_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_type_202 arg2, swig_type_203 arg3, swig_type_204 arg4);
+extern swig_type_205 _wrap_kvseq_decode_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_type_206 arg2, swig_type_207 arg3, swig_type_208 arg4);
+extern swig_type_209 _wrap_kvseq_finish_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_type_210 arg2, swig_type_211 arg3);
+extern swig_type_212 _wrap_kvseq_abort_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_type_213 arg2);
+extern swig_type_214 _wrap_kvseq_retract_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_type_215 arg2, swig_voidp arg3);
+extern swig_type_216 _wrap_kvseq_get_info_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_type_217 arg2, uintptr_t arg3);
+extern swig_type_218 _wrap_kvseq_get_slots_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_type_219 arg2, swig_type_220 arg3, swig_voidp arg4);
+extern swig_type_221 _wrap_kvseq_accounting_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3, swig_voidp arg4, swig_voidp arg5, swig_voidp arg6);
+extern swig_type_222 _wrap_kvseq_mamba_slot_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_type_223 arg2, swig_voidp arg3);
+extern swig_type_224 _wrap_kvhost_stats_capacity_tokens_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_225 _wrap_kvhost_stats_used_tokens_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_226 _wrap_kvhost_stats_host_only_tokens_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_227 _wrap_kvhost_stats_copies_in_flight_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_228 _wrap_kvhost_stats_backups_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_229 _wrap_kvhost_stats_backup_tokens_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_230 _wrap_kvhost_stats_backups_skipped_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_231 _wrap_kvhost_stats_backup_errors_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_232 _wrap_kvhost_stats_loads_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_233 _wrap_kvhost_stats_load_tokens_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_234 _wrap_kvhost_stats_loads_refused_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_235 _wrap_kvhost_stats_host_evicted_tokens_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_236 _wrap_kvhost_stats_bytes_to_host_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_237 _wrap_kvhost_stats_bytes_to_device_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_238 _wrap_kvhost_stats_load_evicted_tokens_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvhost_stats_kvpool_1c20a3f3a7f59977(void);
+extern void _wrap_delete_kvhost_stats_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_239 _wrap_kvhost_get_stats_kvpool_1c20a3f3a7f59977(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_240 _wrap_kvhost_poll_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_intgo arg2, swig_voidp arg3);
+extern swig_type_241 _wrap_kvhost_next_load_set_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_242 _wrap_kvhost_load_set_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_243 _wrap_kvhost_match_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_type_244 arg2, swig_type_245 arg3, swig_type_246 arg4, swig_voidp arg5, swig_voidp arg6, swig_voidp arg7, swig_voidp arg8);
+extern swig_type_247 _wrap_kvhost_load_back_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_type_248 arg2, swig_type_249 arg3, swig_voidp arg4, swig_voidp arg5);
+extern swig_type_250 _wrap_kvhost_evict_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_type_251 arg2, swig_voidp arg3);
+extern swig_type_252 _wrap_kvhost_node_state_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_type_253 arg2, swig_voidp arg3, swig_voidp arg4, swig_voidp arg5);
+extern swig_type_254 _wrap_kvstore_stats_backups_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_255 _wrap_kvstore_stats_backup_tokens_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_256 _wrap_kvstore_stats_backup_pages_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_257 _wrap_kvstore_stats_backup_pages_failed_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_258 _wrap_kvstore_stats_backup_bytes_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_259 _wrap_kvstore_stats_backups_queued_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_260 _wrap_kvstore_stats_prefetches_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_261 _wrap_kvstore_stats_prefetches_skipped_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_262 _wrap_kvstore_stats_prefetches_revoked_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_263 _wrap_kvstore_stats_prefetches_running_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_264 _wrap_kvstore_stats_prefetch_tokens_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_265 _wrap_kvstore_stats_prefetch_hit_tokens_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_266 _wrap_kvstore_stats_prefetch_loaded_tokens_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_267 _wrap_kvstore_stats_prefetch_bytes_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_268 _wrap_kvstore_stats_prefetch_inserted_tokens_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_269 _wrap_kvstore_stats_prefetch_dropped_tokens_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_270 _wrap_kvstore_stats_storage_hit_tokens_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_271 _wrap_kvstore_stats_pages_corrupt_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_272 _wrap_kvstore_stats_pages_truncated_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_273 _wrap_kvstore_stats_pages_foreign_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_274 _wrap_kvstore_stats_read_failures_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_275 _wrap_kvstore_stats_store_puts_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_276 _wrap_kvstore_stats_store_put_bytes_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_277 _wrap_kvstore_stats_store_put_existing_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_278 _wrap_kvstore_stats_store_put_errors_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_279 _wrap_kvstore_stats_store_gets_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_280 _wrap_kvstore_stats_store_get_hits_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_281 _wrap_kvstore_stats_store_get_misses_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_282 _wrap_kvstore_stats_store_get_errors_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_283 _wrap_kvstore_stats_store_timeouts_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_284 _wrap_kvstore_stats_store_server_errors_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_285 _wrap_kvstore_stats_store_io_errors_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_286 _wrap_kvstore_stats_store_partial_values_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_287 _wrap_kvstore_stats_store_evicted_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_288 _wrap_kvstore_stats_store_servers_ejected_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvstore_stats_kvpool_1c20a3f3a7f59977(void);
+extern void _wrap_delete_kvstore_stats_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_intgo _wrap_KVSTORE_SKIP_NONE_kvpool_1c20a3f3a7f59977(void);
+extern swig_intgo _wrap_KVSTORE_SKIP_BELOW_THRESHOLD_kvpool_1c20a3f3a7f59977(void);
+extern swig_intgo _wrap_KVSTORE_SKIP_NOT_BACKED_UP_kvpool_1c20a3f3a7f59977(void);
+extern swig_intgo _wrap_KVSTORE_SKIP_CAPACITY_kvpool_1c20a3f3a7f59977(void);
+extern swig_intgo _wrap_KVSTORE_SKIP_HOST_FULL_kvpool_1c20a3f3a7f59977(void);
+extern swig_intgo _wrap_kvstore_prefetch_info_done_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_intgo _wrap_kvstore_prefetch_info_revoked_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_intgo _wrap_kvstore_prefetch_info_ready_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_intgo _wrap_kvstore_prefetch_info_searched_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_289 _wrap_kvstore_prefetch_info_asked_tokens_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_290 _wrap_kvstore_prefetch_info_hit_tokens_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_291 _wrap_kvstore_prefetch_info_loaded_tokens_get_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvstore_prefetch_info_kvpool_1c20a3f3a7f59977(void);
+extern void _wrap_delete_kvstore_prefetch_info_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_292 _wrap_kvstore_get_stats_kvpool_1c20a3f3a7f59977(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_293 _wrap_kvstore_prefetch_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_type_294 arg2, swig_type_295 arg3, swig_voidp arg4, swig_voidp arg5);
+extern swig_type_296 _wrap_kvstore_prefetch_poll_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_type_297 arg2, uintptr_t arg3);
+extern swig_type_298 _wrap_kvstore_prefetch_end_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_type_299 arg2, swig_voidp arg3);
+extern swig_type_300 _wrap_kvstore_flush_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_301 _wrap_kvstore_clear_kvpool_1c20a3f3a7f59977(uintptr_t arg1);
+extern swig_type_302 _wrap_kvpool_metrics_text_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_type_303 arg2, swig_voidp arg3);
+extern swig_intgo _wrap_KVPOOL_LOG_ERROR_kvpool_1c20a3f3a7f59977(void);
+extern swig_intgo _wrap_KVPOOL_LOG_WARN_kvpool_1c20a3f3a7f59977(void);
+extern swig_intgo _wrap_KVPOOL_LOG_INFO_kvpool_1c20a3f3a7f59977(void);
+extern swig_intgo _wrap_KVPOOL_LOG_DEBUG_kvpool_1c20a3f3a7f59977(void);
+extern swig_type_304 _wrap_kvpool_create_with_allocator_kvpool_1c20a3f3a7f59977(swig_type_305 arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_306 _wrap_kvpool_synchronize_kvpool_1c20a3f3a7f59977(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_307 _wrap_kvalloc_extend_async_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_type_308 arg2, swig_type_309 arg3, uintptr_t arg4, uintptr_t arg5, uintptr_t arg6, uintptr_t arg7, swig_type_310 arg8, uintptr_t arg9, swig_type_311 arg10, uintptr_t arg11);
+extern swig_type_312 _wrap_kvalloc_extend_pages_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_type_313 arg2, swig_type_314 arg3, swig_voidp arg4);
+extern swig_type_315 _wrap_kvalloc_decode_async_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_type_316 arg2, uintptr_t arg3, uintptr_t arg4, uintptr_t arg5, uintptr_t arg6, swig_type_317 arg7, uintptr_t arg8);
+extern swig_type_318 _wrap_kvalloc_alloc_async_kvpool_1c20a3f3a7f59977(uintptr_t arg1, uintptr_t arg2, swig_type_319 arg3, uintptr_t arg4);
+extern swig_type_320 _wrap_kvalloc_free_pages_async_kvpool_1c20a3f3a7f59977(uintptr_t arg1, uintptr_t arg2, swig_type_321 arg3, uintptr_t arg4);
+extern swig_type_322 _wrap_kvreq_write_batch_async_kvpool_1c20a3f3a7f59977(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, swig_type_323 arg5, uintptr_t arg6, swig_type_324 arg7, uintptr_t arg8, swig_type_325 arg9, uintptr_t arg10);
+extern swig_type_326 _wrap_kvreq_last_loc_async_kvpool_1c20a3f3a7f59977(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_type_327 arg4, uintptr_t arg5, uintptr_t arg6);
+extern swig_type_328 _wrap_kvpool_set_kv_async_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_intgo arg2, uintptr_t arg3, swig_type_329 arg4, uintptr_t arg5, swig_type_330 arg6, uintptr_t arg7, swig_type_331 arg8, swig_intgo arg9, float arg10, float arg11, uintptr_t arg12);
+extern swig_type_332 _wrap_kvpool_set_mla_kv_async_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_intgo arg2, uintptr_t arg3, swig_type_333 arg4, uintptr_t arg5, swig_type_334 arg6, uintptr_t arg7, swig_type_335 arg8, swig_intgo arg9, uintptr_t arg10);
+extern swig_type_336 _wrap_kvpool_get_kv_async_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_intgo arg2, uintptr_t arg3, swig_type_337 arg4, uintptr_t arg5, swig_type_338 arg6, uintptr_t arg7, swig_type_339 arg8, swig_intgo arg9, uintptr_t arg10);
+extern swig_type_340 _wrap_kvpool_move_kv_async_kvpool_1c20a3f3a7f59977(uintptr_t arg1, uintptr_t arg2, swig_type_341 arg3, uintptr_t arg4, swig_type_342 arg5, uintptr_t arg6);
+extern swig_type_343 _wrap_kvpool_mamba_alloc_async_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_type_344 arg2, uintptr_t arg3);
+extern swig_type_345 _wrap_kvpool_mamba_fork_async_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_intgo arg2, swig_voidp arg3, uintptr_t arg4);
+extern swig_type_346 _wrap_kvpool_mamba_copy_async_kvpool_1c20a3f3a7f59977(uintptr_t arg1, uintptr_t arg2, swig_type_347 arg3, uintptr_t arg4, swig_type_348 arg5, uintptr_t arg6);
+extern swig_type_349 _wrap_kvalloc_decode_graph_async_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_type_350 arg2, uintptr_t arg3, uintptr_t arg4, uintptr_t arg5, uintptr_t arg6);
+extern swig_type_351 _wrap_kvalloc_decode_watermark_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_type_352 arg2, swig_voidp arg3);
+extern swig_type_353 _wrap_kvalloc_decode_graph_advance_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_type_354 arg2, swig_type_355 arg3);
+extern swig_type_356 _wrap_kvseq_extend_async_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_type_357 arg2, swig_type_358 arg3, uintptr_t arg4, swig_type_359 arg5, uintptr_t arg6);
+extern swig_type_360 _wrap_kvseq_decode_async_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_type_361 arg2, swig_type_362 arg3, uintptr_t arg4, swig_type_363 arg5, uintptr_t arg6);
+extern swig_type_364 _wrap_kvhost_set_stream_kvpool_1c20a3f3a7f59977(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_365 _wrap_kvhost_wait_layer_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_intgo arg2, swig_intgo arg3, uintptr_t arg4);
+extern swig_type_366 _wrap_kvpool_take_events_flat_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_type_367 arg2, swig_voidp arg3, swig_type_368 arg4, swig_voidp arg5);
+extern swig_type_369 _wrap_kvpool_create_with_storage_kvpool_1c20a3f3a7f59977(swig_type_370 arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
+extern swig_type_371 _wrap_kvpool_set_log_callback_kvpool_1c20a3f3a7f59977(uintptr_t arg1, swig_intgo arg2, swig_voidp arg3);
 #undef intgo
 */
 import "C"
@@ -736,13 +745,13 @@ func swigCopyString(s string) string {
 
 func Swig_free(arg1 uintptr) {
 	_swig_i_0 := arg1
-	C._wrap_Swig_free_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0))
+	C._wrap_Swig_free_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0))
 }
 
 func Swig_malloc(arg1 int) (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_Swig_malloc_kvpool_1afe3c2b34286ba9(C.swig_intgo(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_Swig_malloc_kvpool_1c20a3f3a7f59977(C.swig_intgo(_swig_i_0)))
 	return swig_r
 }
 
@@ -765,7 +774,7 @@ const KVPOOL_VERSION_MINOR int = 1
 const KVPOOL_VERSION_PATCH int = 0
 func _swig_getKVPOOL_VERSION_NUMBER() (_swig_ret int) {
 	var swig_r int
-	swig_r = (int)(C._wrap_KVPOOL_VERSION_NUMBER_kvpool_1afe3c2b34286ba9())
+	swig_r = (int)(C._wrap_KVPOOL_VERSION_NUMBER_kvpool_1c20a3f3a7f59977())
 	return swig_r
 }
 
@@ -773,13 +782,13 @@ var KVPOOL_VERSION_NUMBER int = _swig_getKVPOOL_VERSION_NUMBER()
 const KVPOOL_VERSION_STRING string = "0.1.0"
 func Kvpool_version() (_swig_ret uint) {
 	var swig_r uint
-	swig_r = (uint)(C._wrap_kvpool_version_kvpool_1afe3c2b34286ba9())
+	swig_r = (uint)(C._wrap_kvpool_version_kvpool_1c20a3f3a7f59977())
 	return swig_r
 }
 
 func Kvpool_version_string() (_swig_ret string) {
 	var swig_r string
-	swig_r_p := C._wrap_kvpool_version_string_kvpool_1afe3c2b34286ba9()
+	swig_r_p := C._wrap_kvpool_version_string_kvpool_1c20a3f3a7f59977()
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 string
  swig_r_1 = swigCopyString(swig_r) 
@@ -789,84 +798,84 @@ func Kvpool_version_string() (_swig_ret string) {
 type Enum_SS_kvpool_status int
 func _swig_getKVPOOL_OK() (_swig_ret Enum_SS_kvpool_status) {
 	var swig_r Enum_SS_kvpool_status
-	swig_r = (Enum_SS_kvpool_status)(C._wrap_KVPOOL_OK_kvpool_1afe3c2b34286ba9())
+	swig_r = (Enum_SS_kvpool_status)(C._wrap_KVPOOL_OK_kvpool_1c20a3f3a7f59977())
 	return swig_r
 }
 
 var KVPOOL_OK Enum_SS_kvpool_status = _swig_getKVPOOL_OK()
 func _swig_getKVPOOL_ERR_INVALID_ARGUMENT() (_swig_ret Enum_SS_kvpool_status) {
 	var swig_r Enum_SS_kvpool_status
-	swig_r = (Enum_SS_kvpool_status)(C._wrap_KVPOOL_ERR_INVALID_ARGUMENT_kvpool_1afe3c2b34286ba9())
+	swig_r = (Enum_SS_kvpool_status)(C._wrap_KVPOOL_ERR_INVALID_ARGUMENT_kvpool_1c20a3f3a7f59977())
 	return swig_r
 }
 
 var KVPOOL_ERR_INVALID_ARGUMENT Enum_SS_kvpool_status = _swig_getKVPOOL_ERR_INVALID_ARGUMENT()
 func _swig_getKVPOOL_ERR_CONFIG() (_swig_ret Enum_SS_kvpool_status) {
 	var swig_r Enum_SS_kvpool_status
-	swig_r = (Enum_SS_kvpool_status)(C._wrap_KVPOOL_ERR_CONFIG_kvpool_1afe3c2b34286ba9())
+	swig_r = (Enum_SS_kvpool_status)(C._wrap_KVPOOL_ERR_CONFIG_kvpool_1c20a3f3a7f59977())
 	return swig_r
 }
 
 var KVPOOL_ERR_CONFIG Enum_SS_kvpool_status = _swig_getKVPOOL_ERR_CONFIG()
 func _swig_getKVPOOL_ERR_OUT_OF_MEMORY() (_swig_ret Enum_SS_kvpool_status) {
 	var swig_r Enum_SS_kvpool_status
-	swig_r = (Enum_SS_kvpool_status)(C._wrap_KVPOOL_ERR_OUT_OF_MEMORY_kvpool_1afe3c2b34286ba9())
+	swig_r = (Enum_SS_kvpool_status)(C._wrap_KVPOOL_ERR_OUT_OF_MEMORY_kvpool_1c20a3f3a7f59977())
 	return swig_r
 }
 
 var KVPOOL_ERR_OUT_OF_MEMORY Enum_SS_kvpool_status = _swig_getKVPOOL_ERR_OUT_OF_MEMORY()
 func _swig_getKVPOOL_ERR_CUDA() (_swig_ret Enum_SS_kvpool_status) {
 	var swig_r Enum_SS_kvpool_status
-	swig_r = (Enum_SS_kvpool_status)(C._wrap_KVPOOL_ERR_CUDA_kvpool_1afe3c2b34286ba9())
+	swig_r = (Enum_SS_kvpool_status)(C._wrap_KVPOOL_ERR_CUDA_kvpool_1c20a3f3a7f59977())
 	return swig_r
 }
 
 var KVPOOL_ERR_CUDA Enum_SS_kvpool_status = _swig_getKVPOOL_ERR_CUDA()
 func _swig_getKVPOOL_ERR_UNSUPPORTED() (_swig_ret Enum_SS_kvpool_status) {
 	var swig_r Enum_SS_kvpool_status
-	swig_r = (Enum_SS_kvpool_status)(C._wrap_KVPOOL_ERR_UNSUPPORTED_kvpool_1afe3c2b34286ba9())
+	swig_r = (Enum_SS_kvpool_status)(C._wrap_KVPOOL_ERR_UNSUPPORTED_kvpool_1c20a3f3a7f59977())
 	return swig_r
 }
 
 var KVPOOL_ERR_UNSUPPORTED Enum_SS_kvpool_status = _swig_getKVPOOL_ERR_UNSUPPORTED()
 func _swig_getKVPOOL_ERR_INTERNAL() (_swig_ret Enum_SS_kvpool_status) {
 	var swig_r Enum_SS_kvpool_status
-	swig_r = (Enum_SS_kvpool_status)(C._wrap_KVPOOL_ERR_INTERNAL_kvpool_1afe3c2b34286ba9())
+	swig_r = (Enum_SS_kvpool_status)(C._wrap_KVPOOL_ERR_INTERNAL_kvpool_1c20a3f3a7f59977())
 	return swig_r
 }
 
 var KVPOOL_ERR_INTERNAL Enum_SS_kvpool_status = _swig_getKVPOOL_ERR_INTERNAL()
 func _swig_getKVPOOL_ERR_BUFFER_TOO_SMALL() (_swig_ret Enum_SS_kvpool_status) {
 	var swig_r Enum_SS_kvpool_status
-	swig_r = (Enum_SS_kvpool_status)(C._wrap_KVPOOL_ERR_BUFFER_TOO_SMALL_kvpool_1afe3c2b34286ba9())
+	swig_r = (Enum_SS_kvpool_status)(C._wrap_KVPOOL_ERR_BUFFER_TOO_SMALL_kvpool_1c20a3f3a7f59977())
 	return swig_r
 }
 
 var KVPOOL_ERR_BUFFER_TOO_SMALL Enum_SS_kvpool_status = _swig_getKVPOOL_ERR_BUFFER_TOO_SMALL()
 func _swig_getKVPOOL_ERR_IO() (_swig_ret Enum_SS_kvpool_status) {
 	var swig_r Enum_SS_kvpool_status
-	swig_r = (Enum_SS_kvpool_status)(C._wrap_KVPOOL_ERR_IO_kvpool_1afe3c2b34286ba9())
+	swig_r = (Enum_SS_kvpool_status)(C._wrap_KVPOOL_ERR_IO_kvpool_1c20a3f3a7f59977())
 	return swig_r
 }
 
 var KVPOOL_ERR_IO Enum_SS_kvpool_status = _swig_getKVPOOL_ERR_IO()
 func _swig_getKVPOOL_ERR_HOST_MEMORY() (_swig_ret Enum_SS_kvpool_status) {
 	var swig_r Enum_SS_kvpool_status
-	swig_r = (Enum_SS_kvpool_status)(C._wrap_KVPOOL_ERR_HOST_MEMORY_kvpool_1afe3c2b34286ba9())
+	swig_r = (Enum_SS_kvpool_status)(C._wrap_KVPOOL_ERR_HOST_MEMORY_kvpool_1c20a3f3a7f59977())
 	return swig_r
 }
 
 var KVPOOL_ERR_HOST_MEMORY Enum_SS_kvpool_status = _swig_getKVPOOL_ERR_HOST_MEMORY()
 func _swig_getKVPOOL_ERR_CHECK_FAILED() (_swig_ret Enum_SS_kvpool_status) {
 	var swig_r Enum_SS_kvpool_status
-	swig_r = (Enum_SS_kvpool_status)(C._wrap_KVPOOL_ERR_CHECK_FAILED_kvpool_1afe3c2b34286ba9())
+	swig_r = (Enum_SS_kvpool_status)(C._wrap_KVPOOL_ERR_CHECK_FAILED_kvpool_1c20a3f3a7f59977())
 	return swig_r
 }
 
 var KVPOOL_ERR_CHECK_FAILED Enum_SS_kvpool_status = _swig_getKVPOOL_ERR_CHECK_FAILED()
 func _swig_getKVPOOL_ERR_DEVICE_FAULT() (_swig_ret Enum_SS_kvpool_status) {
 	var swig_r Enum_SS_kvpool_status
-	swig_r = (Enum_SS_kvpool_status)(C._wrap_KVPOOL_ERR_DEVICE_FAULT_kvpool_1afe3c2b34286ba9())
+	swig_r = (Enum_SS_kvpool_status)(C._wrap_KVPOOL_ERR_DEVICE_FAULT_kvpool_1c20a3f3a7f59977())
 	return swig_r
 }
 
@@ -875,7 +884,7 @@ func Kvpool_status_string(arg1 int) (_swig_ret string) {
 	var swig_r string
 	var _swig_i_0 int
 _swig_i_0 = arg1
-	swig_r_p := C._wrap_kvpool_status_string_kvpool_1afe3c2b34286ba9(C.swig_intgo(_swig_i_0))
+	swig_r_p := C._wrap_kvpool_status_string_kvpool_1c20a3f3a7f59977(C.swig_intgo(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 string
  swig_r_1 = swigCopyString(swig_r) 
@@ -886,7 +895,7 @@ func Kvpool_create(arg1 string, arg2 *uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvpool_create_kvpool_1afe3c2b34286ba9(*(*C.swig_type_4)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvpool_create_kvpool_1c20a3f3a7f59977(*(*C.swig_type_4)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -900,7 +909,7 @@ func Kvpool_create_from_file(arg1 string, arg2 *uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvpool_create_from_file_kvpool_1afe3c2b34286ba9(*(*C.swig_type_6)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvpool_create_from_file_kvpool_1c20a3f3a7f59977(*(*C.swig_type_6)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -912,13 +921,13 @@ func Kvpool_create_from_file(arg1 string, arg2 *uintptr) (_swig_ret error) {
 
 func Kvpool_destroy(arg1 Kvpool) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_kvpool_destroy_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0))
+	C._wrap_kvpool_destroy_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0))
 }
 
 func Kvpool_backend(arg1 Kvpool) (_swig_ret string) {
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
-	swig_r_p := C._wrap_kvpool_backend_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0))
+	swig_r_p := C._wrap_kvpool_backend_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 string
  swig_r_1 = swigCopyString(swig_r) 
@@ -927,7 +936,7 @@ func Kvpool_backend(arg1 Kvpool) (_swig_ret string) {
 
 func Kvpool_cuda_device_count() (_swig_ret int) {
 	var swig_r int
-	swig_r = (int)(C._wrap_kvpool_cuda_device_count_kvpool_1afe3c2b34286ba9())
+	swig_r = (int)(C._wrap_kvpool_cuda_device_count_kvpool_1c20a3f3a7f59977())
 	return swig_r
 }
 
@@ -943,145 +952,145 @@ func (p SwigcptrKvpool_plan_info) SwigIsKvpool_plan_info() {
 func (arg1 SwigcptrKvpool_plan_info) GetPage_size() (_swig_ret uint) {
 	var swig_r uint
 	_swig_i_0 := arg1
-	swig_r = (uint)(C._wrap_kvpool_plan_info_page_size_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint)(C._wrap_kvpool_plan_info_page_size_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvpool_plan_info) GetKv_bytes_per_token() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvpool_plan_info_kv_bytes_per_token_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvpool_plan_info_kv_bytes_per_token_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvpool_plan_info) GetFull_bytes_per_token() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvpool_plan_info_full_bytes_per_token_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvpool_plan_info_full_bytes_per_token_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvpool_plan_info) GetSwa_bytes_per_token() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvpool_plan_info_swa_bytes_per_token_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvpool_plan_info_swa_bytes_per_token_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvpool_plan_info) GetMax_total_tokens() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvpool_plan_info_max_total_tokens_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvpool_plan_info_max_total_tokens_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvpool_plan_info) GetSwa_tokens() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvpool_plan_info_swa_tokens_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvpool_plan_info_swa_tokens_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvpool_plan_info) GetNum_pages() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvpool_plan_info_num_pages_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvpool_plan_info_num_pages_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvpool_plan_info) GetMax_running_requests() (_swig_ret uint) {
 	var swig_r uint
 	_swig_i_0 := arg1
-	swig_r = (uint)(C._wrap_kvpool_plan_info_max_running_requests_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint)(C._wrap_kvpool_plan_info_max_running_requests_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvpool_plan_info) GetMax_context_len() (_swig_ret uint) {
 	var swig_r uint
 	_swig_i_0 := arg1
-	swig_r = (uint)(C._wrap_kvpool_plan_info_max_context_len_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint)(C._wrap_kvpool_plan_info_max_context_len_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvpool_plan_info) GetReq_rows() (_swig_ret uint) {
 	var swig_r uint
 	_swig_i_0 := arg1
-	swig_r = (uint)(C._wrap_kvpool_plan_info_req_rows_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint)(C._wrap_kvpool_plan_info_req_rows_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvpool_plan_info) GetNum_layers() (_swig_ret uint) {
 	var swig_r uint
 	_swig_i_0 := arg1
-	swig_r = (uint)(C._wrap_kvpool_plan_info_num_layers_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint)(C._wrap_kvpool_plan_info_num_layers_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvpool_plan_info) GetKv_heads_per_rank() (_swig_ret uint) {
 	var swig_r uint
 	_swig_i_0 := arg1
-	swig_r = (uint)(C._wrap_kvpool_plan_info_kv_heads_per_rank_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint)(C._wrap_kvpool_plan_info_kv_heads_per_rank_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvpool_plan_info) GetMamba_layers() (_swig_ret uint) {
 	var swig_r uint
 	_swig_i_0 := arg1
-	swig_r = (uint)(C._wrap_kvpool_plan_info_mamba_layers_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint)(C._wrap_kvpool_plan_info_mamba_layers_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvpool_plan_info) GetMamba_state_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvpool_plan_info_mamba_state_bytes_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvpool_plan_info_mamba_state_bytes_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvpool_plan_info) GetMamba_slots() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvpool_plan_info_mamba_slots_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvpool_plan_info_mamba_slots_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvpool_plan_info) GetKv_memory_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvpool_plan_info_kv_memory_bytes_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvpool_plan_info_kv_memory_bytes_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvpool_plan_info) GetReq_table_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvpool_plan_info_req_table_bytes_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvpool_plan_info_req_table_bytes_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvpool_plan_info) GetMamba_memory_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvpool_plan_info_mamba_memory_bytes_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvpool_plan_info_mamba_memory_bytes_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvpool_plan_info) GetTotal_memory_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvpool_plan_info_total_memory_bytes_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvpool_plan_info_total_memory_bytes_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvpool_plan_info() (_swig_ret Kvpool_plan_info) {
 	var swig_r Kvpool_plan_info
-	swig_r = (Kvpool_plan_info)(SwigcptrKvpool_plan_info(C._wrap_new_kvpool_plan_info_kvpool_1afe3c2b34286ba9()))
+	swig_r = (Kvpool_plan_info)(SwigcptrKvpool_plan_info(C._wrap_new_kvpool_plan_info_kvpool_1c20a3f3a7f59977()))
 	return swig_r
 }
 
 func DeleteKvpool_plan_info(arg1 Kvpool_plan_info) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvpool_plan_info_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvpool_plan_info_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0))
 }
 
 type Kvpool_plan_info interface {
@@ -1112,7 +1121,7 @@ func Kvpool_plan(arg1 string, arg2 Kvpool_plan_info) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r_p := C._wrap_kvpool_plan_kvpool_1afe3c2b34286ba9(*(*C.swig_type_21)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_kvpool_plan_kvpool_1c20a3f3a7f59977(*(*C.swig_type_21)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -1126,7 +1135,7 @@ func Kvpool_get_plan(arg1 Kvpool, arg2 Kvpool_plan_info) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r_p := C._wrap_kvpool_get_plan_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_kvpool_get_plan_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swig_r) 
@@ -1137,7 +1146,7 @@ func Kvreq_available(arg1 Kvpool, arg2 *uint) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvreq_available_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvreq_available_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swig_r) 
@@ -1148,7 +1157,7 @@ func Kvreq_alloc(arg1 Kvpool, arg2 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvreq_alloc_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), *(*C.swig_type_25)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_kvreq_alloc_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), *(*C.swig_type_25)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1162,7 +1171,7 @@ func Kvreq_free(arg1 Kvpool, arg2 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvreq_free_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), *(*C.swig_type_27)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_kvreq_free_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), *(*C.swig_type_27)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1178,7 +1187,7 @@ func Kvreq_write(arg1 Kvpool, arg2 int, arg3 int64, arg4 []int64) (_swig_ret err
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_kvreq_write_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_type_29(_swig_i_2), *(*C.swig_type_30)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_kvreq_write_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_type_29(_swig_i_2), *(*C.swig_type_30)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -1194,7 +1203,7 @@ func Kvreq_read(arg1 Kvpool, arg2 int, arg3 int64, arg4 []int64) (_swig_ret erro
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_kvreq_read_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_type_32(_swig_i_2), *(*C.swig_type_33)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_kvreq_read_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_type_32(_swig_i_2), *(*C.swig_type_33)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -1207,7 +1216,7 @@ func Kvreq_read(arg1 Kvpool, arg2 int, arg3 int64, arg4 []int64) (_swig_ret erro
 func Kvreq_clear(arg1 Kvpool) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
-	swig_r_p := C._wrap_kvreq_clear_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0))
+	swig_r_p := C._wrap_kvreq_clear_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swig_r) 
@@ -1222,7 +1231,7 @@ func Kvreq_write_batch(arg1 Kvpool, arg2 []int32, arg3 []int64, arg4 []int64, ar
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_kvreq_write_batch_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), *(*C.swig_type_36)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_37)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_38)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_39)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_40)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_kvreq_write_batch_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), *(*C.swig_type_36)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_37)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_38)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_39)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_40)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1250,7 +1259,7 @@ func Kvreq_last_loc(arg1 Kvpool, arg2 []int32, arg3 []int64, arg4 []int64) (_swi
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_kvreq_last_loc_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), *(*C.swig_type_42)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_43)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_44)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_kvreq_last_loc_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), *(*C.swig_type_42)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_43)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_44)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1269,21 +1278,21 @@ func Kvreq_last_loc(arg1 Kvpool, arg2 []int32, arg3 []int64, arg4 []int64) (_swi
 type Enum_SS_kvalloc_kind int
 func _swig_getKVALLOC_TOKEN() (_swig_ret Enum_SS_kvalloc_kind) {
 	var swig_r Enum_SS_kvalloc_kind
-	swig_r = (Enum_SS_kvalloc_kind)(C._wrap_KVALLOC_TOKEN_kvpool_1afe3c2b34286ba9())
+	swig_r = (Enum_SS_kvalloc_kind)(C._wrap_KVALLOC_TOKEN_kvpool_1c20a3f3a7f59977())
 	return swig_r
 }
 
 var KVALLOC_TOKEN Enum_SS_kvalloc_kind = _swig_getKVALLOC_TOKEN()
 func _swig_getKVALLOC_PAGED() (_swig_ret Enum_SS_kvalloc_kind) {
 	var swig_r Enum_SS_kvalloc_kind
-	swig_r = (Enum_SS_kvalloc_kind)(C._wrap_KVALLOC_PAGED_kvpool_1afe3c2b34286ba9())
+	swig_r = (Enum_SS_kvalloc_kind)(C._wrap_KVALLOC_PAGED_kvpool_1c20a3f3a7f59977())
 	return swig_r
 }
 
 var KVALLOC_PAGED Enum_SS_kvalloc_kind = _swig_getKVALLOC_PAGED()
 func _swig_getKVALLOC_SWA() (_swig_ret Enum_SS_kvalloc_kind) {
 	var swig_r Enum_SS_kvalloc_kind
-	swig_r = (Enum_SS_kvalloc_kind)(C._wrap_KVALLOC_SWA_kvpool_1afe3c2b34286ba9())
+	swig_r = (Enum_SS_kvalloc_kind)(C._wrap_KVALLOC_SWA_kvpool_1c20a3f3a7f59977())
 	return swig_r
 }
 
@@ -1291,28 +1300,28 @@ var KVALLOC_SWA Enum_SS_kvalloc_kind = _swig_getKVALLOC_SWA()
 type Enum_SS_kvalloc_list int
 func _swig_getKVALLOC_LIST_FREE() (_swig_ret Enum_SS_kvalloc_list) {
 	var swig_r Enum_SS_kvalloc_list
-	swig_r = (Enum_SS_kvalloc_list)(C._wrap_KVALLOC_LIST_FREE_kvpool_1afe3c2b34286ba9())
+	swig_r = (Enum_SS_kvalloc_list)(C._wrap_KVALLOC_LIST_FREE_kvpool_1c20a3f3a7f59977())
 	return swig_r
 }
 
 var KVALLOC_LIST_FREE Enum_SS_kvalloc_list = _swig_getKVALLOC_LIST_FREE()
 func _swig_getKVALLOC_LIST_RELEASE() (_swig_ret Enum_SS_kvalloc_list) {
 	var swig_r Enum_SS_kvalloc_list
-	swig_r = (Enum_SS_kvalloc_list)(C._wrap_KVALLOC_LIST_RELEASE_kvpool_1afe3c2b34286ba9())
+	swig_r = (Enum_SS_kvalloc_list)(C._wrap_KVALLOC_LIST_RELEASE_kvpool_1c20a3f3a7f59977())
 	return swig_r
 }
 
 var KVALLOC_LIST_RELEASE Enum_SS_kvalloc_list = _swig_getKVALLOC_LIST_RELEASE()
 func _swig_getKVALLOC_LIST_SWA_FREE() (_swig_ret Enum_SS_kvalloc_list) {
 	var swig_r Enum_SS_kvalloc_list
-	swig_r = (Enum_SS_kvalloc_list)(C._wrap_KVALLOC_LIST_SWA_FREE_kvpool_1afe3c2b34286ba9())
+	swig_r = (Enum_SS_kvalloc_list)(C._wrap_KVALLOC_LIST_SWA_FREE_kvpool_1c20a3f3a7f59977())
 	return swig_r
 }
 
 var KVALLOC_LIST_SWA_FREE Enum_SS_kvalloc_list = _swig_getKVALLOC_LIST_SWA_FREE()
 func _swig_getKVALLOC_LIST_SWA_RELEASE() (_swig_ret Enum_SS_kvalloc_list) {
 	var swig_r Enum_SS_kvalloc_list
-	swig_r = (Enum_SS_kvalloc_list)(C._wrap_KVALLOC_LIST_SWA_RELEASE_kvpool_1afe3c2b34286ba9())
+	swig_r = (Enum_SS_kvalloc_list)(C._wrap_KVALLOC_LIST_SWA_RELEASE_kvpool_1c20a3f3a7f59977())
 	return swig_r
 }
 
@@ -1321,7 +1330,7 @@ func Kvalloc_get_kind(arg1 Kvpool, arg2 *int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvalloc_get_kind_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvalloc_get_kind_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swig_r) 
@@ -1332,7 +1341,7 @@ func Kvalloc_available(arg1 Kvpool, arg2 *uint) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvalloc_available_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvalloc_available_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swig_r) 
@@ -1344,7 +1353,7 @@ func Kvalloc_swa_available(arg1 Kvpool, arg2 *uint, arg3 *uint) (_swig_ret error
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvalloc_swa_available_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_kvalloc_swa_available_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swig_r) 
@@ -1355,7 +1364,7 @@ func Kvalloc_alloc(arg1 Kvpool, arg2 []int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvalloc_alloc_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), *(*C.swig_type_49)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_kvalloc_alloc_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), *(*C.swig_type_49)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1369,7 +1378,7 @@ func Kvalloc_free(arg1 Kvpool, arg2 []int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvalloc_free_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), *(*C.swig_type_51)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_kvalloc_free_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), *(*C.swig_type_51)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1386,7 +1395,7 @@ func Kvalloc_extend(arg1 Kvpool, arg2 []int64, arg3 []int64, arg4 []int64, arg5 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_kvalloc_extend_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), *(*C.swig_type_53)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_54)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_55)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_56)(unsafe.Pointer(&_swig_i_4)))
+	swig_r_p := C._wrap_kvalloc_extend_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), *(*C.swig_type_53)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_54)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_55)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_56)(unsafe.Pointer(&_swig_i_4)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1411,7 +1420,7 @@ func Kvalloc_decode(arg1 Kvpool, arg2 []int64, arg3 []int64, arg4 []int64) (_swi
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_kvalloc_decode_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), *(*C.swig_type_58)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_59)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_60)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_kvalloc_decode_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), *(*C.swig_type_58)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_59)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_60)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1431,7 +1440,7 @@ func Kvalloc_free_swa(arg1 Kvpool, arg2 []int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvalloc_free_swa_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), *(*C.swig_type_62)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_kvalloc_free_swa_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), *(*C.swig_type_62)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1446,7 +1455,7 @@ func Kvalloc_translate_swa(arg1 Kvpool, arg2 []int64, arg3 []int64) (_swig_ret e
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvalloc_translate_swa_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), *(*C.swig_type_64)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_65)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_kvalloc_translate_swa_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), *(*C.swig_type_64)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_65)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1462,7 +1471,7 @@ func Kvalloc_translate_swa(arg1 Kvpool, arg2 []int64, arg3 []int64) (_swig_ret e
 func Kvalloc_free_group_begin(arg1 Kvpool) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
-	swig_r_p := C._wrap_kvalloc_free_group_begin_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0))
+	swig_r_p := C._wrap_kvalloc_free_group_begin_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swig_r) 
@@ -1472,7 +1481,7 @@ func Kvalloc_free_group_begin(arg1 Kvpool) (_swig_ret error) {
 func Kvalloc_free_group_end(arg1 Kvpool) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
-	swig_r_p := C._wrap_kvalloc_free_group_end_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0))
+	swig_r_p := C._wrap_kvalloc_free_group_end_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swig_r) 
@@ -1483,7 +1492,7 @@ func Kvalloc_backup(arg1 Kvpool, arg2 *uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvalloc_backup_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvalloc_backup_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swig_r) 
@@ -1494,7 +1503,7 @@ func Kvalloc_restore(arg1 Kvpool, arg2 uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvalloc_restore_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), C.swig_type_70(_swig_i_1))
+	swig_r_p := C._wrap_kvalloc_restore_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), C.swig_type_70(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swig_r) 
@@ -1504,7 +1513,7 @@ func Kvalloc_restore(arg1 Kvpool, arg2 uint64) (_swig_ret error) {
 func Kvalloc_merge_and_sort(arg1 Kvpool) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
-	swig_r_p := C._wrap_kvalloc_merge_and_sort_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0))
+	swig_r_p := C._wrap_kvalloc_merge_and_sort_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swig_r) 
@@ -1514,7 +1523,7 @@ func Kvalloc_merge_and_sort(arg1 Kvpool) (_swig_ret error) {
 func Kvalloc_clear(arg1 Kvpool) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
-	swig_r_p := C._wrap_kvalloc_clear_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0))
+	swig_r_p := C._wrap_kvalloc_clear_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swig_r) 
@@ -1527,7 +1536,7 @@ func Kvalloc_free_list(arg1 Kvpool, arg2 int, arg3 []int64, arg4 *uint) (_swig_r
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_kvalloc_free_list_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), *(*C.swig_type_74)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
+	swig_r_p := C._wrap_kvalloc_free_list_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), *(*C.swig_type_74)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -1540,63 +1549,63 @@ func Kvalloc_free_list(arg1 Kvpool, arg2 int, arg3 []int64, arg4 *uint) (_swig_r
 type Enum_SS_kvpool_dtype int
 func _swig_getKVPOOL_DTYPE_F32() (_swig_ret Enum_SS_kvpool_dtype) {
 	var swig_r Enum_SS_kvpool_dtype
-	swig_r = (Enum_SS_kvpool_dtype)(C._wrap_KVPOOL_DTYPE_F32_kvpool_1afe3c2b34286ba9())
+	swig_r = (Enum_SS_kvpool_dtype)(C._wrap_KVPOOL_DTYPE_F32_kvpool_1c20a3f3a7f59977())
 	return swig_r
 }
 
 var KVPOOL_DTYPE_F32 Enum_SS_kvpool_dtype = _swig_getKVPOOL_DTYPE_F32()
 func _swig_getKVPOOL_DTYPE_F16() (_swig_ret Enum_SS_kvpool_dtype) {
 	var swig_r Enum_SS_kvpool_dtype
-	swig_r = (Enum_SS_kvpool_dtype)(C._wrap_KVPOOL_DTYPE_F16_kvpool_1afe3c2b34286ba9())
+	swig_r = (Enum_SS_kvpool_dtype)(C._wrap_KVPOOL_DTYPE_F16_kvpool_1c20a3f3a7f59977())
 	return swig_r
 }
 
 var KVPOOL_DTYPE_F16 Enum_SS_kvpool_dtype = _swig_getKVPOOL_DTYPE_F16()
 func _swig_getKVPOOL_DTYPE_BF16() (_swig_ret Enum_SS_kvpool_dtype) {
 	var swig_r Enum_SS_kvpool_dtype
-	swig_r = (Enum_SS_kvpool_dtype)(C._wrap_KVPOOL_DTYPE_BF16_kvpool_1afe3c2b34286ba9())
+	swig_r = (Enum_SS_kvpool_dtype)(C._wrap_KVPOOL_DTYPE_BF16_kvpool_1c20a3f3a7f59977())
 	return swig_r
 }
 
 var KVPOOL_DTYPE_BF16 Enum_SS_kvpool_dtype = _swig_getKVPOOL_DTYPE_BF16()
 func _swig_getKVPOOL_DTYPE_FP8_E4M3() (_swig_ret Enum_SS_kvpool_dtype) {
 	var swig_r Enum_SS_kvpool_dtype
-	swig_r = (Enum_SS_kvpool_dtype)(C._wrap_KVPOOL_DTYPE_FP8_E4M3_kvpool_1afe3c2b34286ba9())
+	swig_r = (Enum_SS_kvpool_dtype)(C._wrap_KVPOOL_DTYPE_FP8_E4M3_kvpool_1c20a3f3a7f59977())
 	return swig_r
 }
 
 var KVPOOL_DTYPE_FP8_E4M3 Enum_SS_kvpool_dtype = _swig_getKVPOOL_DTYPE_FP8_E4M3()
 func _swig_getKVPOOL_DTYPE_FP8_E5M2() (_swig_ret Enum_SS_kvpool_dtype) {
 	var swig_r Enum_SS_kvpool_dtype
-	swig_r = (Enum_SS_kvpool_dtype)(C._wrap_KVPOOL_DTYPE_FP8_E5M2_kvpool_1afe3c2b34286ba9())
+	swig_r = (Enum_SS_kvpool_dtype)(C._wrap_KVPOOL_DTYPE_FP8_E5M2_kvpool_1c20a3f3a7f59977())
 	return swig_r
 }
 
 var KVPOOL_DTYPE_FP8_E5M2 Enum_SS_kvpool_dtype = _swig_getKVPOOL_DTYPE_FP8_E5M2()
 func _swig_getKVPOOL_DTYPE_FP4_E2M1() (_swig_ret Enum_SS_kvpool_dtype) {
 	var swig_r Enum_SS_kvpool_dtype
-	swig_r = (Enum_SS_kvpool_dtype)(C._wrap_KVPOOL_DTYPE_FP4_E2M1_kvpool_1afe3c2b34286ba9())
+	swig_r = (Enum_SS_kvpool_dtype)(C._wrap_KVPOOL_DTYPE_FP4_E2M1_kvpool_1c20a3f3a7f59977())
 	return swig_r
 }
 
 var KVPOOL_DTYPE_FP4_E2M1 Enum_SS_kvpool_dtype = _swig_getKVPOOL_DTYPE_FP4_E2M1()
 func _swig_getKVPOOL_DTYPE_U8() (_swig_ret Enum_SS_kvpool_dtype) {
 	var swig_r Enum_SS_kvpool_dtype
-	swig_r = (Enum_SS_kvpool_dtype)(C._wrap_KVPOOL_DTYPE_U8_kvpool_1afe3c2b34286ba9())
+	swig_r = (Enum_SS_kvpool_dtype)(C._wrap_KVPOOL_DTYPE_U8_kvpool_1c20a3f3a7f59977())
 	return swig_r
 }
 
 var KVPOOL_DTYPE_U8 Enum_SS_kvpool_dtype = _swig_getKVPOOL_DTYPE_U8()
 func _swig_getKVPOOL_DTYPE_I32() (_swig_ret Enum_SS_kvpool_dtype) {
 	var swig_r Enum_SS_kvpool_dtype
-	swig_r = (Enum_SS_kvpool_dtype)(C._wrap_KVPOOL_DTYPE_I32_kvpool_1afe3c2b34286ba9())
+	swig_r = (Enum_SS_kvpool_dtype)(C._wrap_KVPOOL_DTYPE_I32_kvpool_1c20a3f3a7f59977())
 	return swig_r
 }
 
 var KVPOOL_DTYPE_I32 Enum_SS_kvpool_dtype = _swig_getKVPOOL_DTYPE_I32()
 func _swig_getKVPOOL_DTYPE_I64() (_swig_ret Enum_SS_kvpool_dtype) {
 	var swig_r Enum_SS_kvpool_dtype
-	swig_r = (Enum_SS_kvpool_dtype)(C._wrap_KVPOOL_DTYPE_I64_kvpool_1afe3c2b34286ba9())
+	swig_r = (Enum_SS_kvpool_dtype)(C._wrap_KVPOOL_DTYPE_I64_kvpool_1c20a3f3a7f59977())
 	return swig_r
 }
 
@@ -1604,84 +1613,84 @@ var KVPOOL_DTYPE_I64 Enum_SS_kvpool_dtype = _swig_getKVPOOL_DTYPE_I64()
 type Enum_SS_kvpool_buffer_kind int
 func _swig_getKVPOOL_BUFFER_K() (_swig_ret Enum_SS_kvpool_buffer_kind) {
 	var swig_r Enum_SS_kvpool_buffer_kind
-	swig_r = (Enum_SS_kvpool_buffer_kind)(C._wrap_KVPOOL_BUFFER_K_kvpool_1afe3c2b34286ba9())
+	swig_r = (Enum_SS_kvpool_buffer_kind)(C._wrap_KVPOOL_BUFFER_K_kvpool_1c20a3f3a7f59977())
 	return swig_r
 }
 
 var KVPOOL_BUFFER_K Enum_SS_kvpool_buffer_kind = _swig_getKVPOOL_BUFFER_K()
 func _swig_getKVPOOL_BUFFER_V() (_swig_ret Enum_SS_kvpool_buffer_kind) {
 	var swig_r Enum_SS_kvpool_buffer_kind
-	swig_r = (Enum_SS_kvpool_buffer_kind)(C._wrap_KVPOOL_BUFFER_V_kvpool_1afe3c2b34286ba9())
+	swig_r = (Enum_SS_kvpool_buffer_kind)(C._wrap_KVPOOL_BUFFER_V_kvpool_1c20a3f3a7f59977())
 	return swig_r
 }
 
 var KVPOOL_BUFFER_V Enum_SS_kvpool_buffer_kind = _swig_getKVPOOL_BUFFER_V()
 func _swig_getKVPOOL_BUFFER_K_SCALE() (_swig_ret Enum_SS_kvpool_buffer_kind) {
 	var swig_r Enum_SS_kvpool_buffer_kind
-	swig_r = (Enum_SS_kvpool_buffer_kind)(C._wrap_KVPOOL_BUFFER_K_SCALE_kvpool_1afe3c2b34286ba9())
+	swig_r = (Enum_SS_kvpool_buffer_kind)(C._wrap_KVPOOL_BUFFER_K_SCALE_kvpool_1c20a3f3a7f59977())
 	return swig_r
 }
 
 var KVPOOL_BUFFER_K_SCALE Enum_SS_kvpool_buffer_kind = _swig_getKVPOOL_BUFFER_K_SCALE()
 func _swig_getKVPOOL_BUFFER_V_SCALE() (_swig_ret Enum_SS_kvpool_buffer_kind) {
 	var swig_r Enum_SS_kvpool_buffer_kind
-	swig_r = (Enum_SS_kvpool_buffer_kind)(C._wrap_KVPOOL_BUFFER_V_SCALE_kvpool_1afe3c2b34286ba9())
+	swig_r = (Enum_SS_kvpool_buffer_kind)(C._wrap_KVPOOL_BUFFER_V_SCALE_kvpool_1c20a3f3a7f59977())
 	return swig_r
 }
 
 var KVPOOL_BUFFER_V_SCALE Enum_SS_kvpool_buffer_kind = _swig_getKVPOOL_BUFFER_V_SCALE()
 func _swig_getKVPOOL_BUFFER_INDEXER() (_swig_ret Enum_SS_kvpool_buffer_kind) {
 	var swig_r Enum_SS_kvpool_buffer_kind
-	swig_r = (Enum_SS_kvpool_buffer_kind)(C._wrap_KVPOOL_BUFFER_INDEXER_kvpool_1afe3c2b34286ba9())
+	swig_r = (Enum_SS_kvpool_buffer_kind)(C._wrap_KVPOOL_BUFFER_INDEXER_kvpool_1c20a3f3a7f59977())
 	return swig_r
 }
 
 var KVPOOL_BUFFER_INDEXER Enum_SS_kvpool_buffer_kind = _swig_getKVPOOL_BUFFER_INDEXER()
 func _swig_getKVPOOL_BUFFER_LABEL() (_swig_ret Enum_SS_kvpool_buffer_kind) {
 	var swig_r Enum_SS_kvpool_buffer_kind
-	swig_r = (Enum_SS_kvpool_buffer_kind)(C._wrap_KVPOOL_BUFFER_LABEL_kvpool_1afe3c2b34286ba9())
+	swig_r = (Enum_SS_kvpool_buffer_kind)(C._wrap_KVPOOL_BUFFER_LABEL_kvpool_1c20a3f3a7f59977())
 	return swig_r
 }
 
 var KVPOOL_BUFFER_LABEL Enum_SS_kvpool_buffer_kind = _swig_getKVPOOL_BUFFER_LABEL()
 func _swig_getKVPOOL_BUFFER_REQ_TABLE() (_swig_ret Enum_SS_kvpool_buffer_kind) {
 	var swig_r Enum_SS_kvpool_buffer_kind
-	swig_r = (Enum_SS_kvpool_buffer_kind)(C._wrap_KVPOOL_BUFFER_REQ_TABLE_kvpool_1afe3c2b34286ba9())
+	swig_r = (Enum_SS_kvpool_buffer_kind)(C._wrap_KVPOOL_BUFFER_REQ_TABLE_kvpool_1c20a3f3a7f59977())
 	return swig_r
 }
 
 var KVPOOL_BUFFER_REQ_TABLE Enum_SS_kvpool_buffer_kind = _swig_getKVPOOL_BUFFER_REQ_TABLE()
 func _swig_getKVPOOL_BUFFER_MAMBA_CONV() (_swig_ret Enum_SS_kvpool_buffer_kind) {
 	var swig_r Enum_SS_kvpool_buffer_kind
-	swig_r = (Enum_SS_kvpool_buffer_kind)(C._wrap_KVPOOL_BUFFER_MAMBA_CONV_kvpool_1afe3c2b34286ba9())
+	swig_r = (Enum_SS_kvpool_buffer_kind)(C._wrap_KVPOOL_BUFFER_MAMBA_CONV_kvpool_1c20a3f3a7f59977())
 	return swig_r
 }
 
 var KVPOOL_BUFFER_MAMBA_CONV Enum_SS_kvpool_buffer_kind = _swig_getKVPOOL_BUFFER_MAMBA_CONV()
 func _swig_getKVPOOL_BUFFER_MAMBA_SSM() (_swig_ret Enum_SS_kvpool_buffer_kind) {
 	var swig_r Enum_SS_kvpool_buffer_kind
-	swig_r = (Enum_SS_kvpool_buffer_kind)(C._wrap_KVPOOL_BUFFER_MAMBA_SSM_kvpool_1afe3c2b34286ba9())
+	swig_r = (Enum_SS_kvpool_buffer_kind)(C._wrap_KVPOOL_BUFFER_MAMBA_SSM_kvpool_1c20a3f3a7f59977())
 	return swig_r
 }
 
 var KVPOOL_BUFFER_MAMBA_SSM Enum_SS_kvpool_buffer_kind = _swig_getKVPOOL_BUFFER_MAMBA_SSM()
 func _swig_getKVPOOL_BUFFER_SWA_MAPPING() (_swig_ret Enum_SS_kvpool_buffer_kind) {
 	var swig_r Enum_SS_kvpool_buffer_kind
-	swig_r = (Enum_SS_kvpool_buffer_kind)(C._wrap_KVPOOL_BUFFER_SWA_MAPPING_kvpool_1afe3c2b34286ba9())
+	swig_r = (Enum_SS_kvpool_buffer_kind)(C._wrap_KVPOOL_BUFFER_SWA_MAPPING_kvpool_1c20a3f3a7f59977())
 	return swig_r
 }
 
 var KVPOOL_BUFFER_SWA_MAPPING Enum_SS_kvpool_buffer_kind = _swig_getKVPOOL_BUFFER_SWA_MAPPING()
 func _swig_getKVPOOL_BUFFER_MAMBA_INTERMEDIATE_SSM() (_swig_ret Enum_SS_kvpool_buffer_kind) {
 	var swig_r Enum_SS_kvpool_buffer_kind
-	swig_r = (Enum_SS_kvpool_buffer_kind)(C._wrap_KVPOOL_BUFFER_MAMBA_INTERMEDIATE_SSM_kvpool_1afe3c2b34286ba9())
+	swig_r = (Enum_SS_kvpool_buffer_kind)(C._wrap_KVPOOL_BUFFER_MAMBA_INTERMEDIATE_SSM_kvpool_1c20a3f3a7f59977())
 	return swig_r
 }
 
 var KVPOOL_BUFFER_MAMBA_INTERMEDIATE_SSM Enum_SS_kvpool_buffer_kind = _swig_getKVPOOL_BUFFER_MAMBA_INTERMEDIATE_SSM()
 func _swig_getKVPOOL_BUFFER_MAMBA_INTERMEDIATE_CONV() (_swig_ret Enum_SS_kvpool_buffer_kind) {
 	var swig_r Enum_SS_kvpool_buffer_kind
-	swig_r = (Enum_SS_kvpool_buffer_kind)(C._wrap_KVPOOL_BUFFER_MAMBA_INTERMEDIATE_CONV_kvpool_1afe3c2b34286ba9())
+	swig_r = (Enum_SS_kvpool_buffer_kind)(C._wrap_KVPOOL_BUFFER_MAMBA_INTERMEDIATE_CONV_kvpool_1c20a3f3a7f59977())
 	return swig_r
 }
 
@@ -1701,54 +1710,54 @@ func (p SwigcptrKvpool_buffer) SwigIsKvpool_buffer() {
 func (arg1 SwigcptrKvpool_buffer) GetDtype() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvpool_buffer_dtype_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvpool_buffer_dtype_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvpool_buffer) GetDevice_type() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvpool_buffer_device_type_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvpool_buffer_device_type_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvpool_buffer) GetDevice_id() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvpool_buffer_device_id_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvpool_buffer_device_id_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvpool_buffer) GetNdim() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvpool_buffer_ndim_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvpool_buffer_ndim_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvpool_buffer) GetBytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvpool_buffer_bytes_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvpool_buffer_bytes_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvpool_buffer() (_swig_ret Kvpool_buffer) {
 	var swig_r Kvpool_buffer
-	swig_r = (Kvpool_buffer)(SwigcptrKvpool_buffer(C._wrap_new_kvpool_buffer_kvpool_1afe3c2b34286ba9()))
+	swig_r = (Kvpool_buffer)(SwigcptrKvpool_buffer(C._wrap_new_kvpool_buffer_kvpool_1c20a3f3a7f59977()))
 	return swig_r
 }
 
 func DeleteKvpool_buffer(arg1 Kvpool_buffer) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvpool_buffer_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvpool_buffer_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0))
 }
 
 func (arg1 SwigcptrKvpool_buffer) Shape_at(arg2 int) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_kvpool_buffer_shape_at_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1)))
+	swig_r = (int64)(C._wrap_kvpool_buffer_shape_at_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1)))
 	return swig_r
 }
 
@@ -1756,14 +1765,14 @@ func (arg1 SwigcptrKvpool_buffer) Stride_at(arg2 int) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_kvpool_buffer_stride_at_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1)))
+	swig_r = (int64)(C._wrap_kvpool_buffer_stride_at_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvpool_buffer) Data_address() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvpool_buffer_data_address_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvpool_buffer_data_address_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
@@ -1786,7 +1795,7 @@ func Kvpool_get_buffer(arg1 Kvpool, arg2 int, arg3 int, arg4 Kvpool_buffer) (_sw
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
-	swig_r_p := C._wrap_kvpool_get_buffer_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_intgo(_swig_i_2), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_kvpool_get_buffer_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_intgo(_swig_i_2), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swig_r) 
@@ -1803,7 +1812,7 @@ func Kvpool_set_kv(arg1 Kvpool, arg2 int, arg3 []int64, arg4 []byte, arg5 []byte
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r_p := C._wrap_kvpool_set_kv_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), *(*C.swig_type_81)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_82)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_83)(unsafe.Pointer(&_swig_i_4)), C.swig_intgo(_swig_i_5), C.float(_swig_i_6), C.float(_swig_i_7))
+	swig_r_p := C._wrap_kvpool_set_kv_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), *(*C.swig_type_81)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_82)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_83)(unsafe.Pointer(&_swig_i_4)), C.swig_intgo(_swig_i_5), C.float(_swig_i_6), C.float(_swig_i_7))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -1827,7 +1836,7 @@ func Kvpool_set_mla_kv(arg1 Kvpool, arg2 int, arg3 []int64, arg4 []byte, arg5 []
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_kvpool_set_mla_kv_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), *(*C.swig_type_85)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_86)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_87)(unsafe.Pointer(&_swig_i_4)), C.swig_intgo(_swig_i_5))
+	swig_r_p := C._wrap_kvpool_set_mla_kv_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), *(*C.swig_type_85)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_86)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_87)(unsafe.Pointer(&_swig_i_4)), C.swig_intgo(_swig_i_5))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -1849,7 +1858,7 @@ func Kvpool_set_label(arg1 Kvpool, arg2 int, arg3 []int64, arg4 []byte) (_swig_r
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_kvpool_set_label_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), *(*C.swig_type_89)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_90)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_kvpool_set_label_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), *(*C.swig_type_89)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_90)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -1869,7 +1878,7 @@ func Kvpool_set_indexer(arg1 Kvpool, arg2 int, arg3 []int64, arg4 []byte, arg5 [
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_kvpool_set_indexer_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), *(*C.swig_type_92)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_93)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_94)(unsafe.Pointer(&_swig_i_4)))
+	swig_r_p := C._wrap_kvpool_set_indexer_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), *(*C.swig_type_92)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_93)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_94)(unsafe.Pointer(&_swig_i_4)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -1893,7 +1902,7 @@ func Kvpool_get_kv(arg1 Kvpool, arg2 int, arg3 []int64, arg4 []byte, arg5 []byte
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_kvpool_get_kv_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), *(*C.swig_type_96)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_97)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_98)(unsafe.Pointer(&_swig_i_4)), C.swig_intgo(_swig_i_5))
+	swig_r_p := C._wrap_kvpool_get_kv_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), *(*C.swig_type_96)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_97)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_98)(unsafe.Pointer(&_swig_i_4)), C.swig_intgo(_swig_i_5))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -1914,7 +1923,7 @@ func Kvpool_move_kv(arg1 Kvpool, arg2 []int64, arg3 []int64) (_swig_ret error) {
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvpool_move_kv_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), *(*C.swig_type_100)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_101)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_kvpool_move_kv_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), *(*C.swig_type_100)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_101)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1932,7 +1941,7 @@ func Kvpool_host_copy_bytes(arg1 Kvpool, arg2 int64, arg3 *uint) (_swig_ret erro
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvpool_host_copy_bytes_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), C.swig_type_103(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_kvpool_host_copy_bytes_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), C.swig_type_103(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swig_r) 
@@ -1944,7 +1953,7 @@ func Kvpool_copy_to_host(arg1 Kvpool, arg2 []int64, arg3 []byte) (_swig_ret erro
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvpool_copy_to_host_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), *(*C.swig_type_105)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_106)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_kvpool_copy_to_host_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), *(*C.swig_type_105)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_106)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1962,7 +1971,7 @@ func Kvpool_load_from_host(arg1 Kvpool, arg2 []int64, arg3 []byte) (_swig_ret er
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvpool_load_from_host_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), *(*C.swig_type_108)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_109)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_kvpool_load_from_host_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), *(*C.swig_type_108)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_109)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1979,7 +1988,7 @@ func Kvpool_mamba_available(arg1 Kvpool, arg2 *uint) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvpool_mamba_available_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvpool_mamba_available_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swig_r) 
@@ -1990,7 +1999,7 @@ func Kvpool_mamba_alloc(arg1 Kvpool, arg2 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvpool_mamba_alloc_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), *(*C.swig_type_112)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_kvpool_mamba_alloc_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), *(*C.swig_type_112)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2004,7 +2013,7 @@ func Kvpool_mamba_free(arg1 Kvpool, arg2 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvpool_mamba_free_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), *(*C.swig_type_114)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_kvpool_mamba_free_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), *(*C.swig_type_114)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2019,7 +2028,7 @@ func Kvpool_mamba_copy(arg1 Kvpool, arg2 int, arg3 int) (_swig_ret error) {
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvpool_mamba_copy_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_intgo(_swig_i_2))
+	swig_r_p := C._wrap_kvpool_mamba_copy_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_intgo(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swig_r) 
@@ -2031,7 +2040,7 @@ func Kvpool_mamba_fork(arg1 Kvpool, arg2 int, arg3 *int32) (_swig_ret error) {
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvpool_mamba_fork_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_kvpool_mamba_fork_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swig_r) 
@@ -2045,7 +2054,7 @@ func Kvpool_mamba_write(arg1 Kvpool, arg2 int, arg3 int, arg4 []byte, arg5 []byt
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_kvpool_mamba_write_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_118)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_119)(unsafe.Pointer(&_swig_i_4)))
+	swig_r_p := C._wrap_kvpool_mamba_write_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_118)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_119)(unsafe.Pointer(&_swig_i_4)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -2065,7 +2074,7 @@ func Kvpool_mamba_read(arg1 Kvpool, arg2 int, arg3 int, arg4 []byte, arg5 []byte
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_kvpool_mamba_read_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_121)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_122)(unsafe.Pointer(&_swig_i_4)))
+	swig_r_p := C._wrap_kvpool_mamba_read_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_121)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_122)(unsafe.Pointer(&_swig_i_4)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -2084,7 +2093,7 @@ func Kvreq_alloc_hybrid(arg1 Kvpool, arg2 []int32, arg3 []int32, arg4 []int32) (
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_kvreq_alloc_hybrid_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), *(*C.swig_type_124)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_125)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_126)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_kvreq_alloc_hybrid_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), *(*C.swig_type_124)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_125)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_126)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2106,7 +2115,7 @@ func Kvreq_free_hybrid(arg1 Kvpool, arg2 []int32, arg3 int, arg4 int) (_swig_ret
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_kvreq_free_hybrid_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), *(*C.swig_type_128)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3))
+	swig_r_p := C._wrap_kvreq_free_hybrid_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), *(*C.swig_type_128)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2122,7 +2131,7 @@ func Kvreq_mamba_slots(arg1 Kvpool, arg2 int, arg3 *int32, arg4 []int32) (_swig_
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_kvreq_mamba_slots_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_130)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_kvreq_mamba_slots_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_130)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -2136,7 +2145,7 @@ func Kvpool_check(arg1 Kvpool, arg2 []byte) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvpool_check_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), *(*C.swig_type_132)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_kvpool_check_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), *(*C.swig_type_132)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2158,145 +2167,145 @@ func (p SwigcptrKvpool_stats) SwigIsKvpool_stats() {
 func (arg1 SwigcptrKvpool_stats) GetAlloc_kind() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvpool_stats_alloc_kind_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvpool_stats_alloc_kind_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvpool_stats) GetToken_capacity() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvpool_stats_token_capacity_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvpool_stats_token_capacity_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvpool_stats) GetToken_available() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvpool_stats_token_available_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvpool_stats_token_available_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvpool_stats) GetToken_held() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvpool_stats_token_held_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvpool_stats_token_held_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvpool_stats) GetToken_pending() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvpool_stats_token_pending_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvpool_stats_token_pending_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvpool_stats) GetSwa_capacity() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvpool_stats_swa_capacity_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvpool_stats_swa_capacity_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvpool_stats) GetSwa_available() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvpool_stats_swa_available_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvpool_stats_swa_available_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvpool_stats) GetSwa_held() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvpool_stats_swa_held_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvpool_stats_swa_held_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvpool_stats) GetReq_capacity() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvpool_stats_req_capacity_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvpool_stats_req_capacity_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvpool_stats) GetReq_available() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvpool_stats_req_available_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvpool_stats_req_available_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvpool_stats) GetMamba_capacity() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvpool_stats_mamba_capacity_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvpool_stats_mamba_capacity_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvpool_stats) GetMamba_available() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvpool_stats_mamba_available_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvpool_stats_mamba_available_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvpool_stats) GetKv_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvpool_stats_kv_bytes_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvpool_stats_kv_bytes_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvpool_stats) GetReq_table_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvpool_stats_req_table_bytes_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvpool_stats_req_table_bytes_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvpool_stats) GetMamba_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvpool_stats_mamba_bytes_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvpool_stats_mamba_bytes_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvpool_stats) GetAlloc_calls() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvpool_stats_alloc_calls_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvpool_stats_alloc_calls_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvpool_stats) GetFree_calls() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvpool_stats_free_calls_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvpool_stats_free_calls_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvpool_stats) GetAlloc_failures() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvpool_stats_alloc_failures_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvpool_stats_alloc_failures_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvpool_stats) GetRejected_calls() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvpool_stats_rejected_calls_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvpool_stats_rejected_calls_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvpool_stats() (_swig_ret Kvpool_stats) {
 	var swig_r Kvpool_stats
-	swig_r = (Kvpool_stats)(SwigcptrKvpool_stats(C._wrap_new_kvpool_stats_kvpool_1afe3c2b34286ba9()))
+	swig_r = (Kvpool_stats)(SwigcptrKvpool_stats(C._wrap_new_kvpool_stats_kvpool_1c20a3f3a7f59977()))
 	return swig_r
 }
 
 func DeleteKvpool_stats(arg1 Kvpool_stats) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvpool_stats_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvpool_stats_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0))
 }
 
 type Kvpool_stats interface {
@@ -2327,7 +2336,7 @@ func Kvpool_get_stats(arg1 Kvpool, arg2 Kvpool_stats) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r_p := C._wrap_kvpool_get_stats_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_kvpool_get_stats_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swig_r) 
@@ -2337,35 +2346,35 @@ func Kvpool_get_stats(arg1 Kvpool, arg2 Kvpool_stats) (_swig_ret error) {
 type Enum_SS_radix_event_type int
 func _swig_getRADIX_EVENT_BLOCK_STORED() (_swig_ret Enum_SS_radix_event_type) {
 	var swig_r Enum_SS_radix_event_type
-	swig_r = (Enum_SS_radix_event_type)(C._wrap_RADIX_EVENT_BLOCK_STORED_kvpool_1afe3c2b34286ba9())
+	swig_r = (Enum_SS_radix_event_type)(C._wrap_RADIX_EVENT_BLOCK_STORED_kvpool_1c20a3f3a7f59977())
 	return swig_r
 }
 
 var RADIX_EVENT_BLOCK_STORED Enum_SS_radix_event_type = _swig_getRADIX_EVENT_BLOCK_STORED()
 func _swig_getRADIX_EVENT_BLOCK_REMOVED() (_swig_ret Enum_SS_radix_event_type) {
 	var swig_r Enum_SS_radix_event_type
-	swig_r = (Enum_SS_radix_event_type)(C._wrap_RADIX_EVENT_BLOCK_REMOVED_kvpool_1afe3c2b34286ba9())
+	swig_r = (Enum_SS_radix_event_type)(C._wrap_RADIX_EVENT_BLOCK_REMOVED_kvpool_1c20a3f3a7f59977())
 	return swig_r
 }
 
 var RADIX_EVENT_BLOCK_REMOVED Enum_SS_radix_event_type = _swig_getRADIX_EVENT_BLOCK_REMOVED()
 func _swig_getRADIX_EVENT_ALL_BLOCKS_CLEARED() (_swig_ret Enum_SS_radix_event_type) {
 	var swig_r Enum_SS_radix_event_type
-	swig_r = (Enum_SS_radix_event_type)(C._wrap_RADIX_EVENT_ALL_BLOCKS_CLEARED_kvpool_1afe3c2b34286ba9())
+	swig_r = (Enum_SS_radix_event_type)(C._wrap_RADIX_EVENT_ALL_BLOCKS_CLEARED_kvpool_1c20a3f3a7f59977())
 	return swig_r
 }
 
 var RADIX_EVENT_ALL_BLOCKS_CLEARED Enum_SS_radix_event_type = _swig_getRADIX_EVENT_ALL_BLOCKS_CLEARED()
 func _swig_getRADIX_EVENT_HOST_STORED() (_swig_ret Enum_SS_radix_event_type) {
 	var swig_r Enum_SS_radix_event_type
-	swig_r = (Enum_SS_radix_event_type)(C._wrap_RADIX_EVENT_HOST_STORED_kvpool_1afe3c2b34286ba9())
+	swig_r = (Enum_SS_radix_event_type)(C._wrap_RADIX_EVENT_HOST_STORED_kvpool_1c20a3f3a7f59977())
 	return swig_r
 }
 
 var RADIX_EVENT_HOST_STORED Enum_SS_radix_event_type = _swig_getRADIX_EVENT_HOST_STORED()
 func _swig_getRADIX_EVENT_HOST_REMOVED() (_swig_ret Enum_SS_radix_event_type) {
 	var swig_r Enum_SS_radix_event_type
-	swig_r = (Enum_SS_radix_event_type)(C._wrap_RADIX_EVENT_HOST_REMOVED_kvpool_1afe3c2b34286ba9())
+	swig_r = (Enum_SS_radix_event_type)(C._wrap_RADIX_EVENT_HOST_REMOVED_kvpool_1c20a3f3a7f59977())
 	return swig_r
 }
 
@@ -2378,7 +2387,7 @@ func Radix_match(arg1 Kvpool, arg2 []int32, arg3 string, arg4 []int64, arg5 *uin
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_radix_match_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), *(*C.swig_type_153)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_154)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_155)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4), C.swig_voidp(_swig_i_5))
+	swig_r_p := C._wrap_radix_match_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), *(*C.swig_type_153)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_154)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_155)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4), C.swig_voidp(_swig_i_5))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2403,7 +2412,7 @@ func Radix_insert(arg1 Kvpool, arg2 []int32, arg3 []int64, arg4 string, arg5 int
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r_p := C._wrap_radix_insert_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), *(*C.swig_type_157)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_158)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_159)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4), C.swig_voidp(_swig_i_5), C.swig_voidp(_swig_i_6))
+	swig_r_p := C._wrap_radix_insert_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), *(*C.swig_type_157)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_158)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_159)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4), C.swig_voidp(_swig_i_5), C.swig_voidp(_swig_i_6))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2423,7 +2432,7 @@ func Radix_lock(arg1 Kvpool, arg2 uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_radix_lock_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), C.swig_type_161(_swig_i_1))
+	swig_r_p := C._wrap_radix_lock_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), C.swig_type_161(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swig_r) 
@@ -2434,7 +2443,7 @@ func Radix_unlock(arg1 Kvpool, arg2 uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_radix_unlock_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), C.swig_type_163(_swig_i_1))
+	swig_r_p := C._wrap_radix_unlock_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), C.swig_type_163(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swig_r) 
@@ -2446,7 +2455,7 @@ func Radix_evict(arg1 Kvpool, arg2 int64, arg3 *uint) (_swig_ret error) {
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_radix_evict_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), C.swig_type_165(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_radix_evict_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), C.swig_type_165(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swig_r) 
@@ -2459,7 +2468,7 @@ func Radix_sizes(arg1 Kvpool, arg2 *uint, arg3 *uint, arg4 *uint) (_swig_ret err
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_radix_sizes_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3))
+	swig_r_p := C._wrap_radix_sizes_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swig_r) 
@@ -2469,7 +2478,7 @@ func Radix_sizes(arg1 Kvpool, arg2 *uint, arg3 *uint, arg4 *uint) (_swig_ret err
 func Radix_reset(arg1 Kvpool) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
-	swig_r_p := C._wrap_radix_reset_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0))
+	swig_r_p := C._wrap_radix_reset_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swig_r) 
@@ -2482,7 +2491,7 @@ func Radix_page_hash(arg1 []int32, arg2 []byte, arg3 []byte, arg4 *int64) (_swig
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_radix_page_hash_kvpool_1afe3c2b34286ba9(*(*C.swig_type_169)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_170)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_171)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
+	swig_r_p := C._wrap_radix_page_hash_kvpool_1c20a3f3a7f59977(*(*C.swig_type_169)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_170)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_171)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2508,7 +2517,7 @@ func Radix_match_mamba(arg1 Kvpool, arg2 []int32, arg3 string, arg4 int, arg5 []
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r_p := C._wrap_radix_match_mamba_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), *(*C.swig_type_173)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_174)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3), *(*C.swig_type_175)(unsafe.Pointer(&_swig_i_4)), C.swig_voidp(_swig_i_5), C.swig_voidp(_swig_i_6), C.swig_voidp(_swig_i_7))
+	swig_r_p := C._wrap_radix_match_mamba_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), *(*C.swig_type_173)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_174)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3), *(*C.swig_type_175)(unsafe.Pointer(&_swig_i_4)), C.swig_voidp(_swig_i_5), C.swig_voidp(_swig_i_6), C.swig_voidp(_swig_i_7))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2534,7 +2543,7 @@ func Radix_insert_mamba(arg1 Kvpool, arg2 []int32, arg3 []int64, arg4 string, ar
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r_p := C._wrap_radix_insert_mamba_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), *(*C.swig_type_177)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_178)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_179)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4), C.swig_voidp(_swig_i_5), C.swig_voidp(_swig_i_6), C.swig_voidp(_swig_i_7))
+	swig_r_p := C._wrap_radix_insert_mamba_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), *(*C.swig_type_177)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_178)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_179)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4), C.swig_voidp(_swig_i_5), C.swig_voidp(_swig_i_6), C.swig_voidp(_swig_i_7))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2555,7 +2564,7 @@ func Radix_evict_mamba(arg1 Kvpool, arg2 int64, arg3 *uint) (_swig_ret error) {
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_radix_evict_mamba_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), C.swig_type_181(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_radix_evict_mamba_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), C.swig_type_181(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swig_r) 
@@ -2572,7 +2581,7 @@ func Radix_insert_swa(arg1 Kvpool, arg2 []int32, arg3 []int64, arg4 string, arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r_p := C._wrap_radix_insert_swa_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), *(*C.swig_type_183)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_184)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_185)(unsafe.Pointer(&_swig_i_3)), C.swig_type_186(_swig_i_4), C.swig_type_187(_swig_i_5), C.swig_voidp(_swig_i_6), C.swig_voidp(_swig_i_7))
+	swig_r_p := C._wrap_radix_insert_swa_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), *(*C.swig_type_183)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_184)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_185)(unsafe.Pointer(&_swig_i_3)), C.swig_type_186(_swig_i_4), C.swig_type_187(_swig_i_5), C.swig_voidp(_swig_i_6), C.swig_voidp(_swig_i_7))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2595,7 +2604,7 @@ func Radix_evict_swa(arg1 Kvpool, arg2 int64, arg3 int64, arg4 *uint, arg5 *uint
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_radix_evict_swa_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), C.swig_type_189(_swig_i_1), C.swig_type_190(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_voidp(_swig_i_4))
+	swig_r_p := C._wrap_radix_evict_swa_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), C.swig_type_189(_swig_i_1), C.swig_type_190(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_voidp(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swig_r) 
@@ -2607,7 +2616,7 @@ func Radix_state_sizes(arg1 Kvpool, arg2 *uint, arg3 *uint) (_swig_ret error) {
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_radix_state_sizes_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_radix_state_sizes_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swig_r) 
@@ -2626,61 +2635,61 @@ func (p SwigcptrKvseq_info) SwigIsKvseq_info() {
 func (arg1 SwigcptrKvseq_info) GetRow() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvseq_info_row_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvseq_info_row_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvseq_info) GetTokens() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvseq_info_tokens_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvseq_info_tokens_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvseq_info) GetComputed() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvseq_info_computed_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvseq_info_computed_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvseq_info) GetCached() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvseq_info_cached_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvseq_info_cached_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvseq_info) GetPrefix_hit() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvseq_info_prefix_hit_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvseq_info_prefix_hit_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvseq_info) GetHost_hit() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvseq_info_host_hit_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvseq_info_host_hit_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvseq_info) GetStorage_hit() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvseq_info_storage_hit_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvseq_info_storage_hit_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvseq_info() (_swig_ret Kvseq_info) {
 	var swig_r Kvseq_info
-	swig_r = (Kvseq_info)(SwigcptrKvseq_info(C._wrap_new_kvseq_info_kvpool_1afe3c2b34286ba9()))
+	swig_r = (Kvseq_info)(SwigcptrKvseq_info(C._wrap_new_kvseq_info_kvpool_1c20a3f3a7f59977()))
 	return swig_r
 }
 
 func DeleteKvseq_info(arg1 Kvseq_info) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvseq_info_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvseq_info_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0))
 }
 
 type Kvseq_info interface {
@@ -2702,7 +2711,7 @@ func Kvseq_begin(arg1 Kvpool, arg2 []int32, arg3 string, arg4 *uint64, arg5 *uin
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_kvseq_begin_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), *(*C.swig_type_199)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_200)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3), C.swig_voidp(_swig_i_4))
+	swig_r_p := C._wrap_kvseq_begin_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), *(*C.swig_type_199)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_200)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3), C.swig_voidp(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2721,7 +2730,7 @@ func Kvseq_extend(arg1 Kvpool, arg2 []uint64, arg3 []int64, arg4 []int64) (_swig
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_kvseq_extend_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), *(*C.swig_type_202)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_203)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_204)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_kvseq_extend_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), *(*C.swig_type_202)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_203)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_204)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2743,7 +2752,7 @@ func Kvseq_decode(arg1 Kvpool, arg2 []uint64, arg3 []int32, arg4 []int64) (_swig
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_kvseq_decode_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), *(*C.swig_type_206)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_207)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_208)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_kvseq_decode_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), *(*C.swig_type_206)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_207)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_208)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2764,7 +2773,7 @@ func Kvseq_finish(arg1 Kvpool, arg2 uint64, arg3 int64) (_swig_ret error) {
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvseq_finish_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), C.swig_type_210(_swig_i_1), C.swig_type_211(_swig_i_2))
+	swig_r_p := C._wrap_kvseq_finish_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), C.swig_type_210(_swig_i_1), C.swig_type_211(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swig_r) 
@@ -2775,7 +2784,7 @@ func Kvseq_abort(arg1 Kvpool, arg2 uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvseq_abort_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), C.swig_type_213(_swig_i_1))
+	swig_r_p := C._wrap_kvseq_abort_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), C.swig_type_213(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swig_r) 
@@ -2787,7 +2796,7 @@ func Kvseq_retract(arg1 Kvpool, arg2 uint64, arg3 *uint) (_swig_ret error) {
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvseq_retract_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), C.swig_type_215(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_kvseq_retract_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), C.swig_type_215(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swig_r) 
@@ -2799,7 +2808,7 @@ func Kvseq_get_info(arg1 Kvpool, arg2 uint64, arg3 Kvseq_info) (_swig_ret error)
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_kvseq_get_info_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), C.swig_type_217(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_kvseq_get_info_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), C.swig_type_217(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swig_r) 
@@ -2812,7 +2821,7 @@ func Kvseq_get_slots(arg1 Kvpool, arg2 uint64, arg3 []int64, arg4 *uint) (_swig_
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_kvseq_get_slots_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), C.swig_type_219(_swig_i_1), *(*C.swig_type_220)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
+	swig_r_p := C._wrap_kvseq_get_slots_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), C.swig_type_219(_swig_i_1), *(*C.swig_type_220)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -2830,7 +2839,7 @@ func Kvseq_accounting(arg1 Kvpool, arg2 *uint, arg3 *uint, arg4 *uint, arg5 *uin
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_kvseq_accounting_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_voidp(_swig_i_5))
+	swig_r_p := C._wrap_kvseq_accounting_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_voidp(_swig_i_5))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swig_r) 
@@ -2842,7 +2851,7 @@ func Kvseq_mamba_slot(arg1 Kvpool, arg2 uint64, arg3 *int32) (_swig_ret error) {
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvseq_mamba_slot_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), C.swig_type_223(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_kvseq_mamba_slot_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), C.swig_type_223(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swig_r) 
@@ -2861,117 +2870,117 @@ func (p SwigcptrKvhost_stats) SwigIsKvhost_stats() {
 func (arg1 SwigcptrKvhost_stats) GetCapacity_tokens() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvhost_stats_capacity_tokens_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvhost_stats_capacity_tokens_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvhost_stats) GetUsed_tokens() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvhost_stats_used_tokens_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvhost_stats_used_tokens_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvhost_stats) GetHost_only_tokens() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvhost_stats_host_only_tokens_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvhost_stats_host_only_tokens_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvhost_stats) GetCopies_in_flight() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvhost_stats_copies_in_flight_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvhost_stats_copies_in_flight_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvhost_stats) GetBackups() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvhost_stats_backups_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvhost_stats_backups_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvhost_stats) GetBackup_tokens() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvhost_stats_backup_tokens_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvhost_stats_backup_tokens_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvhost_stats) GetBackups_skipped() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvhost_stats_backups_skipped_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvhost_stats_backups_skipped_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvhost_stats) GetBackup_errors() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvhost_stats_backup_errors_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvhost_stats_backup_errors_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvhost_stats) GetLoads() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvhost_stats_loads_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvhost_stats_loads_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvhost_stats) GetLoad_tokens() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvhost_stats_load_tokens_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvhost_stats_load_tokens_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvhost_stats) GetLoads_refused() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvhost_stats_loads_refused_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvhost_stats_loads_refused_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvhost_stats) GetHost_evicted_tokens() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvhost_stats_host_evicted_tokens_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvhost_stats_host_evicted_tokens_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvhost_stats) GetBytes_to_host() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvhost_stats_bytes_to_host_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvhost_stats_bytes_to_host_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvhost_stats) GetBytes_to_device() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvhost_stats_bytes_to_device_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvhost_stats_bytes_to_device_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvhost_stats) GetLoad_evicted_tokens() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvhost_stats_load_evicted_tokens_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvhost_stats_load_evicted_tokens_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvhost_stats() (_swig_ret Kvhost_stats) {
 	var swig_r Kvhost_stats
-	swig_r = (Kvhost_stats)(SwigcptrKvhost_stats(C._wrap_new_kvhost_stats_kvpool_1afe3c2b34286ba9()))
+	swig_r = (Kvhost_stats)(SwigcptrKvhost_stats(C._wrap_new_kvhost_stats_kvpool_1c20a3f3a7f59977()))
 	return swig_r
 }
 
 func DeleteKvhost_stats(arg1 Kvhost_stats) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvhost_stats_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvhost_stats_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0))
 }
 
 type Kvhost_stats interface {
@@ -2998,7 +3007,7 @@ func Kvhost_get_stats(arg1 Kvpool, arg2 Kvhost_stats) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r_p := C._wrap_kvhost_get_stats_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_kvhost_get_stats_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swig_r) 
@@ -3010,7 +3019,7 @@ func Kvhost_poll(arg1 Kvpool, arg2 int, arg3 *uint) (_swig_ret error) {
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvhost_poll_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_kvhost_poll_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swig_r) 
@@ -3021,7 +3030,7 @@ func Kvhost_next_load_set(arg1 Kvpool, arg2 *int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvhost_next_load_set_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvhost_next_load_set_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swig_r) 
@@ -3032,7 +3041,7 @@ func Kvhost_load_set(arg1 Kvpool, arg2 *int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvhost_load_set_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvhost_load_set_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swig_r) 
@@ -3049,7 +3058,7 @@ func Kvhost_match(arg1 Kvpool, arg2 []int32, arg3 string, arg4 []int64, arg5 *ui
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r_p := C._wrap_kvhost_match_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), *(*C.swig_type_244)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_245)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_246)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4), C.swig_voidp(_swig_i_5), C.swig_voidp(_swig_i_6), C.swig_voidp(_swig_i_7))
+	swig_r_p := C._wrap_kvhost_match_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), *(*C.swig_type_244)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_245)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_246)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4), C.swig_voidp(_swig_i_5), C.swig_voidp(_swig_i_6), C.swig_voidp(_swig_i_7))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3072,7 +3081,7 @@ func Kvhost_load_back(arg1 Kvpool, arg2 uint64, arg3 []int64, arg4 *uint, arg5 *
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_kvhost_load_back_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), C.swig_type_248(_swig_i_1), *(*C.swig_type_249)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3), C.swig_voidp(_swig_i_4))
+	swig_r_p := C._wrap_kvhost_load_back_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), C.swig_type_248(_swig_i_1), *(*C.swig_type_249)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3), C.swig_voidp(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -3087,7 +3096,7 @@ func Kvhost_evict(arg1 Kvpool, arg2 int64, arg3 *uint) (_swig_ret error) {
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvhost_evict_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), C.swig_type_251(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_kvhost_evict_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), C.swig_type_251(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swig_r) 
@@ -3101,7 +3110,7 @@ func Kvhost_node_state(arg1 Kvpool, arg2 uint64, arg3 *int32, arg4 *int32, arg5 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_kvhost_node_state_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), C.swig_type_253(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_voidp(_swig_i_4))
+	swig_r_p := C._wrap_kvhost_node_state_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), C.swig_type_253(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_voidp(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swig_r) 
@@ -3120,257 +3129,257 @@ func (p SwigcptrKvstore_stats) SwigIsKvstore_stats() {
 func (arg1 SwigcptrKvstore_stats) GetBackups() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvstore_stats_backups_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvstore_stats_backups_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvstore_stats) GetBackup_tokens() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvstore_stats_backup_tokens_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvstore_stats_backup_tokens_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvstore_stats) GetBackup_pages() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvstore_stats_backup_pages_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvstore_stats_backup_pages_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvstore_stats) GetBackup_pages_failed() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvstore_stats_backup_pages_failed_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvstore_stats_backup_pages_failed_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvstore_stats) GetBackup_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvstore_stats_backup_bytes_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvstore_stats_backup_bytes_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvstore_stats) GetBackups_queued() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvstore_stats_backups_queued_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvstore_stats_backups_queued_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvstore_stats) GetPrefetches() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvstore_stats_prefetches_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvstore_stats_prefetches_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvstore_stats) GetPrefetches_skipped() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvstore_stats_prefetches_skipped_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvstore_stats_prefetches_skipped_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvstore_stats) GetPrefetches_revoked() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvstore_stats_prefetches_revoked_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvstore_stats_prefetches_revoked_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvstore_stats) GetPrefetches_running() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvstore_stats_prefetches_running_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvstore_stats_prefetches_running_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvstore_stats) GetPrefetch_tokens() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvstore_stats_prefetch_tokens_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvstore_stats_prefetch_tokens_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvstore_stats) GetPrefetch_hit_tokens() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvstore_stats_prefetch_hit_tokens_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvstore_stats_prefetch_hit_tokens_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvstore_stats) GetPrefetch_loaded_tokens() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvstore_stats_prefetch_loaded_tokens_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvstore_stats_prefetch_loaded_tokens_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvstore_stats) GetPrefetch_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvstore_stats_prefetch_bytes_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvstore_stats_prefetch_bytes_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvstore_stats) GetPrefetch_inserted_tokens() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvstore_stats_prefetch_inserted_tokens_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvstore_stats_prefetch_inserted_tokens_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvstore_stats) GetPrefetch_dropped_tokens() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvstore_stats_prefetch_dropped_tokens_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvstore_stats_prefetch_dropped_tokens_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvstore_stats) GetStorage_hit_tokens() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvstore_stats_storage_hit_tokens_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvstore_stats_storage_hit_tokens_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvstore_stats) GetPages_corrupt() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvstore_stats_pages_corrupt_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvstore_stats_pages_corrupt_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvstore_stats) GetPages_truncated() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvstore_stats_pages_truncated_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvstore_stats_pages_truncated_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvstore_stats) GetPages_foreign() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvstore_stats_pages_foreign_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvstore_stats_pages_foreign_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvstore_stats) GetRead_failures() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvstore_stats_read_failures_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvstore_stats_read_failures_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvstore_stats) GetStore_puts() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvstore_stats_store_puts_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvstore_stats_store_puts_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvstore_stats) GetStore_put_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvstore_stats_store_put_bytes_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvstore_stats_store_put_bytes_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvstore_stats) GetStore_put_existing() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvstore_stats_store_put_existing_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvstore_stats_store_put_existing_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvstore_stats) GetStore_put_errors() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvstore_stats_store_put_errors_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvstore_stats_store_put_errors_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvstore_stats) GetStore_gets() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvstore_stats_store_gets_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvstore_stats_store_gets_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvstore_stats) GetStore_get_hits() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvstore_stats_store_get_hits_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvstore_stats_store_get_hits_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvstore_stats) GetStore_get_misses() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvstore_stats_store_get_misses_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvstore_stats_store_get_misses_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvstore_stats) GetStore_get_errors() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvstore_stats_store_get_errors_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvstore_stats_store_get_errors_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvstore_stats) GetStore_timeouts() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvstore_stats_store_timeouts_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvstore_stats_store_timeouts_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvstore_stats) GetStore_server_errors() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvstore_stats_store_server_errors_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvstore_stats_store_server_errors_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvstore_stats) GetStore_io_errors() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvstore_stats_store_io_errors_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvstore_stats_store_io_errors_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvstore_stats) GetStore_partial_values() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvstore_stats_store_partial_values_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvstore_stats_store_partial_values_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvstore_stats) GetStore_evicted() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvstore_stats_store_evicted_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvstore_stats_store_evicted_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvstore_stats) GetStore_servers_ejected() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvstore_stats_store_servers_ejected_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvstore_stats_store_servers_ejected_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvstore_stats() (_swig_ret Kvstore_stats) {
 	var swig_r Kvstore_stats
-	swig_r = (Kvstore_stats)(SwigcptrKvstore_stats(C._wrap_new_kvstore_stats_kvpool_1afe3c2b34286ba9()))
+	swig_r = (Kvstore_stats)(SwigcptrKvstore_stats(C._wrap_new_kvstore_stats_kvpool_1c20a3f3a7f59977()))
 	return swig_r
 }
 
 func DeleteKvstore_stats(arg1 Kvstore_stats) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvstore_stats_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvstore_stats_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0))
 }
 
 type Kvstore_stats interface {
@@ -3416,35 +3425,35 @@ type Kvstore_stats interface {
 type Enum_SS_kvstore_skip int
 func _swig_getKVSTORE_SKIP_NONE() (_swig_ret Enum_SS_kvstore_skip) {
 	var swig_r Enum_SS_kvstore_skip
-	swig_r = (Enum_SS_kvstore_skip)(C._wrap_KVSTORE_SKIP_NONE_kvpool_1afe3c2b34286ba9())
+	swig_r = (Enum_SS_kvstore_skip)(C._wrap_KVSTORE_SKIP_NONE_kvpool_1c20a3f3a7f59977())
 	return swig_r
 }
 
 var KVSTORE_SKIP_NONE Enum_SS_kvstore_skip = _swig_getKVSTORE_SKIP_NONE()
 func _swig_getKVSTORE_SKIP_BELOW_THRESHOLD() (_swig_ret Enum_SS_kvstore_skip) {
 	var swig_r Enum_SS_kvstore_skip
-	swig_r = (Enum_SS_kvstore_skip)(C._wrap_KVSTORE_SKIP_BELOW_THRESHOLD_kvpool_1afe3c2b34286ba9())
+	swig_r = (Enum_SS_kvstore_skip)(C._wrap_KVSTORE_SKIP_BELOW_THRESHOLD_kvpool_1c20a3f3a7f59977())
 	return swig_r
 }
 
 var KVSTORE_SKIP_BELOW_THRESHOLD Enum_SS_kvstore_skip = _swig_getKVSTORE_SKIP_BELOW_THRESHOLD()
 func _swig_getKVSTORE_SKIP_NOT_BACKED_UP() (_swig_ret Enum_SS_kvstore_skip) {
 	var swig_r Enum_SS_kvstore_skip
-	swig_r = (Enum_SS_kvstore_skip)(C._wrap_KVSTORE_SKIP_NOT_BACKED_UP_kvpool_1afe3c2b34286ba9())
+	swig_r = (Enum_SS_kvstore_skip)(C._wrap_KVSTORE_SKIP_NOT_BACKED_UP_kvpool_1c20a3f3a7f59977())
 	return swig_r
 }
 
 var KVSTORE_SKIP_NOT_BACKED_UP Enum_SS_kvstore_skip = _swig_getKVSTORE_SKIP_NOT_BACKED_UP()
 func _swig_getKVSTORE_SKIP_CAPACITY() (_swig_ret Enum_SS_kvstore_skip) {
 	var swig_r Enum_SS_kvstore_skip
-	swig_r = (Enum_SS_kvstore_skip)(C._wrap_KVSTORE_SKIP_CAPACITY_kvpool_1afe3c2b34286ba9())
+	swig_r = (Enum_SS_kvstore_skip)(C._wrap_KVSTORE_SKIP_CAPACITY_kvpool_1c20a3f3a7f59977())
 	return swig_r
 }
 
 var KVSTORE_SKIP_CAPACITY Enum_SS_kvstore_skip = _swig_getKVSTORE_SKIP_CAPACITY()
 func _swig_getKVSTORE_SKIP_HOST_FULL() (_swig_ret Enum_SS_kvstore_skip) {
 	var swig_r Enum_SS_kvstore_skip
-	swig_r = (Enum_SS_kvstore_skip)(C._wrap_KVSTORE_SKIP_HOST_FULL_kvpool_1afe3c2b34286ba9())
+	swig_r = (Enum_SS_kvstore_skip)(C._wrap_KVSTORE_SKIP_HOST_FULL_kvpool_1c20a3f3a7f59977())
 	return swig_r
 }
 
@@ -3461,61 +3470,61 @@ func (p SwigcptrKvstore_prefetch_info) SwigIsKvstore_prefetch_info() {
 func (arg1 SwigcptrKvstore_prefetch_info) GetDone() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvstore_prefetch_info_done_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvstore_prefetch_info_done_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvstore_prefetch_info) GetRevoked() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvstore_prefetch_info_revoked_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvstore_prefetch_info_revoked_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvstore_prefetch_info) GetReady() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvstore_prefetch_info_ready_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvstore_prefetch_info_ready_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvstore_prefetch_info) GetSearched() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_kvstore_prefetch_info_searched_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvstore_prefetch_info_searched_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvstore_prefetch_info) GetAsked_tokens() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvstore_prefetch_info_asked_tokens_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvstore_prefetch_info_asked_tokens_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvstore_prefetch_info) GetHit_tokens() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvstore_prefetch_info_hit_tokens_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvstore_prefetch_info_hit_tokens_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvstore_prefetch_info) GetLoaded_tokens() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvstore_prefetch_info_loaded_tokens_get_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvstore_prefetch_info_loaded_tokens_get_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvstore_prefetch_info() (_swig_ret Kvstore_prefetch_info) {
 	var swig_r Kvstore_prefetch_info
-	swig_r = (Kvstore_prefetch_info)(SwigcptrKvstore_prefetch_info(C._wrap_new_kvstore_prefetch_info_kvpool_1afe3c2b34286ba9()))
+	swig_r = (Kvstore_prefetch_info)(SwigcptrKvstore_prefetch_info(C._wrap_new_kvstore_prefetch_info_kvpool_1c20a3f3a7f59977()))
 	return swig_r
 }
 
 func DeleteKvstore_prefetch_info(arg1 Kvstore_prefetch_info) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvstore_prefetch_info_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvstore_prefetch_info_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0))
 }
 
 type Kvstore_prefetch_info interface {
@@ -3534,7 +3543,7 @@ func Kvstore_get_stats(arg1 Kvpool, arg2 Kvstore_stats) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r_p := C._wrap_kvstore_get_stats_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_kvstore_get_stats_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swig_r) 
@@ -3548,7 +3557,7 @@ func Kvstore_prefetch(arg1 Kvpool, arg2 []int32, arg3 string, arg4 *uint64, arg5
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_kvstore_prefetch_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), *(*C.swig_type_294)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_295)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3), C.swig_voidp(_swig_i_4))
+	swig_r_p := C._wrap_kvstore_prefetch_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), *(*C.swig_type_294)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_295)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3), C.swig_voidp(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3566,7 +3575,7 @@ func Kvstore_prefetch_poll(arg1 Kvpool, arg2 uint64, arg3 Kvstore_prefetch_info)
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_kvstore_prefetch_poll_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), C.swig_type_297(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_kvstore_prefetch_poll_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), C.swig_type_297(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swig_r) 
@@ -3578,7 +3587,7 @@ func Kvstore_prefetch_end(arg1 Kvpool, arg2 uint64, arg3 *uint64) (_swig_ret err
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvstore_prefetch_end_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), C.swig_type_299(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_kvstore_prefetch_end_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), C.swig_type_299(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swig_r) 
@@ -3588,7 +3597,7 @@ func Kvstore_prefetch_end(arg1 Kvpool, arg2 uint64, arg3 *uint64) (_swig_ret err
 func Kvstore_flush(arg1 Kvpool) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
-	swig_r_p := C._wrap_kvstore_flush_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0))
+	swig_r_p := C._wrap_kvstore_flush_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swig_r) 
@@ -3598,19 +3607,63 @@ func Kvstore_flush(arg1 Kvpool) (_swig_ret error) {
 func Kvstore_clear(arg1 Kvpool) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
-	swig_r_p := C._wrap_kvstore_clear_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0))
+	swig_r_p := C._wrap_kvstore_clear_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swig_r) 
 	return swig_r_1
 }
 
+func Kvpool_metrics_text(arg1 Kvpool, arg2 []byte, arg3 *uint) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	swig_r_p := C._wrap_kvpool_metrics_text_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), *(*C.swig_type_303)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+	var swig_r_1 error
+ swig_r_1 = statusError(swig_r) 
+	return swig_r_1
+}
+
+type Enum_SS_kvpool_log_level int
+func _swig_getKVPOOL_LOG_ERROR() (_swig_ret Enum_SS_kvpool_log_level) {
+	var swig_r Enum_SS_kvpool_log_level
+	swig_r = (Enum_SS_kvpool_log_level)(C._wrap_KVPOOL_LOG_ERROR_kvpool_1c20a3f3a7f59977())
+	return swig_r
+}
+
+var KVPOOL_LOG_ERROR Enum_SS_kvpool_log_level = _swig_getKVPOOL_LOG_ERROR()
+func _swig_getKVPOOL_LOG_WARN() (_swig_ret Enum_SS_kvpool_log_level) {
+	var swig_r Enum_SS_kvpool_log_level
+	swig_r = (Enum_SS_kvpool_log_level)(C._wrap_KVPOOL_LOG_WARN_kvpool_1c20a3f3a7f59977())
+	return swig_r
+}
+
+var KVPOOL_LOG_WARN Enum_SS_kvpool_log_level = _swig_getKVPOOL_LOG_WARN()
+func _swig_getKVPOOL_LOG_INFO() (_swig_ret Enum_SS_kvpool_log_level) {
+	var swig_r Enum_SS_kvpool_log_level
+	swig_r = (Enum_SS_kvpool_log_level)(C._wrap_KVPOOL_LOG_INFO_kvpool_1c20a3f3a7f59977())
+	return swig_r
+}
+
+var KVPOOL_LOG_INFO Enum_SS_kvpool_log_level = _swig_getKVPOOL_LOG_INFO()
+func _swig_getKVPOOL_LOG_DEBUG() (_swig_ret Enum_SS_kvpool_log_level) {
+	var swig_r Enum_SS_kvpool_log_level
+	swig_r = (Enum_SS_kvpool_log_level)(C._wrap_KVPOOL_LOG_DEBUG_kvpool_1c20a3f3a7f59977())
+	return swig_r
+}
+
+var KVPOOL_LOG_DEBUG Enum_SS_kvpool_log_level = _swig_getKVPOOL_LOG_DEBUG()
 func Kvpool_create_with_allocator(arg1 string, arg2 uintptr, arg3 *uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvpool_create_with_allocator_kvpool_1afe3c2b34286ba9(*(*C.swig_type_303)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_kvpool_create_with_allocator_kvpool_1c20a3f3a7f59977(*(*C.swig_type_305)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -3624,7 +3677,7 @@ func Kvpool_synchronize(arg1 Kvpool, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvpool_synchronize_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_kvpool_synchronize_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swig_r) 
@@ -3644,7 +3697,7 @@ func Kvalloc_extend_async(arg1 Kvpool, arg2 []int64, arg3 []int64, arg4 uintptr,
 	_swig_i_8 := arg9
 	_swig_i_9 := arg10
 	_swig_i_10 := arg11
-	swig_r_p := C._wrap_kvalloc_extend_async_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), *(*C.swig_type_306)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_307)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.uintptr_t(_swig_i_4), C.uintptr_t(_swig_i_5), C.uintptr_t(_swig_i_6), C.swig_type_308(_swig_i_7), C.uintptr_t(_swig_i_8), C.swig_type_309(_swig_i_9), C.uintptr_t(_swig_i_10))
+	swig_r_p := C._wrap_kvalloc_extend_async_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), *(*C.swig_type_308)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_309)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.uintptr_t(_swig_i_4), C.uintptr_t(_swig_i_5), C.uintptr_t(_swig_i_6), C.swig_type_310(_swig_i_7), C.uintptr_t(_swig_i_8), C.swig_type_311(_swig_i_9), C.uintptr_t(_swig_i_10))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3663,7 +3716,7 @@ func Kvalloc_extend_pages(arg1 Kvpool, arg2 []int64, arg3 []int64, arg4 *uint) (
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_kvalloc_extend_pages_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), *(*C.swig_type_311)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_312)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
+	swig_r_p := C._wrap_kvalloc_extend_pages_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), *(*C.swig_type_313)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_314)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3686,7 +3739,7 @@ func Kvalloc_decode_async(arg1 Kvpool, arg2 []int64, arg3 uintptr, arg4 uintptr,
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r_p := C._wrap_kvalloc_decode_async_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), *(*C.swig_type_314)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.uintptr_t(_swig_i_4), C.uintptr_t(_swig_i_5), C.swig_type_315(_swig_i_6), C.uintptr_t(_swig_i_7))
+	swig_r_p := C._wrap_kvalloc_decode_async_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), *(*C.swig_type_316)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.uintptr_t(_swig_i_4), C.uintptr_t(_swig_i_5), C.swig_type_317(_swig_i_6), C.uintptr_t(_swig_i_7))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3702,7 +3755,7 @@ func Kvalloc_alloc_async(arg1 Kvpool, arg2 uintptr, arg3 int64, arg4 uintptr) (_
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_kvalloc_alloc_async_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_317(_swig_i_2), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_kvalloc_alloc_async_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_319(_swig_i_2), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swig_r) 
@@ -3715,7 +3768,7 @@ func Kvalloc_free_pages_async(arg1 Kvpool, arg2 uintptr, arg3 int64, arg4 uintpt
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_kvalloc_free_pages_async_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_319(_swig_i_2), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_kvalloc_free_pages_async_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_321(_swig_i_2), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swig_r) 
@@ -3734,7 +3787,7 @@ func Kvreq_write_batch_async(arg1 Kvpool, arg2 uintptr, arg3 uintptr, arg4 uintp
 	_swig_i_7 := arg8
 	_swig_i_8 := arg9
 	_swig_i_9 := arg10
-	swig_r_p := C._wrap_kvreq_write_batch_async_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.swig_type_321(_swig_i_4), C.uintptr_t(_swig_i_5), C.swig_type_322(_swig_i_6), C.uintptr_t(_swig_i_7), C.swig_type_323(_swig_i_8), C.uintptr_t(_swig_i_9))
+	swig_r_p := C._wrap_kvreq_write_batch_async_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.swig_type_323(_swig_i_4), C.uintptr_t(_swig_i_5), C.swig_type_324(_swig_i_6), C.uintptr_t(_swig_i_7), C.swig_type_325(_swig_i_8), C.uintptr_t(_swig_i_9))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swig_r) 
@@ -3749,7 +3802,7 @@ func Kvreq_last_loc_async(arg1 Kvpool, arg2 uintptr, arg3 uintptr, arg4 int64, a
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_kvreq_last_loc_async_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_325(_swig_i_3), C.uintptr_t(_swig_i_4), C.uintptr_t(_swig_i_5))
+	swig_r_p := C._wrap_kvreq_last_loc_async_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_327(_swig_i_3), C.uintptr_t(_swig_i_4), C.uintptr_t(_swig_i_5))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swig_r) 
@@ -3770,7 +3823,7 @@ func Kvpool_set_kv_async(arg1 Kvpool, arg2 int, arg3 uintptr, arg4 int64, arg5 u
 	_swig_i_9 := arg10
 	_swig_i_10 := arg11
 	_swig_i_11 := arg12
-	swig_r_p := C._wrap_kvpool_set_kv_async_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_327(_swig_i_3), C.uintptr_t(_swig_i_4), C.swig_type_328(_swig_i_5), C.uintptr_t(_swig_i_6), C.swig_type_329(_swig_i_7), C.swig_intgo(_swig_i_8), C.float(_swig_i_9), C.float(_swig_i_10), C.uintptr_t(_swig_i_11))
+	swig_r_p := C._wrap_kvpool_set_kv_async_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_329(_swig_i_3), C.uintptr_t(_swig_i_4), C.swig_type_330(_swig_i_5), C.uintptr_t(_swig_i_6), C.swig_type_331(_swig_i_7), C.swig_intgo(_swig_i_8), C.float(_swig_i_9), C.float(_swig_i_10), C.uintptr_t(_swig_i_11))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swig_r) 
@@ -3789,7 +3842,7 @@ func Kvpool_set_mla_kv_async(arg1 Kvpool, arg2 int, arg3 uintptr, arg4 int64, ar
 	_swig_i_7 := arg8
 	_swig_i_8 := arg9
 	_swig_i_9 := arg10
-	swig_r_p := C._wrap_kvpool_set_mla_kv_async_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_331(_swig_i_3), C.uintptr_t(_swig_i_4), C.swig_type_332(_swig_i_5), C.uintptr_t(_swig_i_6), C.swig_type_333(_swig_i_7), C.swig_intgo(_swig_i_8), C.uintptr_t(_swig_i_9))
+	swig_r_p := C._wrap_kvpool_set_mla_kv_async_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_333(_swig_i_3), C.uintptr_t(_swig_i_4), C.swig_type_334(_swig_i_5), C.uintptr_t(_swig_i_6), C.swig_type_335(_swig_i_7), C.swig_intgo(_swig_i_8), C.uintptr_t(_swig_i_9))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swig_r) 
@@ -3808,7 +3861,7 @@ func Kvpool_get_kv_async(arg1 Kvpool, arg2 int, arg3 uintptr, arg4 int64, arg5 u
 	_swig_i_7 := arg8
 	_swig_i_8 := arg9
 	_swig_i_9 := arg10
-	swig_r_p := C._wrap_kvpool_get_kv_async_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_335(_swig_i_3), C.uintptr_t(_swig_i_4), C.swig_type_336(_swig_i_5), C.uintptr_t(_swig_i_6), C.swig_type_337(_swig_i_7), C.swig_intgo(_swig_i_8), C.uintptr_t(_swig_i_9))
+	swig_r_p := C._wrap_kvpool_get_kv_async_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_337(_swig_i_3), C.uintptr_t(_swig_i_4), C.swig_type_338(_swig_i_5), C.uintptr_t(_swig_i_6), C.swig_type_339(_swig_i_7), C.swig_intgo(_swig_i_8), C.uintptr_t(_swig_i_9))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swig_r) 
@@ -3823,7 +3876,7 @@ func Kvpool_move_kv_async(arg1 Kvpool, arg2 uintptr, arg3 int64, arg4 uintptr, a
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_kvpool_move_kv_async_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_339(_swig_i_2), C.uintptr_t(_swig_i_3), C.swig_type_340(_swig_i_4), C.uintptr_t(_swig_i_5))
+	swig_r_p := C._wrap_kvpool_move_kv_async_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_341(_swig_i_2), C.uintptr_t(_swig_i_3), C.swig_type_342(_swig_i_4), C.uintptr_t(_swig_i_5))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swig_r) 
@@ -3835,7 +3888,7 @@ func Kvpool_mamba_alloc_async(arg1 Kvpool, arg2 []int32, arg3 uintptr) (_swig_re
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvpool_mamba_alloc_async_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), *(*C.swig_type_342)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_kvpool_mamba_alloc_async_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), *(*C.swig_type_344)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3851,7 +3904,7 @@ func Kvpool_mamba_fork_async(arg1 Kvpool, arg2 int, arg3 *int32, arg4 uintptr) (
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_kvpool_mamba_fork_async_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_voidp(_swig_i_2), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_kvpool_mamba_fork_async_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_voidp(_swig_i_2), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swig_r) 
@@ -3866,7 +3919,7 @@ func Kvpool_mamba_copy_async(arg1 Kvpool, arg2 uintptr, arg3 int64, arg4 uintptr
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_kvpool_mamba_copy_async_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_345(_swig_i_2), C.uintptr_t(_swig_i_3), C.swig_type_346(_swig_i_4), C.uintptr_t(_swig_i_5))
+	swig_r_p := C._wrap_kvpool_mamba_copy_async_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_347(_swig_i_2), C.uintptr_t(_swig_i_3), C.swig_type_348(_swig_i_4), C.uintptr_t(_swig_i_5))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swig_r) 
@@ -3881,7 +3934,7 @@ func Kvalloc_decode_graph_async(arg1 Kvpool, arg2 int64, arg3 uintptr, arg4 uint
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_kvalloc_decode_graph_async_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), C.swig_type_348(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.uintptr_t(_swig_i_4), C.uintptr_t(_swig_i_5))
+	swig_r_p := C._wrap_kvalloc_decode_graph_async_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), C.swig_type_350(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.uintptr_t(_swig_i_4), C.uintptr_t(_swig_i_5))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swig_r) 
@@ -3893,7 +3946,7 @@ func Kvalloc_decode_watermark(arg1 Kvpool, arg2 []int64, arg3 *uint) (_swig_ret 
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvalloc_decode_watermark_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), *(*C.swig_type_350)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_kvalloc_decode_watermark_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), *(*C.swig_type_352)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3908,7 +3961,7 @@ func Kvalloc_decode_graph_advance(arg1 Kvpool, arg2 []int64, arg3 int64) (_swig_
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvalloc_decode_graph_advance_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), *(*C.swig_type_352)(unsafe.Pointer(&_swig_i_1)), C.swig_type_353(_swig_i_2))
+	swig_r_p := C._wrap_kvalloc_decode_graph_advance_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), *(*C.swig_type_354)(unsafe.Pointer(&_swig_i_1)), C.swig_type_355(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3926,7 +3979,7 @@ func Kvseq_extend_async(arg1 Kvpool, arg2 []uint64, arg3 []int64, arg4 uintptr, 
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_kvseq_extend_async_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), *(*C.swig_type_355)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_356)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_type_357(_swig_i_4), C.uintptr_t(_swig_i_5))
+	swig_r_p := C._wrap_kvseq_extend_async_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), *(*C.swig_type_357)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_358)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_type_359(_swig_i_4), C.uintptr_t(_swig_i_5))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3947,7 +4000,7 @@ func Kvseq_decode_async(arg1 Kvpool, arg2 []uint64, arg3 []int32, arg4 uintptr, 
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_kvseq_decode_async_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), *(*C.swig_type_359)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_360)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_type_361(_swig_i_4), C.uintptr_t(_swig_i_5))
+	swig_r_p := C._wrap_kvseq_decode_async_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), *(*C.swig_type_361)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_362)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_type_363(_swig_i_4), C.uintptr_t(_swig_i_5))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3964,7 +4017,7 @@ func Kvhost_set_stream(arg1 Kvpool, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvhost_set_stream_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_kvhost_set_stream_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swig_r) 
@@ -3977,7 +4030,7 @@ func Kvhost_wait_layer(arg1 Kvpool, arg2 int, arg3 int, arg4 uintptr) (_swig_ret
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_kvhost_wait_layer_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_intgo(_swig_i_2), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_kvhost_wait_layer_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_intgo(_swig_i_2), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swig_r) 
@@ -3991,7 +4044,7 @@ func Kvpool_take_events_flat(arg1 Kvpool, arg2 []int64, arg3 *uint, arg4 []int32
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_kvpool_take_events_flat_kvpool_1afe3c2b34286ba9(C.uintptr_t(_swig_i_0), *(*C.swig_type_365)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2), *(*C.swig_type_366)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
+	swig_r_p := C._wrap_kvpool_take_events_flat_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), *(*C.swig_type_367)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2), *(*C.swig_type_368)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4010,11 +4063,23 @@ func Kvpool_create_with_storage(arg1 string, arg2 uintptr, arg3 int, arg4 *uintp
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_kvpool_create_with_storage_kvpool_1afe3c2b34286ba9(*(*C.swig_type_368)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))
+	swig_r_p := C._wrap_kvpool_create_with_storage_kvpool_1c20a3f3a7f59977(*(*C.swig_type_370)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
 	}
+	var swig_r_1 error
+ swig_r_1 = statusError(swig_r) 
+	return swig_r_1
+}
+
+func Kvpool_set_log_callback(arg1 uintptr, arg2 Enum_SS_kvpool_log_level, arg3 *uint64) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	swig_r_p := C._wrap_kvpool_set_log_callback_kvpool_1c20a3f3a7f59977(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swig_r) 
 	return swig_r_1

@@ -523,11 +523,42 @@ static kvpool_status kvpool_go_create_with_storage(const char *json, size_t json
   return kvpool_create_with_storage(json, json_len, &table, out);
 }
 
+
+#include <pthread.h>
+
+/* The exported Go function (its C type as cgo writes it into _cgo_export.h). */
+extern void kvpoolGoLog(uintptr_t user, int32_t level, char *message);
+
+static __thread int kvpool_go_in_log = 0;
+static pthread_mutex_t kvpool_go_log_mutex = PTHREAD_MUTEX_INITIALIZER;
+static kvpool_addr kvpool_go_log_handle = 0;  /* the handle the library calls back with */
+
+static void kvpool_go_log(void *user, kvpool_log_level level, const char *message) {
+  kvpool_go_in_log = 1;
+  kvpoolGoLog((uintptr_t)user, (int32_t)level, (char *)message);
+  kvpool_go_in_log = 0;
+}
+
+/* handle: the cgo.Handle of the callback, 0 to clear; *previous: the handle replaced (0: none). */
+static kvpool_status kvpool_go_set_log_callback(kvpool_addr handle, kvpool_log_level level, uint64_t *previous) {
+  kvpool_status status;
+  *previous = 0;
+  if (kvpool_go_in_log) return kvpool_set_log_callback(NULL, NULL, level);  /* refused: inside a callback */
+  pthread_mutex_lock(&kvpool_go_log_mutex);
+  status = kvpool_set_log_callback(handle ? kvpool_go_log : NULL, (void *)handle, level);
+  if (status == KVPOOL_OK) {
+    *previous = (uint64_t)kvpool_go_log_handle;
+    kvpool_go_log_handle = handle;
+  }
+  pthread_mutex_unlock(&kvpool_go_log_mutex);
+  return status;
+}
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-void _wrap_Swig_free_kvpool_1afe3c2b34286ba9(void *_swig_go_0) {
+void _wrap_Swig_free_kvpool_1c20a3f3a7f59977(void *_swig_go_0) {
   void *arg1 = (void *) 0 ;
   
   arg1 = *(void **)&_swig_go_0; 
@@ -537,7 +568,7 @@ void _wrap_Swig_free_kvpool_1afe3c2b34286ba9(void *_swig_go_0) {
 }
 
 
-void *_wrap_Swig_malloc_kvpool_1afe3c2b34286ba9(intgo _swig_go_0) {
+void *_wrap_Swig_malloc_kvpool_1c20a3f3a7f59977(intgo _swig_go_0) {
   int arg1 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -550,7 +581,7 @@ void *_wrap_Swig_malloc_kvpool_1afe3c2b34286ba9(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_KVPOOL_VERSION_NUMBER_kvpool_1afe3c2b34286ba9() {
+intgo _wrap_KVPOOL_VERSION_NUMBER_kvpool_1c20a3f3a7f59977() {
   int result;
   intgo _swig_go_result;
   
@@ -561,7 +592,7 @@ intgo _wrap_KVPOOL_VERSION_NUMBER_kvpool_1afe3c2b34286ba9() {
 }
 
 
-intgo _wrap_kvpool_version_kvpool_1afe3c2b34286ba9() {
+intgo _wrap_kvpool_version_kvpool_1c20a3f3a7f59977() {
   uint32_t result;
   intgo _swig_go_result;
   
@@ -572,7 +603,7 @@ intgo _wrap_kvpool_version_kvpool_1afe3c2b34286ba9() {
 }
 
 
-_gostring_ _wrap_kvpool_version_string_kvpool_1afe3c2b34286ba9() {
+_gostring_ _wrap_kvpool_version_string_kvpool_1c20a3f3a7f59977() {
   char *result = 0 ;
   _gostring_ _swig_go_result;
   
@@ -583,7 +614,7 @@ _gostring_ _wrap_kvpool_version_string_kvpool_1afe3c2b34286ba9() {
 }
 
 
-intgo _wrap_KVPOOL_OK_kvpool_1afe3c2b34286ba9() {
+intgo _wrap_KVPOOL_OK_kvpool_1c20a3f3a7f59977() {
   enum kvpool_status result;
   intgo _swig_go_result;
   
@@ -595,7 +626,7 @@ intgo _wrap_KVPOOL_OK_kvpool_1afe3c2b34286ba9() {
 }
 
 
-intgo _wrap_KVPOOL_ERR_INVALID_ARGUMENT_kvpool_1afe3c2b34286ba9() {
+intgo _wrap_KVPOOL_ERR_INVALID_ARGUMENT_kvpool_1c20a3f3a7f59977() {
   enum kvpool_status result;
   intgo _swig_go_result;
   
@@ -607,7 +638,7 @@ intgo _wrap_KVPOOL_ERR_INVALID_ARGUMENT_kvpool_1afe3c2b34286ba9() {
 }
 
 
-intgo _wrap_KVPOOL_ERR_CONFIG_kvpool_1afe3c2b34286ba9() {
+intgo _wrap_KVPOOL_ERR_CONFIG_kvpool_1c20a3f3a7f59977() {
   enum kvpool_status result;
   intgo _swig_go_result;
   
@@ -619,7 +650,7 @@ intgo _wrap_KVPOOL_ERR_CONFIG_kvpool_1afe3c2b34286ba9() {
 }
 
 
-intgo _wrap_KVPOOL_ERR_OUT_OF_MEMORY_kvpool_1afe3c2b34286ba9() {
+intgo _wrap_KVPOOL_ERR_OUT_OF_MEMORY_kvpool_1c20a3f3a7f59977() {
   enum kvpool_status result;
   intgo _swig_go_result;
   
@@ -631,7 +662,7 @@ intgo _wrap_KVPOOL_ERR_OUT_OF_MEMORY_kvpool_1afe3c2b34286ba9() {
 }
 
 
-intgo _wrap_KVPOOL_ERR_CUDA_kvpool_1afe3c2b34286ba9() {
+intgo _wrap_KVPOOL_ERR_CUDA_kvpool_1c20a3f3a7f59977() {
   enum kvpool_status result;
   intgo _swig_go_result;
   
@@ -643,7 +674,7 @@ intgo _wrap_KVPOOL_ERR_CUDA_kvpool_1afe3c2b34286ba9() {
 }
 
 
-intgo _wrap_KVPOOL_ERR_UNSUPPORTED_kvpool_1afe3c2b34286ba9() {
+intgo _wrap_KVPOOL_ERR_UNSUPPORTED_kvpool_1c20a3f3a7f59977() {
   enum kvpool_status result;
   intgo _swig_go_result;
   
@@ -655,7 +686,7 @@ intgo _wrap_KVPOOL_ERR_UNSUPPORTED_kvpool_1afe3c2b34286ba9() {
 }
 
 
-intgo _wrap_KVPOOL_ERR_INTERNAL_kvpool_1afe3c2b34286ba9() {
+intgo _wrap_KVPOOL_ERR_INTERNAL_kvpool_1c20a3f3a7f59977() {
   enum kvpool_status result;
   intgo _swig_go_result;
   
@@ -667,7 +698,7 @@ intgo _wrap_KVPOOL_ERR_INTERNAL_kvpool_1afe3c2b34286ba9() {
 }
 
 
-intgo _wrap_KVPOOL_ERR_BUFFER_TOO_SMALL_kvpool_1afe3c2b34286ba9() {
+intgo _wrap_KVPOOL_ERR_BUFFER_TOO_SMALL_kvpool_1c20a3f3a7f59977() {
   enum kvpool_status result;
   intgo _swig_go_result;
   
@@ -679,7 +710,7 @@ intgo _wrap_KVPOOL_ERR_BUFFER_TOO_SMALL_kvpool_1afe3c2b34286ba9() {
 }
 
 
-intgo _wrap_KVPOOL_ERR_IO_kvpool_1afe3c2b34286ba9() {
+intgo _wrap_KVPOOL_ERR_IO_kvpool_1c20a3f3a7f59977() {
   enum kvpool_status result;
   intgo _swig_go_result;
   
@@ -691,7 +722,7 @@ intgo _wrap_KVPOOL_ERR_IO_kvpool_1afe3c2b34286ba9() {
 }
 
 
-intgo _wrap_KVPOOL_ERR_HOST_MEMORY_kvpool_1afe3c2b34286ba9() {
+intgo _wrap_KVPOOL_ERR_HOST_MEMORY_kvpool_1c20a3f3a7f59977() {
   enum kvpool_status result;
   intgo _swig_go_result;
   
@@ -703,7 +734,7 @@ intgo _wrap_KVPOOL_ERR_HOST_MEMORY_kvpool_1afe3c2b34286ba9() {
 }
 
 
-intgo _wrap_KVPOOL_ERR_CHECK_FAILED_kvpool_1afe3c2b34286ba9() {
+intgo _wrap_KVPOOL_ERR_CHECK_FAILED_kvpool_1c20a3f3a7f59977() {
   enum kvpool_status result;
   intgo _swig_go_result;
   
@@ -715,7 +746,7 @@ intgo _wrap_KVPOOL_ERR_CHECK_FAILED_kvpool_1afe3c2b34286ba9() {
 }
 
 
-intgo _wrap_KVPOOL_ERR_DEVICE_FAULT_kvpool_1afe3c2b34286ba9() {
+intgo _wrap_KVPOOL_ERR_DEVICE_FAULT_kvpool_1c20a3f3a7f59977() {
   enum kvpool_status result;
   intgo _swig_go_result;
   
@@ -727,7 +758,7 @@ intgo _wrap_KVPOOL_ERR_DEVICE_FAULT_kvpool_1afe3c2b34286ba9() {
 }
 
 
-_gostring_ _wrap_kvpool_status_string_kvpool_1afe3c2b34286ba9(intgo _swig_go_0) {
+_gostring_ _wrap_kvpool_status_string_kvpool_1c20a3f3a7f59977(intgo _swig_go_0) {
   kvpool_status arg1 ;
   char *result = 0 ;
   _gostring_ _swig_go_result;
@@ -740,7 +771,7 @@ _gostring_ _wrap_kvpool_status_string_kvpool_1afe3c2b34286ba9(intgo _swig_go_0) 
 }
 
 
-_gostring_ _wrap_kvpool_create_kvpool_1afe3c2b34286ba9(_gostring_ _swig_go_0, kvpool **_swig_go_1) {
+_gostring_ _wrap_kvpool_create_kvpool_1c20a3f3a7f59977(_gostring_ _swig_go_0, kvpool **_swig_go_1) {
   char *arg1 = (char *) 0 ;
   size_t arg2 ;
   kvpool **arg3 = (kvpool **) 0 ;
@@ -759,7 +790,7 @@ _gostring_ _wrap_kvpool_create_kvpool_1afe3c2b34286ba9(_gostring_ _swig_go_0, kv
 }
 
 
-_gostring_ _wrap_kvpool_create_from_file_kvpool_1afe3c2b34286ba9(_gostring_ _swig_go_0, kvpool **_swig_go_1) {
+_gostring_ _wrap_kvpool_create_from_file_kvpool_1c20a3f3a7f59977(_gostring_ _swig_go_0, kvpool **_swig_go_1) {
   char *arg1 = (char *) 0 ;
   kvpool **arg2 = (kvpool **) 0 ;
   kvpool_status result;
@@ -779,7 +810,7 @@ _gostring_ _wrap_kvpool_create_from_file_kvpool_1afe3c2b34286ba9(_gostring_ _swi
 }
 
 
-void _wrap_kvpool_destroy_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0) {
+void _wrap_kvpool_destroy_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0) {
   kvpool *arg1 = (kvpool *) 0 ;
   
   arg1 = *(kvpool **)&_swig_go_0; 
@@ -789,7 +820,7 @@ void _wrap_kvpool_destroy_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_kvpool_backend_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0) {
+_gostring_ _wrap_kvpool_backend_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0) {
   kvpool *arg1 = (kvpool *) 0 ;
   char *result = 0 ;
   _gostring_ _swig_go_result;
@@ -802,7 +833,7 @@ _gostring_ _wrap_kvpool_backend_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_
 }
 
 
-intgo _wrap_kvpool_cuda_device_count_kvpool_1afe3c2b34286ba9() {
+intgo _wrap_kvpool_cuda_device_count_kvpool_1c20a3f3a7f59977() {
   int result;
   intgo _swig_go_result;
   
@@ -813,7 +844,7 @@ intgo _wrap_kvpool_cuda_device_count_kvpool_1afe3c2b34286ba9() {
 }
 
 
-intgo _wrap_kvpool_plan_info_page_size_get_kvpool_1afe3c2b34286ba9(struct kvpool_plan_info *_swig_go_0) {
+intgo _wrap_kvpool_plan_info_page_size_get_kvpool_1c20a3f3a7f59977(struct kvpool_plan_info *_swig_go_0) {
   struct kvpool_plan_info *arg1 = (struct kvpool_plan_info *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -826,7 +857,7 @@ intgo _wrap_kvpool_plan_info_page_size_get_kvpool_1afe3c2b34286ba9(struct kvpool
 }
 
 
-long long _wrap_kvpool_plan_info_kv_bytes_per_token_get_kvpool_1afe3c2b34286ba9(struct kvpool_plan_info *_swig_go_0) {
+long long _wrap_kvpool_plan_info_kv_bytes_per_token_get_kvpool_1c20a3f3a7f59977(struct kvpool_plan_info *_swig_go_0) {
   struct kvpool_plan_info *arg1 = (struct kvpool_plan_info *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -839,7 +870,7 @@ long long _wrap_kvpool_plan_info_kv_bytes_per_token_get_kvpool_1afe3c2b34286ba9(
 }
 
 
-long long _wrap_kvpool_plan_info_full_bytes_per_token_get_kvpool_1afe3c2b34286ba9(struct kvpool_plan_info *_swig_go_0) {
+long long _wrap_kvpool_plan_info_full_bytes_per_token_get_kvpool_1c20a3f3a7f59977(struct kvpool_plan_info *_swig_go_0) {
   struct kvpool_plan_info *arg1 = (struct kvpool_plan_info *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -852,7 +883,7 @@ long long _wrap_kvpool_plan_info_full_bytes_per_token_get_kvpool_1afe3c2b34286ba
 }
 
 
-long long _wrap_kvpool_plan_info_swa_bytes_per_token_get_kvpool_1afe3c2b34286ba9(struct kvpool_plan_info *_swig_go_0) {
+long long _wrap_kvpool_plan_info_swa_bytes_per_token_get_kvpool_1c20a3f3a7f59977(struct kvpool_plan_info *_swig_go_0) {
   struct kvpool_plan_info *arg1 = (struct kvpool_plan_info *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -865,7 +896,7 @@ long long _wrap_kvpool_plan_info_swa_bytes_per_token_get_kvpool_1afe3c2b34286ba9
 }
 
 
-long long _wrap_kvpool_plan_info_max_total_tokens_get_kvpool_1afe3c2b34286ba9(struct kvpool_plan_info *_swig_go_0) {
+long long _wrap_kvpool_plan_info_max_total_tokens_get_kvpool_1c20a3f3a7f59977(struct kvpool_plan_info *_swig_go_0) {
   struct kvpool_plan_info *arg1 = (struct kvpool_plan_info *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -878,7 +909,7 @@ long long _wrap_kvpool_plan_info_max_total_tokens_get_kvpool_1afe3c2b34286ba9(st
 }
 
 
-long long _wrap_kvpool_plan_info_swa_tokens_get_kvpool_1afe3c2b34286ba9(struct kvpool_plan_info *_swig_go_0) {
+long long _wrap_kvpool_plan_info_swa_tokens_get_kvpool_1c20a3f3a7f59977(struct kvpool_plan_info *_swig_go_0) {
   struct kvpool_plan_info *arg1 = (struct kvpool_plan_info *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -891,7 +922,7 @@ long long _wrap_kvpool_plan_info_swa_tokens_get_kvpool_1afe3c2b34286ba9(struct k
 }
 
 
-long long _wrap_kvpool_plan_info_num_pages_get_kvpool_1afe3c2b34286ba9(struct kvpool_plan_info *_swig_go_0) {
+long long _wrap_kvpool_plan_info_num_pages_get_kvpool_1c20a3f3a7f59977(struct kvpool_plan_info *_swig_go_0) {
   struct kvpool_plan_info *arg1 = (struct kvpool_plan_info *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -904,7 +935,7 @@ long long _wrap_kvpool_plan_info_num_pages_get_kvpool_1afe3c2b34286ba9(struct kv
 }
 
 
-intgo _wrap_kvpool_plan_info_max_running_requests_get_kvpool_1afe3c2b34286ba9(struct kvpool_plan_info *_swig_go_0) {
+intgo _wrap_kvpool_plan_info_max_running_requests_get_kvpool_1c20a3f3a7f59977(struct kvpool_plan_info *_swig_go_0) {
   struct kvpool_plan_info *arg1 = (struct kvpool_plan_info *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -917,7 +948,7 @@ intgo _wrap_kvpool_plan_info_max_running_requests_get_kvpool_1afe3c2b34286ba9(st
 }
 
 
-intgo _wrap_kvpool_plan_info_max_context_len_get_kvpool_1afe3c2b34286ba9(struct kvpool_plan_info *_swig_go_0) {
+intgo _wrap_kvpool_plan_info_max_context_len_get_kvpool_1c20a3f3a7f59977(struct kvpool_plan_info *_swig_go_0) {
   struct kvpool_plan_info *arg1 = (struct kvpool_plan_info *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -930,7 +961,7 @@ intgo _wrap_kvpool_plan_info_max_context_len_get_kvpool_1afe3c2b34286ba9(struct 
 }
 
 
-intgo _wrap_kvpool_plan_info_req_rows_get_kvpool_1afe3c2b34286ba9(struct kvpool_plan_info *_swig_go_0) {
+intgo _wrap_kvpool_plan_info_req_rows_get_kvpool_1c20a3f3a7f59977(struct kvpool_plan_info *_swig_go_0) {
   struct kvpool_plan_info *arg1 = (struct kvpool_plan_info *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -943,7 +974,7 @@ intgo _wrap_kvpool_plan_info_req_rows_get_kvpool_1afe3c2b34286ba9(struct kvpool_
 }
 
 
-intgo _wrap_kvpool_plan_info_num_layers_get_kvpool_1afe3c2b34286ba9(struct kvpool_plan_info *_swig_go_0) {
+intgo _wrap_kvpool_plan_info_num_layers_get_kvpool_1c20a3f3a7f59977(struct kvpool_plan_info *_swig_go_0) {
   struct kvpool_plan_info *arg1 = (struct kvpool_plan_info *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -956,7 +987,7 @@ intgo _wrap_kvpool_plan_info_num_layers_get_kvpool_1afe3c2b34286ba9(struct kvpoo
 }
 
 
-intgo _wrap_kvpool_plan_info_kv_heads_per_rank_get_kvpool_1afe3c2b34286ba9(struct kvpool_plan_info *_swig_go_0) {
+intgo _wrap_kvpool_plan_info_kv_heads_per_rank_get_kvpool_1c20a3f3a7f59977(struct kvpool_plan_info *_swig_go_0) {
   struct kvpool_plan_info *arg1 = (struct kvpool_plan_info *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -969,7 +1000,7 @@ intgo _wrap_kvpool_plan_info_kv_heads_per_rank_get_kvpool_1afe3c2b34286ba9(struc
 }
 
 
-intgo _wrap_kvpool_plan_info_mamba_layers_get_kvpool_1afe3c2b34286ba9(struct kvpool_plan_info *_swig_go_0) {
+intgo _wrap_kvpool_plan_info_mamba_layers_get_kvpool_1c20a3f3a7f59977(struct kvpool_plan_info *_swig_go_0) {
   struct kvpool_plan_info *arg1 = (struct kvpool_plan_info *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -982,7 +1013,7 @@ intgo _wrap_kvpool_plan_info_mamba_layers_get_kvpool_1afe3c2b34286ba9(struct kvp
 }
 
 
-long long _wrap_kvpool_plan_info_mamba_state_bytes_get_kvpool_1afe3c2b34286ba9(struct kvpool_plan_info *_swig_go_0) {
+long long _wrap_kvpool_plan_info_mamba_state_bytes_get_kvpool_1c20a3f3a7f59977(struct kvpool_plan_info *_swig_go_0) {
   struct kvpool_plan_info *arg1 = (struct kvpool_plan_info *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -995,7 +1026,7 @@ long long _wrap_kvpool_plan_info_mamba_state_bytes_get_kvpool_1afe3c2b34286ba9(s
 }
 
 
-long long _wrap_kvpool_plan_info_mamba_slots_get_kvpool_1afe3c2b34286ba9(struct kvpool_plan_info *_swig_go_0) {
+long long _wrap_kvpool_plan_info_mamba_slots_get_kvpool_1c20a3f3a7f59977(struct kvpool_plan_info *_swig_go_0) {
   struct kvpool_plan_info *arg1 = (struct kvpool_plan_info *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1008,7 +1039,7 @@ long long _wrap_kvpool_plan_info_mamba_slots_get_kvpool_1afe3c2b34286ba9(struct 
 }
 
 
-long long _wrap_kvpool_plan_info_kv_memory_bytes_get_kvpool_1afe3c2b34286ba9(struct kvpool_plan_info *_swig_go_0) {
+long long _wrap_kvpool_plan_info_kv_memory_bytes_get_kvpool_1c20a3f3a7f59977(struct kvpool_plan_info *_swig_go_0) {
   struct kvpool_plan_info *arg1 = (struct kvpool_plan_info *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1021,7 +1052,7 @@ long long _wrap_kvpool_plan_info_kv_memory_bytes_get_kvpool_1afe3c2b34286ba9(str
 }
 
 
-long long _wrap_kvpool_plan_info_req_table_bytes_get_kvpool_1afe3c2b34286ba9(struct kvpool_plan_info *_swig_go_0) {
+long long _wrap_kvpool_plan_info_req_table_bytes_get_kvpool_1c20a3f3a7f59977(struct kvpool_plan_info *_swig_go_0) {
   struct kvpool_plan_info *arg1 = (struct kvpool_plan_info *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1034,7 +1065,7 @@ long long _wrap_kvpool_plan_info_req_table_bytes_get_kvpool_1afe3c2b34286ba9(str
 }
 
 
-long long _wrap_kvpool_plan_info_mamba_memory_bytes_get_kvpool_1afe3c2b34286ba9(struct kvpool_plan_info *_swig_go_0) {
+long long _wrap_kvpool_plan_info_mamba_memory_bytes_get_kvpool_1c20a3f3a7f59977(struct kvpool_plan_info *_swig_go_0) {
   struct kvpool_plan_info *arg1 = (struct kvpool_plan_info *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1047,7 +1078,7 @@ long long _wrap_kvpool_plan_info_mamba_memory_bytes_get_kvpool_1afe3c2b34286ba9(
 }
 
 
-long long _wrap_kvpool_plan_info_total_memory_bytes_get_kvpool_1afe3c2b34286ba9(struct kvpool_plan_info *_swig_go_0) {
+long long _wrap_kvpool_plan_info_total_memory_bytes_get_kvpool_1c20a3f3a7f59977(struct kvpool_plan_info *_swig_go_0) {
   struct kvpool_plan_info *arg1 = (struct kvpool_plan_info *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1060,7 +1091,7 @@ long long _wrap_kvpool_plan_info_total_memory_bytes_get_kvpool_1afe3c2b34286ba9(
 }
 
 
-struct kvpool_plan_info *_wrap_new_kvpool_plan_info_kvpool_1afe3c2b34286ba9() {
+struct kvpool_plan_info *_wrap_new_kvpool_plan_info_kvpool_1c20a3f3a7f59977() {
   struct kvpool_plan_info *result = 0 ;
   struct kvpool_plan_info *_swig_go_result;
   
@@ -1071,7 +1102,7 @@ struct kvpool_plan_info *_wrap_new_kvpool_plan_info_kvpool_1afe3c2b34286ba9() {
 }
 
 
-void _wrap_delete_kvpool_plan_info_kvpool_1afe3c2b34286ba9(struct kvpool_plan_info *_swig_go_0) {
+void _wrap_delete_kvpool_plan_info_kvpool_1c20a3f3a7f59977(struct kvpool_plan_info *_swig_go_0) {
   struct kvpool_plan_info *arg1 = (struct kvpool_plan_info *) 0 ;
   
   arg1 = *(struct kvpool_plan_info **)&_swig_go_0; 
@@ -1081,7 +1112,7 @@ void _wrap_delete_kvpool_plan_info_kvpool_1afe3c2b34286ba9(struct kvpool_plan_in
 }
 
 
-_gostring_ _wrap_kvpool_plan_kvpool_1afe3c2b34286ba9(_gostring_ _swig_go_0, struct kvpool_plan_info *_swig_go_1) {
+_gostring_ _wrap_kvpool_plan_kvpool_1c20a3f3a7f59977(_gostring_ _swig_go_0, struct kvpool_plan_info *_swig_go_1) {
   char *arg1 = (char *) 0 ;
   size_t arg2 ;
   kvpool_plan_info *arg3 = (kvpool_plan_info *) 0 ;
@@ -1100,7 +1131,7 @@ _gostring_ _wrap_kvpool_plan_kvpool_1afe3c2b34286ba9(_gostring_ _swig_go_0, stru
 }
 
 
-_gostring_ _wrap_kvpool_get_plan_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, struct kvpool_plan_info *_swig_go_1) {
+_gostring_ _wrap_kvpool_get_plan_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, struct kvpool_plan_info *_swig_go_1) {
   kvpool *arg1 = (kvpool *) 0 ;
   kvpool_plan_info *arg2 = (kvpool_plan_info *) 0 ;
   kvpool_status result;
@@ -1115,7 +1146,7 @@ _gostring_ _wrap_kvpool_get_plan_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go
 }
 
 
-_gostring_ _wrap_kvreq_available_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, intgo *_swig_go_1) {
+_gostring_ _wrap_kvreq_available_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, intgo *_swig_go_1) {
   kvpool *arg1 = (kvpool *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   kvpool_status result;
@@ -1130,7 +1161,7 @@ _gostring_ _wrap_kvreq_available_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go
 }
 
 
-_gostring_ _wrap_kvreq_alloc_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_kvreq_alloc_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, _goslice_ _swig_go_1) {
   kvpool *arg1 = (kvpool *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   size_t arg3 ;
@@ -1149,7 +1180,7 @@ _gostring_ _wrap_kvreq_alloc_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, 
 }
 
 
-_gostring_ _wrap_kvreq_free_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_kvreq_free_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, _goslice_ _swig_go_1) {
   kvpool *arg1 = (kvpool *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   size_t arg3 ;
@@ -1168,7 +1199,7 @@ _gostring_ _wrap_kvreq_free_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, _
 }
 
 
-_gostring_ _wrap_kvreq_write_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, intgo _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_kvreq_write_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, intgo _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3) {
   kvpool *arg1 = (kvpool *) 0 ;
   int32_t arg2 ;
   size_t arg3 ;
@@ -1191,7 +1222,7 @@ _gostring_ _wrap_kvreq_write_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, 
 }
 
 
-_gostring_ _wrap_kvreq_read_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, intgo _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_kvreq_read_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, intgo _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3) {
   kvpool *arg1 = (kvpool *) 0 ;
   int32_t arg2 ;
   size_t arg3 ;
@@ -1214,7 +1245,7 @@ _gostring_ _wrap_kvreq_read_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, i
 }
 
 
-_gostring_ _wrap_kvreq_clear_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0) {
+_gostring_ _wrap_kvreq_clear_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0) {
   kvpool *arg1 = (kvpool *) 0 ;
   kvpool_status result;
   _gostring_ _swig_go_result;
@@ -1227,7 +1258,7 @@ _gostring_ _wrap_kvreq_clear_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0) 
 }
 
 
-_gostring_ _wrap_kvreq_write_batch_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_kvreq_write_batch_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   kvpool *arg1 = (kvpool *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   size_t arg3 ;
@@ -1270,7 +1301,7 @@ _gostring_ _wrap_kvreq_write_batch_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_
 }
 
 
-_gostring_ _wrap_kvreq_last_loc_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_kvreq_last_loc_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
   kvpool *arg1 = (kvpool *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   size_t arg3 ;
@@ -1301,7 +1332,7 @@ _gostring_ _wrap_kvreq_last_loc_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_
 }
 
 
-intgo _wrap_KVALLOC_TOKEN_kvpool_1afe3c2b34286ba9() {
+intgo _wrap_KVALLOC_TOKEN_kvpool_1c20a3f3a7f59977() {
   enum kvalloc_kind result;
   intgo _swig_go_result;
   
@@ -1313,7 +1344,7 @@ intgo _wrap_KVALLOC_TOKEN_kvpool_1afe3c2b34286ba9() {
 }
 
 
-intgo _wrap_KVALLOC_PAGED_kvpool_1afe3c2b34286ba9() {
+intgo _wrap_KVALLOC_PAGED_kvpool_1c20a3f3a7f59977() {
   enum kvalloc_kind result;
   intgo _swig_go_result;
   
@@ -1325,7 +1356,7 @@ intgo _wrap_KVALLOC_PAGED_kvpool_1afe3c2b34286ba9() {
 }
 
 
-intgo _wrap_KVALLOC_SWA_kvpool_1afe3c2b34286ba9() {
+intgo _wrap_KVALLOC_SWA_kvpool_1c20a3f3a7f59977() {
   enum kvalloc_kind result;
   intgo _swig_go_result;
   
@@ -1337,7 +1368,7 @@ intgo _wrap_KVALLOC_SWA_kvpool_1afe3c2b34286ba9() {
 }
 
 
-intgo _wrap_KVALLOC_LIST_FREE_kvpool_1afe3c2b34286ba9() {
+intgo _wrap_KVALLOC_LIST_FREE_kvpool_1c20a3f3a7f59977() {
   enum kvalloc_list result;
   intgo _swig_go_result;
   
@@ -1349,7 +1380,7 @@ intgo _wrap_KVALLOC_LIST_FREE_kvpool_1afe3c2b34286ba9() {
 }
 
 
-intgo _wrap_KVALLOC_LIST_RELEASE_kvpool_1afe3c2b34286ba9() {
+intgo _wrap_KVALLOC_LIST_RELEASE_kvpool_1c20a3f3a7f59977() {
   enum kvalloc_list result;
   intgo _swig_go_result;
   
@@ -1361,7 +1392,7 @@ intgo _wrap_KVALLOC_LIST_RELEASE_kvpool_1afe3c2b34286ba9() {
 }
 
 
-intgo _wrap_KVALLOC_LIST_SWA_FREE_kvpool_1afe3c2b34286ba9() {
+intgo _wrap_KVALLOC_LIST_SWA_FREE_kvpool_1c20a3f3a7f59977() {
   enum kvalloc_list result;
   intgo _swig_go_result;
   
@@ -1373,7 +1404,7 @@ intgo _wrap_KVALLOC_LIST_SWA_FREE_kvpool_1afe3c2b34286ba9() {
 }
 
 
-intgo _wrap_KVALLOC_LIST_SWA_RELEASE_kvpool_1afe3c2b34286ba9() {
+intgo _wrap_KVALLOC_LIST_SWA_RELEASE_kvpool_1c20a3f3a7f59977() {
   enum kvalloc_list result;
   intgo _swig_go_result;
   
@@ -1385,7 +1416,7 @@ intgo _wrap_KVALLOC_LIST_SWA_RELEASE_kvpool_1afe3c2b34286ba9() {
 }
 
 
-_gostring_ _wrap_kvalloc_get_kind_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvalloc_get_kind_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, int *_swig_go_1) {
   kvpool *arg1 = (kvpool *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   kvpool_status result;
@@ -1400,7 +1431,7 @@ _gostring_ _wrap_kvalloc_get_kind_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_g
 }
 
 
-_gostring_ _wrap_kvalloc_available_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, intgo *_swig_go_1) {
+_gostring_ _wrap_kvalloc_available_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, intgo *_swig_go_1) {
   kvpool *arg1 = (kvpool *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   kvpool_status result;
@@ -1415,7 +1446,7 @@ _gostring_ _wrap_kvalloc_available_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_
 }
 
 
-_gostring_ _wrap_kvalloc_swa_available_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, intgo *_swig_go_1, intgo *_swig_go_2) {
+_gostring_ _wrap_kvalloc_swa_available_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, intgo *_swig_go_1, intgo *_swig_go_2) {
   kvpool *arg1 = (kvpool *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -1432,7 +1463,7 @@ _gostring_ _wrap_kvalloc_swa_available_kvpool_1afe3c2b34286ba9(struct kvpool *_s
 }
 
 
-_gostring_ _wrap_kvalloc_alloc_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_kvalloc_alloc_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, _goslice_ _swig_go_1) {
   kvpool *arg1 = (kvpool *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   size_t arg3 ;
@@ -1451,7 +1482,7 @@ _gostring_ _wrap_kvalloc_alloc_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0
 }
 
 
-_gostring_ _wrap_kvalloc_free_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_kvalloc_free_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, _goslice_ _swig_go_1) {
   kvpool *arg1 = (kvpool *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   size_t arg3 ;
@@ -1470,7 +1501,7 @@ _gostring_ _wrap_kvalloc_free_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0,
 }
 
 
-_gostring_ _wrap_kvalloc_extend_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4) {
+_gostring_ _wrap_kvalloc_extend_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4) {
   kvpool *arg1 = (kvpool *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   size_t arg3 ;
@@ -1507,7 +1538,7 @@ _gostring_ _wrap_kvalloc_extend_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_
 }
 
 
-_gostring_ _wrap_kvalloc_decode_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_kvalloc_decode_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
   kvpool *arg1 = (kvpool *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   size_t arg3 ;
@@ -1538,7 +1569,7 @@ _gostring_ _wrap_kvalloc_decode_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_
 }
 
 
-_gostring_ _wrap_kvalloc_free_swa_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_kvalloc_free_swa_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, _goslice_ _swig_go_1) {
   kvpool *arg1 = (kvpool *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   size_t arg3 ;
@@ -1557,7 +1588,7 @@ _gostring_ _wrap_kvalloc_free_swa_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_g
 }
 
 
-_gostring_ _wrap_kvalloc_translate_swa_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_kvalloc_translate_swa_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   kvpool *arg1 = (kvpool *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   size_t arg3 ;
@@ -1582,7 +1613,7 @@ _gostring_ _wrap_kvalloc_translate_swa_kvpool_1afe3c2b34286ba9(struct kvpool *_s
 }
 
 
-_gostring_ _wrap_kvalloc_free_group_begin_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0) {
+_gostring_ _wrap_kvalloc_free_group_begin_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0) {
   kvpool *arg1 = (kvpool *) 0 ;
   kvpool_status result;
   _gostring_ _swig_go_result;
@@ -1595,7 +1626,7 @@ _gostring_ _wrap_kvalloc_free_group_begin_kvpool_1afe3c2b34286ba9(struct kvpool 
 }
 
 
-_gostring_ _wrap_kvalloc_free_group_end_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0) {
+_gostring_ _wrap_kvalloc_free_group_end_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0) {
   kvpool *arg1 = (kvpool *) 0 ;
   kvpool_status result;
   _gostring_ _swig_go_result;
@@ -1608,7 +1639,7 @@ _gostring_ _wrap_kvalloc_free_group_end_kvpool_1afe3c2b34286ba9(struct kvpool *_
 }
 
 
-_gostring_ _wrap_kvalloc_backup_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, long long *_swig_go_1) {
+_gostring_ _wrap_kvalloc_backup_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, long long *_swig_go_1) {
   kvpool *arg1 = (kvpool *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   kvpool_status result;
@@ -1623,7 +1654,7 @@ _gostring_ _wrap_kvalloc_backup_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_
 }
 
 
-_gostring_ _wrap_kvalloc_restore_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvalloc_restore_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, long long _swig_go_1) {
   kvpool *arg1 = (kvpool *) 0 ;
   uint64_t arg2 ;
   kvpool_status result;
@@ -1638,7 +1669,7 @@ _gostring_ _wrap_kvalloc_restore_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go
 }
 
 
-_gostring_ _wrap_kvalloc_merge_and_sort_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0) {
+_gostring_ _wrap_kvalloc_merge_and_sort_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0) {
   kvpool *arg1 = (kvpool *) 0 ;
   kvpool_status result;
   _gostring_ _swig_go_result;
@@ -1651,7 +1682,7 @@ _gostring_ _wrap_kvalloc_merge_and_sort_kvpool_1afe3c2b34286ba9(struct kvpool *_
 }
 
 
-_gostring_ _wrap_kvalloc_clear_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0) {
+_gostring_ _wrap_kvalloc_clear_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0) {
   kvpool *arg1 = (kvpool *) 0 ;
   kvpool_status result;
   _gostring_ _swig_go_result;
@@ -1664,7 +1695,7 @@ _gostring_ _wrap_kvalloc_clear_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0
 }
 
 
-_gostring_ _wrap_kvalloc_free_list_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, intgo _swig_go_1, _goslice_ _swig_go_2, intgo *_swig_go_3) {
+_gostring_ _wrap_kvalloc_free_list_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, intgo _swig_go_1, _goslice_ _swig_go_2, intgo *_swig_go_3) {
   kvpool *arg1 = (kvpool *) 0 ;
   int32_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -1687,7 +1718,7 @@ _gostring_ _wrap_kvalloc_free_list_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_
 }
 
 
-intgo _wrap_KVPOOL_DTYPE_F32_kvpool_1afe3c2b34286ba9() {
+intgo _wrap_KVPOOL_DTYPE_F32_kvpool_1c20a3f3a7f59977() {
   enum kvpool_dtype result;
   intgo _swig_go_result;
   
@@ -1699,7 +1730,7 @@ intgo _wrap_KVPOOL_DTYPE_F32_kvpool_1afe3c2b34286ba9() {
 }
 
 
-intgo _wrap_KVPOOL_DTYPE_F16_kvpool_1afe3c2b34286ba9() {
+intgo _wrap_KVPOOL_DTYPE_F16_kvpool_1c20a3f3a7f59977() {
   enum kvpool_dtype result;
   intgo _swig_go_result;
   
@@ -1711,7 +1742,7 @@ intgo _wrap_KVPOOL_DTYPE_F16_kvpool_1afe3c2b34286ba9() {
 }
 
 
-intgo _wrap_KVPOOL_DTYPE_BF16_kvpool_1afe3c2b34286ba9() {
+intgo _wrap_KVPOOL_DTYPE_BF16_kvpool_1c20a3f3a7f59977() {
   enum kvpool_dtype result;
   intgo _swig_go_result;
   
@@ -1723,7 +1754,7 @@ intgo _wrap_KVPOOL_DTYPE_BF16_kvpool_1afe3c2b34286ba9() {
 }
 
 
-intgo _wrap_KVPOOL_DTYPE_FP8_E4M3_kvpool_1afe3c2b34286ba9() {
+intgo _wrap_KVPOOL_DTYPE_FP8_E4M3_kvpool_1c20a3f3a7f59977() {
   enum kvpool_dtype result;
   intgo _swig_go_result;
   
@@ -1735,7 +1766,7 @@ intgo _wrap_KVPOOL_DTYPE_FP8_E4M3_kvpool_1afe3c2b34286ba9() {
 }
 
 
-intgo _wrap_KVPOOL_DTYPE_FP8_E5M2_kvpool_1afe3c2b34286ba9() {
+intgo _wrap_KVPOOL_DTYPE_FP8_E5M2_kvpool_1c20a3f3a7f59977() {
   enum kvpool_dtype result;
   intgo _swig_go_result;
   
@@ -1747,7 +1778,7 @@ intgo _wrap_KVPOOL_DTYPE_FP8_E5M2_kvpool_1afe3c2b34286ba9() {
 }
 
 
-intgo _wrap_KVPOOL_DTYPE_FP4_E2M1_kvpool_1afe3c2b34286ba9() {
+intgo _wrap_KVPOOL_DTYPE_FP4_E2M1_kvpool_1c20a3f3a7f59977() {
   enum kvpool_dtype result;
   intgo _swig_go_result;
   
@@ -1759,7 +1790,7 @@ intgo _wrap_KVPOOL_DTYPE_FP4_E2M1_kvpool_1afe3c2b34286ba9() {
 }
 
 
-intgo _wrap_KVPOOL_DTYPE_U8_kvpool_1afe3c2b34286ba9() {
+intgo _wrap_KVPOOL_DTYPE_U8_kvpool_1c20a3f3a7f59977() {
   enum kvpool_dtype result;
   intgo _swig_go_result;
   
@@ -1771,7 +1802,7 @@ intgo _wrap_KVPOOL_DTYPE_U8_kvpool_1afe3c2b34286ba9() {
 }
 
 
-intgo _wrap_KVPOOL_DTYPE_I32_kvpool_1afe3c2b34286ba9() {
+intgo _wrap_KVPOOL_DTYPE_I32_kvpool_1c20a3f3a7f59977() {
   enum kvpool_dtype result;
   intgo _swig_go_result;
   
@@ -1783,7 +1814,7 @@ intgo _wrap_KVPOOL_DTYPE_I32_kvpool_1afe3c2b34286ba9() {
 }
 
 
-intgo _wrap_KVPOOL_DTYPE_I64_kvpool_1afe3c2b34286ba9() {
+intgo _wrap_KVPOOL_DTYPE_I64_kvpool_1c20a3f3a7f59977() {
   enum kvpool_dtype result;
   intgo _swig_go_result;
   
@@ -1795,7 +1826,7 @@ intgo _wrap_KVPOOL_DTYPE_I64_kvpool_1afe3c2b34286ba9() {
 }
 
 
-intgo _wrap_KVPOOL_BUFFER_K_kvpool_1afe3c2b34286ba9() {
+intgo _wrap_KVPOOL_BUFFER_K_kvpool_1c20a3f3a7f59977() {
   enum kvpool_buffer_kind result;
   intgo _swig_go_result;
   
@@ -1807,7 +1838,7 @@ intgo _wrap_KVPOOL_BUFFER_K_kvpool_1afe3c2b34286ba9() {
 }
 
 
-intgo _wrap_KVPOOL_BUFFER_V_kvpool_1afe3c2b34286ba9() {
+intgo _wrap_KVPOOL_BUFFER_V_kvpool_1c20a3f3a7f59977() {
   enum kvpool_buffer_kind result;
   intgo _swig_go_result;
   
@@ -1819,7 +1850,7 @@ intgo _wrap_KVPOOL_BUFFER_V_kvpool_1afe3c2b34286ba9() {
 }
 
 
-intgo _wrap_KVPOOL_BUFFER_K_SCALE_kvpool_1afe3c2b34286ba9() {
+intgo _wrap_KVPOOL_BUFFER_K_SCALE_kvpool_1c20a3f3a7f59977() {
   enum kvpool_buffer_kind result;
   intgo _swig_go_result;
   
@@ -1831,7 +1862,7 @@ intgo _wrap_KVPOOL_BUFFER_K_SCALE_kvpool_1afe3c2b34286ba9() {
 }
 
 
-intgo _wrap_KVPOOL_BUFFER_V_SCALE_kvpool_1afe3c2b34286ba9() {
+intgo _wrap_KVPOOL_BUFFER_V_SCALE_kvpool_1c20a3f3a7f59977() {
   enum kvpool_buffer_kind result;
   intgo _swig_go_result;
   
@@ -1843,7 +1874,7 @@ intgo _wrap_KVPOOL_BUFFER_V_SCALE_kvpool_1afe3c2b34286ba9() {
 }
 
 
-intgo _wrap_KVPOOL_BUFFER_INDEXER_kvpool_1afe3c2b34286ba9() {
+intgo _wrap_KVPOOL_BUFFER_INDEXER_kvpool_1c20a3f3a7f59977() {
   enum kvpool_buffer_kind result;
   intgo _swig_go_result;
   
@@ -1855,7 +1886,7 @@ intgo _wrap_KVPOOL_BUFFER_INDEXER_kvpool_1afe3c2b34286ba9() {
 }
 
 
-intgo _wrap_KVPOOL_BUFFER_LABEL_kvpool_1afe3c2b34286ba9() {
+intgo _wrap_KVPOOL_BUFFER_LABEL_kvpool_1c20a3f3a7f59977() {
   enum kvpool_buffer_kind result;
   intgo _swig_go_result;
   
@@ -1867,7 +1898,7 @@ intgo _wrap_KVPOOL_BUFFER_LABEL_kvpool_1afe3c2b34286ba9() {
 }
 
 
-intgo _wrap_KVPOOL_BUFFER_REQ_TABLE_kvpool_1afe3c2b34286ba9() {
+intgo _wrap_KVPOOL_BUFFER_REQ_TABLE_kvpool_1c20a3f3a7f59977() {
   enum kvpool_buffer_kind result;
   intgo _swig_go_result;
   
@@ -1879,7 +1910,7 @@ intgo _wrap_KVPOOL_BUFFER_REQ_TABLE_kvpool_1afe3c2b34286ba9() {
 }
 
 
-intgo _wrap_KVPOOL_BUFFER_MAMBA_CONV_kvpool_1afe3c2b34286ba9() {
+intgo _wrap_KVPOOL_BUFFER_MAMBA_CONV_kvpool_1c20a3f3a7f59977() {
   enum kvpool_buffer_kind result;
   intgo _swig_go_result;
   
@@ -1891,7 +1922,7 @@ intgo _wrap_KVPOOL_BUFFER_MAMBA_CONV_kvpool_1afe3c2b34286ba9() {
 }
 
 
-intgo _wrap_KVPOOL_BUFFER_MAMBA_SSM_kvpool_1afe3c2b34286ba9() {
+intgo _wrap_KVPOOL_BUFFER_MAMBA_SSM_kvpool_1c20a3f3a7f59977() {
   enum kvpool_buffer_kind result;
   intgo _swig_go_result;
   
@@ -1903,7 +1934,7 @@ intgo _wrap_KVPOOL_BUFFER_MAMBA_SSM_kvpool_1afe3c2b34286ba9() {
 }
 
 
-intgo _wrap_KVPOOL_BUFFER_SWA_MAPPING_kvpool_1afe3c2b34286ba9() {
+intgo _wrap_KVPOOL_BUFFER_SWA_MAPPING_kvpool_1c20a3f3a7f59977() {
   enum kvpool_buffer_kind result;
   intgo _swig_go_result;
   
@@ -1915,7 +1946,7 @@ intgo _wrap_KVPOOL_BUFFER_SWA_MAPPING_kvpool_1afe3c2b34286ba9() {
 }
 
 
-intgo _wrap_KVPOOL_BUFFER_MAMBA_INTERMEDIATE_SSM_kvpool_1afe3c2b34286ba9() {
+intgo _wrap_KVPOOL_BUFFER_MAMBA_INTERMEDIATE_SSM_kvpool_1c20a3f3a7f59977() {
   enum kvpool_buffer_kind result;
   intgo _swig_go_result;
   
@@ -1927,7 +1958,7 @@ intgo _wrap_KVPOOL_BUFFER_MAMBA_INTERMEDIATE_SSM_kvpool_1afe3c2b34286ba9() {
 }
 
 
-intgo _wrap_KVPOOL_BUFFER_MAMBA_INTERMEDIATE_CONV_kvpool_1afe3c2b34286ba9() {
+intgo _wrap_KVPOOL_BUFFER_MAMBA_INTERMEDIATE_CONV_kvpool_1c20a3f3a7f59977() {
   enum kvpool_buffer_kind result;
   intgo _swig_go_result;
   
@@ -1939,7 +1970,7 @@ intgo _wrap_KVPOOL_BUFFER_MAMBA_INTERMEDIATE_CONV_kvpool_1afe3c2b34286ba9() {
 }
 
 
-intgo _wrap_kvpool_buffer_dtype_get_kvpool_1afe3c2b34286ba9(struct kvpool_buffer *_swig_go_0) {
+intgo _wrap_kvpool_buffer_dtype_get_kvpool_1c20a3f3a7f59977(struct kvpool_buffer *_swig_go_0) {
   struct kvpool_buffer *arg1 = (struct kvpool_buffer *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1952,7 +1983,7 @@ intgo _wrap_kvpool_buffer_dtype_get_kvpool_1afe3c2b34286ba9(struct kvpool_buffer
 }
 
 
-intgo _wrap_kvpool_buffer_device_type_get_kvpool_1afe3c2b34286ba9(struct kvpool_buffer *_swig_go_0) {
+intgo _wrap_kvpool_buffer_device_type_get_kvpool_1c20a3f3a7f59977(struct kvpool_buffer *_swig_go_0) {
   struct kvpool_buffer *arg1 = (struct kvpool_buffer *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1965,7 +1996,7 @@ intgo _wrap_kvpool_buffer_device_type_get_kvpool_1afe3c2b34286ba9(struct kvpool_
 }
 
 
-intgo _wrap_kvpool_buffer_device_id_get_kvpool_1afe3c2b34286ba9(struct kvpool_buffer *_swig_go_0) {
+intgo _wrap_kvpool_buffer_device_id_get_kvpool_1c20a3f3a7f59977(struct kvpool_buffer *_swig_go_0) {
   struct kvpool_buffer *arg1 = (struct kvpool_buffer *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1978,7 +2009,7 @@ intgo _wrap_kvpool_buffer_device_id_get_kvpool_1afe3c2b34286ba9(struct kvpool_bu
 }
 
 
-intgo _wrap_kvpool_buffer_ndim_get_kvpool_1afe3c2b34286ba9(struct kvpool_buffer *_swig_go_0) {
+intgo _wrap_kvpool_buffer_ndim_get_kvpool_1c20a3f3a7f59977(struct kvpool_buffer *_swig_go_0) {
   struct kvpool_buffer *arg1 = (struct kvpool_buffer *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1991,7 +2022,7 @@ intgo _wrap_kvpool_buffer_ndim_get_kvpool_1afe3c2b34286ba9(struct kvpool_buffer 
 }
 
 
-long long _wrap_kvpool_buffer_bytes_get_kvpool_1afe3c2b34286ba9(struct kvpool_buffer *_swig_go_0) {
+long long _wrap_kvpool_buffer_bytes_get_kvpool_1c20a3f3a7f59977(struct kvpool_buffer *_swig_go_0) {
   struct kvpool_buffer *arg1 = (struct kvpool_buffer *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2004,7 +2035,7 @@ long long _wrap_kvpool_buffer_bytes_get_kvpool_1afe3c2b34286ba9(struct kvpool_bu
 }
 
 
-struct kvpool_buffer *_wrap_new_kvpool_buffer_kvpool_1afe3c2b34286ba9() {
+struct kvpool_buffer *_wrap_new_kvpool_buffer_kvpool_1c20a3f3a7f59977() {
   struct kvpool_buffer *result = 0 ;
   struct kvpool_buffer *_swig_go_result;
   
@@ -2015,7 +2046,7 @@ struct kvpool_buffer *_wrap_new_kvpool_buffer_kvpool_1afe3c2b34286ba9() {
 }
 
 
-void _wrap_delete_kvpool_buffer_kvpool_1afe3c2b34286ba9(struct kvpool_buffer *_swig_go_0) {
+void _wrap_delete_kvpool_buffer_kvpool_1c20a3f3a7f59977(struct kvpool_buffer *_swig_go_0) {
   struct kvpool_buffer *arg1 = (struct kvpool_buffer *) 0 ;
   
   arg1 = *(struct kvpool_buffer **)&_swig_go_0; 
@@ -2025,7 +2056,7 @@ void _wrap_delete_kvpool_buffer_kvpool_1afe3c2b34286ba9(struct kvpool_buffer *_s
 }
 
 
-long long _wrap_kvpool_buffer_shape_at_kvpool_1afe3c2b34286ba9(struct kvpool_buffer *_swig_go_0, intgo _swig_go_1) {
+long long _wrap_kvpool_buffer_shape_at_kvpool_1c20a3f3a7f59977(struct kvpool_buffer *_swig_go_0, intgo _swig_go_1) {
   struct kvpool_buffer *arg1 = (struct kvpool_buffer *) 0 ;
   int32_t arg2 ;
   int64_t result;
@@ -2040,7 +2071,7 @@ long long _wrap_kvpool_buffer_shape_at_kvpool_1afe3c2b34286ba9(struct kvpool_buf
 }
 
 
-long long _wrap_kvpool_buffer_stride_at_kvpool_1afe3c2b34286ba9(struct kvpool_buffer *_swig_go_0, intgo _swig_go_1) {
+long long _wrap_kvpool_buffer_stride_at_kvpool_1c20a3f3a7f59977(struct kvpool_buffer *_swig_go_0, intgo _swig_go_1) {
   struct kvpool_buffer *arg1 = (struct kvpool_buffer *) 0 ;
   int32_t arg2 ;
   int64_t result;
@@ -2055,7 +2086,7 @@ long long _wrap_kvpool_buffer_stride_at_kvpool_1afe3c2b34286ba9(struct kvpool_bu
 }
 
 
-long long _wrap_kvpool_buffer_data_address_kvpool_1afe3c2b34286ba9(struct kvpool_buffer *_swig_go_0) {
+long long _wrap_kvpool_buffer_data_address_kvpool_1c20a3f3a7f59977(struct kvpool_buffer *_swig_go_0) {
   struct kvpool_buffer *arg1 = (struct kvpool_buffer *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2068,7 +2099,7 @@ long long _wrap_kvpool_buffer_data_address_kvpool_1afe3c2b34286ba9(struct kvpool
 }
 
 
-_gostring_ _wrap_kvpool_get_buffer_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, intgo _swig_go_1, intgo _swig_go_2, struct kvpool_buffer *_swig_go_3) {
+_gostring_ _wrap_kvpool_get_buffer_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, intgo _swig_go_1, intgo _swig_go_2, struct kvpool_buffer *_swig_go_3) {
   kvpool *arg1 = (kvpool *) 0 ;
   int32_t arg2 ;
   int32_t arg3 ;
@@ -2087,7 +2118,7 @@ _gostring_ _wrap_kvpool_get_buffer_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_
 }
 
 
-_gostring_ _wrap_kvpool_set_kv_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, intgo _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, intgo _swig_go_5, float _swig_go_6, float _swig_go_7) {
+_gostring_ _wrap_kvpool_set_kv_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, intgo _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, intgo _swig_go_5, float _swig_go_6, float _swig_go_7) {
   kvpool *arg1 = (kvpool *) 0 ;
   int32_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -2126,7 +2157,7 @@ _gostring_ _wrap_kvpool_set_kv_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0
 }
 
 
-_gostring_ _wrap_kvpool_set_mla_kv_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, intgo _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, intgo _swig_go_5) {
+_gostring_ _wrap_kvpool_set_mla_kv_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, intgo _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, intgo _swig_go_5) {
   kvpool *arg1 = (kvpool *) 0 ;
   int32_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -2161,7 +2192,7 @@ _gostring_ _wrap_kvpool_set_mla_kv_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_
 }
 
 
-_gostring_ _wrap_kvpool_set_label_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, intgo _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_kvpool_set_label_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, intgo _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
   kvpool *arg1 = (kvpool *) 0 ;
   int32_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -2188,7 +2219,7 @@ _gostring_ _wrap_kvpool_set_label_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_g
 }
 
 
-_gostring_ _wrap_kvpool_set_indexer_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, intgo _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4) {
+_gostring_ _wrap_kvpool_set_indexer_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, intgo _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4) {
   kvpool *arg1 = (kvpool *) 0 ;
   int32_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -2221,7 +2252,7 @@ _gostring_ _wrap_kvpool_set_indexer_kvpool_1afe3c2b34286ba9(struct kvpool *_swig
 }
 
 
-_gostring_ _wrap_kvpool_get_kv_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, intgo _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, intgo _swig_go_5) {
+_gostring_ _wrap_kvpool_get_kv_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, intgo _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, intgo _swig_go_5) {
   kvpool *arg1 = (kvpool *) 0 ;
   int32_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -2256,7 +2287,7 @@ _gostring_ _wrap_kvpool_get_kv_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0
 }
 
 
-_gostring_ _wrap_kvpool_move_kv_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_kvpool_move_kv_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   kvpool *arg1 = (kvpool *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   size_t arg3 ;
@@ -2281,7 +2312,7 @@ _gostring_ _wrap_kvpool_move_kv_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_
 }
 
 
-_gostring_ _wrap_kvpool_host_copy_bytes_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, long long _swig_go_1, intgo *_swig_go_2) {
+_gostring_ _wrap_kvpool_host_copy_bytes_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, long long _swig_go_1, intgo *_swig_go_2) {
   kvpool *arg1 = (kvpool *) 0 ;
   size_t arg2 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -2298,7 +2329,7 @@ _gostring_ _wrap_kvpool_host_copy_bytes_kvpool_1afe3c2b34286ba9(struct kvpool *_
 }
 
 
-_gostring_ _wrap_kvpool_copy_to_host_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_kvpool_copy_to_host_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   kvpool *arg1 = (kvpool *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   size_t arg3 ;
@@ -2323,7 +2354,7 @@ _gostring_ _wrap_kvpool_copy_to_host_kvpool_1afe3c2b34286ba9(struct kvpool *_swi
 }
 
 
-_gostring_ _wrap_kvpool_load_from_host_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_kvpool_load_from_host_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   kvpool *arg1 = (kvpool *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   size_t arg3 ;
@@ -2348,7 +2379,7 @@ _gostring_ _wrap_kvpool_load_from_host_kvpool_1afe3c2b34286ba9(struct kvpool *_s
 }
 
 
-_gostring_ _wrap_kvpool_mamba_available_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, intgo *_swig_go_1) {
+_gostring_ _wrap_kvpool_mamba_available_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, intgo *_swig_go_1) {
   kvpool *arg1 = (kvpool *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   kvpool_status result;
@@ -2363,7 +2394,7 @@ _gostring_ _wrap_kvpool_mamba_available_kvpool_1afe3c2b34286ba9(struct kvpool *_
 }
 
 
-_gostring_ _wrap_kvpool_mamba_alloc_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_kvpool_mamba_alloc_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, _goslice_ _swig_go_1) {
   kvpool *arg1 = (kvpool *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   size_t arg3 ;
@@ -2382,7 +2413,7 @@ _gostring_ _wrap_kvpool_mamba_alloc_kvpool_1afe3c2b34286ba9(struct kvpool *_swig
 }
 
 
-_gostring_ _wrap_kvpool_mamba_free_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_kvpool_mamba_free_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, _goslice_ _swig_go_1) {
   kvpool *arg1 = (kvpool *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   size_t arg3 ;
@@ -2401,7 +2432,7 @@ _gostring_ _wrap_kvpool_mamba_free_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_
 }
 
 
-_gostring_ _wrap_kvpool_mamba_copy_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, intgo _swig_go_1, intgo _swig_go_2) {
+_gostring_ _wrap_kvpool_mamba_copy_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, intgo _swig_go_1, intgo _swig_go_2) {
   kvpool *arg1 = (kvpool *) 0 ;
   int32_t arg2 ;
   int32_t arg3 ;
@@ -2418,7 +2449,7 @@ _gostring_ _wrap_kvpool_mamba_copy_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_
 }
 
 
-_gostring_ _wrap_kvpool_mamba_fork_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, intgo _swig_go_1, int *_swig_go_2) {
+_gostring_ _wrap_kvpool_mamba_fork_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, intgo _swig_go_1, int *_swig_go_2) {
   kvpool *arg1 = (kvpool *) 0 ;
   int32_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -2435,7 +2466,7 @@ _gostring_ _wrap_kvpool_mamba_fork_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_
 }
 
 
-_gostring_ _wrap_kvpool_mamba_write_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, intgo _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4) {
+_gostring_ _wrap_kvpool_mamba_write_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, intgo _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4) {
   kvpool *arg1 = (kvpool *) 0 ;
   int32_t arg2 ;
   int32_t arg3 ;
@@ -2464,7 +2495,7 @@ _gostring_ _wrap_kvpool_mamba_write_kvpool_1afe3c2b34286ba9(struct kvpool *_swig
 }
 
 
-_gostring_ _wrap_kvpool_mamba_read_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, intgo _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4) {
+_gostring_ _wrap_kvpool_mamba_read_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, intgo _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4) {
   kvpool *arg1 = (kvpool *) 0 ;
   int32_t arg2 ;
   int32_t arg3 ;
@@ -2493,7 +2524,7 @@ _gostring_ _wrap_kvpool_mamba_read_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_
 }
 
 
-_gostring_ _wrap_kvreq_alloc_hybrid_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_kvreq_alloc_hybrid_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
   kvpool *arg1 = (kvpool *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   size_t arg3 ;
@@ -2524,7 +2555,7 @@ _gostring_ _wrap_kvreq_alloc_hybrid_kvpool_1afe3c2b34286ba9(struct kvpool *_swig
 }
 
 
-_gostring_ _wrap_kvreq_free_hybrid_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, _goslice_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3) {
+_gostring_ _wrap_kvreq_free_hybrid_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, _goslice_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3) {
   kvpool *arg1 = (kvpool *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   size_t arg3 ;
@@ -2547,7 +2578,7 @@ _gostring_ _wrap_kvreq_free_hybrid_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_
 }
 
 
-_gostring_ _wrap_kvreq_mamba_slots_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, intgo _swig_go_1, int *_swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_kvreq_mamba_slots_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, intgo _swig_go_1, int *_swig_go_2, _goslice_ _swig_go_3) {
   kvpool *arg1 = (kvpool *) 0 ;
   int32_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -2570,7 +2601,7 @@ _gostring_ _wrap_kvreq_mamba_slots_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_
 }
 
 
-_gostring_ _wrap_kvpool_check_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_kvpool_check_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, _goslice_ _swig_go_1) {
   kvpool *arg1 = (kvpool *) 0 ;
   char *arg2 = (char *) 0 ;
   size_t arg3 ;
@@ -2589,7 +2620,7 @@ _gostring_ _wrap_kvpool_check_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0,
 }
 
 
-intgo _wrap_kvpool_stats_alloc_kind_get_kvpool_1afe3c2b34286ba9(struct kvpool_stats *_swig_go_0) {
+intgo _wrap_kvpool_stats_alloc_kind_get_kvpool_1c20a3f3a7f59977(struct kvpool_stats *_swig_go_0) {
   struct kvpool_stats *arg1 = (struct kvpool_stats *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2602,7 +2633,7 @@ intgo _wrap_kvpool_stats_alloc_kind_get_kvpool_1afe3c2b34286ba9(struct kvpool_st
 }
 
 
-long long _wrap_kvpool_stats_token_capacity_get_kvpool_1afe3c2b34286ba9(struct kvpool_stats *_swig_go_0) {
+long long _wrap_kvpool_stats_token_capacity_get_kvpool_1c20a3f3a7f59977(struct kvpool_stats *_swig_go_0) {
   struct kvpool_stats *arg1 = (struct kvpool_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2615,7 +2646,7 @@ long long _wrap_kvpool_stats_token_capacity_get_kvpool_1afe3c2b34286ba9(struct k
 }
 
 
-long long _wrap_kvpool_stats_token_available_get_kvpool_1afe3c2b34286ba9(struct kvpool_stats *_swig_go_0) {
+long long _wrap_kvpool_stats_token_available_get_kvpool_1c20a3f3a7f59977(struct kvpool_stats *_swig_go_0) {
   struct kvpool_stats *arg1 = (struct kvpool_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2628,7 +2659,7 @@ long long _wrap_kvpool_stats_token_available_get_kvpool_1afe3c2b34286ba9(struct 
 }
 
 
-long long _wrap_kvpool_stats_token_held_get_kvpool_1afe3c2b34286ba9(struct kvpool_stats *_swig_go_0) {
+long long _wrap_kvpool_stats_token_held_get_kvpool_1c20a3f3a7f59977(struct kvpool_stats *_swig_go_0) {
   struct kvpool_stats *arg1 = (struct kvpool_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2641,7 +2672,7 @@ long long _wrap_kvpool_stats_token_held_get_kvpool_1afe3c2b34286ba9(struct kvpoo
 }
 
 
-long long _wrap_kvpool_stats_token_pending_get_kvpool_1afe3c2b34286ba9(struct kvpool_stats *_swig_go_0) {
+long long _wrap_kvpool_stats_token_pending_get_kvpool_1c20a3f3a7f59977(struct kvpool_stats *_swig_go_0) {
   struct kvpool_stats *arg1 = (struct kvpool_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2654,7 +2685,7 @@ long long _wrap_kvpool_stats_token_pending_get_kvpool_1afe3c2b34286ba9(struct kv
 }
 
 
-long long _wrap_kvpool_stats_swa_capacity_get_kvpool_1afe3c2b34286ba9(struct kvpool_stats *_swig_go_0) {
+long long _wrap_kvpool_stats_swa_capacity_get_kvpool_1c20a3f3a7f59977(struct kvpool_stats *_swig_go_0) {
   struct kvpool_stats *arg1 = (struct kvpool_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2667,7 +2698,7 @@ long long _wrap_kvpool_stats_swa_capacity_get_kvpool_1afe3c2b34286ba9(struct kvp
 }
 
 
-long long _wrap_kvpool_stats_swa_available_get_kvpool_1afe3c2b34286ba9(struct kvpool_stats *_swig_go_0) {
+long long _wrap_kvpool_stats_swa_available_get_kvpool_1c20a3f3a7f59977(struct kvpool_stats *_swig_go_0) {
   struct kvpool_stats *arg1 = (struct kvpool_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2680,7 +2711,7 @@ long long _wrap_kvpool_stats_swa_available_get_kvpool_1afe3c2b34286ba9(struct kv
 }
 
 
-long long _wrap_kvpool_stats_swa_held_get_kvpool_1afe3c2b34286ba9(struct kvpool_stats *_swig_go_0) {
+long long _wrap_kvpool_stats_swa_held_get_kvpool_1c20a3f3a7f59977(struct kvpool_stats *_swig_go_0) {
   struct kvpool_stats *arg1 = (struct kvpool_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2693,7 +2724,7 @@ long long _wrap_kvpool_stats_swa_held_get_kvpool_1afe3c2b34286ba9(struct kvpool_
 }
 
 
-long long _wrap_kvpool_stats_req_capacity_get_kvpool_1afe3c2b34286ba9(struct kvpool_stats *_swig_go_0) {
+long long _wrap_kvpool_stats_req_capacity_get_kvpool_1c20a3f3a7f59977(struct kvpool_stats *_swig_go_0) {
   struct kvpool_stats *arg1 = (struct kvpool_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2706,7 +2737,7 @@ long long _wrap_kvpool_stats_req_capacity_get_kvpool_1afe3c2b34286ba9(struct kvp
 }
 
 
-long long _wrap_kvpool_stats_req_available_get_kvpool_1afe3c2b34286ba9(struct kvpool_stats *_swig_go_0) {
+long long _wrap_kvpool_stats_req_available_get_kvpool_1c20a3f3a7f59977(struct kvpool_stats *_swig_go_0) {
   struct kvpool_stats *arg1 = (struct kvpool_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2719,7 +2750,7 @@ long long _wrap_kvpool_stats_req_available_get_kvpool_1afe3c2b34286ba9(struct kv
 }
 
 
-long long _wrap_kvpool_stats_mamba_capacity_get_kvpool_1afe3c2b34286ba9(struct kvpool_stats *_swig_go_0) {
+long long _wrap_kvpool_stats_mamba_capacity_get_kvpool_1c20a3f3a7f59977(struct kvpool_stats *_swig_go_0) {
   struct kvpool_stats *arg1 = (struct kvpool_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2732,7 +2763,7 @@ long long _wrap_kvpool_stats_mamba_capacity_get_kvpool_1afe3c2b34286ba9(struct k
 }
 
 
-long long _wrap_kvpool_stats_mamba_available_get_kvpool_1afe3c2b34286ba9(struct kvpool_stats *_swig_go_0) {
+long long _wrap_kvpool_stats_mamba_available_get_kvpool_1c20a3f3a7f59977(struct kvpool_stats *_swig_go_0) {
   struct kvpool_stats *arg1 = (struct kvpool_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2745,7 +2776,7 @@ long long _wrap_kvpool_stats_mamba_available_get_kvpool_1afe3c2b34286ba9(struct 
 }
 
 
-long long _wrap_kvpool_stats_kv_bytes_get_kvpool_1afe3c2b34286ba9(struct kvpool_stats *_swig_go_0) {
+long long _wrap_kvpool_stats_kv_bytes_get_kvpool_1c20a3f3a7f59977(struct kvpool_stats *_swig_go_0) {
   struct kvpool_stats *arg1 = (struct kvpool_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2758,7 +2789,7 @@ long long _wrap_kvpool_stats_kv_bytes_get_kvpool_1afe3c2b34286ba9(struct kvpool_
 }
 
 
-long long _wrap_kvpool_stats_req_table_bytes_get_kvpool_1afe3c2b34286ba9(struct kvpool_stats *_swig_go_0) {
+long long _wrap_kvpool_stats_req_table_bytes_get_kvpool_1c20a3f3a7f59977(struct kvpool_stats *_swig_go_0) {
   struct kvpool_stats *arg1 = (struct kvpool_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2771,7 +2802,7 @@ long long _wrap_kvpool_stats_req_table_bytes_get_kvpool_1afe3c2b34286ba9(struct 
 }
 
 
-long long _wrap_kvpool_stats_mamba_bytes_get_kvpool_1afe3c2b34286ba9(struct kvpool_stats *_swig_go_0) {
+long long _wrap_kvpool_stats_mamba_bytes_get_kvpool_1c20a3f3a7f59977(struct kvpool_stats *_swig_go_0) {
   struct kvpool_stats *arg1 = (struct kvpool_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2784,7 +2815,7 @@ long long _wrap_kvpool_stats_mamba_bytes_get_kvpool_1afe3c2b34286ba9(struct kvpo
 }
 
 
-long long _wrap_kvpool_stats_alloc_calls_get_kvpool_1afe3c2b34286ba9(struct kvpool_stats *_swig_go_0) {
+long long _wrap_kvpool_stats_alloc_calls_get_kvpool_1c20a3f3a7f59977(struct kvpool_stats *_swig_go_0) {
   struct kvpool_stats *arg1 = (struct kvpool_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2797,7 +2828,7 @@ long long _wrap_kvpool_stats_alloc_calls_get_kvpool_1afe3c2b34286ba9(struct kvpo
 }
 
 
-long long _wrap_kvpool_stats_free_calls_get_kvpool_1afe3c2b34286ba9(struct kvpool_stats *_swig_go_0) {
+long long _wrap_kvpool_stats_free_calls_get_kvpool_1c20a3f3a7f59977(struct kvpool_stats *_swig_go_0) {
   struct kvpool_stats *arg1 = (struct kvpool_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2810,7 +2841,7 @@ long long _wrap_kvpool_stats_free_calls_get_kvpool_1afe3c2b34286ba9(struct kvpoo
 }
 
 
-long long _wrap_kvpool_stats_alloc_failures_get_kvpool_1afe3c2b34286ba9(struct kvpool_stats *_swig_go_0) {
+long long _wrap_kvpool_stats_alloc_failures_get_kvpool_1c20a3f3a7f59977(struct kvpool_stats *_swig_go_0) {
   struct kvpool_stats *arg1 = (struct kvpool_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2823,7 +2854,7 @@ long long _wrap_kvpool_stats_alloc_failures_get_kvpool_1afe3c2b34286ba9(struct k
 }
 
 
-long long _wrap_kvpool_stats_rejected_calls_get_kvpool_1afe3c2b34286ba9(struct kvpool_stats *_swig_go_0) {
+long long _wrap_kvpool_stats_rejected_calls_get_kvpool_1c20a3f3a7f59977(struct kvpool_stats *_swig_go_0) {
   struct kvpool_stats *arg1 = (struct kvpool_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2836,7 +2867,7 @@ long long _wrap_kvpool_stats_rejected_calls_get_kvpool_1afe3c2b34286ba9(struct k
 }
 
 
-struct kvpool_stats *_wrap_new_kvpool_stats_kvpool_1afe3c2b34286ba9() {
+struct kvpool_stats *_wrap_new_kvpool_stats_kvpool_1c20a3f3a7f59977() {
   struct kvpool_stats *result = 0 ;
   struct kvpool_stats *_swig_go_result;
   
@@ -2847,7 +2878,7 @@ struct kvpool_stats *_wrap_new_kvpool_stats_kvpool_1afe3c2b34286ba9() {
 }
 
 
-void _wrap_delete_kvpool_stats_kvpool_1afe3c2b34286ba9(struct kvpool_stats *_swig_go_0) {
+void _wrap_delete_kvpool_stats_kvpool_1c20a3f3a7f59977(struct kvpool_stats *_swig_go_0) {
   struct kvpool_stats *arg1 = (struct kvpool_stats *) 0 ;
   
   arg1 = *(struct kvpool_stats **)&_swig_go_0; 
@@ -2857,7 +2888,7 @@ void _wrap_delete_kvpool_stats_kvpool_1afe3c2b34286ba9(struct kvpool_stats *_swi
 }
 
 
-_gostring_ _wrap_kvpool_get_stats_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, struct kvpool_stats *_swig_go_1) {
+_gostring_ _wrap_kvpool_get_stats_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, struct kvpool_stats *_swig_go_1) {
   kvpool *arg1 = (kvpool *) 0 ;
   kvpool_stats *arg2 = (kvpool_stats *) 0 ;
   kvpool_status result;
@@ -2872,7 +2903,7 @@ _gostring_ _wrap_kvpool_get_stats_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_g
 }
 
 
-intgo _wrap_RADIX_EVENT_BLOCK_STORED_kvpool_1afe3c2b34286ba9() {
+intgo _wrap_RADIX_EVENT_BLOCK_STORED_kvpool_1c20a3f3a7f59977() {
   enum radix_event_type result;
   intgo _swig_go_result;
   
@@ -2884,7 +2915,7 @@ intgo _wrap_RADIX_EVENT_BLOCK_STORED_kvpool_1afe3c2b34286ba9() {
 }
 
 
-intgo _wrap_RADIX_EVENT_BLOCK_REMOVED_kvpool_1afe3c2b34286ba9() {
+intgo _wrap_RADIX_EVENT_BLOCK_REMOVED_kvpool_1c20a3f3a7f59977() {
   enum radix_event_type result;
   intgo _swig_go_result;
   
@@ -2896,7 +2927,7 @@ intgo _wrap_RADIX_EVENT_BLOCK_REMOVED_kvpool_1afe3c2b34286ba9() {
 }
 
 
-intgo _wrap_RADIX_EVENT_ALL_BLOCKS_CLEARED_kvpool_1afe3c2b34286ba9() {
+intgo _wrap_RADIX_EVENT_ALL_BLOCKS_CLEARED_kvpool_1c20a3f3a7f59977() {
   enum radix_event_type result;
   intgo _swig_go_result;
   
@@ -2908,7 +2939,7 @@ intgo _wrap_RADIX_EVENT_ALL_BLOCKS_CLEARED_kvpool_1afe3c2b34286ba9() {
 }
 
 
-intgo _wrap_RADIX_EVENT_HOST_STORED_kvpool_1afe3c2b34286ba9() {
+intgo _wrap_RADIX_EVENT_HOST_STORED_kvpool_1c20a3f3a7f59977() {
   enum radix_event_type result;
   intgo _swig_go_result;
   
@@ -2920,7 +2951,7 @@ intgo _wrap_RADIX_EVENT_HOST_STORED_kvpool_1afe3c2b34286ba9() {
 }
 
 
-intgo _wrap_RADIX_EVENT_HOST_REMOVED_kvpool_1afe3c2b34286ba9() {
+intgo _wrap_RADIX_EVENT_HOST_REMOVED_kvpool_1c20a3f3a7f59977() {
   enum radix_event_type result;
   intgo _swig_go_result;
   
@@ -2932,7 +2963,7 @@ intgo _wrap_RADIX_EVENT_HOST_REMOVED_kvpool_1afe3c2b34286ba9() {
 }
 
 
-_gostring_ _wrap_radix_match_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, _goslice_ _swig_go_1, _gostring_ _swig_go_2, _goslice_ _swig_go_3, intgo *_swig_go_4, long long *_swig_go_5) {
+_gostring_ _wrap_radix_match_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, _goslice_ _swig_go_1, _gostring_ _swig_go_2, _goslice_ _swig_go_3, intgo *_swig_go_4, long long *_swig_go_5) {
   kvpool *arg1 = (kvpool *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   size_t arg3 ;
@@ -2968,7 +2999,7 @@ _gostring_ _wrap_radix_match_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, 
 }
 
 
-_gostring_ _wrap_radix_insert_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _gostring_ _swig_go_3, intgo _swig_go_4, intgo *_swig_go_5, long long *_swig_go_6) {
+_gostring_ _wrap_radix_insert_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _gostring_ _swig_go_3, intgo _swig_go_4, intgo *_swig_go_5, long long *_swig_go_6) {
   kvpool *arg1 = (kvpool *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   size_t arg3 ;
@@ -3006,7 +3037,7 @@ _gostring_ _wrap_radix_insert_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0,
 }
 
 
-_gostring_ _wrap_radix_lock_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_radix_lock_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, long long _swig_go_1) {
   kvpool *arg1 = (kvpool *) 0 ;
   uint64_t arg2 ;
   kvpool_status result;
@@ -3021,7 +3052,7 @@ _gostring_ _wrap_radix_lock_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, l
 }
 
 
-_gostring_ _wrap_radix_unlock_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_radix_unlock_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, long long _swig_go_1) {
   kvpool *arg1 = (kvpool *) 0 ;
   uint64_t arg2 ;
   kvpool_status result;
@@ -3036,7 +3067,7 @@ _gostring_ _wrap_radix_unlock_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0,
 }
 
 
-_gostring_ _wrap_radix_evict_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, long long _swig_go_1, intgo *_swig_go_2) {
+_gostring_ _wrap_radix_evict_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, long long _swig_go_1, intgo *_swig_go_2) {
   kvpool *arg1 = (kvpool *) 0 ;
   size_t arg2 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -3053,7 +3084,7 @@ _gostring_ _wrap_radix_evict_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, 
 }
 
 
-_gostring_ _wrap_radix_sizes_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, intgo *_swig_go_1, intgo *_swig_go_2, intgo *_swig_go_3) {
+_gostring_ _wrap_radix_sizes_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, intgo *_swig_go_1, intgo *_swig_go_2, intgo *_swig_go_3) {
   kvpool *arg1 = (kvpool *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -3072,7 +3103,7 @@ _gostring_ _wrap_radix_sizes_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, 
 }
 
 
-_gostring_ _wrap_radix_reset_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0) {
+_gostring_ _wrap_radix_reset_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0) {
   kvpool *arg1 = (kvpool *) 0 ;
   kvpool_status result;
   _gostring_ _swig_go_result;
@@ -3085,7 +3116,7 @@ _gostring_ _wrap_radix_reset_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0) 
 }
 
 
-_gostring_ _wrap_radix_page_hash_kvpool_1afe3c2b34286ba9(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, long long *_swig_go_3) {
+_gostring_ _wrap_radix_page_hash_kvpool_1c20a3f3a7f59977(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, long long *_swig_go_3) {
   int32_t *arg1 = (int32_t *) 0 ;
   size_t arg2 ;
   uint8_t *arg3 = (uint8_t *) 0 ;
@@ -3116,7 +3147,7 @@ _gostring_ _wrap_radix_page_hash_kvpool_1afe3c2b34286ba9(_goslice_ _swig_go_0, _
 }
 
 
-_gostring_ _wrap_radix_match_mamba_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, _goslice_ _swig_go_1, _gostring_ _swig_go_2, intgo _swig_go_3, _goslice_ _swig_go_4, intgo *_swig_go_5, long long *_swig_go_6, int *_swig_go_7) {
+_gostring_ _wrap_radix_match_mamba_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, _goslice_ _swig_go_1, _gostring_ _swig_go_2, intgo _swig_go_3, _goslice_ _swig_go_4, intgo *_swig_go_5, long long *_swig_go_6, int *_swig_go_7) {
   kvpool *arg1 = (kvpool *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   size_t arg3 ;
@@ -3156,7 +3187,7 @@ _gostring_ _wrap_radix_match_mamba_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_
 }
 
 
-_gostring_ _wrap_radix_insert_mamba_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _gostring_ _swig_go_3, intgo _swig_go_4, intgo *_swig_go_5, int *_swig_go_6, long long *_swig_go_7) {
+_gostring_ _wrap_radix_insert_mamba_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _gostring_ _swig_go_3, intgo _swig_go_4, intgo *_swig_go_5, int *_swig_go_6, long long *_swig_go_7) {
   kvpool *arg1 = (kvpool *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   size_t arg3 ;
@@ -3196,7 +3227,7 @@ _gostring_ _wrap_radix_insert_mamba_kvpool_1afe3c2b34286ba9(struct kvpool *_swig
 }
 
 
-_gostring_ _wrap_radix_evict_mamba_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, long long _swig_go_1, intgo *_swig_go_2) {
+_gostring_ _wrap_radix_evict_mamba_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, long long _swig_go_1, intgo *_swig_go_2) {
   kvpool *arg1 = (kvpool *) 0 ;
   size_t arg2 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -3213,7 +3244,7 @@ _gostring_ _wrap_radix_evict_mamba_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_
 }
 
 
-_gostring_ _wrap_radix_insert_swa_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _gostring_ _swig_go_3, long long _swig_go_4, long long _swig_go_5, intgo *_swig_go_6, long long *_swig_go_7) {
+_gostring_ _wrap_radix_insert_swa_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _gostring_ _swig_go_3, long long _swig_go_4, long long _swig_go_5, intgo *_swig_go_6, long long *_swig_go_7) {
   kvpool *arg1 = (kvpool *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   size_t arg3 ;
@@ -3253,7 +3284,7 @@ _gostring_ _wrap_radix_insert_swa_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_g
 }
 
 
-_gostring_ _wrap_radix_evict_swa_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, long long _swig_go_1, long long _swig_go_2, intgo *_swig_go_3, intgo *_swig_go_4) {
+_gostring_ _wrap_radix_evict_swa_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, long long _swig_go_1, long long _swig_go_2, intgo *_swig_go_3, intgo *_swig_go_4) {
   kvpool *arg1 = (kvpool *) 0 ;
   size_t arg2 ;
   size_t arg3 ;
@@ -3274,7 +3305,7 @@ _gostring_ _wrap_radix_evict_swa_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go
 }
 
 
-_gostring_ _wrap_radix_state_sizes_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, intgo *_swig_go_1, intgo *_swig_go_2) {
+_gostring_ _wrap_radix_state_sizes_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, intgo *_swig_go_1, intgo *_swig_go_2) {
   kvpool *arg1 = (kvpool *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -3291,7 +3322,7 @@ _gostring_ _wrap_radix_state_sizes_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_
 }
 
 
-intgo _wrap_kvseq_info_row_get_kvpool_1afe3c2b34286ba9(struct kvseq_info *_swig_go_0) {
+intgo _wrap_kvseq_info_row_get_kvpool_1c20a3f3a7f59977(struct kvseq_info *_swig_go_0) {
   struct kvseq_info *arg1 = (struct kvseq_info *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3304,7 +3335,7 @@ intgo _wrap_kvseq_info_row_get_kvpool_1afe3c2b34286ba9(struct kvseq_info *_swig_
 }
 
 
-long long _wrap_kvseq_info_tokens_get_kvpool_1afe3c2b34286ba9(struct kvseq_info *_swig_go_0) {
+long long _wrap_kvseq_info_tokens_get_kvpool_1c20a3f3a7f59977(struct kvseq_info *_swig_go_0) {
   struct kvseq_info *arg1 = (struct kvseq_info *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3317,7 +3348,7 @@ long long _wrap_kvseq_info_tokens_get_kvpool_1afe3c2b34286ba9(struct kvseq_info 
 }
 
 
-long long _wrap_kvseq_info_computed_get_kvpool_1afe3c2b34286ba9(struct kvseq_info *_swig_go_0) {
+long long _wrap_kvseq_info_computed_get_kvpool_1c20a3f3a7f59977(struct kvseq_info *_swig_go_0) {
   struct kvseq_info *arg1 = (struct kvseq_info *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3330,7 +3361,7 @@ long long _wrap_kvseq_info_computed_get_kvpool_1afe3c2b34286ba9(struct kvseq_inf
 }
 
 
-long long _wrap_kvseq_info_cached_get_kvpool_1afe3c2b34286ba9(struct kvseq_info *_swig_go_0) {
+long long _wrap_kvseq_info_cached_get_kvpool_1c20a3f3a7f59977(struct kvseq_info *_swig_go_0) {
   struct kvseq_info *arg1 = (struct kvseq_info *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3343,7 +3374,7 @@ long long _wrap_kvseq_info_cached_get_kvpool_1afe3c2b34286ba9(struct kvseq_info 
 }
 
 
-long long _wrap_kvseq_info_prefix_hit_get_kvpool_1afe3c2b34286ba9(struct kvseq_info *_swig_go_0) {
+long long _wrap_kvseq_info_prefix_hit_get_kvpool_1c20a3f3a7f59977(struct kvseq_info *_swig_go_0) {
   struct kvseq_info *arg1 = (struct kvseq_info *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3356,7 +3387,7 @@ long long _wrap_kvseq_info_prefix_hit_get_kvpool_1afe3c2b34286ba9(struct kvseq_i
 }
 
 
-long long _wrap_kvseq_info_host_hit_get_kvpool_1afe3c2b34286ba9(struct kvseq_info *_swig_go_0) {
+long long _wrap_kvseq_info_host_hit_get_kvpool_1c20a3f3a7f59977(struct kvseq_info *_swig_go_0) {
   struct kvseq_info *arg1 = (struct kvseq_info *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3369,7 +3400,7 @@ long long _wrap_kvseq_info_host_hit_get_kvpool_1afe3c2b34286ba9(struct kvseq_inf
 }
 
 
-long long _wrap_kvseq_info_storage_hit_get_kvpool_1afe3c2b34286ba9(struct kvseq_info *_swig_go_0) {
+long long _wrap_kvseq_info_storage_hit_get_kvpool_1c20a3f3a7f59977(struct kvseq_info *_swig_go_0) {
   struct kvseq_info *arg1 = (struct kvseq_info *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3382,7 +3413,7 @@ long long _wrap_kvseq_info_storage_hit_get_kvpool_1afe3c2b34286ba9(struct kvseq_
 }
 
 
-struct kvseq_info *_wrap_new_kvseq_info_kvpool_1afe3c2b34286ba9() {
+struct kvseq_info *_wrap_new_kvseq_info_kvpool_1c20a3f3a7f59977() {
   struct kvseq_info *result = 0 ;
   struct kvseq_info *_swig_go_result;
   
@@ -3393,7 +3424,7 @@ struct kvseq_info *_wrap_new_kvseq_info_kvpool_1afe3c2b34286ba9() {
 }
 
 
-void _wrap_delete_kvseq_info_kvpool_1afe3c2b34286ba9(struct kvseq_info *_swig_go_0) {
+void _wrap_delete_kvseq_info_kvpool_1c20a3f3a7f59977(struct kvseq_info *_swig_go_0) {
   struct kvseq_info *arg1 = (struct kvseq_info *) 0 ;
   
   arg1 = *(struct kvseq_info **)&_swig_go_0; 
@@ -3403,7 +3434,7 @@ void _wrap_delete_kvseq_info_kvpool_1afe3c2b34286ba9(struct kvseq_info *_swig_go
 }
 
 
-_gostring_ _wrap_kvseq_begin_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, _goslice_ _swig_go_1, _gostring_ _swig_go_2, long long *_swig_go_3, intgo *_swig_go_4) {
+_gostring_ _wrap_kvseq_begin_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, _goslice_ _swig_go_1, _gostring_ _swig_go_2, long long *_swig_go_3, intgo *_swig_go_4) {
   kvpool *arg1 = (kvpool *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   size_t arg3 ;
@@ -3433,7 +3464,7 @@ _gostring_ _wrap_kvseq_begin_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, 
 }
 
 
-_gostring_ _wrap_kvseq_extend_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_kvseq_extend_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
   kvpool *arg1 = (kvpool *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   size_t arg3 ;
@@ -3464,7 +3495,7 @@ _gostring_ _wrap_kvseq_extend_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0,
 }
 
 
-_gostring_ _wrap_kvseq_decode_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_kvseq_decode_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
   kvpool *arg1 = (kvpool *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   size_t arg3 ;
@@ -3495,7 +3526,7 @@ _gostring_ _wrap_kvseq_decode_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0,
 }
 
 
-_gostring_ _wrap_kvseq_finish_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_kvseq_finish_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
   kvpool *arg1 = (kvpool *) 0 ;
   uint64_t arg2 ;
   size_t arg3 ;
@@ -3512,7 +3543,7 @@ _gostring_ _wrap_kvseq_finish_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0,
 }
 
 
-_gostring_ _wrap_kvseq_abort_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvseq_abort_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, long long _swig_go_1) {
   kvpool *arg1 = (kvpool *) 0 ;
   uint64_t arg2 ;
   kvpool_status result;
@@ -3527,7 +3558,7 @@ _gostring_ _wrap_kvseq_abort_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, 
 }
 
 
-_gostring_ _wrap_kvseq_retract_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, long long _swig_go_1, intgo *_swig_go_2) {
+_gostring_ _wrap_kvseq_retract_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, long long _swig_go_1, intgo *_swig_go_2) {
   kvpool *arg1 = (kvpool *) 0 ;
   uint64_t arg2 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -3544,7 +3575,7 @@ _gostring_ _wrap_kvseq_retract_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0
 }
 
 
-_gostring_ _wrap_kvseq_get_info_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, long long _swig_go_1, struct kvseq_info *_swig_go_2) {
+_gostring_ _wrap_kvseq_get_info_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, long long _swig_go_1, struct kvseq_info *_swig_go_2) {
   kvpool *arg1 = (kvpool *) 0 ;
   uint64_t arg2 ;
   kvseq_info *arg3 = (kvseq_info *) 0 ;
@@ -3561,7 +3592,7 @@ _gostring_ _wrap_kvseq_get_info_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_
 }
 
 
-_gostring_ _wrap_kvseq_get_slots_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, intgo *_swig_go_3) {
+_gostring_ _wrap_kvseq_get_slots_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, intgo *_swig_go_3) {
   kvpool *arg1 = (kvpool *) 0 ;
   uint64_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -3584,7 +3615,7 @@ _gostring_ _wrap_kvseq_get_slots_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go
 }
 
 
-_gostring_ _wrap_kvseq_accounting_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, intgo *_swig_go_1, intgo *_swig_go_2, intgo *_swig_go_3, intgo *_swig_go_4, intgo *_swig_go_5) {
+_gostring_ _wrap_kvseq_accounting_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, intgo *_swig_go_1, intgo *_swig_go_2, intgo *_swig_go_3, intgo *_swig_go_4, intgo *_swig_go_5) {
   kvpool *arg1 = (kvpool *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -3607,7 +3638,7 @@ _gostring_ _wrap_kvseq_accounting_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_g
 }
 
 
-_gostring_ _wrap_kvseq_mamba_slot_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, long long _swig_go_1, int *_swig_go_2) {
+_gostring_ _wrap_kvseq_mamba_slot_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, long long _swig_go_1, int *_swig_go_2) {
   kvpool *arg1 = (kvpool *) 0 ;
   uint64_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -3624,7 +3655,7 @@ _gostring_ _wrap_kvseq_mamba_slot_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_g
 }
 
 
-long long _wrap_kvhost_stats_capacity_tokens_get_kvpool_1afe3c2b34286ba9(struct kvhost_stats *_swig_go_0) {
+long long _wrap_kvhost_stats_capacity_tokens_get_kvpool_1c20a3f3a7f59977(struct kvhost_stats *_swig_go_0) {
   struct kvhost_stats *arg1 = (struct kvhost_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3637,7 +3668,7 @@ long long _wrap_kvhost_stats_capacity_tokens_get_kvpool_1afe3c2b34286ba9(struct 
 }
 
 
-long long _wrap_kvhost_stats_used_tokens_get_kvpool_1afe3c2b34286ba9(struct kvhost_stats *_swig_go_0) {
+long long _wrap_kvhost_stats_used_tokens_get_kvpool_1c20a3f3a7f59977(struct kvhost_stats *_swig_go_0) {
   struct kvhost_stats *arg1 = (struct kvhost_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3650,7 +3681,7 @@ long long _wrap_kvhost_stats_used_tokens_get_kvpool_1afe3c2b34286ba9(struct kvho
 }
 
 
-long long _wrap_kvhost_stats_host_only_tokens_get_kvpool_1afe3c2b34286ba9(struct kvhost_stats *_swig_go_0) {
+long long _wrap_kvhost_stats_host_only_tokens_get_kvpool_1c20a3f3a7f59977(struct kvhost_stats *_swig_go_0) {
   struct kvhost_stats *arg1 = (struct kvhost_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3663,7 +3694,7 @@ long long _wrap_kvhost_stats_host_only_tokens_get_kvpool_1afe3c2b34286ba9(struct
 }
 
 
-long long _wrap_kvhost_stats_copies_in_flight_get_kvpool_1afe3c2b34286ba9(struct kvhost_stats *_swig_go_0) {
+long long _wrap_kvhost_stats_copies_in_flight_get_kvpool_1c20a3f3a7f59977(struct kvhost_stats *_swig_go_0) {
   struct kvhost_stats *arg1 = (struct kvhost_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3676,7 +3707,7 @@ long long _wrap_kvhost_stats_copies_in_flight_get_kvpool_1afe3c2b34286ba9(struct
 }
 
 
-long long _wrap_kvhost_stats_backups_get_kvpool_1afe3c2b34286ba9(struct kvhost_stats *_swig_go_0) {
+long long _wrap_kvhost_stats_backups_get_kvpool_1c20a3f3a7f59977(struct kvhost_stats *_swig_go_0) {
   struct kvhost_stats *arg1 = (struct kvhost_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3689,7 +3720,7 @@ long long _wrap_kvhost_stats_backups_get_kvpool_1afe3c2b34286ba9(struct kvhost_s
 }
 
 
-long long _wrap_kvhost_stats_backup_tokens_get_kvpool_1afe3c2b34286ba9(struct kvhost_stats *_swig_go_0) {
+long long _wrap_kvhost_stats_backup_tokens_get_kvpool_1c20a3f3a7f59977(struct kvhost_stats *_swig_go_0) {
   struct kvhost_stats *arg1 = (struct kvhost_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3702,7 +3733,7 @@ long long _wrap_kvhost_stats_backup_tokens_get_kvpool_1afe3c2b34286ba9(struct kv
 }
 
 
-long long _wrap_kvhost_stats_backups_skipped_get_kvpool_1afe3c2b34286ba9(struct kvhost_stats *_swig_go_0) {
+long long _wrap_kvhost_stats_backups_skipped_get_kvpool_1c20a3f3a7f59977(struct kvhost_stats *_swig_go_0) {
   struct kvhost_stats *arg1 = (struct kvhost_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3715,7 +3746,7 @@ long long _wrap_kvhost_stats_backups_skipped_get_kvpool_1afe3c2b34286ba9(struct 
 }
 
 
-long long _wrap_kvhost_stats_backup_errors_get_kvpool_1afe3c2b34286ba9(struct kvhost_stats *_swig_go_0) {
+long long _wrap_kvhost_stats_backup_errors_get_kvpool_1c20a3f3a7f59977(struct kvhost_stats *_swig_go_0) {
   struct kvhost_stats *arg1 = (struct kvhost_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3728,7 +3759,7 @@ long long _wrap_kvhost_stats_backup_errors_get_kvpool_1afe3c2b34286ba9(struct kv
 }
 
 
-long long _wrap_kvhost_stats_loads_get_kvpool_1afe3c2b34286ba9(struct kvhost_stats *_swig_go_0) {
+long long _wrap_kvhost_stats_loads_get_kvpool_1c20a3f3a7f59977(struct kvhost_stats *_swig_go_0) {
   struct kvhost_stats *arg1 = (struct kvhost_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3741,7 +3772,7 @@ long long _wrap_kvhost_stats_loads_get_kvpool_1afe3c2b34286ba9(struct kvhost_sta
 }
 
 
-long long _wrap_kvhost_stats_load_tokens_get_kvpool_1afe3c2b34286ba9(struct kvhost_stats *_swig_go_0) {
+long long _wrap_kvhost_stats_load_tokens_get_kvpool_1c20a3f3a7f59977(struct kvhost_stats *_swig_go_0) {
   struct kvhost_stats *arg1 = (struct kvhost_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3754,7 +3785,7 @@ long long _wrap_kvhost_stats_load_tokens_get_kvpool_1afe3c2b34286ba9(struct kvho
 }
 
 
-long long _wrap_kvhost_stats_loads_refused_get_kvpool_1afe3c2b34286ba9(struct kvhost_stats *_swig_go_0) {
+long long _wrap_kvhost_stats_loads_refused_get_kvpool_1c20a3f3a7f59977(struct kvhost_stats *_swig_go_0) {
   struct kvhost_stats *arg1 = (struct kvhost_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3767,7 +3798,7 @@ long long _wrap_kvhost_stats_loads_refused_get_kvpool_1afe3c2b34286ba9(struct kv
 }
 
 
-long long _wrap_kvhost_stats_host_evicted_tokens_get_kvpool_1afe3c2b34286ba9(struct kvhost_stats *_swig_go_0) {
+long long _wrap_kvhost_stats_host_evicted_tokens_get_kvpool_1c20a3f3a7f59977(struct kvhost_stats *_swig_go_0) {
   struct kvhost_stats *arg1 = (struct kvhost_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3780,7 +3811,7 @@ long long _wrap_kvhost_stats_host_evicted_tokens_get_kvpool_1afe3c2b34286ba9(str
 }
 
 
-long long _wrap_kvhost_stats_bytes_to_host_get_kvpool_1afe3c2b34286ba9(struct kvhost_stats *_swig_go_0) {
+long long _wrap_kvhost_stats_bytes_to_host_get_kvpool_1c20a3f3a7f59977(struct kvhost_stats *_swig_go_0) {
   struct kvhost_stats *arg1 = (struct kvhost_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3793,7 +3824,7 @@ long long _wrap_kvhost_stats_bytes_to_host_get_kvpool_1afe3c2b34286ba9(struct kv
 }
 
 
-long long _wrap_kvhost_stats_bytes_to_device_get_kvpool_1afe3c2b34286ba9(struct kvhost_stats *_swig_go_0) {
+long long _wrap_kvhost_stats_bytes_to_device_get_kvpool_1c20a3f3a7f59977(struct kvhost_stats *_swig_go_0) {
   struct kvhost_stats *arg1 = (struct kvhost_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3806,7 +3837,7 @@ long long _wrap_kvhost_stats_bytes_to_device_get_kvpool_1afe3c2b34286ba9(struct 
 }
 
 
-long long _wrap_kvhost_stats_load_evicted_tokens_get_kvpool_1afe3c2b34286ba9(struct kvhost_stats *_swig_go_0) {
+long long _wrap_kvhost_stats_load_evicted_tokens_get_kvpool_1c20a3f3a7f59977(struct kvhost_stats *_swig_go_0) {
   struct kvhost_stats *arg1 = (struct kvhost_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3819,7 +3850,7 @@ long long _wrap_kvhost_stats_load_evicted_tokens_get_kvpool_1afe3c2b34286ba9(str
 }
 
 
-struct kvhost_stats *_wrap_new_kvhost_stats_kvpool_1afe3c2b34286ba9() {
+struct kvhost_stats *_wrap_new_kvhost_stats_kvpool_1c20a3f3a7f59977() {
   struct kvhost_stats *result = 0 ;
   struct kvhost_stats *_swig_go_result;
   
@@ -3830,7 +3861,7 @@ struct kvhost_stats *_wrap_new_kvhost_stats_kvpool_1afe3c2b34286ba9() {
 }
 
 
-void _wrap_delete_kvhost_stats_kvpool_1afe3c2b34286ba9(struct kvhost_stats *_swig_go_0) {
+void _wrap_delete_kvhost_stats_kvpool_1c20a3f3a7f59977(struct kvhost_stats *_swig_go_0) {
   struct kvhost_stats *arg1 = (struct kvhost_stats *) 0 ;
   
   arg1 = *(struct kvhost_stats **)&_swig_go_0; 
@@ -3840,7 +3871,7 @@ void _wrap_delete_kvhost_stats_kvpool_1afe3c2b34286ba9(struct kvhost_stats *_swi
 }
 
 
-_gostring_ _wrap_kvhost_get_stats_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, struct kvhost_stats *_swig_go_1) {
+_gostring_ _wrap_kvhost_get_stats_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, struct kvhost_stats *_swig_go_1) {
   kvpool *arg1 = (kvpool *) 0 ;
   kvhost_stats *arg2 = (kvhost_stats *) 0 ;
   kvpool_status result;
@@ -3855,7 +3886,7 @@ _gostring_ _wrap_kvhost_get_stats_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_g
 }
 
 
-_gostring_ _wrap_kvhost_poll_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, intgo _swig_go_1, intgo *_swig_go_2) {
+_gostring_ _wrap_kvhost_poll_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, intgo _swig_go_1, intgo *_swig_go_2) {
   kvpool *arg1 = (kvpool *) 0 ;
   int32_t arg2 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -3872,7 +3903,7 @@ _gostring_ _wrap_kvhost_poll_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, 
 }
 
 
-_gostring_ _wrap_kvhost_next_load_set_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvhost_next_load_set_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, int *_swig_go_1) {
   kvpool *arg1 = (kvpool *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   kvpool_status result;
@@ -3887,7 +3918,7 @@ _gostring_ _wrap_kvhost_next_load_set_kvpool_1afe3c2b34286ba9(struct kvpool *_sw
 }
 
 
-_gostring_ _wrap_kvhost_load_set_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvhost_load_set_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, int *_swig_go_1) {
   kvpool *arg1 = (kvpool *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   kvpool_status result;
@@ -3902,7 +3933,7 @@ _gostring_ _wrap_kvhost_load_set_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go
 }
 
 
-_gostring_ _wrap_kvhost_match_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, _goslice_ _swig_go_1, _gostring_ _swig_go_2, _goslice_ _swig_go_3, intgo *_swig_go_4, intgo *_swig_go_5, long long *_swig_go_6, long long *_swig_go_7) {
+_gostring_ _wrap_kvhost_match_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, _goslice_ _swig_go_1, _gostring_ _swig_go_2, _goslice_ _swig_go_3, intgo *_swig_go_4, intgo *_swig_go_5, long long *_swig_go_6, long long *_swig_go_7) {
   kvpool *arg1 = (kvpool *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   size_t arg3 ;
@@ -3942,7 +3973,7 @@ _gostring_ _wrap_kvhost_match_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0,
 }
 
 
-_gostring_ _wrap_kvhost_load_back_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, intgo *_swig_go_3, long long *_swig_go_4) {
+_gostring_ _wrap_kvhost_load_back_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, intgo *_swig_go_3, long long *_swig_go_4) {
   kvpool *arg1 = (kvpool *) 0 ;
   uint64_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -3967,7 +3998,7 @@ _gostring_ _wrap_kvhost_load_back_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_g
 }
 
 
-_gostring_ _wrap_kvhost_evict_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, long long _swig_go_1, intgo *_swig_go_2) {
+_gostring_ _wrap_kvhost_evict_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, long long _swig_go_1, intgo *_swig_go_2) {
   kvpool *arg1 = (kvpool *) 0 ;
   size_t arg2 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -3984,7 +4015,7 @@ _gostring_ _wrap_kvhost_evict_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0,
 }
 
 
-_gostring_ _wrap_kvhost_node_state_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, long long _swig_go_1, int *_swig_go_2, int *_swig_go_3, intgo *_swig_go_4) {
+_gostring_ _wrap_kvhost_node_state_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, long long _swig_go_1, int *_swig_go_2, int *_swig_go_3, intgo *_swig_go_4) {
   kvpool *arg1 = (kvpool *) 0 ;
   uint64_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -4005,7 +4036,7 @@ _gostring_ _wrap_kvhost_node_state_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_
 }
 
 
-long long _wrap_kvstore_stats_backups_get_kvpool_1afe3c2b34286ba9(struct kvstore_stats *_swig_go_0) {
+long long _wrap_kvstore_stats_backups_get_kvpool_1c20a3f3a7f59977(struct kvstore_stats *_swig_go_0) {
   struct kvstore_stats *arg1 = (struct kvstore_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4018,7 +4049,7 @@ long long _wrap_kvstore_stats_backups_get_kvpool_1afe3c2b34286ba9(struct kvstore
 }
 
 
-long long _wrap_kvstore_stats_backup_tokens_get_kvpool_1afe3c2b34286ba9(struct kvstore_stats *_swig_go_0) {
+long long _wrap_kvstore_stats_backup_tokens_get_kvpool_1c20a3f3a7f59977(struct kvstore_stats *_swig_go_0) {
   struct kvstore_stats *arg1 = (struct kvstore_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4031,7 +4062,7 @@ long long _wrap_kvstore_stats_backup_tokens_get_kvpool_1afe3c2b34286ba9(struct k
 }
 
 
-long long _wrap_kvstore_stats_backup_pages_get_kvpool_1afe3c2b34286ba9(struct kvstore_stats *_swig_go_0) {
+long long _wrap_kvstore_stats_backup_pages_get_kvpool_1c20a3f3a7f59977(struct kvstore_stats *_swig_go_0) {
   struct kvstore_stats *arg1 = (struct kvstore_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4044,7 +4075,7 @@ long long _wrap_kvstore_stats_backup_pages_get_kvpool_1afe3c2b34286ba9(struct kv
 }
 
 
-long long _wrap_kvstore_stats_backup_pages_failed_get_kvpool_1afe3c2b34286ba9(struct kvstore_stats *_swig_go_0) {
+long long _wrap_kvstore_stats_backup_pages_failed_get_kvpool_1c20a3f3a7f59977(struct kvstore_stats *_swig_go_0) {
   struct kvstore_stats *arg1 = (struct kvstore_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4057,7 +4088,7 @@ long long _wrap_kvstore_stats_backup_pages_failed_get_kvpool_1afe3c2b34286ba9(st
 }
 
 
-long long _wrap_kvstore_stats_backup_bytes_get_kvpool_1afe3c2b34286ba9(struct kvstore_stats *_swig_go_0) {
+long long _wrap_kvstore_stats_backup_bytes_get_kvpool_1c20a3f3a7f59977(struct kvstore_stats *_swig_go_0) {
   struct kvstore_stats *arg1 = (struct kvstore_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4070,7 +4101,7 @@ long long _wrap_kvstore_stats_backup_bytes_get_kvpool_1afe3c2b34286ba9(struct kv
 }
 
 
-long long _wrap_kvstore_stats_backups_queued_get_kvpool_1afe3c2b34286ba9(struct kvstore_stats *_swig_go_0) {
+long long _wrap_kvstore_stats_backups_queued_get_kvpool_1c20a3f3a7f59977(struct kvstore_stats *_swig_go_0) {
   struct kvstore_stats *arg1 = (struct kvstore_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4083,7 +4114,7 @@ long long _wrap_kvstore_stats_backups_queued_get_kvpool_1afe3c2b34286ba9(struct 
 }
 
 
-long long _wrap_kvstore_stats_prefetches_get_kvpool_1afe3c2b34286ba9(struct kvstore_stats *_swig_go_0) {
+long long _wrap_kvstore_stats_prefetches_get_kvpool_1c20a3f3a7f59977(struct kvstore_stats *_swig_go_0) {
   struct kvstore_stats *arg1 = (struct kvstore_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4096,7 +4127,7 @@ long long _wrap_kvstore_stats_prefetches_get_kvpool_1afe3c2b34286ba9(struct kvst
 }
 
 
-long long _wrap_kvstore_stats_prefetches_skipped_get_kvpool_1afe3c2b34286ba9(struct kvstore_stats *_swig_go_0) {
+long long _wrap_kvstore_stats_prefetches_skipped_get_kvpool_1c20a3f3a7f59977(struct kvstore_stats *_swig_go_0) {
   struct kvstore_stats *arg1 = (struct kvstore_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4109,7 +4140,7 @@ long long _wrap_kvstore_stats_prefetches_skipped_get_kvpool_1afe3c2b34286ba9(str
 }
 
 
-long long _wrap_kvstore_stats_prefetches_revoked_get_kvpool_1afe3c2b34286ba9(struct kvstore_stats *_swig_go_0) {
+long long _wrap_kvstore_stats_prefetches_revoked_get_kvpool_1c20a3f3a7f59977(struct kvstore_stats *_swig_go_0) {
   struct kvstore_stats *arg1 = (struct kvstore_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4122,7 +4153,7 @@ long long _wrap_kvstore_stats_prefetches_revoked_get_kvpool_1afe3c2b34286ba9(str
 }
 
 
-long long _wrap_kvstore_stats_prefetches_running_get_kvpool_1afe3c2b34286ba9(struct kvstore_stats *_swig_go_0) {
+long long _wrap_kvstore_stats_prefetches_running_get_kvpool_1c20a3f3a7f59977(struct kvstore_stats *_swig_go_0) {
   struct kvstore_stats *arg1 = (struct kvstore_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4135,7 +4166,7 @@ long long _wrap_kvstore_stats_prefetches_running_get_kvpool_1afe3c2b34286ba9(str
 }
 
 
-long long _wrap_kvstore_stats_prefetch_tokens_get_kvpool_1afe3c2b34286ba9(struct kvstore_stats *_swig_go_0) {
+long long _wrap_kvstore_stats_prefetch_tokens_get_kvpool_1c20a3f3a7f59977(struct kvstore_stats *_swig_go_0) {
   struct kvstore_stats *arg1 = (struct kvstore_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4148,7 +4179,7 @@ long long _wrap_kvstore_stats_prefetch_tokens_get_kvpool_1afe3c2b34286ba9(struct
 }
 
 
-long long _wrap_kvstore_stats_prefetch_hit_tokens_get_kvpool_1afe3c2b34286ba9(struct kvstore_stats *_swig_go_0) {
+long long _wrap_kvstore_stats_prefetch_hit_tokens_get_kvpool_1c20a3f3a7f59977(struct kvstore_stats *_swig_go_0) {
   struct kvstore_stats *arg1 = (struct kvstore_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4161,7 +4192,7 @@ long long _wrap_kvstore_stats_prefetch_hit_tokens_get_kvpool_1afe3c2b34286ba9(st
 }
 
 
-long long _wrap_kvstore_stats_prefetch_loaded_tokens_get_kvpool_1afe3c2b34286ba9(struct kvstore_stats *_swig_go_0) {
+long long _wrap_kvstore_stats_prefetch_loaded_tokens_get_kvpool_1c20a3f3a7f59977(struct kvstore_stats *_swig_go_0) {
   struct kvstore_stats *arg1 = (struct kvstore_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4174,7 +4205,7 @@ long long _wrap_kvstore_stats_prefetch_loaded_tokens_get_kvpool_1afe3c2b34286ba9
 }
 
 
-long long _wrap_kvstore_stats_prefetch_bytes_get_kvpool_1afe3c2b34286ba9(struct kvstore_stats *_swig_go_0) {
+long long _wrap_kvstore_stats_prefetch_bytes_get_kvpool_1c20a3f3a7f59977(struct kvstore_stats *_swig_go_0) {
   struct kvstore_stats *arg1 = (struct kvstore_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4187,7 +4218,7 @@ long long _wrap_kvstore_stats_prefetch_bytes_get_kvpool_1afe3c2b34286ba9(struct 
 }
 
 
-long long _wrap_kvstore_stats_prefetch_inserted_tokens_get_kvpool_1afe3c2b34286ba9(struct kvstore_stats *_swig_go_0) {
+long long _wrap_kvstore_stats_prefetch_inserted_tokens_get_kvpool_1c20a3f3a7f59977(struct kvstore_stats *_swig_go_0) {
   struct kvstore_stats *arg1 = (struct kvstore_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4200,7 +4231,7 @@ long long _wrap_kvstore_stats_prefetch_inserted_tokens_get_kvpool_1afe3c2b34286b
 }
 
 
-long long _wrap_kvstore_stats_prefetch_dropped_tokens_get_kvpool_1afe3c2b34286ba9(struct kvstore_stats *_swig_go_0) {
+long long _wrap_kvstore_stats_prefetch_dropped_tokens_get_kvpool_1c20a3f3a7f59977(struct kvstore_stats *_swig_go_0) {
   struct kvstore_stats *arg1 = (struct kvstore_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4213,7 +4244,7 @@ long long _wrap_kvstore_stats_prefetch_dropped_tokens_get_kvpool_1afe3c2b34286ba
 }
 
 
-long long _wrap_kvstore_stats_storage_hit_tokens_get_kvpool_1afe3c2b34286ba9(struct kvstore_stats *_swig_go_0) {
+long long _wrap_kvstore_stats_storage_hit_tokens_get_kvpool_1c20a3f3a7f59977(struct kvstore_stats *_swig_go_0) {
   struct kvstore_stats *arg1 = (struct kvstore_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4226,7 +4257,7 @@ long long _wrap_kvstore_stats_storage_hit_tokens_get_kvpool_1afe3c2b34286ba9(str
 }
 
 
-long long _wrap_kvstore_stats_pages_corrupt_get_kvpool_1afe3c2b34286ba9(struct kvstore_stats *_swig_go_0) {
+long long _wrap_kvstore_stats_pages_corrupt_get_kvpool_1c20a3f3a7f59977(struct kvstore_stats *_swig_go_0) {
   struct kvstore_stats *arg1 = (struct kvstore_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4239,7 +4270,7 @@ long long _wrap_kvstore_stats_pages_corrupt_get_kvpool_1afe3c2b34286ba9(struct k
 }
 
 
-long long _wrap_kvstore_stats_pages_truncated_get_kvpool_1afe3c2b34286ba9(struct kvstore_stats *_swig_go_0) {
+long long _wrap_kvstore_stats_pages_truncated_get_kvpool_1c20a3f3a7f59977(struct kvstore_stats *_swig_go_0) {
   struct kvstore_stats *arg1 = (struct kvstore_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4252,7 +4283,7 @@ long long _wrap_kvstore_stats_pages_truncated_get_kvpool_1afe3c2b34286ba9(struct
 }
 
 
-long long _wrap_kvstore_stats_pages_foreign_get_kvpool_1afe3c2b34286ba9(struct kvstore_stats *_swig_go_0) {
+long long _wrap_kvstore_stats_pages_foreign_get_kvpool_1c20a3f3a7f59977(struct kvstore_stats *_swig_go_0) {
   struct kvstore_stats *arg1 = (struct kvstore_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4265,7 +4296,7 @@ long long _wrap_kvstore_stats_pages_foreign_get_kvpool_1afe3c2b34286ba9(struct k
 }
 
 
-long long _wrap_kvstore_stats_read_failures_get_kvpool_1afe3c2b34286ba9(struct kvstore_stats *_swig_go_0) {
+long long _wrap_kvstore_stats_read_failures_get_kvpool_1c20a3f3a7f59977(struct kvstore_stats *_swig_go_0) {
   struct kvstore_stats *arg1 = (struct kvstore_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4278,7 +4309,7 @@ long long _wrap_kvstore_stats_read_failures_get_kvpool_1afe3c2b34286ba9(struct k
 }
 
 
-long long _wrap_kvstore_stats_store_puts_get_kvpool_1afe3c2b34286ba9(struct kvstore_stats *_swig_go_0) {
+long long _wrap_kvstore_stats_store_puts_get_kvpool_1c20a3f3a7f59977(struct kvstore_stats *_swig_go_0) {
   struct kvstore_stats *arg1 = (struct kvstore_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4291,7 +4322,7 @@ long long _wrap_kvstore_stats_store_puts_get_kvpool_1afe3c2b34286ba9(struct kvst
 }
 
 
-long long _wrap_kvstore_stats_store_put_bytes_get_kvpool_1afe3c2b34286ba9(struct kvstore_stats *_swig_go_0) {
+long long _wrap_kvstore_stats_store_put_bytes_get_kvpool_1c20a3f3a7f59977(struct kvstore_stats *_swig_go_0) {
   struct kvstore_stats *arg1 = (struct kvstore_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4304,7 +4335,7 @@ long long _wrap_kvstore_stats_store_put_bytes_get_kvpool_1afe3c2b34286ba9(struct
 }
 
 
-long long _wrap_kvstore_stats_store_put_existing_get_kvpool_1afe3c2b34286ba9(struct kvstore_stats *_swig_go_0) {
+long long _wrap_kvstore_stats_store_put_existing_get_kvpool_1c20a3f3a7f59977(struct kvstore_stats *_swig_go_0) {
   struct kvstore_stats *arg1 = (struct kvstore_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4317,7 +4348,7 @@ long long _wrap_kvstore_stats_store_put_existing_get_kvpool_1afe3c2b34286ba9(str
 }
 
 
-long long _wrap_kvstore_stats_store_put_errors_get_kvpool_1afe3c2b34286ba9(struct kvstore_stats *_swig_go_0) {
+long long _wrap_kvstore_stats_store_put_errors_get_kvpool_1c20a3f3a7f59977(struct kvstore_stats *_swig_go_0) {
   struct kvstore_stats *arg1 = (struct kvstore_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4330,7 +4361,7 @@ long long _wrap_kvstore_stats_store_put_errors_get_kvpool_1afe3c2b34286ba9(struc
 }
 
 
-long long _wrap_kvstore_stats_store_gets_get_kvpool_1afe3c2b34286ba9(struct kvstore_stats *_swig_go_0) {
+long long _wrap_kvstore_stats_store_gets_get_kvpool_1c20a3f3a7f59977(struct kvstore_stats *_swig_go_0) {
   struct kvstore_stats *arg1 = (struct kvstore_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4343,7 +4374,7 @@ long long _wrap_kvstore_stats_store_gets_get_kvpool_1afe3c2b34286ba9(struct kvst
 }
 
 
-long long _wrap_kvstore_stats_store_get_hits_get_kvpool_1afe3c2b34286ba9(struct kvstore_stats *_swig_go_0) {
+long long _wrap_kvstore_stats_store_get_hits_get_kvpool_1c20a3f3a7f59977(struct kvstore_stats *_swig_go_0) {
   struct kvstore_stats *arg1 = (struct kvstore_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4356,7 +4387,7 @@ long long _wrap_kvstore_stats_store_get_hits_get_kvpool_1afe3c2b34286ba9(struct 
 }
 
 
-long long _wrap_kvstore_stats_store_get_misses_get_kvpool_1afe3c2b34286ba9(struct kvstore_stats *_swig_go_0) {
+long long _wrap_kvstore_stats_store_get_misses_get_kvpool_1c20a3f3a7f59977(struct kvstore_stats *_swig_go_0) {
   struct kvstore_stats *arg1 = (struct kvstore_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4369,7 +4400,7 @@ long long _wrap_kvstore_stats_store_get_misses_get_kvpool_1afe3c2b34286ba9(struc
 }
 
 
-long long _wrap_kvstore_stats_store_get_errors_get_kvpool_1afe3c2b34286ba9(struct kvstore_stats *_swig_go_0) {
+long long _wrap_kvstore_stats_store_get_errors_get_kvpool_1c20a3f3a7f59977(struct kvstore_stats *_swig_go_0) {
   struct kvstore_stats *arg1 = (struct kvstore_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4382,7 +4413,7 @@ long long _wrap_kvstore_stats_store_get_errors_get_kvpool_1afe3c2b34286ba9(struc
 }
 
 
-long long _wrap_kvstore_stats_store_timeouts_get_kvpool_1afe3c2b34286ba9(struct kvstore_stats *_swig_go_0) {
+long long _wrap_kvstore_stats_store_timeouts_get_kvpool_1c20a3f3a7f59977(struct kvstore_stats *_swig_go_0) {
   struct kvstore_stats *arg1 = (struct kvstore_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4395,7 +4426,7 @@ long long _wrap_kvstore_stats_store_timeouts_get_kvpool_1afe3c2b34286ba9(struct 
 }
 
 
-long long _wrap_kvstore_stats_store_server_errors_get_kvpool_1afe3c2b34286ba9(struct kvstore_stats *_swig_go_0) {
+long long _wrap_kvstore_stats_store_server_errors_get_kvpool_1c20a3f3a7f59977(struct kvstore_stats *_swig_go_0) {
   struct kvstore_stats *arg1 = (struct kvstore_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4408,7 +4439,7 @@ long long _wrap_kvstore_stats_store_server_errors_get_kvpool_1afe3c2b34286ba9(st
 }
 
 
-long long _wrap_kvstore_stats_store_io_errors_get_kvpool_1afe3c2b34286ba9(struct kvstore_stats *_swig_go_0) {
+long long _wrap_kvstore_stats_store_io_errors_get_kvpool_1c20a3f3a7f59977(struct kvstore_stats *_swig_go_0) {
   struct kvstore_stats *arg1 = (struct kvstore_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4421,7 +4452,7 @@ long long _wrap_kvstore_stats_store_io_errors_get_kvpool_1afe3c2b34286ba9(struct
 }
 
 
-long long _wrap_kvstore_stats_store_partial_values_get_kvpool_1afe3c2b34286ba9(struct kvstore_stats *_swig_go_0) {
+long long _wrap_kvstore_stats_store_partial_values_get_kvpool_1c20a3f3a7f59977(struct kvstore_stats *_swig_go_0) {
   struct kvstore_stats *arg1 = (struct kvstore_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4434,7 +4465,7 @@ long long _wrap_kvstore_stats_store_partial_values_get_kvpool_1afe3c2b34286ba9(s
 }
 
 
-long long _wrap_kvstore_stats_store_evicted_get_kvpool_1afe3c2b34286ba9(struct kvstore_stats *_swig_go_0) {
+long long _wrap_kvstore_stats_store_evicted_get_kvpool_1c20a3f3a7f59977(struct kvstore_stats *_swig_go_0) {
   struct kvstore_stats *arg1 = (struct kvstore_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4447,7 +4478,7 @@ long long _wrap_kvstore_stats_store_evicted_get_kvpool_1afe3c2b34286ba9(struct k
 }
 
 
-long long _wrap_kvstore_stats_store_servers_ejected_get_kvpool_1afe3c2b34286ba9(struct kvstore_stats *_swig_go_0) {
+long long _wrap_kvstore_stats_store_servers_ejected_get_kvpool_1c20a3f3a7f59977(struct kvstore_stats *_swig_go_0) {
   struct kvstore_stats *arg1 = (struct kvstore_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4460,7 +4491,7 @@ long long _wrap_kvstore_stats_store_servers_ejected_get_kvpool_1afe3c2b34286ba9(
 }
 
 
-struct kvstore_stats *_wrap_new_kvstore_stats_kvpool_1afe3c2b34286ba9() {
+struct kvstore_stats *_wrap_new_kvstore_stats_kvpool_1c20a3f3a7f59977() {
   struct kvstore_stats *result = 0 ;
   struct kvstore_stats *_swig_go_result;
   
@@ -4471,7 +4502,7 @@ struct kvstore_stats *_wrap_new_kvstore_stats_kvpool_1afe3c2b34286ba9() {
 }
 
 
-void _wrap_delete_kvstore_stats_kvpool_1afe3c2b34286ba9(struct kvstore_stats *_swig_go_0) {
+void _wrap_delete_kvstore_stats_kvpool_1c20a3f3a7f59977(struct kvstore_stats *_swig_go_0) {
   struct kvstore_stats *arg1 = (struct kvstore_stats *) 0 ;
   
   arg1 = *(struct kvstore_stats **)&_swig_go_0; 
@@ -4481,7 +4512,7 @@ void _wrap_delete_kvstore_stats_kvpool_1afe3c2b34286ba9(struct kvstore_stats *_s
 }
 
 
-intgo _wrap_KVSTORE_SKIP_NONE_kvpool_1afe3c2b34286ba9() {
+intgo _wrap_KVSTORE_SKIP_NONE_kvpool_1c20a3f3a7f59977() {
   enum kvstore_skip result;
   intgo _swig_go_result;
   
@@ -4493,7 +4524,7 @@ intgo _wrap_KVSTORE_SKIP_NONE_kvpool_1afe3c2b34286ba9() {
 }
 
 
-intgo _wrap_KVSTORE_SKIP_BELOW_THRESHOLD_kvpool_1afe3c2b34286ba9() {
+intgo _wrap_KVSTORE_SKIP_BELOW_THRESHOLD_kvpool_1c20a3f3a7f59977() {
   enum kvstore_skip result;
   intgo _swig_go_result;
   
@@ -4505,7 +4536,7 @@ intgo _wrap_KVSTORE_SKIP_BELOW_THRESHOLD_kvpool_1afe3c2b34286ba9() {
 }
 
 
-intgo _wrap_KVSTORE_SKIP_NOT_BACKED_UP_kvpool_1afe3c2b34286ba9() {
+intgo _wrap_KVSTORE_SKIP_NOT_BACKED_UP_kvpool_1c20a3f3a7f59977() {
   enum kvstore_skip result;
   intgo _swig_go_result;
   
@@ -4517,7 +4548,7 @@ intgo _wrap_KVSTORE_SKIP_NOT_BACKED_UP_kvpool_1afe3c2b34286ba9() {
 }
 
 
-intgo _wrap_KVSTORE_SKIP_CAPACITY_kvpool_1afe3c2b34286ba9() {
+intgo _wrap_KVSTORE_SKIP_CAPACITY_kvpool_1c20a3f3a7f59977() {
   enum kvstore_skip result;
   intgo _swig_go_result;
   
@@ -4529,7 +4560,7 @@ intgo _wrap_KVSTORE_SKIP_CAPACITY_kvpool_1afe3c2b34286ba9() {
 }
 
 
-intgo _wrap_KVSTORE_SKIP_HOST_FULL_kvpool_1afe3c2b34286ba9() {
+intgo _wrap_KVSTORE_SKIP_HOST_FULL_kvpool_1c20a3f3a7f59977() {
   enum kvstore_skip result;
   intgo _swig_go_result;
   
@@ -4541,7 +4572,7 @@ intgo _wrap_KVSTORE_SKIP_HOST_FULL_kvpool_1afe3c2b34286ba9() {
 }
 
 
-intgo _wrap_kvstore_prefetch_info_done_get_kvpool_1afe3c2b34286ba9(struct kvstore_prefetch_info *_swig_go_0) {
+intgo _wrap_kvstore_prefetch_info_done_get_kvpool_1c20a3f3a7f59977(struct kvstore_prefetch_info *_swig_go_0) {
   struct kvstore_prefetch_info *arg1 = (struct kvstore_prefetch_info *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4554,7 +4585,7 @@ intgo _wrap_kvstore_prefetch_info_done_get_kvpool_1afe3c2b34286ba9(struct kvstor
 }
 
 
-intgo _wrap_kvstore_prefetch_info_revoked_get_kvpool_1afe3c2b34286ba9(struct kvstore_prefetch_info *_swig_go_0) {
+intgo _wrap_kvstore_prefetch_info_revoked_get_kvpool_1c20a3f3a7f59977(struct kvstore_prefetch_info *_swig_go_0) {
   struct kvstore_prefetch_info *arg1 = (struct kvstore_prefetch_info *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4567,7 +4598,7 @@ intgo _wrap_kvstore_prefetch_info_revoked_get_kvpool_1afe3c2b34286ba9(struct kvs
 }
 
 
-intgo _wrap_kvstore_prefetch_info_ready_get_kvpool_1afe3c2b34286ba9(struct kvstore_prefetch_info *_swig_go_0) {
+intgo _wrap_kvstore_prefetch_info_ready_get_kvpool_1c20a3f3a7f59977(struct kvstore_prefetch_info *_swig_go_0) {
   struct kvstore_prefetch_info *arg1 = (struct kvstore_prefetch_info *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4580,7 +4611,7 @@ intgo _wrap_kvstore_prefetch_info_ready_get_kvpool_1afe3c2b34286ba9(struct kvsto
 }
 
 
-intgo _wrap_kvstore_prefetch_info_searched_get_kvpool_1afe3c2b34286ba9(struct kvstore_prefetch_info *_swig_go_0) {
+intgo _wrap_kvstore_prefetch_info_searched_get_kvpool_1c20a3f3a7f59977(struct kvstore_prefetch_info *_swig_go_0) {
   struct kvstore_prefetch_info *arg1 = (struct kvstore_prefetch_info *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4593,7 +4624,7 @@ intgo _wrap_kvstore_prefetch_info_searched_get_kvpool_1afe3c2b34286ba9(struct kv
 }
 
 
-long long _wrap_kvstore_prefetch_info_asked_tokens_get_kvpool_1afe3c2b34286ba9(struct kvstore_prefetch_info *_swig_go_0) {
+long long _wrap_kvstore_prefetch_info_asked_tokens_get_kvpool_1c20a3f3a7f59977(struct kvstore_prefetch_info *_swig_go_0) {
   struct kvstore_prefetch_info *arg1 = (struct kvstore_prefetch_info *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4606,7 +4637,7 @@ long long _wrap_kvstore_prefetch_info_asked_tokens_get_kvpool_1afe3c2b34286ba9(s
 }
 
 
-long long _wrap_kvstore_prefetch_info_hit_tokens_get_kvpool_1afe3c2b34286ba9(struct kvstore_prefetch_info *_swig_go_0) {
+long long _wrap_kvstore_prefetch_info_hit_tokens_get_kvpool_1c20a3f3a7f59977(struct kvstore_prefetch_info *_swig_go_0) {
   struct kvstore_prefetch_info *arg1 = (struct kvstore_prefetch_info *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4619,7 +4650,7 @@ long long _wrap_kvstore_prefetch_info_hit_tokens_get_kvpool_1afe3c2b34286ba9(str
 }
 
 
-long long _wrap_kvstore_prefetch_info_loaded_tokens_get_kvpool_1afe3c2b34286ba9(struct kvstore_prefetch_info *_swig_go_0) {
+long long _wrap_kvstore_prefetch_info_loaded_tokens_get_kvpool_1c20a3f3a7f59977(struct kvstore_prefetch_info *_swig_go_0) {
   struct kvstore_prefetch_info *arg1 = (struct kvstore_prefetch_info *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4632,7 +4663,7 @@ long long _wrap_kvstore_prefetch_info_loaded_tokens_get_kvpool_1afe3c2b34286ba9(
 }
 
 
-struct kvstore_prefetch_info *_wrap_new_kvstore_prefetch_info_kvpool_1afe3c2b34286ba9() {
+struct kvstore_prefetch_info *_wrap_new_kvstore_prefetch_info_kvpool_1c20a3f3a7f59977() {
   struct kvstore_prefetch_info *result = 0 ;
   struct kvstore_prefetch_info *_swig_go_result;
   
@@ -4643,7 +4674,7 @@ struct kvstore_prefetch_info *_wrap_new_kvstore_prefetch_info_kvpool_1afe3c2b342
 }
 
 
-void _wrap_delete_kvstore_prefetch_info_kvpool_1afe3c2b34286ba9(struct kvstore_prefetch_info *_swig_go_0) {
+void _wrap_delete_kvstore_prefetch_info_kvpool_1c20a3f3a7f59977(struct kvstore_prefetch_info *_swig_go_0) {
   struct kvstore_prefetch_info *arg1 = (struct kvstore_prefetch_info *) 0 ;
   
   arg1 = *(struct kvstore_prefetch_info **)&_swig_go_0; 
@@ -4653,7 +4684,7 @@ void _wrap_delete_kvstore_prefetch_info_kvpool_1afe3c2b34286ba9(struct kvstore_p
 }
 
 
-_gostring_ _wrap_kvstore_get_stats_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, struct kvstore_stats *_swig_go_1) {
+_gostring_ _wrap_kvstore_get_stats_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, struct kvstore_stats *_swig_go_1) {
   kvpool *arg1 = (kvpool *) 0 ;
   kvstore_stats *arg2 = (kvstore_stats *) 0 ;
   kvpool_status result;
@@ -4668,7 +4699,7 @@ _gostring_ _wrap_kvstore_get_stats_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_
 }
 
 
-_gostring_ _wrap_kvstore_prefetch_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, _goslice_ _swig_go_1, _gostring_ _swig_go_2, long long *_swig_go_3, int *_swig_go_4) {
+_gostring_ _wrap_kvstore_prefetch_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, _goslice_ _swig_go_1, _gostring_ _swig_go_2, long long *_swig_go_3, int *_swig_go_4) {
   kvpool *arg1 = (kvpool *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   size_t arg3 ;
@@ -4698,7 +4729,7 @@ _gostring_ _wrap_kvstore_prefetch_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_g
 }
 
 
-_gostring_ _wrap_kvstore_prefetch_poll_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, long long _swig_go_1, struct kvstore_prefetch_info *_swig_go_2) {
+_gostring_ _wrap_kvstore_prefetch_poll_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, long long _swig_go_1, struct kvstore_prefetch_info *_swig_go_2) {
   kvpool *arg1 = (kvpool *) 0 ;
   uint64_t arg2 ;
   kvstore_prefetch_info *arg3 = (kvstore_prefetch_info *) 0 ;
@@ -4715,7 +4746,7 @@ _gostring_ _wrap_kvstore_prefetch_poll_kvpool_1afe3c2b34286ba9(struct kvpool *_s
 }
 
 
-_gostring_ _wrap_kvstore_prefetch_end_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, long long _swig_go_1, long long *_swig_go_2) {
+_gostring_ _wrap_kvstore_prefetch_end_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, long long _swig_go_1, long long *_swig_go_2) {
   kvpool *arg1 = (kvpool *) 0 ;
   uint64_t arg2 ;
   uint64_t *arg3 = (uint64_t *) 0 ;
@@ -4732,7 +4763,7 @@ _gostring_ _wrap_kvstore_prefetch_end_kvpool_1afe3c2b34286ba9(struct kvpool *_sw
 }
 
 
-_gostring_ _wrap_kvstore_flush_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0) {
+_gostring_ _wrap_kvstore_flush_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0) {
   kvpool *arg1 = (kvpool *) 0 ;
   kvpool_status result;
   _gostring_ _swig_go_result;
@@ -4745,7 +4776,7 @@ _gostring_ _wrap_kvstore_flush_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0
 }
 
 
-_gostring_ _wrap_kvstore_clear_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0) {
+_gostring_ _wrap_kvstore_clear_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0) {
   kvpool *arg1 = (kvpool *) 0 ;
   kvpool_status result;
   _gostring_ _swig_go_result;
@@ -4758,7 +4789,76 @@ _gostring_ _wrap_kvstore_clear_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0
 }
 
 
-_gostring_ _wrap_kvpool_create_with_allocator_kvpool_1afe3c2b34286ba9(_gostring_ _swig_go_0, kvpool_addr _swig_go_1, kvpool **_swig_go_2) {
+_gostring_ _wrap_kvpool_metrics_text_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, _goslice_ _swig_go_1, intgo *_swig_go_2) {
+  kvpool *arg1 = (kvpool *) 0 ;
+  char *arg2 = (char *) 0 ;
+  size_t arg3 ;
+  size_t *arg4 = (size_t *) 0 ;
+  kvpool_status result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = *(kvpool **)&_swig_go_0; 
+  
+  arg2 = (char *)_swig_go_1.array;
+  arg3 = (size_t)_swig_go_1.len;
+  
+  arg4 = (size_t *)_swig_go_2; 
+  
+  result = (kvpool_status)kvpool_metrics_text((struct kvpool const *)arg1,arg2,arg3,arg4);
+  _swig_go_result = kvpool_go_pack_status(result); 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_KVPOOL_LOG_ERROR_kvpool_1c20a3f3a7f59977() {
+  enum kvpool_log_level result;
+  intgo _swig_go_result;
+  
+  
+  result = KVPOOL_LOG_ERROR;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_KVPOOL_LOG_WARN_kvpool_1c20a3f3a7f59977() {
+  enum kvpool_log_level result;
+  intgo _swig_go_result;
+  
+  
+  result = KVPOOL_LOG_WARN;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_KVPOOL_LOG_INFO_kvpool_1c20a3f3a7f59977() {
+  enum kvpool_log_level result;
+  intgo _swig_go_result;
+  
+  
+  result = KVPOOL_LOG_INFO;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_KVPOOL_LOG_DEBUG_kvpool_1c20a3f3a7f59977() {
+  enum kvpool_log_level result;
+  intgo _swig_go_result;
+  
+  
+  result = KVPOOL_LOG_DEBUG;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_kvpool_create_with_allocator_kvpool_1c20a3f3a7f59977(_gostring_ _swig_go_0, kvpool_addr _swig_go_1, kvpool **_swig_go_2) {
   char *arg1 = (char *) 0 ;
   size_t arg2 ;
   kvpool_addr arg3 ;
@@ -4779,7 +4879,7 @@ _gostring_ _wrap_kvpool_create_with_allocator_kvpool_1afe3c2b34286ba9(_gostring_
 }
 
 
-_gostring_ _wrap_kvpool_synchronize_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, kvpool_addr _swig_go_1) {
+_gostring_ _wrap_kvpool_synchronize_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, kvpool_addr _swig_go_1) {
   kvpool *arg1 = (kvpool *) 0 ;
   kvpool_addr arg2 ;
   kvpool_status result;
@@ -4794,7 +4894,7 @@ _gostring_ _wrap_kvpool_synchronize_kvpool_1afe3c2b34286ba9(struct kvpool *_swig
 }
 
 
-_gostring_ _wrap_kvalloc_extend_async_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, kvpool_addr _swig_go_3, kvpool_addr _swig_go_4, kvpool_addr _swig_go_5, kvpool_addr _swig_go_6, long long _swig_go_7, kvpool_addr _swig_go_8, long long _swig_go_9, kvpool_addr _swig_go_10) {
+_gostring_ _wrap_kvalloc_extend_async_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, kvpool_addr _swig_go_3, kvpool_addr _swig_go_4, kvpool_addr _swig_go_5, kvpool_addr _swig_go_6, long long _swig_go_7, kvpool_addr _swig_go_8, long long _swig_go_9, kvpool_addr _swig_go_10) {
   kvpool *arg1 = (kvpool *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   size_t arg3 ;
@@ -4835,7 +4935,7 @@ _gostring_ _wrap_kvalloc_extend_async_kvpool_1afe3c2b34286ba9(struct kvpool *_sw
 }
 
 
-_gostring_ _wrap_kvalloc_extend_pages_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, intgo *_swig_go_3) {
+_gostring_ _wrap_kvalloc_extend_pages_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, intgo *_swig_go_3) {
   kvpool *arg1 = (kvpool *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   size_t arg3 ;
@@ -4862,7 +4962,7 @@ _gostring_ _wrap_kvalloc_extend_pages_kvpool_1afe3c2b34286ba9(struct kvpool *_sw
 }
 
 
-_gostring_ _wrap_kvalloc_decode_async_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, _goslice_ _swig_go_1, kvpool_addr _swig_go_2, kvpool_addr _swig_go_3, kvpool_addr _swig_go_4, kvpool_addr _swig_go_5, long long _swig_go_6, kvpool_addr _swig_go_7) {
+_gostring_ _wrap_kvalloc_decode_async_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, _goslice_ _swig_go_1, kvpool_addr _swig_go_2, kvpool_addr _swig_go_3, kvpool_addr _swig_go_4, kvpool_addr _swig_go_5, long long _swig_go_6, kvpool_addr _swig_go_7) {
   kvpool *arg1 = (kvpool *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   size_t arg3 ;
@@ -4893,7 +4993,7 @@ _gostring_ _wrap_kvalloc_decode_async_kvpool_1afe3c2b34286ba9(struct kvpool *_sw
 }
 
 
-_gostring_ _wrap_kvalloc_alloc_async_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, kvpool_addr _swig_go_1, long long _swig_go_2, kvpool_addr _swig_go_3) {
+_gostring_ _wrap_kvalloc_alloc_async_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, kvpool_addr _swig_go_1, long long _swig_go_2, kvpool_addr _swig_go_3) {
   kvpool *arg1 = (kvpool *) 0 ;
   kvpool_addr arg2 ;
   size_t arg3 ;
@@ -4912,7 +5012,7 @@ _gostring_ _wrap_kvalloc_alloc_async_kvpool_1afe3c2b34286ba9(struct kvpool *_swi
 }
 
 
-_gostring_ _wrap_kvalloc_free_pages_async_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, kvpool_addr _swig_go_1, long long _swig_go_2, kvpool_addr _swig_go_3) {
+_gostring_ _wrap_kvalloc_free_pages_async_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, kvpool_addr _swig_go_1, long long _swig_go_2, kvpool_addr _swig_go_3) {
   kvpool *arg1 = (kvpool *) 0 ;
   kvpool_addr arg2 ;
   size_t arg3 ;
@@ -4931,7 +5031,7 @@ _gostring_ _wrap_kvalloc_free_pages_async_kvpool_1afe3c2b34286ba9(struct kvpool 
 }
 
 
-_gostring_ _wrap_kvreq_write_batch_async_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, kvpool_addr _swig_go_1, kvpool_addr _swig_go_2, kvpool_addr _swig_go_3, long long _swig_go_4, kvpool_addr _swig_go_5, long long _swig_go_6, kvpool_addr _swig_go_7, long long _swig_go_8, kvpool_addr _swig_go_9) {
+_gostring_ _wrap_kvreq_write_batch_async_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, kvpool_addr _swig_go_1, kvpool_addr _swig_go_2, kvpool_addr _swig_go_3, long long _swig_go_4, kvpool_addr _swig_go_5, long long _swig_go_6, kvpool_addr _swig_go_7, long long _swig_go_8, kvpool_addr _swig_go_9) {
   kvpool *arg1 = (kvpool *) 0 ;
   kvpool_addr arg2 ;
   kvpool_addr arg3 ;
@@ -4962,7 +5062,7 @@ _gostring_ _wrap_kvreq_write_batch_async_kvpool_1afe3c2b34286ba9(struct kvpool *
 }
 
 
-_gostring_ _wrap_kvreq_last_loc_async_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, kvpool_addr _swig_go_1, kvpool_addr _swig_go_2, long long _swig_go_3, kvpool_addr _swig_go_4, kvpool_addr _swig_go_5) {
+_gostring_ _wrap_kvreq_last_loc_async_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, kvpool_addr _swig_go_1, kvpool_addr _swig_go_2, long long _swig_go_3, kvpool_addr _swig_go_4, kvpool_addr _swig_go_5) {
   kvpool *arg1 = (kvpool *) 0 ;
   kvpool_addr arg2 ;
   kvpool_addr arg3 ;
@@ -4985,7 +5085,7 @@ _gostring_ _wrap_kvreq_last_loc_async_kvpool_1afe3c2b34286ba9(struct kvpool *_sw
 }
 
 
-_gostring_ _wrap_kvpool_set_kv_async_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, intgo _swig_go_1, kvpool_addr _swig_go_2, long long _swig_go_3, kvpool_addr _swig_go_4, long long _swig_go_5, kvpool_addr _swig_go_6, long long _swig_go_7, intgo _swig_go_8, float _swig_go_9, float _swig_go_10, kvpool_addr _swig_go_11) {
+_gostring_ _wrap_kvpool_set_kv_async_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, intgo _swig_go_1, kvpool_addr _swig_go_2, long long _swig_go_3, kvpool_addr _swig_go_4, long long _swig_go_5, kvpool_addr _swig_go_6, long long _swig_go_7, intgo _swig_go_8, float _swig_go_9, float _swig_go_10, kvpool_addr _swig_go_11) {
   kvpool *arg1 = (kvpool *) 0 ;
   int32_t arg2 ;
   kvpool_addr arg3 ;
@@ -5020,7 +5120,7 @@ _gostring_ _wrap_kvpool_set_kv_async_kvpool_1afe3c2b34286ba9(struct kvpool *_swi
 }
 
 
-_gostring_ _wrap_kvpool_set_mla_kv_async_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, intgo _swig_go_1, kvpool_addr _swig_go_2, long long _swig_go_3, kvpool_addr _swig_go_4, long long _swig_go_5, kvpool_addr _swig_go_6, long long _swig_go_7, intgo _swig_go_8, kvpool_addr _swig_go_9) {
+_gostring_ _wrap_kvpool_set_mla_kv_async_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, intgo _swig_go_1, kvpool_addr _swig_go_2, long long _swig_go_3, kvpool_addr _swig_go_4, long long _swig_go_5, kvpool_addr _swig_go_6, long long _swig_go_7, intgo _swig_go_8, kvpool_addr _swig_go_9) {
   kvpool *arg1 = (kvpool *) 0 ;
   int32_t arg2 ;
   kvpool_addr arg3 ;
@@ -5051,7 +5151,7 @@ _gostring_ _wrap_kvpool_set_mla_kv_async_kvpool_1afe3c2b34286ba9(struct kvpool *
 }
 
 
-_gostring_ _wrap_kvpool_get_kv_async_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, intgo _swig_go_1, kvpool_addr _swig_go_2, long long _swig_go_3, kvpool_addr _swig_go_4, long long _swig_go_5, kvpool_addr _swig_go_6, long long _swig_go_7, intgo _swig_go_8, kvpool_addr _swig_go_9) {
+_gostring_ _wrap_kvpool_get_kv_async_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, intgo _swig_go_1, kvpool_addr _swig_go_2, long long _swig_go_3, kvpool_addr _swig_go_4, long long _swig_go_5, kvpool_addr _swig_go_6, long long _swig_go_7, intgo _swig_go_8, kvpool_addr _swig_go_9) {
   kvpool *arg1 = (kvpool *) 0 ;
   int32_t arg2 ;
   kvpool_addr arg3 ;
@@ -5082,7 +5182,7 @@ _gostring_ _wrap_kvpool_get_kv_async_kvpool_1afe3c2b34286ba9(struct kvpool *_swi
 }
 
 
-_gostring_ _wrap_kvpool_move_kv_async_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, kvpool_addr _swig_go_1, long long _swig_go_2, kvpool_addr _swig_go_3, long long _swig_go_4, kvpool_addr _swig_go_5) {
+_gostring_ _wrap_kvpool_move_kv_async_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, kvpool_addr _swig_go_1, long long _swig_go_2, kvpool_addr _swig_go_3, long long _swig_go_4, kvpool_addr _swig_go_5) {
   kvpool *arg1 = (kvpool *) 0 ;
   kvpool_addr arg2 ;
   size_t arg3 ;
@@ -5105,7 +5205,7 @@ _gostring_ _wrap_kvpool_move_kv_async_kvpool_1afe3c2b34286ba9(struct kvpool *_sw
 }
 
 
-_gostring_ _wrap_kvpool_mamba_alloc_async_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, _goslice_ _swig_go_1, kvpool_addr _swig_go_2) {
+_gostring_ _wrap_kvpool_mamba_alloc_async_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, _goslice_ _swig_go_1, kvpool_addr _swig_go_2) {
   kvpool *arg1 = (kvpool *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   size_t arg3 ;
@@ -5126,7 +5226,7 @@ _gostring_ _wrap_kvpool_mamba_alloc_async_kvpool_1afe3c2b34286ba9(struct kvpool 
 }
 
 
-_gostring_ _wrap_kvpool_mamba_fork_async_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, intgo _swig_go_1, int *_swig_go_2, kvpool_addr _swig_go_3) {
+_gostring_ _wrap_kvpool_mamba_fork_async_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, intgo _swig_go_1, int *_swig_go_2, kvpool_addr _swig_go_3) {
   kvpool *arg1 = (kvpool *) 0 ;
   int32_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -5145,7 +5245,7 @@ _gostring_ _wrap_kvpool_mamba_fork_async_kvpool_1afe3c2b34286ba9(struct kvpool *
 }
 
 
-_gostring_ _wrap_kvpool_mamba_copy_async_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, kvpool_addr _swig_go_1, long long _swig_go_2, kvpool_addr _swig_go_3, long long _swig_go_4, kvpool_addr _swig_go_5) {
+_gostring_ _wrap_kvpool_mamba_copy_async_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, kvpool_addr _swig_go_1, long long _swig_go_2, kvpool_addr _swig_go_3, long long _swig_go_4, kvpool_addr _swig_go_5) {
   kvpool *arg1 = (kvpool *) 0 ;
   kvpool_addr arg2 ;
   size_t arg3 ;
@@ -5168,7 +5268,7 @@ _gostring_ _wrap_kvpool_mamba_copy_async_kvpool_1afe3c2b34286ba9(struct kvpool *
 }
 
 
-_gostring_ _wrap_kvalloc_decode_graph_async_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, long long _swig_go_1, kvpool_addr _swig_go_2, kvpool_addr _swig_go_3, kvpool_addr _swig_go_4, kvpool_addr _swig_go_5) {
+_gostring_ _wrap_kvalloc_decode_graph_async_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, long long _swig_go_1, kvpool_addr _swig_go_2, kvpool_addr _swig_go_3, kvpool_addr _swig_go_4, kvpool_addr _swig_go_5) {
   kvpool *arg1 = (kvpool *) 0 ;
   size_t arg2 ;
   kvpool_addr arg3 ;
@@ -5191,7 +5291,7 @@ _gostring_ _wrap_kvalloc_decode_graph_async_kvpool_1afe3c2b34286ba9(struct kvpoo
 }
 
 
-_gostring_ _wrap_kvalloc_decode_watermark_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, _goslice_ _swig_go_1, intgo *_swig_go_2) {
+_gostring_ _wrap_kvalloc_decode_watermark_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, _goslice_ _swig_go_1, intgo *_swig_go_2) {
   kvpool *arg1 = (kvpool *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   size_t arg3 ;
@@ -5212,7 +5312,7 @@ _gostring_ _wrap_kvalloc_decode_watermark_kvpool_1afe3c2b34286ba9(struct kvpool 
 }
 
 
-_gostring_ _wrap_kvalloc_decode_graph_advance_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_kvalloc_decode_graph_advance_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2) {
   kvpool *arg1 = (kvpool *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   size_t arg3 ;
@@ -5233,7 +5333,7 @@ _gostring_ _wrap_kvalloc_decode_graph_advance_kvpool_1afe3c2b34286ba9(struct kvp
 }
 
 
-_gostring_ _wrap_kvseq_extend_async_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, kvpool_addr _swig_go_3, long long _swig_go_4, kvpool_addr _swig_go_5) {
+_gostring_ _wrap_kvseq_extend_async_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, kvpool_addr _swig_go_3, long long _swig_go_4, kvpool_addr _swig_go_5) {
   kvpool *arg1 = (kvpool *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   size_t arg3 ;
@@ -5264,7 +5364,7 @@ _gostring_ _wrap_kvseq_extend_async_kvpool_1afe3c2b34286ba9(struct kvpool *_swig
 }
 
 
-_gostring_ _wrap_kvseq_decode_async_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, kvpool_addr _swig_go_3, long long _swig_go_4, kvpool_addr _swig_go_5) {
+_gostring_ _wrap_kvseq_decode_async_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, kvpool_addr _swig_go_3, long long _swig_go_4, kvpool_addr _swig_go_5) {
   kvpool *arg1 = (kvpool *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   size_t arg3 ;
@@ -5295,7 +5395,7 @@ _gostring_ _wrap_kvseq_decode_async_kvpool_1afe3c2b34286ba9(struct kvpool *_swig
 }
 
 
-_gostring_ _wrap_kvhost_set_stream_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, kvpool_addr _swig_go_1) {
+_gostring_ _wrap_kvhost_set_stream_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, kvpool_addr _swig_go_1) {
   kvpool *arg1 = (kvpool *) 0 ;
   kvpool_addr arg2 ;
   kvpool_status result;
@@ -5310,7 +5410,7 @@ _gostring_ _wrap_kvhost_set_stream_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_
 }
 
 
-_gostring_ _wrap_kvhost_wait_layer_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, intgo _swig_go_1, intgo _swig_go_2, kvpool_addr _swig_go_3) {
+_gostring_ _wrap_kvhost_wait_layer_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, intgo _swig_go_1, intgo _swig_go_2, kvpool_addr _swig_go_3) {
   kvpool *arg1 = (kvpool *) 0 ;
   int32_t arg2 ;
   int32_t arg3 ;
@@ -5329,7 +5429,7 @@ _gostring_ _wrap_kvhost_wait_layer_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_
 }
 
 
-_gostring_ _wrap_kvpool_take_events_flat_kvpool_1afe3c2b34286ba9(struct kvpool *_swig_go_0, _goslice_ _swig_go_1, intgo *_swig_go_2, _goslice_ _swig_go_3, intgo *_swig_go_4) {
+_gostring_ _wrap_kvpool_take_events_flat_kvpool_1c20a3f3a7f59977(struct kvpool *_swig_go_0, _goslice_ _swig_go_1, intgo *_swig_go_2, _goslice_ _swig_go_3, intgo *_swig_go_4) {
   kvpool *arg1 = (kvpool *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   size_t arg3 ;
@@ -5358,7 +5458,7 @@ _gostring_ _wrap_kvpool_take_events_flat_kvpool_1afe3c2b34286ba9(struct kvpool *
 }
 
 
-_gostring_ _wrap_kvpool_create_with_storage_kvpool_1afe3c2b34286ba9(_gostring_ _swig_go_0, kvpool_addr _swig_go_1, intgo _swig_go_2, kvpool **_swig_go_3) {
+_gostring_ _wrap_kvpool_create_with_storage_kvpool_1c20a3f3a7f59977(_gostring_ _swig_go_0, kvpool_addr _swig_go_1, intgo _swig_go_2, kvpool **_swig_go_3) {
   char *arg1 = (char *) 0 ;
   size_t arg2 ;
   kvpool_addr arg3 ;
@@ -5376,6 +5476,23 @@ _gostring_ _wrap_kvpool_create_with_storage_kvpool_1afe3c2b34286ba9(_gostring_ _
   arg5 = (kvpool **)_swig_go_3; 
   
   result = (kvpool_status)kvpool_go_create_with_storage((char const *)arg1,arg2,arg3,arg4,arg5);
+  _swig_go_result = kvpool_go_pack_status(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_kvpool_set_log_callback_kvpool_1c20a3f3a7f59977(kvpool_addr _swig_go_0, intgo _swig_go_1, long long *_swig_go_2) {
+  kvpool_addr arg1 ;
+  kvpool_log_level arg2 ;
+  uint64_t *arg3 = (uint64_t *) 0 ;
+  kvpool_status result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvpool_addr)_swig_go_0; 
+  arg2 = (kvpool_log_level)_swig_go_1; 
+  arg3 = (uint64_t *)_swig_go_2; 
+  
+  result = (kvpool_status)kvpool_go_set_log_callback(arg1,arg2,arg3);
   _swig_go_result = kvpool_go_pack_status(result); 
   return _swig_go_result;
 }
