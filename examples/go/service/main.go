@@ -6,7 +6,7 @@
 //	POST /extend?seq=7&chunk=16   the next prompt chunk -> {"slots":[...]}
 //	POST /decode?seq=7&token=42   one decode step       -> {"slot":1234}
 //	POST /finish?seq=7&committed=N  end; the first N tokens go to the prefix cache -> {}
-//	GET  /metrics             Prometheus text: the pool's gauges and counters and the service's own
+//	GET  /metrics             Prometheus text: the pool's families (MetricsText) and the service's own
 //	GET  /healthz             "ok"
 //
 // Every handler runs on its own goroutine (net/http). A kvpool Pool is used
@@ -27,6 +27,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log"
 	"net"
 	"net/http"
@@ -114,8 +115,6 @@ type counters struct {
 	requests [numOps]uint64 // calls that reached the pool
 	failures [numOps]uint64 // of those, failed ones
 	oom      uint64         // failures that were kvpool.ErrOutOfMemory
-	tokens   uint64         // prompt tokens begun
-	cached   uint64         // of those, found in the prefix cache
 }
 
 type op int
@@ -181,10 +180,6 @@ func (s *service) begin(w http.ResponseWriter, r *http.Request) (any, error) {
 	var cached int
 	err := s.locked(opBegin, func(p *kvpool.Pool) (err error) {
 		seq, cached, err = p.Begin(tokens, r.URL.Query().Get("extra_key"))
-		if err == nil {
-			s.counters.tokens += uint64(len(tokens))
-			s.counters.cached += uint64(cached)
-		}
 		return err
 	})
 	return map[string]any{"seq": seq, "cached": cached}, err
@@ -240,7 +235,9 @@ func (s *service) finish(w http.ResponseWriter, r *http.Request) (any, error) {
 	return map[string]any{}, err
 }
 
-// metrics writes the Prometheus text exposition format (version 0.0.4).
+// metrics serves the Prometheus text exposition format (version 0.0.4): the
+// pool's own families (MetricsText: capacity, use, prefix hits by tier,
+// evictions, ...; docs/services.md#metrics) followed by the service's.
 func (s *service) metrics(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	if s.pool == nil {
@@ -248,11 +245,7 @@ func (s *service) metrics(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, errClosed.Error(), http.StatusServiceUnavailable)
 		return
 	}
-	stats, err := s.pool.Stats()
-	var acc kvpool.Accounting
-	if err == nil {
-		acc, err = s.pool.Accounting()
-	}
+	text, err := s.pool.MetricsText()
 	c := s.counters
 	s.mu.Unlock()
 	if err != nil {
@@ -261,36 +254,17 @@ func (s *service) metrics(w http.ResponseWriter, r *http.Request) {
 	}
 
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-	gauge := func(name, help string, v uint64) {
-		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s gauge\n%s %d\n", name, help, name, name, v)
+	io.WriteString(w, text)
+	perOp := func(name, help string, values [numOps]uint64) {
+		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s counter\n", name, help, name)
+		for o := op(0); o < numOps; o++ {
+			fmt.Fprintf(w, "%s{op=%q} %d\n", name, opNames[o], values[o])
+		}
 	}
-	counter := func(name, help string, v uint64) {
-		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s counter\n%s %d\n", name, help, name, name, v)
-	}
-	gauge("kvpool_token_capacity", "Usable token slots of the pool.", stats.TokenCapacity)
-	gauge("kvpool_token_available", "Free token slots.", stats.TokenAvailable)
-	gauge("kvpool_token_held", "Token slots in pages handed out.", stats.TokenHeld)
-	gauge("kvpool_req_available", "Free request rows.", stats.ReqAvailable)
-	gauge("kvpool_tree_evictable_tokens", "Tokens of the prefix cache that no request uses.", uint64(acc.Evictable))
-	gauge("kvpool_tree_protected_tokens", "Tokens of the prefix cache that running requests use.", uint64(acc.Protected))
-	gauge("kvpool_uncached_tokens", "Tokens held by requests and not owned by the prefix cache.", uint64(acc.Uncached))
-	counter("kvpool_alloc_calls_total", "Successful allocation calls.", stats.AllocCalls)
-	counter("kvpool_free_calls_total", "Successful free calls.", stats.FreeCalls)
-	counter("kvpool_alloc_failures_total", "Allocation calls that found the pool out of memory.", stats.AllocFailures)
-
-	fmt.Fprintf(w, "# HELP kvpool_service_requests_total Calls into the pool, per operation.\n"+
-		"# TYPE kvpool_service_requests_total counter\n")
-	for o := op(0); o < numOps; o++ {
-		fmt.Fprintf(w, "kvpool_service_requests_total{op=%q} %d\n", opNames[o], c.requests[o])
-	}
-	fmt.Fprintf(w, "# HELP kvpool_service_failures_total Failed calls into the pool, per operation.\n"+
-		"# TYPE kvpool_service_failures_total counter\n")
-	for o := op(0); o < numOps; o++ {
-		fmt.Fprintf(w, "kvpool_service_failures_total{op=%q} %d\n", opNames[o], c.failures[o])
-	}
-	counter("kvpool_service_out_of_memory_total", "Calls answered 503 because the pool was full.", c.oom)
-	counter("kvpool_service_prompt_tokens_total", "Prompt tokens of begun requests.", c.tokens)
-	counter("kvpool_service_cached_tokens_total", "Of those, tokens found in the prefix cache.", c.cached)
+	perOp("kvpool_service_requests_total", "Calls into the pool, per operation.", c.requests)
+	perOp("kvpool_service_failures_total", "Failed calls into the pool, per operation.", c.failures)
+	fmt.Fprintf(w, "# HELP kvpool_service_out_of_memory_total Calls answered 503 because the pool was full.\n"+
+		"# TYPE kvpool_service_out_of_memory_total counter\nkvpool_service_out_of_memory_total %d\n", c.oom)
 }
 
 // post adapts a JSON handler: POST only, the result or the error as JSON.

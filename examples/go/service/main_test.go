@@ -90,21 +90,28 @@ func TestServiceUnderConcurrentClients(t *testing.T) {
 		`kvpool_service_failures_total{op="extend"}`: 0,
 		`kvpool_service_failures_total{op="finish"}`: 0,
 		"kvpool_service_out_of_memory_total":         0,
-		"kvpool_service_prompt_tokens_total":         totalPrompt,
-		"kvpool_service_cached_tokens_total":         totalCached,
-		// Every request finished: nothing is held outside the prefix cache or locked in it.
-		"kvpool_uncached_tokens":       0,
-		"kvpool_tree_protected_tokens": 0,
+		// The pool's own families (MetricsText) agree with what the clients saw.
+		"kvpool_prefix_lookups_total":                   n,
+		"kvpool_prefix_lookup_tokens_total":             totalPrompt,
+		`kvpool_prefix_hit_tokens_total{tier="device"}`: totalCached,
+		`kvpool_capacity_tokens{tier="device"}`:         16384,
+		"kvpool_alloc_failures_total":                   0,
+		// Every request finished: none runs, nothing in the prefix cache is locked.
+		"kvpool_running_requests":                0,
+		`kvpool_protected_tokens{tier="device"}`: 0,
 	}
 	for name, v := range want {
 		if got, ok := metrics[name]; !ok || got != v {
 			t.Errorf("/metrics %s = %d (present: %v), want %d", name, got, ok, v)
 		}
 	}
-	if metrics["kvpool_token_available"]+metrics["kvpool_tree_evictable_tokens"] != metrics["kvpool_token_capacity"] {
-		t.Errorf("/metrics: available %d + evictable %d != capacity %d", metrics["kvpool_token_available"],
-			metrics["kvpool_tree_evictable_tokens"], metrics["kvpool_token_capacity"])
+	// What is still held is the prefix cache's, and evictable.
+	used, evictable := metrics[`kvpool_used_tokens{tier="device"}`], metrics[`kvpool_evictable_tokens{tier="device"}`]
+	if used == 0 || used != evictable {
+		t.Errorf("/metrics: %d device tokens used, %d evictable; want the same, non-zero", used, evictable)
 	}
+	t.Logf("%d requests from %d clients; %d of %d prompt tokens found in the prefix cache",
+		n, clients, totalCached, totalPrompt)
 
 	stop()
 	select {

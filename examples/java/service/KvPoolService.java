@@ -1,8 +1,6 @@
-import ai.kvpool.Accounting;
 import ai.kvpool.KvPoolException;
 import ai.kvpool.Pool;
 import ai.kvpool.SeqBegin;
-import ai.kvpool.Stats;
 import ai.kvpool.Status;
 import com.sun.net.httpserver.HttpExchange;
 import com.sun.net.httpserver.HttpServer;
@@ -34,7 +32,7 @@ import java.util.concurrent.TimeUnit;
  *   POST /extend?seq=7&amp;chunk=16       the next prompt chunk -&gt; {"slots":[...]}
  *   POST /decode?seq=7&amp;token=42       one decode step       -&gt; {"slot":1234}
  *   POST /finish?seq=7&amp;committed=N    end; the first N tokens go to the prefix cache -&gt; {}
- *   GET  /metrics                    Prometheus text: the pool's gauges and counters, the service's own
+ *   GET  /metrics                    Prometheus text: the pool's families (metricsText()), the service's own
  *   GET  /healthz                    "ok"
  * </pre>
  *
@@ -71,8 +69,6 @@ public final class KvPoolService implements AutoCloseable {
   private final long[] requests = new long[OPS.length];
   private final long[] failures = new long[OPS.length];
   private long outOfMemory;
-  private long promptTokens;
-  private long cachedTokens;
 
   /** Opens the pool and starts serving on address (port 0: a free port). */
   public KvPoolService(InetSocketAddress address, String config, int threads) throws IOException {
@@ -142,8 +138,6 @@ public final class KvPoolService implements AutoCloseable {
     String extraKey = query.getOrDefault("extra_key", "");
     synchronized (this) {
       SeqBegin begun = (SeqBegin) call(BEGIN, p -> p.begin(tokens, extraKey));
-      promptTokens += tokens.length;
-      cachedTokens += begun.getCached();
       return "{\"seq\":" + Long.toUnsignedString(begun.getSeq()) + ",\"cached\":" + begun.getCached() + "}";
     }
   }
@@ -211,6 +205,7 @@ public final class KvPoolService implements AutoCloseable {
 
   // --- /metrics: the Prometheus text exposition format (version 0.0.4) --------------------
 
+  /** The pool's own families (metricsText(): capacity, use, prefix hits, ...) and the service's. */
   private void metrics(HttpExchange ex) throws IOException {
     StringBuilder out = new StringBuilder();
     synchronized (this) {
@@ -218,45 +213,14 @@ public final class KvPoolService implements AutoCloseable {
         reply(ex, 503, "text/plain", "the service is shutting down\n");
         return;
       }
-      Stats stats = pool.stats();
-      Accounting acc = pool.accounting();
-      gauge(out, "kvpool_token_capacity", "Usable token slots of the pool.", stats.getTokenCapacity());
-      gauge(out, "kvpool_token_available", "Free token slots.", stats.getTokenAvailable());
-      gauge(out, "kvpool_token_held", "Token slots in pages handed out.", stats.getTokenHeld());
-      gauge(out, "kvpool_req_available", "Free request rows.", stats.getReqAvailable());
-      gauge(out, "kvpool_tree_evictable_tokens", "Tokens of the prefix cache that no request uses.",
-          acc.getEvictable());
-      gauge(out, "kvpool_tree_protected_tokens", "Tokens of the prefix cache that running requests use.",
-          acc.getProtected());
-      gauge(out, "kvpool_uncached_tokens", "Tokens held by requests and not owned by the prefix cache.",
-          acc.getUncached());
-      counter(out, "kvpool_alloc_calls_total", "Successful allocation calls.", stats.getAllocCalls());
-      counter(out, "kvpool_free_calls_total", "Successful free calls.", stats.getFreeCalls());
-      counter(out, "kvpool_alloc_failures_total", "Allocation calls that found the pool out of memory.",
-          stats.getAllocFailures());
+      out.append(pool.metricsText());
       perOp(out, "kvpool_service_requests_total", "Calls into the pool, per operation.", requests);
       perOp(out, "kvpool_service_failures_total", "Failed calls into the pool, per operation.", failures);
-      counter(out, "kvpool_service_out_of_memory_total", "Calls answered 503 because the pool was full.",
-          outOfMemory);
-      counter(out, "kvpool_service_prompt_tokens_total", "Prompt tokens of begun requests.", promptTokens);
-      counter(out, "kvpool_service_cached_tokens_total", "Of those, tokens found in the prefix cache.",
-          cachedTokens);
+      out.append("# HELP kvpool_service_out_of_memory_total Calls answered 503 because the pool was full.\n")
+          .append("# TYPE kvpool_service_out_of_memory_total counter\n")
+          .append("kvpool_service_out_of_memory_total ").append(outOfMemory).append('\n');
     }
     reply(ex, 200, "text/plain; version=0.0.4; charset=utf-8", out.toString());
-  }
-
-  private static void gauge(StringBuilder out, String name, String help, long value) {
-    sample(out, name, help, "gauge", value);
-  }
-
-  private static void counter(StringBuilder out, String name, String help, long value) {
-    sample(out, name, help, "counter", value);
-  }
-
-  private static void sample(StringBuilder out, String name, String help, String type, long value) {
-    out.append("# HELP ").append(name).append(' ').append(help).append('\n');
-    out.append("# TYPE ").append(name).append(' ').append(type).append('\n');
-    out.append(name).append(' ').append(Long.toUnsignedString(value)).append('\n');
   }
 
   private static void perOp(StringBuilder out, String name, String help, long[] values) {

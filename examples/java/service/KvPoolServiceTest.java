@@ -101,18 +101,23 @@ public final class KvPoolServiceTest {
     want.put("kvpool_service_failures_total{op=\"decode\"}", 1L);
     want.put("kvpool_service_failures_total{op=\"finish\"}", 0L);
     want.put("kvpool_service_out_of_memory_total", 0L);
-    want.put("kvpool_service_prompt_tokens_total", prompt);
-    want.put("kvpool_service_cached_tokens_total", cached);
-    // Every request finished: nothing is held outside the prefix cache or locked in it.
-    want.put("kvpool_uncached_tokens", 0L);
-    want.put("kvpool_tree_protected_tokens", 0L);
+    // The pool's own families (metricsText()) agree with what the clients saw.
+    want.put("kvpool_prefix_lookups_total", n);
+    want.put("kvpool_prefix_lookup_tokens_total", prompt);
+    want.put("kvpool_prefix_hit_tokens_total{tier=\"device\"}", cached);
+    want.put("kvpool_capacity_tokens{tier=\"device\"}", 16384L);
+    want.put("kvpool_alloc_failures_total", 0L);
+    // Every request finished: none runs, nothing in the prefix cache is locked.
+    want.put("kvpool_running_requests", 0L);
+    want.put("kvpool_protected_tokens{tier=\"device\"}", 0L);
     for (Map.Entry<String, Long> e : want.entrySet()) {
       check(e.getValue().equals(metrics.get(e.getKey())),
           "/metrics " + e.getKey() + " = " + metrics.get(e.getKey()) + ", want " + e.getValue());
     }
-    check(metrics.get("kvpool_token_available") + metrics.get("kvpool_tree_evictable_tokens")
-            == metrics.get("kvpool_token_capacity"),
-        "/metrics: available + evictable != capacity: " + metrics);
+    // What is still held is the prefix cache's, and evictable.
+    Long used = metrics.get("kvpool_used_tokens{tier=\"device\"}");
+    check(used != null && used > 0 && used.equals(metrics.get("kvpool_evictable_tokens{tier=\"device\"}")),
+        "/metrics: device tokens used and evictable differ: " + metrics);
 
     service.close();
     boolean refused = false;
