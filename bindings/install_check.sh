@@ -143,8 +143,11 @@ func main() {
 EOF
   # GOPROXY=direct: from the repository, not a proxy; GOPRIVATE: no checksum
   # database either (this stand-in is not public). A writable module cache
-  # (-modcacherw) lets the work folder be deleted.
-  goenv=(CGO_ENABLED=1 GO111MODULE=on GOENV=off GOFLAGS=-modcacherw GOPROXY=direct
+  # (-modcacherw) lets the work folder be deleted. GODEBUG=goindex=0: the go
+  # command indexes module-cache folders in GOCACHE (shared with the build)
+  # by path and version, trusting a release never to change; this stand-in
+  # v<version> changes with the working tree, at the same path.
+  goenv=(CGO_ENABLED=1 GO111MODULE=on GOENV=off GOFLAGS=-modcacherw GOPROXY=direct GODEBUG=goindex=0
          GOPRIVATE=github.com/kvpool GOCACHE="${tool[gocache]}" GOPATH="$work/gopath"
          PKG_CONFIG_PATH="$(dirname "$pc")" PKG_CONFIG_LIBDIR="$(dirname "$pc")" PKG_CONFIG_DISABLE_UNINSTALLED=1
          PKG_CONFIG="${tool[pkgconfig]:-pkg-config}" CGO_LDFLAGS="-Wl,-rpath,$libdir")
