@@ -22,7 +22,8 @@
  * merged into the free list, sorted, when an allocation needs them (`need_sort`).
  *
  * Every array argument is followed by its own length; lengths that must agree
- * are checked. Thread safety: a pool is used by one thread at a time.
+ * are checked. Thread safety: a pool is used by one thread at a time, or by any
+ * thread when its configuration sets pool.thread_safe (pool.h).
  */
 #ifndef KVPOOL_ALLOC_H
 #define KVPOOL_ALLOC_H

@@ -17,7 +17,8 @@
  * first) with one fp8_e4m3 scale per 16 values in a separate scale buffer.
  *
  * Element data passes as bytes: `(pointer, byte length)`, rows contiguous,
- * in the dtype the call names. Every length is checked. Thread safety: one thread at a time.
+ * in the dtype the call names. Every length is checked. Thread safety: one thread at a time,
+ * or any thread with pool.thread_safe (pool.h).
  */
 #ifndef KVPOOL_BUFFERS_H
 #define KVPOOL_BUFFERS_H

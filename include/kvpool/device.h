@@ -36,7 +36,8 @@
  * they are. On a CPU pool the same checks run before anything changes and are
  * returned directly (#KVPOOL_ERR_INVALID_ARGUMENT), and nothing faults.
  *
- * Thread safety: a pool is used by one thread at a time; work on different
+ * Thread safety: a pool is used by one thread at a time (any thread with
+ * pool.thread_safe, pool.h: the lock orders the enqueues); work on different
  * streams of one pool must be ordered by the caller (events), as for any
  * shared device buffer.
  */

@@ -20,8 +20,13 @@
  * eviction, load-back, kvhost_match() and kvhost_evict() polls without blocking, and
  * kvhost_poll() does it on demand. On CPU pools copies land inside the call.
  *
+ * hybrid_linear pools tier their full-attention KV; mamba states stay on the device, and a
+ * match ends only at a node with a state (host_node: the deepest host-only one). Their
+ * copies are waited for inside the call that starts them: nothing is ever in flight.
+ *
  * Pools without `host_cache` answer #KVPOOL_ERR_UNSUPPORTED. docs/host-tier.md has the
- * details. Thread safety: one thread at a time per pool.
+ * details. Thread safety: one thread at a time per pool, or any thread with
+ * pool.thread_safe (pool.h).
  */
 #ifndef KVPOOL_HOST_H
 #define KVPOOL_HOST_H
@@ -134,7 +139,8 @@ KVPOOL_API kvpool_status kvhost_load_set(const kvpool *pool, int32_t *set);
  *        must not be capturing a CUDA graph (a replay would not wait for later loads).
  * @param[in] pool   A live pool with a host tier.
  * @param[in] set    A load set (0, 1 or 2).
- * @param[in] layer  A global layer id the pool holds KV for.
+ * @param[in] layer  A global layer id the pool holds (hybrid_linear: a mamba layer
+ *                   has nothing to wait for).
  * @param[in] stream A cudaStream_t, or NULL for the compute stream. CPU pools: nothing to wait for.
  * @return #KVPOOL_OK; #KVPOOL_ERR_UNSUPPORTED; #KVPOOL_ERR_INVALID_ARGUMENT; #KVPOOL_ERR_CUDA.
  */
@@ -153,7 +159,9 @@ KVPOOL_API kvpool_status kvhost_wait_layer(kvpool *pool, int32_t set, int32_t la
  * @param[out] host_matched Receives the tokens matched after them in host-only nodes.
  * @param[out] node         Receives the deepest matched device node (the root if none).
  * @param[out] host_node    Receives the deepest matched node with a host copy (the root if
- *                          none): pass it to kvhost_load_back().
+ *                          none): pass it to kvhost_load_back(). hybrid_linear: the deepest
+ *                          host-only node with a mamba state (@p node if none), and
+ *                          @p host_matched counts the tokens down to it.
  * @return #KVPOOL_OK; #KVPOOL_ERR_BUFFER_TOO_SMALL (nothing written but *matched);
  *         #KVPOOL_ERR_UNSUPPORTED; #KVPOOL_ERR_INVALID_ARGUMENT.
  */
@@ -175,7 +183,8 @@ KVPOOL_API kvpool_status kvhost_match(kvpool *pool, const int32_t *tokens, size_
  * @param[out] slots     Receives the loaded tokens' device slots.
  * @param[in]  slots_cap Capacity of @p slots.
  * @param[out] loaded    Receives the number of tokens loaded.
- * @param[out] node      Receives the deepest device node of the path afterwards.
+ * @param[out] node      Receives the deepest device node of the path afterwards
+ *                       (hybrid_linear: the deepest device node with a mamba state).
  * @return #KVPOOL_OK; #KVPOOL_ERR_BUFFER_TOO_SMALL (*loaded tells the need, nothing
  *         changed); #KVPOOL_ERR_UNSUPPORTED; #KVPOOL_ERR_INVALID_ARGUMENT (stale handle);
  *         #KVPOOL_ERR_CUDA.

@@ -8,7 +8,7 @@
  * `pool.mamba_extra_buffer`, to two ping-pong slots that snapshot the state).
  *
  * All functions return #KVPOOL_ERR_UNSUPPORTED on pools of other variants.
- * Thread safety: one thread at a time.
+ * Thread safety: one thread at a time, or any thread with pool.thread_safe (pool.h).
  */
 #ifndef KVPOOL_MAMBA_H
 #define KVPOOL_MAMBA_H

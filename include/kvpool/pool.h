@@ -5,6 +5,14 @@
  * A ::kvpool is made from one JSON document (see docs/config.md) and owns
  * every buffer, table and cache it describes. Component handles that later
  * families hand out are borrowed from it and stay valid until it is destroyed.
+ *
+ * Threads: a pool is used by one thread at a time (the caller serializes its calls),
+ * unless its configuration sets `"pool": {"thread_safe": true}`: then every call on it,
+ * of every family, may come from any thread at any time. The calls that change the pool
+ * then run one at a time under the pool's lock, and the read-only queries (statistics,
+ * accounting, sizes, kvpool_check()) share it. A kvpool call from inside a callback
+ * that kvpool runs (kvpool_allocator, kvstore_backend) fails on such a pool with
+ * #KVPOOL_ERR_UNSUPPORTED. See docs/services.md, "Threading".
  */
 #ifndef KVPOOL_POOL_H
 #define KVPOOL_POOL_H
@@ -35,7 +43,8 @@ typedef struct kvpool kvpool;
  *
  * Ownership: the caller owns @p *out and releases it with kvpool_destroy().
  * The library keeps no pointer to @p json.
- * Thread safety: safe from any thread; the new pool is then used by one thread at a time.
+ * Thread safety: safe from any thread; the new pool is then used by one thread at a time,
+ * or by any number with pool.thread_safe (see the file's description).
  */
 KVPOOL_API kvpool_status kvpool_create(const char *json, size_t json_len, kvpool **out);
 
@@ -101,7 +110,8 @@ KVPOOL_API kvpool_status kvpool_create_from_file(const char *path, kvpool **out)
  * A handle that is not live (already destroyed, or never made by kvpool) is
  * detected and ignored, so finalizers of garbage-collected bindings may call
  * this in any order and more than once.
- * Thread safety: must not run concurrently with other calls on the same pool.
+ * Thread safety: must not run concurrently with other calls on the same pool, with
+ * or without pool.thread_safe (it takes no lock: the caller ends every other use first).
  */
 KVPOOL_API void kvpool_destroy(kvpool *pool);
 

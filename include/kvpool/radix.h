@@ -31,7 +31,8 @@
  *
  * Mixing these calls with kvseq_* on the same pool is allowed but then the
  * caller shares responsibility for ownership; kvseq_* alone cannot leak.
- * Thread safety: one thread at a time per pool. radix_page_hash() is pure.
+ * Thread safety: one thread at a time per pool, or any thread with
+ * pool.thread_safe (pool.h). radix_page_hash() is pure.
  */
 #ifndef KVPOOL_RADIX_H
 #define KVPOOL_RADIX_H

@@ -13,7 +13,8 @@
  * are checked and a mismatch is #KVPOOL_ERR_INVALID_ARGUMENT. Slot ids are
  * int64_t in the API and stored as int32 in the table.
  *
- * Thread safety: a pool is used by one thread at a time.
+ * Thread safety: a pool is used by one thread at a time, or by any thread with
+ * pool.thread_safe (pool.h).
  */
 #ifndef KVPOOL_REQ_H
 #define KVPOOL_REQ_H

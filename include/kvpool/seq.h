@@ -49,7 +49,7 @@
  * request's next extend or at finish (a mamba state exists only once the engine
  * computed the chunk; swa first frees the window slots that left the window, so
  * little window KV stays locked); see docs/prefix_cache.md.
- * Thread safety: one thread at a time per pool.
+ * Thread safety: one thread at a time per pool, or any thread with pool.thread_safe (pool.h).
  */
 #ifndef KVPOOL_SEQ_H
 #define KVPOOL_SEQ_H

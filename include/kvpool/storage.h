@@ -24,7 +24,8 @@
  * kvstore_flush() and kvstore_clear(), which say so.
  *
  * Pools without `storage` answer #KVPOOL_ERR_UNSUPPORTED. docs/storage.md has the details.
- * Thread safety: one thread at a time per pool (the tier's own threads are internal).
+ * Thread safety: one thread at a time per pool, or any thread with pool.thread_safe
+ * (pool.h); the tier's own threads are internal and never take the pool's lock.
  */
 #ifndef KVPOOL_STORAGE_H
 #define KVPOOL_STORAGE_H
@@ -189,7 +190,9 @@ typedef enum kvstore_result {
  *   kvstore_clear(), while the storage threads may be running. Pools created with the
  *   same `user` call it from all their threads. Every callback must be thread-safe.
  * - **No re-entry**: a callback must never call kvpool (any kvpool_*, kvseq_*, kvstore_*
- *   ... function) and must not throw (C++) or longjmp out.
+ *   ... function) and must not throw (C++) or longjmp out. On a pool with
+ *   pool.thread_safe such a call fails at once with #KVPOOL_ERR_UNSUPPORTED (it could
+ *   otherwise wait forever for the pool's lock).
  * - **Bounded**: a callback must not block forever; bound every wait on a server by a
  *   timeout and report #KVSTORE_ERROR (or #KVSTORE_MISS for a get) when it expires.
  *   kvstore_flush() and kvpool_destroy() wait for the running callbacks.
@@ -259,7 +262,7 @@ typedef struct kvstore_backend {
  * Ownership: the caller owns @p *out and releases it with kvpool_destroy(), which calls
  * `backend->destroy` (when set) once the pool no longer uses the backend. On failure
  * nothing was called and `user` stays the caller's.
- * Thread safety: safe from any thread; the new pool is then used by one thread at a time.
+ * Thread safety: safe from any thread; the new pool is then used as kvpool_create() says.
  */
 KVPOOL_API kvpool_status kvpool_create_with_storage(const char *json, size_t json_len, const kvstore_backend *backend,
                                                     kvpool **out);

@@ -8,6 +8,7 @@
 
 #include "backend/backend.hpp"
 #include "kvpool/buffers.h"
+#include "util/callback_scope.hpp"
 
 namespace kvp::backend {
 namespace {
@@ -16,13 +17,24 @@ class CallbackBackend final : public Backend {
  public:
   CallbackBackend(std::unique_ptr<Backend> inner, const kvpool_allocator& cb) : inner_(std::move(inner)), cb_(cb) {}
 
+  // The caller's callbacks, as user code (util/callback_scope.hpp): a call into a
+  // thread-safe pool from inside them is refused, not a deadlock on the lock this call holds.
+  void* call_alloc(size_t bytes, int32_t type, int32_t id) {
+    util::UserCallbackScope scope;
+    return cb_.alloc(cb_.ctx, bytes, type, id);
+  }
+  void call_free(void* p, size_t bytes, int32_t type, int32_t id) noexcept {
+    util::UserCallbackScope scope;
+    cb_.free(cb_.ctx, p, bytes, type, id);
+  }
+
   int device_type() const override { return inner_->device_type(); }
   int device_id() const override { return inner_->device_id(); }
   const char* name() const override { return inner_->name(); }
 
   Status allocate(size_t bytes, void** out) override {
     sizes_.reserve(sizes_.size() + 1);  // before the callback: recording p below must not throw
-    void* p = cb_.alloc(cb_.ctx, bytes, device_type(), device_id());
+    void* p = call_alloc( bytes, device_type(), device_id());
     const bool device = device_type() == KVPOOL_DEVICE_CUDA;
     const auto fail = [&](const std::string& why) {
       const std::string m = "the allocator callback " + why + " for " + std::to_string(bytes) + " bytes";
@@ -30,12 +42,12 @@ class CallbackBackend final : public Backend {
     };
     if (p == nullptr) return fail("returned NULL");
     if (reinterpret_cast<uintptr_t>(p) % 256 != 0) {
-      cb_.free(cb_.ctx, p, bytes, device_type(), device_id());
+      call_free(p, bytes, device_type(), device_id());
       return fail("returned memory that is not 256-byte aligned");
     }
     const Status st = inner_->zero(p, bytes);
     if (!st.is_ok()) {
-      cb_.free(cb_.ctx, p, bytes, device_type(), device_id());
+      call_free(p, bytes, device_type(), device_id());
       return st;
     }
     sizes_.emplace_back(p, bytes);
@@ -45,7 +57,7 @@ class CallbackBackend final : public Backend {
   void deallocate(void* p) noexcept override {
     for (size_t i = 0; i < sizes_.size(); ++i) {
       if (sizes_[i].first != p) continue;
-      cb_.free(cb_.ctx, p, sizes_[i].second, device_type(), device_id());
+      call_free(p, sizes_[i].second, device_type(), device_id());
       sizes_[i] = sizes_.back();
       sizes_.pop_back();
       return;
@@ -56,7 +68,7 @@ class CallbackBackend final : public Backend {
   Status allocate_host(size_t bytes, void** out) override {
     const int32_t type = host_type();
     host_sizes_.reserve(host_sizes_.size() + 1);  // before the callback: recording p below must not throw
-    void* p = cb_.alloc(cb_.ctx, bytes, type, device_id());
+    void* p = call_alloc( bytes, type, device_id());
     const auto fail = [&](const std::string& why) {
       return Status(KVPOOL_ERR_HOST_MEMORY, "the allocator callback " + why + " for " + std::to_string(bytes) +
                                                 " bytes of host-tier memory (device_type " + std::to_string(type) +
@@ -64,7 +76,7 @@ class CallbackBackend final : public Backend {
     };
     if (p == nullptr) return fail("returned NULL");
     if (reinterpret_cast<uintptr_t>(p) % 256 != 0) {
-      cb_.free(cb_.ctx, p, bytes, type, device_id());
+      call_free(p, bytes, type, device_id());
       return fail("returned memory that is not 256-byte aligned");
     }
     host_sizes_.emplace_back(p, bytes);
@@ -74,7 +86,7 @@ class CallbackBackend final : public Backend {
   void deallocate_host(void* p) noexcept override {
     for (size_t i = 0; i < host_sizes_.size(); ++i) {
       if (host_sizes_[i].first != p) continue;
-      cb_.free(cb_.ctx, p, host_sizes_[i].second, host_type(), device_id());
+      call_free(p, host_sizes_[i].second, host_type(), device_id());
       host_sizes_[i] = host_sizes_.back();
       host_sizes_.pop_back();
       return;

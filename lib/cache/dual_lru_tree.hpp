@@ -39,6 +39,15 @@ struct DualNodeBase : TreeNodeBase {
   int32_t aux_lock = 0;  // mamba lock / swa lock
   LruLinks full_lru;
   LruLinks aux_lru;
+  // Host tier (MambaRadixTree only; the swa tree leaves these at their defaults).
+  // A host-only node (evicted) has no device KV (value empty) and is in host_lru
+  // instead of full_lru; host_children counts such children, so a device node is a
+  // device leaf when every child is host-only.
+  bool evicted = false;
+  int32_t host_children = 0;
+  uint32_t write_hits = 0;      // hits counted for the write policy
+  std::vector<int64_t> host;    // host slot per token; empty: no host copy
+  LruLinks host_lru;
 };
 
 template <class Derived, class Node>
@@ -82,7 +91,7 @@ class DualLruTree {
  protected:
   static constexpr int32_t kRoot = 0;  // NodeArena makes the root first
 
-  DualLruTree() : full_lru_(nodes_.storage()), aux_lru_(nodes_.storage()) {}
+  DualLruTree() : full_lru_(nodes_.storage()), aux_lru_(nodes_.storage()), host_lru_(nodes_.storage()) {}
   ~DualLruTree() = default;
 
   Node& node(int32_t id) { return nodes_[id]; }
@@ -94,6 +103,7 @@ class DualLruTree {
     nodes_.reset();
     full_lru_.clear();
     aux_lru_.clear();
+    host_lru_.clear();
     node(kRoot).full_lock = node(kRoot).aux_lock = 1;
     full_evictable_ = full_protected_ = 0;
   }
@@ -102,12 +112,17 @@ class DualLruTree {
   void refresh(int32_t id) {
     if (id == kRoot) return;
     const Node& n = node(id);
-    full_lru_.set_candidate(id, n.children == 0 && n.full_lock == 0);
+    if (full_lru_.contains(id)) full_lru_.set_candidate(id, n.children == n.host_children && n.full_lock == 0);
+    if (host_lru_.contains(id)) host_lru_.set_candidate(id, n.children == 0 && n.full_lock == 0);
     if (aux_lru_.contains(id)) aux_lru_.set_candidate(id, n.aux_lock == 0);
   }
 
   void touch(int32_t id) {
-    full_lru_.move_to_mru(id);
+    if (node(id).evicted) {
+      host_lru_.move_to_mru(id);
+    } else {
+      full_lru_.move_to_mru(id);
+    }
     if (has_aux(id)) aux_lru_.move_to_mru(id);
   }
 
@@ -127,6 +142,7 @@ class DualLruTree {
     const size_t limit = nodes_.id_limit_capacity();
     full_lru_.reserve(limit);
     aux_lru_.reserve(limit);
+    host_lru_.reserve(limit);
     if (path_.capacity() < limit) path_.reserve(limit);
   }
 
@@ -189,7 +205,11 @@ class DualLruTree {
       spares_.pop_back();
     }
     key->assign(tokens, tokens + n);
-    value->assign(slots, slots + n);
+    if (slots != nullptr) {
+      value->assign(slots, slots + n);
+    } else {
+      value->clear();  // capacity kept: a later load-back fills it
+    }
   }
 
   size_t match_len(int32_t id, const int32_t* tokens, size_t n) const { return common_prefix(node(id).key, tokens, n); }
@@ -230,12 +250,18 @@ class DualLruTree {
   // Takes its memory before its first change.
   int32_t split(int32_t child, size_t at) {
     std::vector<int32_t> key;
-    std::vector<int64_t> value;
-    take_buffers(node(child).key.data(), node(child).value.data(), at, &key, &value);
+    std::vector<int64_t> value, host;
+    const bool evicted = node(child).evicted;
+    take_buffers(node(child).key.data(), evicted ? nullptr : node(child).value.data(), at, &key, &value);
+    if (!node(child).host.empty()) host.assign(node(child).host.begin(), node(child).host.begin() + static_cast<long>(at));
     prepare(1);
     const int32_t upper = nodes_.create();  // may grow the storage: index from here on
     const bool child_aux = has_aux(child);
-    full_lru_.remove(child);
+    if (evicted) {
+      host_lru_.remove(child);
+    } else {
+      full_lru_.remove(child);
+    }
     if (child_aux) aux_lru_.remove(child);
     {
       Node& u = node(upper);
@@ -244,6 +270,10 @@ class DualLruTree {
       u.key = std::move(key);
       u.value = std::move(value);
       u.full_lock = c.full_lock;
+      u.evicted = evicted;
+      u.host_children = evicted ? 1 : 0;  // the lower part
+      u.write_hits = c.write_hits;
+      u.host = std::move(host);
       Derived::on_split(u, c);
     }
     const int32_t parent = node(child).parent;
@@ -251,10 +281,16 @@ class DualLruTree {
     nodes_.link(parent, upper);
     Node& c = node(child);
     c.key.erase(c.key.begin(), c.key.begin() + static_cast<long>(at));
-    c.value.erase(c.value.begin(), c.value.begin() + static_cast<long>(at));
+    if (!evicted) c.value.erase(c.value.begin(), c.value.begin() + static_cast<long>(at));
+    if (!c.host.empty()) c.host.erase(c.host.begin(), c.host.begin() + static_cast<long>(at));
     nodes_.link(upper, child);
-    full_lru_.push_mru(upper);
-    full_lru_.push_mru(child);
+    if (evicted) {
+      host_lru_.push_mru(upper);
+      host_lru_.push_mru(child);
+    } else {
+      full_lru_.push_mru(upper);
+      full_lru_.push_mru(child);
+    }
     if (has_aux(upper)) aux_lru_.push_mru(upper);
     if (child_aux) aux_lru_.push_mru(child);
     refresh(upper);
@@ -287,17 +323,23 @@ class DualLruTree {
   }
 
   // Deletes leaf `id` (its slots already freed, out of the aux list), then every
-  // unlocked childless tombstone above it, freeing their full slots with
-  // `free_tombstone(node)`: a tombstone leaf would only hold KV nobody can use.
+  // unlocked childless tombstone above it, freeing their slots (device and host)
+  // with `free_tombstone(node)`: a tombstone leaf would only hold KV nobody can use.
+  // Host-only nodes (host tier) leave the host list; the sizes count device tokens.
   template <class FreeTombstone>
   Status remove_leaf_cascade(int32_t id, size_t* full_evicted, FreeTombstone&& free_tombstone) {
     int32_t x = id;
     while (true) {
       Node& n = node(x);
-      full_evictable_ -= n.key.size();
-      *full_evicted += n.value.size();
-      full_lru_.remove(x);
       const int32_t parent = n.parent;
+      if (n.evicted) {
+        host_lru_.remove(x);
+        --node(parent).host_children;
+      } else {
+        full_evictable_ -= n.key.size();
+        *full_evicted += n.value.size();
+        full_lru_.remove(x);
+      }
       nodes_.unlink(x);
       nodes_.destroy(x);
       x = parent;
@@ -335,18 +377,18 @@ class DualLruTree {
     auto complain = [&](const std::string& line) {
       if (problems++ < max_lines) *report += line + "\n";
     };
-    for (const std::string& err : {full_lru_.verify(), aux_lru_.verify()}) {
+    for (const std::string& err : {full_lru_.verify(), aux_lru_.verify(), host_lru_.verify()}) {
       if (!err.empty()) complain(tree + " lru list: " + err);
     }
-    size_t full_ev = 0, full_pr = 0, aux_ev = 0, aux_pr = 0, full_members = 0, aux_members = 0;
-    std::vector<int32_t> child_count(nodes_.id_limit(), 0);
+    size_t full_ev = 0, full_pr = 0, aux_ev = 0, aux_pr = 0, full_members = 0, aux_members = 0, host_members = 0;
+    std::vector<int32_t> child_count(nodes_.id_limit(), 0), host_child_count(nodes_.id_limit(), 0);
     std::vector<int64_t> child_locks(nodes_.id_limit(), 0);
     for (size_t i = 1; i < nodes_.id_limit(); ++i) {
       const int32_t id = static_cast<int32_t>(i);
       const Node& n = node(id);
       if (!n.live) continue;
       const std::string who = tree + " node " + std::to_string(id);
-      if (n.key.empty() || n.key.size() != n.value.size()) {
+      if (n.key.empty() || n.key.size() != (n.evicted ? n.host.size() : n.value.size()) || (n.evicted && !n.value.empty())) {
         complain(who + " has " + std::to_string(n.key.size()) + " tokens and " + std::to_string(n.value.size()) + " slots");
         continue;
       }
@@ -355,6 +397,9 @@ class DualLruTree {
         continue;
       }
       ++child_count[static_cast<size_t>(n.parent)];
+      if (n.evicted) ++host_child_count[static_cast<size_t>(n.parent)];
+      if (!n.host.empty() && n.host.size() != n.key.size()) complain(who + " has a host copy of " + std::to_string(n.host.size()) + " slots for " + std::to_string(n.key.size()) + " tokens");
+      if (!n.evicted && node(n.parent).evicted) complain(who + " is on the device below a host-only node");
       child_locks[static_cast<size_t>(n.parent)] += n.full_lock;
       if (nodes_.find_child(n.parent, n.ns, n.key.front()) != id) complain(who + " is not reachable from its parent");
       const bool tombstone = !Derived::has_aux(n);
@@ -363,13 +408,15 @@ class DualLruTree {
         complain(who + " has full lock " + std::to_string(n.full_lock) + " below " + aux + " lock " + std::to_string(n.aux_lock));
       }
       if (tombstone && n.aux_lock != 0) complain(who + " is a " + aux + "-locked tombstone");
-      (n.full_lock > 0 ? full_pr : full_ev) += n.key.size();
+      if (!n.evicted) (n.full_lock > 0 ? full_pr : full_ev) += n.key.size();
       if (!tombstone) (n.aux_lock > 0 ? aux_pr : aux_ev) += aux_weight(n);
-      ++full_members;
+      (n.evicted ? host_members : full_members) += 1;
       aux_members += tombstone ? 0 : 1;
-      if (!full_lru_.contains(id)) complain(who + " is missing from the full lru list");
+      if (full_lru_.contains(id) == n.evicted) complain(who + (n.evicted ? " is host-only but in" : " is missing from") + " the full lru list");
+      if (host_lru_.contains(id) != n.evicted) complain(who + (n.evicted ? " is missing from" : " is on the device but in") + " the host lru list");
       if (aux_lru_.contains(id) == tombstone) complain(who + (tombstone ? " is a tombstone in" : " is missing from") + " the " + aux + " lru list");
-      if (n.full_lru.candidate != (n.children == 0 && n.full_lock == 0)) complain(who + " has a wrong full eviction candidacy");
+      if (!n.evicted && n.full_lru.candidate != (n.children == n.host_children && n.full_lock == 0)) complain(who + " has a wrong full eviction candidacy");
+      if (n.evicted && n.host_lru.candidate != (n.children == 0 && n.full_lock == 0)) complain(who + " has a wrong host eviction candidacy");
       if (!tombstone && n.aux_lru.candidate != (n.aux_lock == 0)) complain(who + " has a wrong " + aux + " eviction candidacy");
       extra(n, who, complain);
     }
@@ -377,10 +424,11 @@ class DualLruTree {
       const Node& n = node(static_cast<int32_t>(i));
       if (!n.live) continue;
       if (n.children != child_count[i]) complain(tree + " node " + std::to_string(i) + " child count is wrong");
+      if (n.host_children != host_child_count[i]) complain(tree + " node " + std::to_string(i) + " host-only child count is wrong");
       // A full lock is taken on a node and all its ancestors.
       if (i != kRoot && n.full_lock < child_locks[i]) complain(tree + " node " + std::to_string(i) + " holds fewer full locks than its children");
     }
-    if (full_members != full_lru_.size() || aux_members != aux_lru_.size()) complain(tree + " lru lists hold foreign nodes");
+    if (full_members != full_lru_.size() || aux_members != aux_lru_.size() || host_members != host_lru_.size()) complain(tree + " lru lists hold foreign nodes");
     if (full_ev != full_evictable_ || full_pr != full_protected_ || aux_ev != aux_evictable || aux_pr != aux_protected) {
       complain(tree + " sizes: full evictable " + std::to_string(full_evictable_) + " (actual " + std::to_string(full_ev) +
                "), full protected " + std::to_string(full_protected_) + " (actual " + std::to_string(full_pr) + "), " +
@@ -393,6 +441,7 @@ class DualLruTree {
   NodeArena<Node> nodes_;
   LruList<Node, &DualNodeBase::full_lru> full_lru_;
   LruList<Node, &DualNodeBase::aux_lru> aux_lru_;
+  LruList<Node, &DualNodeBase::host_lru> host_lru_;  // host tier: host-only nodes
   size_t full_evictable_ = 0;
   size_t full_protected_ = 0;
 

@@ -53,7 +53,8 @@ Status MambaCache::match(const int32_t* tokens, size_t n, const std::string& ext
 }
 
 Status MambaCache::insert(const int32_t* tokens, size_t n, const int64_t* slots, int32_t state,
-                          const std::string& extra_key, size_t* prefix_len, bool* state_exist, NodeHandle* node) {
+                          const std::string& extra_key, size_t* prefix_len, bool* state_exist, NodeHandle* node,
+                          bool count_hit) {
   if (n == 0) return Status::invalid("cannot insert an empty key: the root holds no state");
   KVPOOL_RETURN_IF_ERROR(check_state(state, "state"));
   size_t usable = 0;
@@ -66,9 +67,14 @@ Status MambaCache::insert(const int32_t* tokens, size_t n, const int64_t* slots,
     if (owns_slot(s)) return Status::invalid("slot " + std::to_string(s) + " already belongs to the prefix tree");
   }
   KVPOOL_RETURN_IF_ERROR(check_distinct(slots + prefix, n - prefix, &handed_));
-  KVPOOL_RETURN_IF_ERROR(tree_->insert(tokens, n, slots, state, extra_key, prefix_len, state_exist, node));
+  NodeHandle last = 0;
+  KVPOOL_RETURN_IF_ERROR(tree_->insert(tokens, n, slots, state, extra_key, prefix_len, state_exist, &last,
+                                       host_tier() && count_hit));
   for (size_t i = *prefix_len; i < n; ++i) owned_[static_cast<size_t>(slots[i])] = 1;
   if (!*state_exist) owned_state_[static_cast<size_t>(state)] = 1;
+  if (node != nullptr) *node = last;
+  if (host_tier() && count_hit) back_up_path(last);
+  if (host_tier() && !pending_.empty()) retry_backups();
   return Status::ok();
 }
 
@@ -95,6 +101,7 @@ Status MambaCache::reset() {
   std::fill(owned_.begin(), owned_.end(), 0);
   std::fill(owned_state_.begin(), owned_state_.end(), 0);
   tree_->reset();
+  if (host_ != nullptr) host_->clear();
   return Status::ok();
 }
 
@@ -130,6 +137,7 @@ size_t MambaCache::check(std::string* report, size_t max_lines) const {
   for (size_t i = 1; i < owned_state_.size(); ++i) {
     if ((owned_state_[i] != 0) != (seen_state[i] != 0)) complain("mamba slot " + std::to_string(i) + " tree-ownership mark is wrong");
   }
+  if (host_ != nullptr) problems += check_host(report, max_lines > problems ? max_lines - problems : 0);
   return problems;
 }
 

@@ -12,6 +12,9 @@
 #include "alloc/paged_allocator.hpp"
 #include "cache/handover.hpp"
 #include "cache/mamba_radix_tree.hpp"
+#include "cache/prefix_cache.hpp"
+#include "host/host_pool.hpp"
+#include "host/host_transfer.hpp"
 #include "mamba/mamba_pool.hpp"
 #include "util/status.hpp"
 
@@ -32,8 +35,11 @@ class MambaCache {
   // the best node's state is also copied into it.
   Status match(const int32_t* tokens, size_t n, const std::string& extra_key, int32_t cow_slot, MambaMatch* out);
   // Checks that slots[prefix, n) and `state` may be handed to the tree, then inserts.
+  // With the host tier, `count_hit` counts a write-policy hit on the path (false for
+  // the chunks of a prompt not fully computed yet), and the copies the policy asks for
+  // are made before it returns.
   Status insert(const int32_t* tokens, size_t n, const int64_t* slots, int32_t state, const std::string& extra_key,
-                size_t* prefix_len, bool* state_exist, NodeHandle* node);
+                size_t* prefix_len, bool* state_exist, NodeHandle* node, bool count_hit = true);
   Status evict(size_t tokens, size_t* evicted);
   Status evict_mamba(size_t states, size_t* evicted);
   // Frees everything the tree owns and empties it.
@@ -43,7 +49,49 @@ class MambaCache {
   uint64_t evicted_tokens() const { return evicted_tokens_; }
   uint64_t evicted_states() const { return evicted_states_; }
 
+  // ---- host tier (mamba_cache_tier.cpp; docs/host-tier.md) ----
+  // The full-attention KV is tiered like an mha pool's; mamba states stay on the device.
+  // Copies are waited for inside the call that starts them: nothing is ever in flight.
+  void enable_host_tier(host::HostPool* pool, host::HostTransfer* transfer, WritePolicy policy);
+  bool host_tier() const { return host_ != nullptr; }
+  host::HostPool* host_pool() const { return host_; }
+  host::HostTransfer* host_transfer() const { return transfer_; }
+  // Loads the host-only chain that ends at `host_node` into fresh device slots (evicting
+  // device nodes if needed): its slots are appended to `slots` and counted in *loaded (0:
+  // refused, below PrefixCache::kLoadBackThreshold tokens or for want of device room).
+  Status load_back(NodeHandle host_node, std::vector<int64_t>* slots, size_t* loaded);
+  Status evict_host(size_t tokens, size_t* evicted);
+  // Retries the backups that could not start for want of host memory (kvhost_poll()).
+  void retry_backups() noexcept;
+  size_t pending_backups() const { return pending_.size(); }
+  int load_set() const { return load_set_; }
+  int advance_load_set() { return load_set_ = (load_set_ + 1) % host::kLoadSets; }
+  const HostTierStats& tier_stats() const { return stats_; }
+
  private:
+  // The copies the write policy wants after an insert that ended at `node`.
+  void back_up_path(NodeHandle node) noexcept;
+  // Copies `nodes` (root-to-leaf, device, without host copies) to the host; false when
+  // they could not be (no host room even after host eviction, or a failed copy). Throws
+  // std::bad_alloc before its first change only.
+  bool copy_to_host(const std::vector<NodeHandle>& nodes);
+  // Device eviction's keeper (write_back): copies of the node's path that lacks them.
+  bool keep_on_host(NodeHandle node);
+  size_t check_host(std::string* report, size_t max_lines) const;
+  host::HostPool* host_ = nullptr;
+  host::HostTransfer* transfer_ = nullptr;
+  WritePolicy policy_ = WritePolicy::kWriteThrough;
+  int load_set_ = 0;
+  HostTierStats stats_;
+  // Last nodes of inserts whose backups ran out of host memory (capacity kept: noting one
+  // never allocates); retried by the next insert and kvhost_poll().
+  std::vector<NodeHandle> pending_;
+  // copy_to_host's scratch, sized once for every slot: a copy allocates nothing but the
+  // nodes' host slot lists, reserved before its first change.
+  std::vector<int64_t> device_scratch_, host_scratch_;
+  std::vector<size_t> length_scratch_;
+  std::vector<NodeHandle> node_scratch_;
+
   MambaCache(alloc::PagedAllocator* kv, mamba::MambaPool* states);
   Status check_state(int32_t state, const char* what) const;
 

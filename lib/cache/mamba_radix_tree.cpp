@@ -22,6 +22,7 @@ MambaRadixTree::MambaRadixTree(Callbacks callbacks) : cb_(std::move(callbacks)) 
 void MambaRadixTree::reset() {
   reset_structure();
   mamba_evictable_ = mamba_protected_ = 0;
+  host_tokens_ = host_only_tokens_ = 0;
 }
 
 // The state belongs to the end of the sequence, so the upper part is a
@@ -47,7 +48,7 @@ size_t MambaRadixTree::cached_prefix(const int32_t* tokens, size_t n, const std:
   while (pos < n) {
     size_t len = 0;
     const int32_t c = find_edge(cur, ns, tokens + pos, n - pos, &len);
-    if (c < 0) break;
+    if (c < 0 || node(c).evicted) break;  // host-only from here: not usable before a load-back
     pos += len;
     if (len < node(c).key.size()) break;  // a split's upper part has no state
     if (node(c).mamba >= 0) *usable = pos;
@@ -69,10 +70,12 @@ void MambaRadixTree::match_into(const int32_t* tokens, size_t n, const std::stri
   r.node = root();
   r.mamba_slot = -1;
   r.matched = 0;
+  r.host_node = 0;
+  r.host_tokens = r.device_tokens = 0;
   const int32_t ns = nodes_.find_namespace(extra_key);
   if (n == 0 || ns < 0) return;
-  int32_t cur = kRoot, best = kRoot;
-  size_t pos = 0, best_len = 0;
+  int32_t cur = kRoot, best = kRoot, host_best = -1;
+  size_t pos = 0, best_len = 0, host_len = 0;
   while (pos < n) {
     int32_t c = nodes_.find_child(cur, ns, tokens[pos]);
     if (c < 0) break;
@@ -80,12 +83,18 @@ void MambaRadixTree::match_into(const int32_t* tokens, size_t n, const std::stri
     const bool partial = len < node(c).key.size();
     if (partial) c = split(c, len);
     const Node& x = node(c);
-    r.slots.insert(r.slots.end(), x.value.begin(), x.value.end());
+    if (!x.evicted) r.slots.insert(r.slots.end(), x.value.begin(), x.value.end());
     pos += len;
     cur = c;
+    if (!x.evicted) r.device_tokens = pos;
     if (x.mamba >= 0) {
-      best = c;
-      best_len = pos;
+      if (x.evicted) {
+        host_best = c;
+        host_len = pos;
+      } else {
+        best = c;
+        best_len = pos;
+      }
     }
     if (partial) break;
   }
@@ -93,12 +102,18 @@ void MambaRadixTree::match_into(const int32_t* tokens, size_t n, const std::stri
   r.slots.resize(best_len);
   r.node = nodes_.handle(best);
   r.mamba_slot = best == kRoot ? -1 : node(best).mamba;
-  touch_path(best);
+  if (host_best >= 0) {
+    r.host_node = nodes_.handle(host_best);
+    r.host_tokens = host_len - r.device_tokens;
+    touch_path(host_best);
+  } else {
+    touch_path(best);
+  }
 }
 
 Status MambaRadixTree::insert(const int32_t* tokens, size_t n, const int64_t* slots, int32_t mamba_slot,
                               const std::string& extra_key, size_t* prefix_len, bool* mamba_exist,
-                              NodeHandle* last_node) {
+                              NodeHandle* last_node, bool count_hit) {
   if (n == 0) return Status::invalid("cannot insert an empty key: the root holds no state");
   if (mamba_slot < 0) return Status::invalid("mamba slot " + std::to_string(mamba_slot) + " is negative");
   // Memory first: the namespace (invisible until a node uses it), then the
@@ -109,21 +124,43 @@ Status MambaRadixTree::insert(const int32_t* tokens, size_t n, const int64_t* sl
   prepare(kNodesPerInsert);
   const size_t needs[kNodesPerInsert] = {partial, n - cached};
   reserve_buffers(needs, kNodesPerInsert);
+  if (tiered_) {  // room for the device copies host-only nodes on the path take back
+    int32_t at = kRoot;
+    size_t p = 0;
+    while (p < n) {
+      size_t len = 0;
+      const int32_t c = find_edge(at, ns, tokens + p, n - p, &len);
+      if (c < 0) break;
+      if (node(c).evicted) node(c).value.reserve(node(c).key.size());
+      p += len;
+      at = c;
+      if (len < node(c).key.size()) break;
+    }
+  }
   int32_t cur = kRoot;
-  size_t pos = 0;
+  size_t pos = 0, adopted_from = SIZE_MAX;
   while (pos < n) {
     int32_t c = nodes_.find_child(cur, ns, tokens[pos]);
     if (c < 0) break;
     touch(c);
     const size_t len = match_len(c, tokens + pos, n - pos);
     if (len < node(c).key.size()) c = split(c, len);
+    if (node(c).evicted) {  // host-only: the caller's slots become its device copy again
+      if (adopted_from == SIZE_MAX) adopted_from = pos;
+      adopt(c, slots + pos);
+    } else if (count_hit) {
+      ++node(c).write_hits;
+    }
     cur = c;
     pos += len;
   }
-  *prefix_len = pos;
+  *prefix_len = adopted_from != SIZE_MAX ? adopted_from : pos;
   *mamba_exist = false;
   if (pos < n) {
-    cur = add_leaf(cur, ns, tokens + pos, slots + pos, n - pos, [&](Node& l) { l.mamba = mamba_slot; });
+    cur = add_leaf(cur, ns, tokens + pos, slots + pos, n - pos, [&](Node& l) {
+      l.mamba = mamba_slot;
+      l.write_hits = count_hit ? 1 : 0;
+    });
     ++mamba_evictable_;
   } else if (node(cur).mamba < 0) {
     // Revive: the sequence ends exactly at a tombstone (tombstones are never
@@ -145,6 +182,9 @@ Status MambaRadixTree::lock(NodeHandle h) {
   if (id == kRoot) return Status::ok();
   Node& n = node(id);
   if (n.mamba < 0) return Status::invalid("node handle " + std::to_string(h) + " has no mamba state to lock");
+  if (n.evicted) {
+    return Status::invalid("node handle " + std::to_string(h) + " is host-only: load it back first (kvhost_load_back)");
+  }
   if (n.aux_lock++ == 0) {
     --mamba_evictable_;
     ++mamba_protected_;
@@ -194,14 +234,24 @@ Status MambaRadixTree::evict_leaf(int32_t id, size_t* full_evicted, size_t* mamb
   if (n.children != 0 || n.full_lock != 0 || n.aux_lock != 0) {
     return Status::internal("mamba radix node " + std::to_string(id) + " is not an unlocked leaf");
   }
-  KVPOOL_RETURN_IF_ERROR(cb_.free_full(n.value.data(), n.value.size()));
+  KVPOOL_RETURN_IF_ERROR(free_node_slots(n));
   if (n.mamba >= 0) {
     KVPOOL_RETURN_IF_ERROR(cb_.free_mamba(n.mamba));
     aux_lru_.remove(id);
     --mamba_evictable_;
     ++*mamba_evicted;
   }
-  return remove_leaf_cascade(id, full_evicted, [this](const Node& t) { return cb_.free_full(t.value.data(), t.value.size()); });
+  return remove_leaf_cascade(id, full_evicted, [this](const Node& t) { return free_node_slots(t); });
+}
+
+Status MambaRadixTree::free_node_slots(const MambaNode& n) {
+  if (!n.evicted) KVPOOL_RETURN_IF_ERROR(cb_.free_full(n.value.data(), n.value.size()));
+  if (!n.host.empty()) {
+    if (free_host_) free_host_(n.host.data(), n.host.size());
+    host_tokens_ -= n.key.size();
+    if (n.evicted) host_only_tokens_ -= n.key.size();
+  }
+  return Status::ok();
 }
 
 Status MambaRadixTree::evict(size_t full_tokens, size_t* full_evicted, size_t* mamba_evicted) {
@@ -210,7 +260,7 @@ Status MambaRadixTree::evict(size_t full_tokens, size_t* full_evicted, size_t* m
   while (*full_evicted < full_tokens) {
     const int32_t victim = full_lru_.oldest_candidate();
     if (victim < 0) break;
-    KVPOOL_RETURN_IF_ERROR(evict_leaf(victim, full_evicted, &states));
+    KVPOOL_RETURN_IF_ERROR(evict_device_leaf(victim, full_evicted, &states));
   }
   if (mamba_evicted != nullptr) *mamba_evicted = states;
   return Status::ok();
@@ -246,9 +296,28 @@ void MambaRadixTree::collect_slots(std::vector<int64_t>* full, std::vector<int32
 }
 
 size_t MambaRadixTree::check(std::string* report, size_t max_lines) const {
-  return check_structure(
+  size_t host = 0, host_only = 0;
+  size_t problems = check_structure(
       "mamba radix", "mamba", mamba_evictable_, mamba_protected_, report, max_lines, [](const Node&) { return size_t{1}; },
-      [](const Node&, const std::string&, const auto&) {});
+      [&](const Node& n, const std::string& who, const auto& complain) {
+        if (!n.host.empty()) host += n.key.size();
+        if (n.evicted) host_only += n.key.size();
+        if (!n.host.empty() && !tiered_) complain(who + " has a host copy but the tree has no host tier");
+        if (n.evicted && n.aux_lock != 0) complain(who + " is host-only with a locked state");
+      });
+  // Every host-only node's path has host copies (a load-back can bring it back).
+  for (size_t i = 1; i < nodes_.id_limit(); ++i) {
+    const Node& n = node(static_cast<int32_t>(i));
+    if (!n.live || !n.evicted || path_on_host(static_cast<int32_t>(i))) continue;
+    if (problems++ < max_lines) *report += "mamba radix node " + std::to_string(i) + " is host-only but a node on its path has no host copy\n";
+  }
+  if (host != host_tokens_ || host_only != host_only_tokens_) {
+    if (problems++ < max_lines) {
+      *report += "mamba radix host sizes: " + std::to_string(host_tokens_) + " host tokens (actual " + std::to_string(host) + "), " +
+                 std::to_string(host_only_tokens_) + " host-only (actual " + std::to_string(host_only) + ")\n";
+    }
+  }
+  return problems;
 }
 
 }  // namespace kvp::cache

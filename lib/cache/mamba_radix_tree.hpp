@@ -32,9 +32,22 @@ struct MambaNode : DualNodeBase {
 
 struct MambaMatch {
   std::vector<int64_t> slots;  // KV slots of the usable prefix (up to the best node)
-  NodeHandle node = 0;         // best node: the deepest matched node with a state, else the root
+  NodeHandle node = 0;         // best node: the deepest matched device node with a state, else the root
   int32_t mamba_slot = -1;     // the best node's state slot (-1 at the root)
-  size_t matched = 0;          // raw match length; tokens past slots.size() have KV but no state
+  size_t matched = 0;          // raw match length (host-only nodes included); tokens past slots.size() are not usable now
+  // Host tier: the deepest matched host-only node with a state (0: none) and the tokens
+  // from the end of the device nodes down to it, which load_back would bring back.
+  NodeHandle host_node = 0;
+  size_t host_tokens = 0;
+  size_t device_tokens = 0;    // matched tokens in device nodes (tombstones included)
+};
+
+// What the host tier knows of one node (tier_node()).
+struct MambaTierNode {
+  size_t tokens = 0;
+  bool on_device = true;  // false: host-only
+  bool on_host = false;   // has a host copy (the root: true)
+  bool has_state = false;
 };
 
 class MambaRadixTree : public DualLruTree<MambaRadixTree, MambaNode> {
@@ -73,8 +86,12 @@ class MambaRadixTree : public DualLruTree<MambaRadixTree, MambaNode> {
   // already had a state: the caller keeps `mamba_slot`; otherwise the tree took
   // it (a new leaf, or a revived tombstone). `n` must be positive. Takes all
   // its memory before its first change.
+  // Host tier: host-only nodes on the path take the caller's slots as their device
+  // copy again (*prefix_len then ends before the first of them), and `count_hit`
+  // counts a write-policy hit on each device node walked (a new leaf starts at 1).
   Status insert(const int32_t* tokens, size_t n, const int64_t* slots, int32_t mamba_slot,
-                const std::string& extra_key, size_t* prefix_len, bool* mamba_exist, NodeHandle* node = nullptr);
+                const std::string& extra_key, size_t* prefix_len, bool* mamba_exist, NodeHandle* node = nullptr,
+                bool count_hit = false);
 
   // Protects the node's state and the KV of the node and its ancestors. The
   // root is a no-op; a tombstone is refused (match never returns one, and a
@@ -93,6 +110,51 @@ class MambaRadixTree : public DualLruTree<MambaRadixTree, MambaNode> {
   // Forgets everything without freeing (the caller clears the pools too).
   void reset();
 
+  // ---- host tier (mamba_radix_tree_tier.cpp; docs/host-tier.md) ----
+  // A node may also hold a host copy of its full-attention KV, and be device-only,
+  // device+host or host-only. Device eviction keeps a node as host-only when it and
+  // every ancestor have host copies (or `keep` makes them), together with its mamba
+  // state, which stays on the device under the mamba list's own LRU. Along every path
+  // the device nodes form a prefix. Call once, on an empty tree.
+  // `free_host` takes the host slots of host copies the tree drops (never fails).
+  using FreeHost = std::function<void(const int64_t* host_slots, size_t n)>;
+  void enable_host_tier(FreeHost free_host) {
+    tiered_ = true;
+    free_host_ = std::move(free_host);
+  }
+  bool host_tier() const { return tiered_; }
+  size_t host_size() const { return host_tokens_; }            // tokens with a host copy
+  size_t host_only_size() const { return host_only_tokens_; }  // ... of host-only nodes
+  // Asked at device eviction of a node whose path lacks host copies: true when they
+  // were made (attach_host), false to delete the node instead. The node is locked meanwhile.
+  using KeepOnHost = std::function<bool(NodeHandle node)>;
+  void set_keep_on_host(KeepOnHost keep) { keep_ = std::move(keep); }
+  // The device nodes of root..node without a host copy, root-to-leaf; stops at the
+  // first with fewer than `min_hits` hits (backed-up nodes stay a prefix of the path).
+  void backup_candidates(NodeHandle node, uint32_t min_hits, std::vector<NodeHandle>* out) const;
+  // Room in a node's host slot list for attach_host() (which then allocates nothing).
+  void reserve_host(NodeHandle node);
+  // Gives a device node without a host copy its host slots (one per token).
+  Status attach_host(NodeHandle node, const int64_t* host_slots, size_t n);
+  // The host-only nodes from `node` up to (excluded) the first device node, root-to-leaf,
+  // their tokens and host slots.
+  Status host_chain(NodeHandle node, std::vector<NodeHandle>* chain, size_t* tokens, std::vector<int64_t>* host_slots) const;
+  // Gives a host chain (host_chain()) its device slots again.
+  Status restore_chain(const std::vector<NodeHandle>& chain, const int64_t* slots, size_t n);
+  // Locks the full KV of node and its ancestors, host-only ones included (no state lock):
+  // a load-back keeps its chain and the device part above it while it evicts.
+  Status pin(NodeHandle node);
+  Status unpin(NodeHandle node);
+  // Deletes host-only leaves (with their states), least recently used first, and the
+  // childless tombstones above them, until `tokens` host tokens are freed.
+  Status evict_host(size_t tokens, size_t* evicted);
+  MambaTierNode tier_node(NodeHandle node) const;
+  // The deepest device node with a state at or above `node` (the root if none).
+  NodeHandle usable_ancestor(NodeHandle node) const;
+  // A device node's KV slots, appended to *out (nothing for host-only nodes or the root).
+  void device_slots(NodeHandle node, std::vector<int64_t>* out) const;
+  void collect_host_slots(std::vector<int64_t>* out) const;
+
   void collect_slots(std::vector<int64_t>* full, std::vector<int32_t>* mamba) const;
   // Verifies the §4.1 invariants; returns the number of problems, describing
   // up to `max_lines` of them in `report`.
@@ -105,8 +167,21 @@ class MambaRadixTree : public DualLruTree<MambaRadixTree, MambaNode> {
   explicit MambaRadixTree(Callbacks callbacks);
 
   Status evict_leaf(int32_t id, size_t* full_evicted, size_t* mamba_evicted);
+  // Frees a node's slots: device KV (device nodes) and its host copy.
+  Status free_node_slots(const MambaNode& n);
+  bool path_on_host(int32_t id) const;
+  void drop_to_host(int32_t id);  // device KV freed by the caller; host copy and state stay
+  void adopt(int32_t id, const int64_t* slots);  // a host-only node takes device slots
+  void pin_path(int32_t id, int delta);
+  // Device eviction of a device leaf: to host-only, or deleted.
+  Status evict_device_leaf(int32_t id, size_t* full_evicted, size_t* mamba_evicted);
 
   Callbacks cb_;
+  bool tiered_ = false;
+  KeepOnHost keep_;
+  FreeHost free_host_;
+  size_t host_tokens_ = 0;
+  size_t host_only_tokens_ = 0;
   size_t mamba_evictable_ = 0;
   size_t mamba_protected_ = 0;
 };

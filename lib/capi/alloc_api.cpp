@@ -10,6 +10,7 @@ using kvp::Status;
 using kvp::capi::check_array;
 using kvp::capi::check_out;
 using kvp::capi::check_same_length;
+using kvp::capi::Access;
 using kvp::capi::with_pool;
 
 namespace {
@@ -43,7 +44,7 @@ Status need_paged(const kvpool* pool, const char* alternative) {
 extern "C" {
 
 KVPOOL_API kvpool_status kvalloc_get_kind(const kvpool* pool, int32_t* kind) {
-  return with_pool("kvalloc_get_kind", pool, [&](kvpool* p) -> Status {
+  return with_pool<Access::kShared>("kvalloc_get_kind", pool, [&](const kvpool* p) -> Status {
     KVPOOL_RETURN_IF_ERROR(check_out(kind, "kind"));
     *kind = p->swa ? KVALLOC_SWA : (p->paged->page_size() == 1 ? KVALLOC_TOKEN : KVALLOC_PAGED);
     return Status::ok();
@@ -51,7 +52,7 @@ KVPOOL_API kvpool_status kvalloc_get_kind(const kvpool* pool, int32_t* kind) {
 }
 
 KVPOOL_API kvpool_status kvalloc_available(const kvpool* pool, size_t* tokens) {
-  return with_pool("kvalloc_available", pool, [&](kvpool* p) -> Status {
+  return with_pool<Access::kSharedOnHostList>("kvalloc_available", pool, [&](kvpool* p) -> Status {
     KVPOOL_RETURN_IF_ERROR(check_out(tokens, "tokens"));
     KVPOOL_RETURN_IF_ERROR(need_paged(p, "use kvalloc_swa_available"));
     if (p->device_pages) return kvp::capi::device_available(p, tokens);
@@ -61,7 +62,7 @@ KVPOOL_API kvpool_status kvalloc_available(const kvpool* pool, size_t* tokens) {
 }
 
 KVPOOL_API kvpool_status kvalloc_swa_available(const kvpool* pool, size_t* full, size_t* swa) {
-  return with_pool("kvalloc_swa_available", pool, [&](kvpool* p) -> Status {
+  return with_pool<Access::kShared>("kvalloc_swa_available", pool, [&](const kvpool* p) -> Status {
     KVPOOL_RETURN_IF_ERROR(check_out(full, "full"));
     KVPOOL_RETURN_IF_ERROR(check_out(swa, "swa"));
     KVPOOL_RETURN_IF_ERROR(need_swa(p));
@@ -131,7 +132,7 @@ KVPOOL_API kvpool_status kvalloc_free_swa(kvpool* pool, const int64_t* slots, si
 
 KVPOOL_API kvpool_status kvalloc_translate_swa(const kvpool* pool, const int64_t* slots, size_t slots_len,
                                                int64_t* out, size_t out_len) {
-  return with_pool("kvalloc_translate_swa", pool, [&](kvpool* p) -> Status {
+  return with_pool<Access::kShared>("kvalloc_translate_swa", pool, [&](const kvpool* p) -> Status {
     KVPOOL_RETURN_IF_ERROR(check_array(slots, slots_len, "slots"));
     KVPOOL_RETURN_IF_ERROR(check_array(out, out_len, "out"));
     KVPOOL_RETURN_IF_ERROR(check_same_length(out_len, slots_len, "out", "slots"));
@@ -221,7 +222,7 @@ KVPOOL_API kvpool_status kvalloc_clear(kvpool* pool) {
 
 KVPOOL_API kvpool_status kvalloc_free_list(const kvpool* pool, int32_t list, int64_t* ids, size_t ids_cap,
                                            size_t* ids_len) {
-  return with_pool("kvalloc_free_list", pool, [&](kvpool* p) -> Status {
+  return with_pool<Access::kSharedOnHostList>("kvalloc_free_list", pool, [&](kvpool* p) -> Status {
     KVPOOL_RETURN_IF_ERROR(check_array(ids, ids_cap, "ids"));
     KVPOOL_RETURN_IF_ERROR(check_out(ids_len, "ids_len"));
     std::vector<int64_t> v;

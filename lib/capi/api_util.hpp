@@ -8,6 +8,7 @@
 #include "capi/errors.hpp"
 #include "capi/handles.hpp"
 #include "capi/pool_handle.hpp"
+#include "capi/pool_lock.hpp"
 
 namespace kvp::capi {
 
@@ -16,14 +17,34 @@ inline Status prefixed(const char* function, const Status& st) {
   return Status(st.code(), std::string(function) + ": " + st.message());
 }
 
-// Runs `body(kvpool*)` for a live pool; messages start with the function name.
-template <class Body>
+// Runs `body(kvpool*)` for a live pool; messages start with the function name. On a
+// thread-safe pool (pool.thread_safe) the body runs under the pool's lock, taken as
+// `access` says (capi/pool_lock.hpp): with_pool<Access::kShared>(...) for a query that
+// only reads, whose body then gets a `const kvpool*`. This is the one place where entry
+// points resolve their pool: a new entry point that takes a pool goes through here.
+//
+// (For the coordinator of the metrics branch: kvpool_metrics_text() is a read-only query;
+// give it with_pool<kvp::capi::Access::kShared> once its body reads only, like
+// kvpool_get_stats(); call a user log callback inside a util::UserCallbackScope.)
+template <Access access = Access::kExclusive, class Body>
 kvpool_status with_pool(const char* function, const ::kvpool* pool, Body&& body) noexcept {
   return guarded(function, [&]() -> Status {
     if (!is_live_handle(pool, HandleKind::kPool)) {
       return Status::invalid(std::string(function) + ": pool is NULL or not a live kvpool handle");
     }
-    return prefixed(function, body(const_cast<::kvpool*>(pool)));
+    ::kvpool* p = const_cast<::kvpool*>(pool);
+    const auto run = [&]() -> Status {
+      if constexpr (access == Access::kShared) {
+        return prefixed(function, body(static_cast<const ::kvpool*>(p)));
+      } else {
+        return prefixed(function, body(p));
+      }
+    };
+    if (p->lock == nullptr) return run();  // pool.thread_safe off: the caller serializes
+    const bool shared = access == Access::kShared || (access == Access::kSharedOnHostList && !p->device_pages);
+    PoolGuard guard;
+    KVPOOL_RETURN_IF_ERROR(prefixed(function, guard.acquire(p, shared)));
+    return run();
   });
 }
 

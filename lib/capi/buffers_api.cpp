@@ -12,6 +12,7 @@ using kvp::Status;
 using kvp::capi::check_array;
 using kvp::capi::check_out;
 using kvp::capi::check_same_length;
+using kvp::capi::Access;
 using kvp::capi::with_pool;
 using kvp::pool::make_descriptor;
 using kvp::pool::public_dtype;
@@ -36,7 +37,7 @@ Status describe_request_table(const kvpool* p, kvpool_buffer* out) {
                           out);
 }
 
-Status describe_swa_mapping(kvpool* p, kvpool_buffer* out) {
+Status describe_swa_mapping(const kvpool* p, kvpool_buffer* out) {
   if (!p->swa) return Status::unsupported("the swa mapping needs attention \"swa\"");
   const auto& mapping = p->swa->mapping();
   return write_descriptor(make_descriptor(KVPOOL_DTYPE_I64, p->swa->mapping_data(), KVPOOL_DEVICE_CPU, 0,
@@ -82,7 +83,7 @@ Status describe_mamba(const kvpool* p, int32_t kind, int32_t layer, kvpool_buffe
 extern "C" {
 
 KVPOOL_API kvpool_status kvpool_get_buffer(const kvpool* pool, int32_t kind, int32_t layer, kvpool_buffer* out) {
-  return with_pool("kvpool_get_buffer", pool, [&](kvpool* p) -> Status {
+  return with_pool<Access::kShared>("kvpool_get_buffer", pool, [&](const kvpool* p) -> Status {
     KVPOOL_RETURN_IF_ERROR(check_out_struct(out));
     switch (kind) {
       case KVPOOL_BUFFER_REQ_TABLE: return describe_request_table(p, out);
@@ -160,7 +161,7 @@ KVPOOL_API kvpool_status kvpool_move_kv(kvpool* pool, const int64_t* dst, size_t
 }
 
 KVPOOL_API kvpool_status kvpool_host_copy_bytes(const kvpool* pool, size_t num_slots, size_t* bytes) {
-  return with_pool("kvpool_host_copy_bytes", pool, [&](kvpool* p) -> Status {
+  return with_pool<Access::kShared>("kvpool_host_copy_bytes", pool, [&](const kvpool* p) -> Status {
     KVPOOL_RETURN_IF_ERROR(check_out(bytes, "bytes"));
     return p->kv->host_copy_bytes(num_slots, bytes);
   });

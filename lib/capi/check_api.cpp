@@ -9,6 +9,7 @@
 
 using kvp::Status;
 using kvp::capi::check_out;
+using kvp::capi::Access;
 using kvp::capi::with_pool;
 
 namespace {
@@ -77,7 +78,7 @@ void copy_report(const std::string& text, char* report, size_t cap) {
 extern "C" {
 
 KVPOOL_API kvpool_status kvpool_check(const kvpool* pool, char* report, size_t report_cap) {
-  return with_pool("kvpool_check", pool, [&](kvpool* p) -> Status {
+  return with_pool<Access::kSharedOnHostList>("kvpool_check", pool, [&](kvpool* p) -> Status {
     if (report == nullptr && report_cap > 0) return Status::invalid("report is NULL but report_cap is not 0");
     std::string text;
     size_t device_problems = 0;  // a device free list: downloaded and checked first
@@ -97,7 +98,7 @@ KVPOOL_API kvpool_status kvpool_check(const kvpool* pool, char* report, size_t r
 }
 
 KVPOOL_API kvpool_status kvpool_get_stats(const kvpool* pool, kvpool_stats* out) {
-  return with_pool("kvpool_get_stats", pool, [&](kvpool* p) -> Status {
+  return with_pool<Access::kShared>("kvpool_get_stats", pool, [&](const kvpool* p) -> Status {
     KVPOOL_RETURN_IF_ERROR(check_out(out, "out"));
     if (out->struct_size < sizeof(kvpool_stats)) {
       return Status::invalid("out->struct_size is " + std::to_string(out->struct_size) + ", expected at least " +

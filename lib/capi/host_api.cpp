@@ -1,4 +1,5 @@
 // extern "C" entry points of host.h: the host tier (L2) of the radix cache.
+#include <algorithm>
 #include <cstddef>
 #include <cstring>
 
@@ -10,11 +11,20 @@ using kvp::Status;
 using kvp::capi::check_array;
 using kvp::capi::check_out;
 using kvp::capi::key_of;
+using kvp::capi::Access;
 using kvp::capi::with_pool;
 
 namespace {
 
+// hybrid_linear pools tier the mamba radix tree (cache/mamba_cache_tier.cpp).
+bool hybrid_tier(const kvpool* pool) { return pool->mamba_cache && pool->mamba_cache->host_tier(); }
+
+kvp::host::HostTransfer* transfer_of(const kvpool* pool) {
+  return hybrid_tier(pool) ? pool->mamba_cache->host_transfer() : pool->cache->host_transfer();
+}
+
 Status has_tier(const kvpool* pool) {
+  if (hybrid_tier(pool)) return Status::ok();
   if (!pool->cache || !pool->cache->host_tier()) {
     return Status::unsupported("the pool has no host tier (no host_cache section in its configuration)");
   }
@@ -40,7 +50,7 @@ Status check_set(int32_t set) {
 extern "C" {
 
 KVPOOL_API kvpool_status kvhost_get_stats(const kvpool* pool, kvhost_stats* out) {
-  return with_pool("kvhost_get_stats", pool, [&](kvpool* p) -> Status {
+  return with_pool<Access::kShared>("kvhost_get_stats", pool, [&](const kvpool* p) -> Status {
     KVPOOL_RETURN_IF_ERROR(has_tier(p));
     KVPOOL_RETURN_IF_ERROR(check_out(out, "out"));
     // load_evicted_tokens came later: callers built before it pass the size without it.
@@ -49,12 +59,21 @@ KVPOOL_API kvpool_status kvhost_get_stats(const kvpool* pool, kvhost_stats* out)
       return Status::invalid("out->struct_size is " + std::to_string(out->struct_size) + ", expected at least " +
                              std::to_string(before_load_evicted) + " (use KVHOST_STATS_INIT)");
     }
-    const kvp::cache::PrefixCache& c = *p->cache;
-    const kvp::cache::HostTierStats& s = c.tier_stats();
-    out->capacity_tokens = c.host_pool()->tokens();
-    out->used_tokens = c.tree().host_size();
-    out->host_only_tokens = c.tree().host_only_size();
-    out->copies_in_flight = c.copies_in_flight();
+    const bool hybrid = hybrid_tier(p);
+    const kvp::cache::HostTierStats& s = hybrid ? p->mamba_cache->tier_stats() : p->cache->tier_stats();
+    if (hybrid) {
+      const kvp::cache::MambaCache& c = *p->mamba_cache;
+      out->capacity_tokens = c.host_pool()->tokens();
+      out->used_tokens = c.tree().host_size();
+      out->host_only_tokens = c.tree().host_only_size();
+      out->copies_in_flight = 0;  // copies are waited for inside the call that starts them
+    } else {
+      const kvp::cache::PrefixCache& c = *p->cache;
+      out->capacity_tokens = c.host_pool()->tokens();
+      out->used_tokens = c.tree().host_size();
+      out->host_only_tokens = c.tree().host_only_size();
+      out->copies_in_flight = c.copies_in_flight();
+    }
     out->backups = s.backups;
     out->backup_tokens = s.backup_tokens;
     out->backups_skipped = s.backups_skipped;
@@ -63,8 +82,8 @@ KVPOOL_API kvpool_status kvhost_get_stats(const kvpool* pool, kvhost_stats* out)
     out->load_tokens = s.load_tokens;
     out->loads_refused = s.loads_refused;
     out->host_evicted_tokens = s.host_evicted_tokens;
-    out->bytes_to_host = c.host_transfer()->bytes_to_host();
-    out->bytes_to_device = c.host_transfer()->bytes_to_device();
+    out->bytes_to_host = transfer_of(p)->bytes_to_host();
+    out->bytes_to_device = transfer_of(p)->bytes_to_device();
     if (out->struct_size >= sizeof(kvhost_stats)) out->load_evicted_tokens = s.load_evicted_tokens;
     return Status::ok();
   });
@@ -74,7 +93,11 @@ KVPOOL_API kvpool_status kvhost_poll(kvpool* pool, int32_t wait, size_t* complet
   return with_pool("kvhost_poll", pool, [&](kvpool* p) -> Status {
     KVPOOL_RETURN_IF_ERROR(has_tier(p));  // unlocks only: no free list involved
     size_t done = 0;
-    KVPOOL_RETURN_IF_ERROR(p->cache->poll(wait != 0, &done));
+    if (hybrid_tier(p)) {
+      p->mamba_cache->retry_backups();  // backups that ran out of memory; nothing is ever in flight
+    } else {
+      KVPOOL_RETURN_IF_ERROR(p->cache->poll(wait != 0, &done));
+    }
     if (completed != nullptr) *completed = done;
     return Status::ok();
   });
@@ -83,7 +106,7 @@ KVPOOL_API kvpool_status kvhost_poll(kvpool* pool, int32_t wait, size_t* complet
 KVPOOL_API kvpool_status kvhost_set_stream(kvpool* pool, void* stream) {
   return with_pool("kvhost_set_stream", pool, [&](kvpool* p) -> Status {
     KVPOOL_RETURN_IF_ERROR(has_tier(p));
-    return p->cache->host_transfer()->set_compute_stream(stream);
+    return transfer_of(p)->set_compute_stream(stream);
   });
 }
 
@@ -91,16 +114,16 @@ KVPOOL_API kvpool_status kvhost_next_load_set(kvpool* pool, int32_t* set) {
   return with_pool("kvhost_next_load_set", pool, [&](kvpool* p) -> Status {
     KVPOOL_RETURN_IF_ERROR(has_tier(p));
     KVPOOL_RETURN_IF_ERROR(check_out(set, "set"));
-    *set = p->cache->advance_load_set();
+    *set = hybrid_tier(p) ? p->mamba_cache->advance_load_set() : p->cache->advance_load_set();
     return Status::ok();
   });
 }
 
 KVPOOL_API kvpool_status kvhost_load_set(const kvpool* pool, int32_t* set) {
-  return with_pool("kvhost_load_set", pool, [&](kvpool* p) -> Status {
+  return with_pool<Access::kShared>("kvhost_load_set", pool, [&](const kvpool* p) -> Status {
     KVPOOL_RETURN_IF_ERROR(has_tier(p));
     KVPOOL_RETURN_IF_ERROR(check_out(set, "set"));
-    *set = p->cache->load_set();
+    *set = hybrid_tier(p) ? p->mamba_cache->load_set() : p->cache->load_set();
     return Status::ok();
   });
 }
@@ -114,7 +137,15 @@ KVPOOL_API kvpool_status kvhost_wait_layer(kvpool* pool, int32_t set, int32_t la
       return Status::invalid("layer " + std::to_string(layer) + " is not held by this pool (layers " + std::to_string(first) +
                              ".." + std::to_string(last) + ")");
     }
-    return p->cache->host_transfer()->wait_layer(set, static_cast<uint32_t>(layer - first), stream);
+    uint32_t tiered = static_cast<uint32_t>(layer - first);
+    if (p->config.model.attention == kvp::config::Attention::kHybridLinear) {
+      // The tier holds the full-attention layers only, in order: a mamba layer reads no
+      // loaded KV, so there is nothing to wait for.
+      const std::vector<bool>& full = p->config.model.layer_is_full;
+      if (!full[static_cast<size_t>(layer)]) return Status::ok();
+      tiered = static_cast<uint32_t>(std::count(full.begin() + first, full.begin() + layer, true));
+    }
+    return transfer_of(p)->wait_layer(set, tiered, stream);
   });
 }
 
@@ -130,6 +161,25 @@ KVPOOL_API kvpool_status kvhost_match(kvpool* pool, const int32_t* tokens, size_
     KVPOOL_RETURN_IF_ERROR(check_out(node, "node"));
     KVPOOL_RETURN_IF_ERROR(check_out(host_node, "host_node"));
     const std::string key = key_of(extra_key);
+    if (hybrid_tier(p)) {
+      // The usable device prefix (up to the deepest device node with a mamba state), and
+      // the tokens up to the deepest host-only node with one (docs/host-tier.md).
+      size_t usable = 0;
+      p->mamba_cache->tree().cached_prefix(tokens, tokens_len, key, &usable);
+      if (usable > slots_cap) {
+        *matched = usable;
+        return Status(KVPOOL_ERR_BUFFER_TOO_SMALL, "the match has " + std::to_string(usable) +
+                                                       " device slots, slots_cap is " + std::to_string(slots_cap));
+      }
+      kvp::cache::MambaMatch m;
+      KVPOOL_RETURN_IF_ERROR(p->mamba_cache->match(tokens, tokens_len, key, -1, &m));
+      if (!m.slots.empty()) std::memcpy(slots, m.slots.data(), m.slots.size() * sizeof(int64_t));
+      *matched = m.slots.size();
+      *host_matched = m.host_tokens;
+      *node = m.node;
+      *host_node = m.host_node != 0 ? m.host_node : m.node;
+      return Status::ok();
+    }
     size_t done = 0;
     KVPOOL_RETURN_IF_ERROR(p->cache->release_landed(&done));
     const size_t would_match = p->cache->tree().cached_prefix(tokens, tokens_len, key);
@@ -155,6 +205,32 @@ KVPOOL_API kvpool_status kvhost_load_back(kvpool* pool, uint64_t host_node, int6
     KVPOOL_RETURN_IF_ERROR(check_array(slots, slots_cap, "slots"));
     KVPOOL_RETURN_IF_ERROR(check_out(loaded, "loaded"));
     KVPOOL_RETURN_IF_ERROR(check_out(node, "node"));
+    if (hybrid_tier(p)) {
+      kvp::cache::MambaRadixTree& tree = p->mamba_cache->tree();
+      if (!tree.is_live(host_node)) return Status::invalid("node handle " + std::to_string(host_node) + " is stale or unknown");
+      if (!tree.tier_node(host_node).has_state && host_node != tree.root()) {
+        return Status::invalid("node handle " + std::to_string(host_node) +
+                               " has no mamba state: a match can only end at a node with one (use kvhost_match's host_node)");
+      }
+      std::vector<kvp::cache::NodeHandle> chain;
+      std::vector<int64_t> host_slots;
+      size_t tokens = 0;
+      KVPOOL_RETURN_IF_ERROR(tree.host_chain(host_node, &chain, &tokens, &host_slots));
+      if (tokens > slots_cap) {
+        *loaded = tokens;
+        return Status(KVPOOL_ERR_BUFFER_TOO_SMALL, "the host chain has " + std::to_string(tokens) + " tokens, slots_cap is " +
+                                                       std::to_string(slots_cap));
+      }
+      std::vector<int64_t> out;
+      size_t n = 0;
+      KVPOOL_RETURN_IF_ERROR(p->mamba_cache->load_back(host_node, &out, &n));
+      if (n > 0) std::memcpy(slots, out.data(), n * sizeof(int64_t));
+      *loaded = n;
+      // The node a request can continue from: host_node once loaded, else the deepest
+      // device node with a state above it (what radix_match returns).
+      *node = tree.usable_ancestor(host_node);
+      return Status::ok();
+    }
     kvp::cache::RadixTree& tree = p->cache->tree();
     if (!tree.is_live(host_node)) return Status::invalid("node handle " + std::to_string(host_node) + " is stale or unknown");
     // The size first, so that a small buffer changes nothing.
@@ -183,6 +259,7 @@ KVPOOL_API kvpool_status kvhost_evict(kvpool* pool, size_t tokens, size_t* evict
   return with_pool("kvhost_evict", pool, [&](kvpool* p) -> Status {
     KVPOOL_RETURN_IF_ERROR(has_tier(p));  // host pages only
     KVPOOL_RETURN_IF_ERROR(check_out(evicted, "evicted"));
+    if (hybrid_tier(p)) return p->mamba_cache->evict_host(tokens, evicted);
     size_t done = 0;
     KVPOOL_RETURN_IF_ERROR(p->cache->release_landed(&done));  // landed loads unlock host-only leaves
     return p->cache->evict_host(tokens, evicted);
@@ -191,10 +268,19 @@ KVPOOL_API kvpool_status kvhost_evict(kvpool* pool, size_t tokens, size_t* evict
 
 KVPOOL_API kvpool_status kvhost_node_state(const kvpool* pool, uint64_t node, int32_t* on_device, int32_t* on_host,
                                            size_t* tokens) {
-  return with_pool("kvhost_node_state", pool, [&](kvpool* p) -> Status {
+  return with_pool<Access::kShared>("kvhost_node_state", pool, [&](const kvpool* p) -> Status {
     KVPOOL_RETURN_IF_ERROR(has_tier(p));
     KVPOOL_RETURN_IF_ERROR(check_out(on_device, "on_device"));
     KVPOOL_RETURN_IF_ERROR(check_out(on_host, "on_host"));
+    if (hybrid_tier(p)) {
+      const kvp::cache::MambaRadixTree& tree = p->mamba_cache->tree();
+      if (!tree.is_live(node)) return Status::invalid("node handle " + std::to_string(node) + " is stale or unknown");
+      const kvp::cache::MambaTierNode info = tree.tier_node(node);
+      *on_device = info.on_device ? 1 : 0;
+      *on_host = info.on_host ? 1 : 0;
+      if (tokens != nullptr) *tokens = info.tokens;
+      return Status::ok();
+    }
     if (!p->cache->tree().is_live(node)) return Status::invalid("node handle " + std::to_string(node) + " is stale or unknown");
     const kvp::cache::TierNodeInfo info = p->cache->tree().tier_node(node);
     *on_device = info.on_device ? 1 : 0;

@@ -7,12 +7,13 @@ using kvp::capi::check_array;
 using kvp::capi::check_out;
 using kvp::capi::need_mamba;
 using kvp::capi::refuse_request_state;
+using kvp::capi::Access;
 using kvp::capi::with_pool;
 
 extern "C" {
 
 KVPOOL_API kvpool_status kvpool_mamba_available(const kvpool* pool, size_t* slots) {
-  return with_pool("kvpool_mamba_available", pool, [&](kvpool* p) -> Status {
+  return with_pool<Access::kShared>("kvpool_mamba_available", pool, [&](const kvpool* p) -> Status {
     KVPOOL_RETURN_IF_ERROR(need_mamba(p));
     KVPOOL_RETURN_IF_ERROR(check_out(slots, "slots"));
     *slots = p->mamba->ids().available();

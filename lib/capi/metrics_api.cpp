@@ -231,16 +231,16 @@ void write_device(const kvpool* p, TextWriter* w) {
 extern "C" {
 
 KVPOOL_API kvpool_status kvpool_metrics_text(const kvpool* pool, char* text, size_t text_cap, size_t* text_len) {
-  return with_pool("kvpool_metrics_text", pool, [&](kvpool* p) -> Status {
+  // A reader: on a thread-safe pool it shares the lock with other queries.
+  return with_pool<kvp::capi::Access::kShared>("kvpool_metrics_text", pool, [&](const kvpool* p) -> Status {
     KVPOOL_RETURN_IF_ERROR(check_out(text_len, "text_len"));
     if (text == nullptr && text_cap > 0) return Status::invalid("text is NULL but text_cap is " + std::to_string(text_cap));
-    const kvpool* reader = p;  // nothing below changes the pool (it may run as a shared reader)
     TextWriter w;
-    write_pool(reader, &w);
-    write_cache(reader, &w);
-    write_transfers(reader, &w);
-    write_storage(reader, &w);
-    write_device(reader, &w);
+    write_pool(p, &w);
+    write_cache(p, &w);
+    write_transfers(p, &w);
+    write_storage(p, &w);
+    write_device(p, &w);
     const std::string& out = w.text();
     *text_len = out.size();
     if (text_cap <= out.size()) {

@@ -9,6 +9,7 @@
 #include "capi/errors.hpp"
 #include "capi/handles.hpp"
 #include "capi/pool_handle.hpp"
+#include "capi/pool_lock.hpp"
 #include "kvpool/plan.h"
 #include "kvpool/pool.h"
 #include "kvpool/storage.h"
@@ -141,6 +142,7 @@ Status create_pool(const char* json, size_t json_len, kvpool** out, const kvpool
   KVPOOL_RETURN_IF_ERROR(plan_from_json(json, json_len, &pool->config, &pool->plan));
   KVPOOL_RETURN_IF_ERROR(check_storage_backend(pool->config.storage, pool->has_storage_backend));
   KVPOOL_RETURN_IF_ERROR(build_pool(pool.get()));
+  if (pool->config.pool.thread_safe) pool->lock = std::make_unique<PoolLock>();  // before any other thread can see it
   register_handle(pool.get(), HandleKind::kPool);
   // From here on the pool owns the backend's `user`: kvpool_destroy() calls its destroy.
   if (pool->has_storage_backend) pool->storage_backend_release.arm(pool->storage_backend);
@@ -219,7 +221,9 @@ KVPOOL_API kvpool_status kvpool_create_from_file(const char* path, kvpool** out)
 
 KVPOOL_API void kvpool_destroy(kvpool* pool) {
   if (pool == nullptr) return;
-  // Only a live handle is deleted; a stale or foreign pointer is ignored.
+  // Only a live handle is deleted; a stale or foreign pointer is ignored. No lock, even on
+  // a thread-safe pool: no other call may run on it now or later (the caller's duty).
+  // A kvpool_allocator free callback that calls kvpool here finds the handle dead already.
   if (kvp::capi::unregister_handle(pool, HandleKind::kPool)) {
     KVPOOL_LOG(KVPOOL_LOG_INFO, "destroying pool: model \"" + pool->config.model.name + "\"");
     delete pool;

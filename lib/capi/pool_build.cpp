@@ -118,12 +118,22 @@ Status build_pool(::kvpool* pool) {
   // fully described by the token slots (swa and hybrid_linear need their own trees).
   const bool plain = c.model.attention != config::Attention::kSWA && c.model.attention != config::Attention::kHybridLinear;
   if (c.host_cache.enabled) {
-    // The tier lives in the radix tree's nodes (host-only and device+host states); the
-    // swa and hybrid_linear trees have no such states yet (docs/host-tier.md).
-    if (!plain) {
-      return Status::unsupported("host_cache: the host tier serves the radix cache of mha, mla, nsa and double_sparse "
-                                 "pools; the " + std::string(c.model.attention == config::Attention::kSWA ? "swa" : "hybrid_linear") +
-                                 " radix cache is not tiered yet");
+    // The tier lives in the radix tree's nodes (host-only and device+host states): the
+    // plain tree's and the mamba tree's (full-attention KV) have them, the swa tree's
+    // (tombstones of the window) not yet (docs/host-tier.md).
+    if (c.model.attention == config::Attention::kSWA) {
+      return Status::unsupported("host_cache: the host tier serves the radix cache of mha, mla, nsa, double_sparse and "
+                                 "hybrid_linear pools; the swa radix cache is not tiered yet");
+    }
+    if (c.model.attention == config::Attention::kHybridLinear) {
+      if (c.pool.mamba_extra_buffer) {
+        return Status::unsupported("host_cache: a hybrid_linear pool with pool.mamba_extra_buffer has no mamba radix "
+                                   "cache to tier");
+      }
+      if (c.storage.enabled) {
+        return Status::unsupported("storage: the storage tier serves mha, mla, nsa and double_sparse pools; a "
+                                   "hybrid_linear pool's host tier has no storage tier yet");
+      }
     }
     if (c.prefix_cache.kind != config::PrefixCacheKind::kRadix) {
       return Status::config("$.host_cache: the host tier keeps what the radix cache evicts, expected prefix_cache.kind "
@@ -152,6 +162,11 @@ Status build_pool(::kvpool* pool) {
   // SGLang's extra_buffer mode (ping-pong state snapshots) is not implemented by the mamba tree or kvseq.
   if (c.model.attention == config::Attention::kHybridLinear && !c.pool.mamba_extra_buffer) {
     if (radix) KVPOOL_RETURN_IF_ERROR(cache::MambaCache::make(pool->paged.get(), pool->mamba.get(), &pool->mamba_cache));
+    if (radix && pool->host_transfer) {  // the full-attention layers' KV; mamba states stay on the device
+      cache::WritePolicy write = cache::WritePolicy::kWriteThrough;
+      cache::parse_write_policy(c.host_cache.write_policy, &write);  // validated by the config parser
+      pool->mamba_cache->enable_host_tier(pool->host.get(), pool->host_transfer.get(), write);
+    }
     pool->seqs = std::make_unique<seq::MambaSequences>(pool->paged.get(), pool->requests.get(), pool->mamba.get(),
                                                        pool->mamba_cache.get());
   }

@@ -13,6 +13,7 @@
 #include "cache/mamba_cache.hpp"
 #include "cache/prefix_cache.hpp"
 #include "cache/swa_cache.hpp"
+#include "capi/pool_lock.hpp"
 #include "config/config.hpp"
 #include "host/host_pool.hpp"
 #include "host/host_transfer.hpp"
@@ -61,6 +62,9 @@ struct kvpool {
   kvp::storage::BackendRelease storage_backend_release;
   kvp::config::Config config;
   kvp::plan::Plan plan;
+  // pool.thread_safe: the lock every entry point takes (capi/pool_lock.hpp); null without
+  // the key, and then no call pays for it. Set before the handle is registered.
+  std::unique_ptr<kvp::capi::PoolLock> lock;
   // kvpool_create_with_allocator(): the caller's memory callbacks (used by `backend`).
   kvpool_allocator allocator{};
   bool has_allocator = false;

@@ -11,6 +11,7 @@ using kvp::capi::check_array;
 using kvp::capi::check_out;
 using kvp::capi::check_same_length;
 using kvp::capi::key_of;
+using kvp::capi::Access;
 using kvp::capi::with_pool;
 
 namespace {
@@ -120,7 +121,7 @@ KVPOOL_API kvpool_status radix_evict(kvpool* pool, size_t tokens, size_t* evicte
 }
 
 KVPOOL_API kvpool_status radix_sizes(const kvpool* pool, size_t* evictable, size_t* protected_len, size_t* total) {
-  return with_pool("radix_sizes", pool, [&](kvpool* p) -> Status {
+  return with_pool<Access::kShared>("radix_sizes", pool, [&](const kvpool* p) -> Status {
     KVPOOL_RETURN_IF_ERROR(has_cache(p));  // the tree's counters: no list needed
     KVPOOL_RETURN_IF_ERROR(check_out(evictable, "evictable"));
     KVPOOL_RETURN_IF_ERROR(check_out(protected_len, "protected_len"));

@@ -9,6 +9,7 @@ using kvp::capi::check_out;
 using kvp::capi::check_same_length;
 using kvp::capi::key_of;
 using kvp::capi::refuse_request_state;
+using kvp::capi::Access;
 using kvp::capi::with_pool;
 
 namespace {
@@ -110,7 +111,7 @@ KVPOOL_API kvpool_status radix_evict_swa(kvpool* pool, size_t tokens, size_t swa
 }
 
 KVPOOL_API kvpool_status radix_state_sizes(const kvpool* pool, size_t* evictable, size_t* protected_len) {
-  return with_pool("radix_state_sizes", pool, [&](kvpool* p) -> Status {
+  return with_pool<Access::kShared>("radix_state_sizes", pool, [&](const kvpool* p) -> Status {
     if (!p->mamba_cache && !p->swa_cache) {
       return Status::unsupported("the pool has no mamba or swa radix cache (only hybrid_linear and swa pools have one)");
     }

@@ -8,12 +8,13 @@ using kvp::capi::check_array;
 using kvp::capi::check_out;
 using kvp::capi::check_same_length;
 using kvp::capi::need_mamba;
+using kvp::capi::Access;
 using kvp::capi::with_pool;
 
 extern "C" {
 
 KVPOOL_API kvpool_status kvreq_available(const kvpool* pool, size_t* rows) {
-  return with_pool("kvreq_available", pool, [&](kvpool* p) -> Status {
+  return with_pool<Access::kShared>("kvreq_available", pool, [&](const kvpool* p) -> Status {
     KVPOOL_RETURN_IF_ERROR(check_out(rows, "rows"));
     *rows = p->requests->available();
     return Status::ok();
@@ -132,7 +133,7 @@ KVPOOL_API kvpool_status kvreq_free_hybrid(kvpool* pool, const int32_t* rows, si
 
 KVPOOL_API kvpool_status kvreq_mamba_slots(const kvpool* pool, int32_t row, int32_t* slot, int32_t* ping_pong,
                                            size_t ping_pong_len) {
-  return with_pool("kvreq_mamba_slots", pool, [&](kvpool* p) -> Status {
+  return with_pool<Access::kShared>("kvreq_mamba_slots", pool, [&](const kvpool* p) -> Status {
     KVPOOL_RETURN_IF_ERROR(need_mamba(p));
     KVPOOL_RETURN_IF_ERROR(check_out(slot, "slot"));
     KVPOOL_RETURN_IF_ERROR(check_array(ping_pong, ping_pong_len, "ping_pong"));

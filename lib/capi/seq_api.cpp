@@ -12,6 +12,7 @@ using kvp::Status;
 using kvp::capi::check_array;
 using kvp::capi::check_out;
 using kvp::capi::check_same_length;
+using kvp::capi::Access;
 using kvp::capi::with_pool;
 
 namespace {
@@ -167,7 +168,7 @@ KVPOOL_API kvpool_status kvseq_retract(kvpool* pool, uint64_t seq, size_t* cache
 }
 
 KVPOOL_API kvpool_status kvseq_get_info(const kvpool* pool, uint64_t seq, kvseq_info* out) {
-  return with_pool("kvseq_get_info", pool, [&](kvpool* p) -> Status {
+  return with_pool<Access::kShared>("kvseq_get_info", pool, [&](const kvpool* p) -> Status {
     KVPOOL_RETURN_IF_ERROR(has_seqs(p));  // the request's own state: no list needed
     KVPOOL_RETURN_IF_ERROR(check_out(out, "out"));
     // host_hit came later: callers built before it pass the size without it.
@@ -191,7 +192,7 @@ KVPOOL_API kvpool_status kvseq_get_info(const kvpool* pool, uint64_t seq, kvseq_
 
 KVPOOL_API kvpool_status kvseq_get_slots(const kvpool* pool, uint64_t seq, int64_t* slots, size_t slots_cap,
                                          size_t* slots_len) {
-  return with_pool("kvseq_get_slots", pool, [&](kvpool* p) -> Status {
+  return with_pool<Access::kShared>("kvseq_get_slots", pool, [&](const kvpool* p) -> Status {
     KVPOOL_RETURN_IF_ERROR(has_seqs(p));  // the request's own state: no list needed
     KVPOOL_RETURN_IF_ERROR(check_array(slots, slots_cap, "slots"));
     KVPOOL_RETURN_IF_ERROR(check_out(slots_len, "slots_len"));
@@ -209,7 +210,7 @@ KVPOOL_API kvpool_status kvseq_get_slots(const kvpool* pool, uint64_t seq, int64
 
 KVPOOL_API kvpool_status kvseq_accounting(const kvpool* pool, size_t* available, size_t* evictable,
                                           size_t* protected_len, size_t* uncached, size_t* capacity) {
-  return with_pool("kvseq_accounting", pool, [&](kvpool* p) -> Status {
+  return with_pool<Access::kSharedOnHostList>("kvseq_accounting", pool, [&](kvpool* p) -> Status {
     KVPOOL_RETURN_IF_ERROR(has_seqs(p));
     KVPOOL_RETURN_IF_ERROR(kvp::capi::refresh_host_list(p));  // reads the free count, changes nothing
     for (auto [ptr, name] : {std::pair<size_t*, const char*>{available, "available"}, {evictable, "evictable"},
@@ -222,7 +223,7 @@ KVPOOL_API kvpool_status kvseq_accounting(const kvpool* pool, size_t* available,
 }
 
 KVPOOL_API kvpool_status kvseq_mamba_slot(const kvpool* pool, uint64_t seq, int32_t* slot) {
-  return with_pool("kvseq_mamba_slot", pool, [&](kvpool* p) -> Status {
+  return with_pool<Access::kShared>("kvseq_mamba_slot", pool, [&](const kvpool* p) -> Status {
     KVPOOL_RETURN_IF_ERROR(kvp::capi::need_mamba(p));
     KVPOOL_RETURN_IF_ERROR(has_seqs(p));  // the request's own state: no list needed
     KVPOOL_RETURN_IF_ERROR(check_out(slot, "slot"));

@@ -7,6 +7,7 @@ using kvp::Status;
 using kvp::capi::check_array;
 using kvp::capi::check_out;
 using kvp::capi::key_of;
+using kvp::capi::Access;
 using kvp::capi::with_pool;
 
 namespace {
@@ -38,7 +39,7 @@ static_assert(int32_t(kvp::cache::PrefetchSkip::kHostFull) == KVSTORE_SKIP_HOST_
 extern "C" {
 
 KVPOOL_API kvpool_status kvstore_get_stats(const kvpool* pool, kvstore_stats* out) {
-  return with_pool("kvstore_get_stats", pool, [&](kvpool* p) -> Status {
+  return with_pool<Access::kShared>("kvstore_get_stats", pool, [&](const kvpool* p) -> Status {
     KVPOOL_RETURN_IF_ERROR(has_storage(p));
     KVPOOL_RETURN_IF_ERROR(check_out(out, "out"));
     KVPOOL_RETURN_IF_ERROR(check_struct(out, "KVSTORE_STATS_INIT"));
@@ -104,7 +105,7 @@ KVPOOL_API kvpool_status kvstore_prefetch(kvpool* pool, const int32_t* tokens, s
 }
 
 KVPOOL_API kvpool_status kvstore_prefetch_poll(const kvpool* pool, uint64_t id, kvstore_prefetch_info* out) {
-  return with_pool("kvstore_prefetch_poll", pool, [&](kvpool* p) -> Status {
+  return with_pool<Access::kShared>("kvstore_prefetch_poll", pool, [&](const kvpool* p) -> Status {
     KVPOOL_RETURN_IF_ERROR(has_storage(p));
     KVPOOL_RETURN_IF_ERROR(check_out(out, "out"));
     KVPOOL_RETURN_IF_ERROR(check_struct(out, "KVSTORE_PREFETCH_INFO_INIT"));

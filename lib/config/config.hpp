@@ -62,6 +62,9 @@ struct PoolConfig {
   // The KV free-page list lives in device memory (device.h allocation without
   // device-to-host copies); CUDA pools with a token or paged allocator only.
   bool device_free_list = false;
+  // Every call on the pool may come from any thread: the C API serializes them on one
+  // lock per pool (capi/pool_lock.hpp, docs/services.md#threading). Off: no lock at all.
+  bool thread_safe = false;
 };
 
 struct ParallelConfig {

@@ -264,6 +264,9 @@ Status parse_pool(const cJSON* obj, const ModelConfig& m, PoolConfig* p) {
   std::optional<int64_t> draft;
   KVPOOL_RETURN_IF_ERROR(r.get_int("mamba_spec_draft_tokens", 0, 64, false, &draft));
   p->mamba_spec_draft_tokens = draft.value_or(0);
+  std::optional<bool> thread_safe;
+  KVPOOL_RETURN_IF_ERROR(r.get_bool("thread_safe", false, &thread_safe));
+  p->thread_safe = thread_safe.value_or(false);
   return r.finish();
 }
 

@@ -153,13 +153,23 @@ Status RequestTable::narrow_slots(const int64_t* slots, size_t n, int32_t* dst) 
   return Status::ok();
 }
 
-Status RequestTable::read(int32_t row, size_t start, int64_t* out, size_t n) const {
+Status RequestTable::copy_out(int32_t row, size_t start, int32_t* dst, size_t n) const {
   KVPOOL_RETURN_IF_ERROR(check_columns(row, start, n));
   if (n == 0) return Status::ok();
-  staging_.resize(n);
   const int32_t* base = table_.as<int32_t>() + static_cast<size_t>(row) * static_cast<size_t>(context_) + start;
-  KVPOOL_RETURN_IF_ERROR(backend_->to_host(staging_.data(), base, n * sizeof(int32_t)));
-  for (size_t i = 0; i < n; ++i) out[i] = staging_[i];
+  return backend_->to_host(dst, base, n * sizeof(int32_t));
+}
+
+Status RequestTable::read(int32_t row, size_t start, int64_t* out, size_t n) {
+  return static_cast<const RequestTable*>(this)->read(row, start, out, n, &staging_);
+}
+
+Status RequestTable::read(int32_t row, size_t start, int64_t* out, size_t n, std::vector<int32_t>* staging) const {
+  KVPOOL_RETURN_IF_ERROR(check_columns(row, start, n));
+  if (n == 0) return Status::ok();
+  staging->resize(n);
+  KVPOOL_RETURN_IF_ERROR(copy_out(row, start, staging->data(), n));
+  for (size_t i = 0; i < n; ++i) out[i] = (*staging)[i];
   return Status::ok();
 }
 
@@ -213,7 +223,9 @@ Status RequestTable::last_loc(const int32_t* rows, const int64_t* prefix_lens, s
     if (prefix_lens[i] == 0) {
       out[i] = -1;
     } else {
-      KVPOOL_RETURN_IF_ERROR(read(rows[i], static_cast<size_t>(prefix_lens[i] - 1), out + i, 1));
+      int32_t last = 0;
+      KVPOOL_RETURN_IF_ERROR(copy_out(rows[i], static_cast<size_t>(prefix_lens[i] - 1), &last, 1));
+      out[i] = last;
     }
   }
   return Status::ok();

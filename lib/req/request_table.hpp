@@ -40,7 +40,12 @@ class RequestTable {
   Status write_singles(const int32_t* rows, const int64_t* columns, const int64_t* slots, size_t n);
   // True if each of those n one-slot writes would pass write()'s checks.
   bool singles_ok(const int32_t* rows, const int64_t* columns, const int64_t* slots, size_t n) const;
-  Status read(int32_t row, size_t start, int64_t* out, size_t n) const;
+  // Reads `n` columns of `row` from `start` into `out`, through the table's own staging
+  // buffer (no allocation once it has grown: kvreq_read).
+  Status read(int32_t row, size_t start, int64_t* out, size_t n);
+  // The same through the caller's `staging`: changes nothing of the table, so that the
+  // read-only queries (kvpool_check) may run side by side on a thread-safe pool.
+  Status read(int32_t row, size_t start, int64_t* out, size_t n, std::vector<int32_t>* staging) const;
   Status write_batch(const int32_t* rows, const int64_t* prefix_lens, const int64_t* seq_lens, size_t batch,
                      const int64_t* prefix_slots, size_t prefix_total, const int64_t* extend_slots,
                      size_t extend_total);
@@ -56,13 +61,15 @@ class RequestTable {
 
  private:
   RequestTable(backend::Backend* backend, int64_t rows, int64_t context, int64_t slot_limit);
+  // Copies the table's int32 entries of `row`, columns [start, start + n), checked, into `dst`.
+  Status copy_out(int32_t row, size_t start, int32_t* dst, size_t n) const;
 
   backend::Backend* backend_;
   alloc::IdAllocator rows_;
   int64_t context_;
   int64_t slot_limit_;
   backend::DeviceMemory table_;
-  mutable std::vector<int32_t> staging_;
+  std::vector<int32_t> staging_;  // write() and read(): the int32 form of a row's slots
   std::vector<int64_t> ids_;
 };
 

@@ -29,7 +29,7 @@ Status MambaSequences::tree_evict(size_t tokens) {
 }
 
 Status MambaSequences::match_and_lock(Request* r) {
-  r->cached = r->prefix_hit = 0;
+  r->cached = r->prefix_hit = r->host_hit = 0;
   r->slots.clear();
   r->node = 0;
   int32_t source = -1;
@@ -37,6 +37,17 @@ Status MambaSequences::match_and_lock(Request* r) {
     r->slots.reserve(r->tokens.size());  // before the match: its split is a change
     cache::MambaMatch& m = match_;
     KVPOOL_RETURN_IF_ERROR(mcache_->match(r->tokens.data(), r->tokens.size() - 1, r->extra_key, -1, &m));
+    if (mcache_->host_tier() && !retracting_ && m.host_tokens > 0) {
+      // A deeper state on a host-only node: its KV chain comes back (SGLang's init_load_back;
+      // the load keeps the matched path pinned while it makes room), then the match ends there.
+      std::vector<int64_t> loaded_slots;
+      size_t loaded = 0;
+      KVPOOL_RETURN_IF_ERROR(mcache_->load_back(m.host_node, &loaded_slots, &loaded));
+      if (loaded > 0) {
+        KVPOOL_RETURN_IF_ERROR(mcache_->match(r->tokens.data(), r->tokens.size() - 1, r->extra_key, -1, &m));
+        r->host_hit = loaded;
+      }
+    }
     KVPOOL_RETURN_IF_ERROR(mcache_->tree().lock(m.node));  // also protects the state copied below
     r->node = m.node;
     r->slots.assign(m.slots.begin(), m.slots.end());
@@ -112,7 +123,9 @@ Status MambaSequences::cache_unfinished(Request* r) {
   KVPOOL_RETURN_IF_ERROR(states_->fork(r->state, &fork));
   size_t prefix = 0;
   bool exist = false;
-  const Status inserted = mcache_->insert(r->tokens.data(), n, r->slots.data(), fork, r->extra_key, &prefix, &exist, nullptr);
+  // A chunk of a prompt not fully computed: no write-policy hit (SGLang's chunked insert).
+  const Status inserted =
+      mcache_->insert(r->tokens.data(), n, r->slots.data(), fork, r->extra_key, &prefix, &exist, nullptr, false);
   if (!inserted.is_ok() || exist) {
     // Not taken (the node had a state already, or the insert was refused): the fork is ours to free.
     KVPOOL_RETURN_IF_ERROR(states_->free_unattached(&fork, 1));

@@ -764,6 +764,7 @@ size_t Sequences::check_requests(std::string* report, size_t max_lines, bool has
   };
   const int64_t P = static_cast<int64_t>(page_);
   std::map<int64_t, uint64_t> page_owner;
+  std::vector<int32_t> staging;  // the table's own staging buffer is not a reader's to use
   for (const auto& [id, r] : requests_) {
     if (r.cached > r.slots.size() || r.slots.size() > r.tokens.size() || r.cached % page_ != 0) {
       complain(who(id) + "inconsistent lengths");
@@ -784,7 +785,7 @@ size_t Sequences::check_requests(std::string* report, size_t max_lines, bool has
     }
     if (r.row >= 0) {
       std::vector<int64_t> row(r.slots.size());
-      if (!table_->read(r.row, 0, row.data(), row.size()).is_ok() || row != r.slots) {
+      if (!table_->read(r.row, 0, row.data(), row.size(), &staging).is_ok() || row != r.slots) {
         complain(who(id) + "table row " + std::to_string(r.row) + " does not hold its slots");
       }
     }

@@ -4,6 +4,8 @@
 #include <atomic>
 #include <string>
 
+#include "util/callback_scope.hpp"
+
 namespace kvp::storage {
 namespace {
 
@@ -24,7 +26,10 @@ class CallbackStore final : public BlobStore {
         k[i] = keys[start + i].c_str();
         r[i] = KVSTORE_ERROR;
       }
-      t_.put(t_.user, k, values + start, sizes + start, m, r);
+      {
+        util::UserCallbackScope scope;
+        t_.put(t_.user, k, values + start, sizes + start, m, r);
+      }
       for (size_t i = 0; i < m; ++i) {
         if (r[i] == KVSTORE_OK) {
           out[start + i] = BlobResult::kOk;
@@ -53,7 +58,10 @@ class CallbackStore final : public BlobStore {
         r[i] = KVSTORE_ERROR;
         sizes[start + i] = 0;
       }
-      t_.get(t_.user, k, dst + start, capacity + start, m, sizes + start, r);
+      {
+        util::UserCallbackScope scope;
+        t_.get(t_.user, k, dst + start, capacity + start, m, sizes + start, r);
+      }
       for (size_t i = 0; i < m; ++i) {
         const size_t j = start + i;
         if (r[i] == KVSTORE_OK) {
@@ -83,7 +91,11 @@ class CallbackStore final : public BlobStore {
     for (size_t start = 0; start < n; start += kCallbackBatch) {
       const size_t m = std::min(kCallbackBatch, n - start);
       for (size_t i = 0; i < m; ++i) k[i] = keys[start + i].c_str();
-      const size_t got = std::min(t_.exists_prefix(t_.user, k, m), m);
+      size_t got = 0;
+      {
+        util::UserCallbackScope scope;
+        got = std::min(t_.exists_prefix(t_.user, k, m), m);
+      }
       found += got;
       if (got < m) break;
     }
@@ -94,7 +106,11 @@ class CallbackStore final : public BlobStore {
     if (t_.clear == nullptr) {
       return Status::unsupported("the custom storage backend has no clear callback (kvstore_backend.clear is NULL)");
     }
-    const int32_t rc = t_.clear(t_.user);
+    int32_t rc = KVSTORE_ERROR;
+    {
+      util::UserCallbackScope scope;
+      rc = t_.clear(t_.user);
+    }
     if (rc != KVSTORE_OK) {
       return Status::io("the custom storage backend's clear callback failed (returned " + std::to_string(rc) +
                         ", expected KVSTORE_OK)");

@@ -4,6 +4,8 @@
 #include <mutex>
 #include <shared_mutex>
 
+#include "util/callback_scope.hpp"
+
 namespace kvp::log {
 namespace {
 
@@ -42,7 +44,12 @@ void write(kvpool_log_level level, const std::string& message) noexcept {
   // Checked again under the lock: the callback may have been cleared since enabled().
   if (s.callback == nullptr || static_cast<int32_t>(level) > g_level.load(std::memory_order_relaxed)) return;
   t_in_callback = true;
-  s.callback(s.user_data, level, message.c_str());
+  {
+    // A call the callback makes into a thread-safe pool fails cleanly instead of waiting for
+    // a lock that this thread, or one waiting for this storage thread, holds.
+    const util::UserCallbackScope user_code;
+    s.callback(s.user_data, level, message.c_str());
+  }
   t_in_callback = false;
 }
 

@@ -246,6 +246,30 @@ void run_host_tier(const char* policy) {
 }
 
 TEST(FaultSeq, MhaPage4HostTierWriteThrough) { run_host_tier("write_through"); }
+
+// hybrid_linear with the host tier: the mamba radix tree's full-attention KV is tiered
+// (copies made and waited for inside inserts and begins), states stay on the device.
+void run_hybrid_host_tier(const char* policy) {
+  std::string json = kvtest::hybrid_radix_config(96, 20, 4, 512);
+  json.insert(json.size() - 1, std::string(R"(, "host_cache": {"ratio": 3, "headroom_bytes": 0, "write_policy": ")") +
+                                   policy + "\"}");
+  Twin t(json, std::string("kvseq hybrid_linear host tier ") + policy);
+  // A backup that ran out of memory inside a successful call is retried by kvhost_poll,
+  // so the picture first retries (without injection) in both pools alike.
+  t.extra = [](kvpool* p) {
+    if (kvhost_poll(p, 0, nullptr) != KVPOOL_OK) return std::string(" poll: ") + kvpool_last_error();
+    kvhost_stats s = KVHOST_STATS_INIT;
+    if (kvhost_get_stats(p, &s) != KVPOOL_OK) return std::string(" host: ") + kvpool_last_error();
+    return " host used " + std::to_string(s.used_tokens) + " host-only " + std::to_string(s.host_only_tokens) +
+           " backups " + std::to_string(s.backup_tokens) + " loads " + std::to_string(s.load_tokens);
+  };
+  auto seen = run(t, 7, 400, {24, 12, 6, 5});
+  expect_ops(seen, {"begin", "extend", "decode", "finish", "abort"}, t.sum.name);
+  t.sum.print();
+}
+
+TEST(FaultSeq, HybridLinearHostTierWriteThrough) { run_hybrid_host_tier("write_through"); }
+TEST(FaultSeq, HybridLinearHostTierWriteBack) { run_hybrid_host_tier("write_back"); }
 TEST(FaultSeq, MhaPage4HostTierWriteBack) { run_host_tier("write_back"); }
 
 // The storage tier on top (file backend, each pool its own directory): kvseq calls queue

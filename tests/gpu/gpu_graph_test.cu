@@ -18,6 +18,17 @@ namespace {
 
 using Slots = std::vector<int64_t>;
 
+// The value of kvpool_device_faults_total in the pool's metrics text, or -1 when absent.
+double device_faults_metric(const kvpool* pool) {
+  size_t len = 0;
+  if (kvpool_metrics_text(pool, nullptr, 0, &len) != KVPOOL_ERR_BUFFER_TOO_SMALL) return -2;
+  std::string text(len, '\0');
+  if (kvpool_metrics_text(pool, &text[0], text.size(), &len) != KVPOOL_OK) return -3;
+  const std::string name = "\nkvpool_device_faults_total ";
+  const size_t at = text.find(name);
+  return at == std::string::npos ? -1 : std::stod(text.substr(at + name.size()));
+}
+
 #define CUDA_OK(x) ASSERT_EQ((x), cudaSuccess) << #x
 
 struct PoolDeleter {
@@ -206,15 +217,18 @@ TEST(DecodeGraph, AReplayPastTheWatermarkFaultsCleanly) {
   // Telling the host of more steps than fit is refused (nothing ran past the watermark yet).
   EXPECT_EQ(kvalloc_decode_graph_advance(lane.pool.get(), seq0.data(), seq0.size(), room + 1),
             KVPOOL_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(device_faults_metric(lane.pool.get()), 0.0);
   CUDA_OK(cudaGraphLaunch(exec, s));  // one step past the watermark
   EXPECT_EQ(kvpool_synchronize(lane.pool.get(), s), KVPOOL_ERR_DEVICE_FAULT);
   const std::string message = kvpool_last_error();
+  EXPECT_EQ(device_faults_metric(lane.pool.get()), 1.0);  // raised, counted once
   EXPECT_NE(message.find("watermark"), std::string::npos) << message;
   EXPECT_EQ(message.find("internal"), std::string::npos) << message;
   // A faulted pool reports the fault to every call until kvalloc_clear.
   EXPECT_EQ(kvalloc_decode_graph_advance(lane.pool.get(), seq0.data(), seq0.size(), room), KVPOOL_ERR_DEVICE_FAULT);
   EXPECT_EQ(kvalloc_clear(lane.pool.get()), KVPOOL_OK) << kvpool_last_error();
   EXPECT_EQ(kvpool_synchronize(lane.pool.get(), s), KVPOOL_OK);
+  EXPECT_EQ(device_faults_metric(lane.pool.get()), 1.0);  // cleared, still counted
   char report[512];
   EXPECT_EQ(kvpool_check(lane.pool.get(), report, sizeof(report)), KVPOOL_OK) << report;
   cudaGraphExecDestroy(exec);

@@ -70,6 +70,22 @@ TEST(Config, WrongTypesNameThePathAndTheValue) {
   expect_config_error(doc(R"("model": 3)", kPool), {"$.model: got 3, expected an object"});
 }
 
+// pool.thread_safe (docs/services.md#threading): a boolean, false when absent.
+TEST(Config, ThreadSafeIsABoolean) {
+  const std::string base = R"("pool": {"max_total_tokens": 1024, "max_running_requests": 4, "max_context_len": 256)";
+  for (const char* value : {"true", "false"}) {
+    kvpool_plan_info p;
+    EXPECT_EQ(kvtest::plan(doc(kModel, base + ", \"thread_safe\": " + value + "}"), &p), KVPOOL_OK)
+        << value << ": " << kvpool_last_error();
+  }
+  expect_config_error(doc(kModel, base + R"(, "thread_safe": "yes"})"),
+                      {"$.pool.thread_safe: got \"yes\", expected true or false"});
+  expect_config_error(doc(kModel, base + R"(, "thread_safe": 1})"), {"$.pool.thread_safe: got 1, expected true or false"});
+  expect_config_error(doc(kModel, base + R"(, "thread_safe": null})"), {"$.pool.thread_safe: got null", "true or false"});
+  expect_config_error(doc(kModel, base + R"(, "thread_safe": true, "thread_safe": true})"),
+                      {"$.pool.thread_safe: key given twice"});
+}
+
 TEST(Config, RequiredKeys) {
   expect_config_error("{" + std::string(kPool) + "}", {"$.model: missing, expected an object"});
   expect_config_error(doc(R"("model": {"kv_heads": 2, "head_dim": 16})", kPool), {"$.model.num_layers: missing"});

@@ -319,3 +319,58 @@ func TestHostTierUnsupportedWithoutHostCache(t *testing.T) {
 	_, err = p.HostStats()
 	wantCode(t, err, kvpool.ErrInvalidArgument)
 }
+
+// hybridHostConfig: a hybrid_linear pool (full attention at layer 3, page_size 1) whose
+// full-attention KV has a host tier; mamba states stay on the device.
+const hybridHostConfig = `{"model":{"num_layers":4,"attention":"hybrid_linear","kv_heads":2,"head_dim":8,` +
+	`"full_attention_layers":[3],"mamba":{"conv_shape":[4,3],"ssm_shape":[2,4,4],"conv_dtype":"f32","ssm_dtype":"f32"}},` +
+	`"pool":{"kv_dtype":"f32","max_total_tokens":64,"max_running_requests":2,"mamba_cache_size":10,"max_context_len":64},` +
+	`"prefix_cache":{"kind":"radix"},"host_cache":{"ratio":4,"headroom_bytes":0}}`
+
+func TestHostTierHybridBeginLoadsTheFullAttentionKvBack(t *testing.T) {
+	p := open(t, hybridHostConfig)
+	prompt := tokenRange(300, 24)
+	seq, cached, err := p.Begin(prompt, "")
+	must(t, err)
+	if cached != 0 {
+		t.Fatalf("Begin on an empty cache found %d tokens", cached)
+	}
+	slots, err := p.SeqExtend([]uint64{seq}, []int64{24})
+	must(t, err)
+	k, v := kvPattern(24, 3, 0), kvPattern(24, 3, 1)
+	must(t, p.SetKV(3, slots, k, v, kvpool.DTypeF32, 1, 1))
+	must(t, p.Finish(seq, 24))
+	if s := hostStats(t, p); s.UsedTokens != 24 {
+		t.Fatalf("HostStats after Finish = %+v, want the 24 tokens copied (write_through)", s)
+	}
+	evicted, err := p.Evict(64)
+	must(t, err)
+	if evicted != 24 {
+		t.Fatalf("Evict freed %d device tokens, want 24", evicted)
+	}
+	if s := hostStats(t, p); s.HostOnlyTokens != 24 {
+		t.Fatalf("HostStats after Evict = %+v, want 24 host-only tokens", s)
+	}
+	longer := append(append([]int32{}, prompt...), 9)
+	seq, cached, err = p.Begin(longer, "")
+	must(t, err)
+	if info := seqInfo(t, p, seq); cached != 24 || info.HostHit != 24 {
+		t.Fatalf("Begin after eviction: cached %d, SeqInfo %+v, want 24 tokens loaded from the host", cached, info)
+	}
+	held, err := p.SeqSlots(seq)
+	must(t, err)
+	gotK, gotV := make([]byte, len(k)), make([]byte, len(v))
+	must(t, p.GetKV(3, held, gotK, gotV, kvpool.DTypeF32))
+	if !bytes.Equal(gotK, k) || !bytes.Equal(gotV, v) {
+		t.Fatalf("the loaded-back KV differs from what was written")
+	}
+	must(t, p.Abort(seq))
+	a, err := p.Accounting()
+	must(t, err)
+	if a.Capacity != 64 || a.Available+a.Evictable+a.Protected+a.Uncached != a.Capacity {
+		t.Fatalf("accounting %+v: available+evictable+protected+uncached != capacity 64", a)
+	}
+	if _, err := p.Check(); err != nil {
+		t.Fatalf("Check: %v", err)
+	}
+}

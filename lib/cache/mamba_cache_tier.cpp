@@ -1,0 +1,205 @@
+// The host tier of a hybrid_linear pool's prefix cache (docs/host-tier.md): the
+// full-attention KV of the mamba radix tree's nodes is copied to the host per the write
+// policy, kept there when the device evicts it, and loaded back for a match that ends
+// at a host-only node with a mamba state. Page size is 1: a host page is a host token.
+//
+// Copies are waited for inside the call that starts them, so no node is ever locked by
+// a copy in flight and kvhost_poll() has nothing to do: the tree's inserts come after
+// the engine computed the tokens (cache_unfinished_req / cache_finished_req), and the
+// transfer orders a backup after the work already on the compute stream.
+#include <string>
+
+#include "cache/mamba_cache.hpp"
+
+namespace kvp::cache {
+
+void MambaCache::enable_host_tier(host::HostPool* pool, host::HostTransfer* transfer, WritePolicy policy) {
+  host_ = pool;
+  transfer_ = transfer;
+  policy_ = policy;
+  // A host copy the tree drops was held by its node: a failed free is a bug kvpool_check reports.
+  tree_->enable_host_tier([this](const int64_t* host_slots, size_t n) { (void)host_->free(host_slots, n); });
+  const size_t slots = owned_.size();
+  device_scratch_.reserve(slots);
+  host_scratch_.reserve(slots);
+  length_scratch_.reserve(slots);
+  node_scratch_.reserve(slots);
+  pending_.reserve(256);
+  if (policy == WritePolicy::kWriteBack) {
+    tree_->set_keep_on_host([this](NodeHandle node) { return keep_on_host(node); });
+  }
+}
+
+bool MambaCache::copy_to_host(const std::vector<NodeHandle>& nodes) {
+  std::vector<int64_t>& device = device_scratch_;
+  std::vector<int64_t>& hosts = host_scratch_;
+  std::vector<size_t>& lengths = length_scratch_;
+  device.clear();
+  lengths.clear();
+  for (NodeHandle h : nodes) {
+    if (!tree_->is_live(h)) return false;
+  }
+  // Device slots of the nodes, root-to-leaf (page size 1: a slot is a page), and room in
+  // each node for its host slots: the only allocations, before anything changes.
+  for (NodeHandle h : nodes) {
+    const size_t before = device.size();
+    tree_->device_slots(h, &device);
+    lengths.push_back(device.size() - before);
+    tree_->reserve_host(h);
+  }
+  const size_t n = device.size();
+  if (n == 0) return true;
+  if (host_->free_pages() < n) {
+    size_t evicted = 0;
+    if (!tree_->evict_host(n - host_->free_pages(), &evicted).is_ok()) return false;
+    stats_.host_evicted_tokens += evicted;
+  }
+  if (host_->free_pages() < n) {
+    ++stats_.backups_skipped;
+    return false;
+  }
+  hosts.resize(n);
+  if (!host_->alloc(n, hosts.data()).is_ok()) {
+    ++stats_.backups_skipped;
+    return false;
+  }
+  uint64_t ticket = 0;
+  Status st = transfer_->backup(device.data(), hosts.data(), n, &ticket);
+  if (st.is_ok()) st = transfer_->wait(ticket);
+  if (!st.is_ok()) {
+    ++stats_.backup_errors;
+    (void)host_->free(hosts.data(), n);
+    return false;
+  }
+  size_t at = 0;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (!tree_->attach_host(nodes[i], hosts.data() + at, lengths[i]).is_ok()) {
+      // Cannot happen (the nodes were checked above): give the rest back.
+      (void)host_->free(hosts.data() + at, n - at);
+      return false;
+    }
+    at += lengths[i];
+  }
+  ++stats_.backups;
+  stats_.backup_tokens += n;
+  return true;
+}
+
+void MambaCache::back_up_path(NodeHandle node) noexcept {
+  if (policy_ == WritePolicy::kWriteBack) return;
+  const uint32_t min_hits = policy_ == WritePolicy::kWriteThroughSelective ? 2 : 1;
+  try {
+    node_scratch_.clear();
+    tree_->backup_candidates(node, min_hits, &node_scratch_);
+    if (!node_scratch_.empty()) (void)copy_to_host(node_scratch_);
+  } catch (...) {
+    // Out of host memory before any change: noted for a retry (the note never allocates).
+    if (pending_.size() < pending_.capacity()) {
+      pending_.push_back(node);
+    } else {
+      ++stats_.backup_errors;  // the nodes stay device-only
+    }
+  }
+}
+
+void MambaCache::retry_backups() noexcept {
+  const size_t count = pending_.size();
+  for (size_t i = 0; i < count; ++i) {
+    const NodeHandle node = pending_.front();
+    pending_.erase(pending_.begin());  // a failing retry notes it again, at the end
+    if (tree_->is_live(node)) back_up_path(node);
+  }
+}
+
+bool MambaCache::keep_on_host(NodeHandle node) {
+  try {
+    node_scratch_.clear();
+    tree_->backup_candidates(node, 0, &node_scratch_);
+    return copy_to_host(node_scratch_);
+  } catch (...) {
+    ++stats_.backup_errors;  // before any change: the node is deleted instead of kept
+    return false;
+  }
+}
+
+Status MambaCache::evict_host(size_t tokens, size_t* evicted) {
+  if (host_ == nullptr) return Status::unsupported("the pool has no host tier");
+  KVPOOL_RETURN_IF_ERROR(tree_->evict_host(tokens, evicted));
+  stats_.host_evicted_tokens += *evicted;
+  return Status::ok();
+}
+
+Status MambaCache::load_back(NodeHandle host_node, std::vector<int64_t>* slots, size_t* loaded) {
+  *loaded = 0;
+  if (host_ == nullptr) return Status::unsupported("the pool has no host tier");
+  std::vector<NodeHandle> chain;
+  std::vector<int64_t> hosts;
+  size_t tokens = 0;
+  KVPOOL_RETURN_IF_ERROR(tree_->host_chain(host_node, &chain, &tokens, &hosts));
+  if (tokens == 0) return Status::ok();  // on the device already
+  if (tokens < PrefixCache::kLoadBackThreshold) {
+    ++stats_.loads_refused;
+    return Status::ok();
+  }
+  std::vector<int64_t> fresh(tokens);
+  slots->reserve(slots->size() + tokens);
+  // The chain and the device part above it stay while room is made.
+  KVPOOL_RETURN_IF_ERROR(tree_->pin(host_node));
+  Status st = Status::ok();
+  const size_t free_now = kv_->available_tokens();
+  if (free_now < tokens) {
+    size_t evicted = 0;
+    st = tree_->evict(tokens - free_now, &evicted);
+    stats_.load_evicted_tokens += evicted;
+  }
+  bool allocated = false;
+  if (st.is_ok() && kv_->available_tokens() >= tokens) {
+    st = kv_->alloc(tokens, fresh.data());
+    allocated = st.is_ok();
+  }
+  if (st.is_ok() && allocated) {
+    uint64_t ticket = 0;
+    st = transfer_->load(hosts.data(), fresh.data(), tokens, load_set_, &ticket);
+    if (st.is_ok()) st = transfer_->wait(ticket);
+    if (st.is_ok()) st = tree_->restore_chain(chain, fresh.data(), tokens);
+    if (!st.is_ok()) (void)kv_->free(fresh.data(), tokens);
+  }
+  const Status unpinned = tree_->unpin(host_node);
+  KVPOOL_RETURN_IF_ERROR(st);
+  KVPOOL_RETURN_IF_ERROR(unpinned);
+  if (!allocated) {
+    ++stats_.loads_refused;  // no device room even after eviction (what it evicted stays evicted)
+    return Status::ok();
+  }
+  for (int64_t s : fresh) owned_[static_cast<size_t>(s)] = 1;
+  slots->insert(slots->end(), fresh.begin(), fresh.end());
+  *loaded = tokens;
+  ++stats_.loads;
+  stats_.load_tokens += tokens;
+  return Status::ok();
+}
+
+size_t MambaCache::check_host(std::string* report, size_t max_lines) const {
+  size_t problems = host_->check(report, max_lines);
+  auto complain = [&](const std::string& line) {
+    if (problems++ < max_lines) *report += line + "\n";
+  };
+  std::vector<int64_t> held;
+  tree_->collect_host_slots(&held);
+  std::vector<uint8_t> seen(static_cast<size_t>(host_->pages()), 0);
+  for (int64_t h : held) {
+    if (h < 0 || static_cast<uint64_t>(h) >= host_->pages()) {
+      complain("the mamba radix tree holds invalid host slot " + std::to_string(h));
+      continue;
+    }
+    if (seen[static_cast<size_t>(h)]++ > 0) complain("host slot " + std::to_string(h) + " is held by two tree nodes");
+    if (!host_->is_held(h)) complain("host slot " + std::to_string(h) + " is in the mamba radix tree but free in the host pool");
+  }
+  if (held.size() != host_->held_pages()) {
+    complain("the host pool holds " + std::to_string(host_->held_pages()) + " pages, the mamba radix tree " +
+             std::to_string(held.size()));
+  }
+  return problems;
+}
+
+}  // namespace kvp::cache

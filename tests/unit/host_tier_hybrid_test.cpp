@@ -1,0 +1,590 @@
+// The host tier of hybrid_linear pools through the C API (host.h, radix.h, seq.h) on
+// CPU pools: the full-attention layers' KV is tiered, mamba states stay on the device;
+// a match ends only at a node with a state, device or host-only; the three write
+// policies, device and host eviction, load-back with the KV bytes intact, kvseq_begin's
+// host hits, bad input, and randomized request workloads with kvpool_check after every step.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "../support/host_tier_kv.hpp"
+#include "kvpool/host.h"
+#include "kvpool/mamba.h"
+#include "kvpool/radix.h"
+#include "kvpool/seq.h"
+#include "test_util.hpp"
+
+namespace {
+
+using kvtest::expect_consistent;
+using kvtest::Pool;
+
+// The full-attention layers (model layer ids) whose KV the tier copies.
+constexpr int32_t kFullLayers[] = {1, 3};
+
+// 4 layers, full attention at 1 and 3, f32 KV of 2 heads x 8 (host_tier_kv.hpp's rows).
+// A request needs 5 state slots at most (SGLang's sizing): rows = states / 5.
+std::string hybrid_tier_config(int64_t tokens, int states, double ratio, const char* policy, const char* extra = "") {
+  const int rows = std::max(1, states / 5);
+  return R"({"model": {"num_layers": 4, "attention": "hybrid_linear", "kv_heads": 2, "head_dim": 8,
+      "full_attention_layers": [1, 3], "mamba": {"conv_shape": [4, 3], "ssm_shape": [2, 4, 4],
+      "conv_dtype": "f32", "ssm_dtype": "f32"}},
+      "pool": {"kv_dtype": "f32", "max_total_tokens": )" +
+         std::to_string(tokens) + R"(, "max_running_requests": )" + std::to_string(rows) +
+         R"(, "mamba_cache_size": )" + std::to_string(states) + R"(, "max_context_len": 128)" + extra +
+         R"(}, "prefix_cache": {"kind": "radix"}, "host_cache": {"ratio": )" + std::to_string(ratio) +
+         R"(, "headroom_bytes": 0, "write_policy": ")" + policy + R"("}})";
+}
+
+void write_kv(kvpool* pool, const std::vector<int64_t>& slots, const std::vector<uint64_t>& tags) {
+  for (int32_t layer : kFullLayers) {
+    std::vector<float> k, v;
+    for (uint64_t t : tags) {
+      const std::vector<float> rk = kvtest::tier_row(layer, t), rv = kvtest::tier_row(layer, t + 7);
+      k.insert(k.end(), rk.begin(), rk.end());
+      v.insert(v.end(), rv.begin(), rv.end());
+    }
+    ASSERT_EQ(kvpool_set_kv(pool, layer, slots.data(), slots.size(), k.data(), k.size() * 4, v.data(), v.size() * 4,
+                            KVPOOL_DTYPE_F32, 1.0f, 1.0f),
+              KVPOOL_OK)
+        << kvpool_last_error();
+  }
+}
+
+void expect_kv(kvpool* pool, const std::vector<int64_t>& slots, const std::vector<uint64_t>& tags) {
+  for (int32_t layer : kFullLayers) {
+    std::vector<float> k(slots.size() * kvtest::kTierRow), v(slots.size() * kvtest::kTierRow);
+    ASSERT_EQ(kvpool_get_kv(pool, layer, slots.data(), slots.size(), k.data(), k.size() * 4, v.data(), v.size() * 4,
+                            KVPOOL_DTYPE_F32),
+              KVPOOL_OK)
+        << kvpool_last_error();
+    for (size_t i = 0; i < slots.size(); ++i) {
+      const std::vector<float> rk(k.begin() + static_cast<long>(i * kvtest::kTierRow),
+                                  k.begin() + static_cast<long>((i + 1) * kvtest::kTierRow));
+      const std::vector<float> rv(v.begin() + static_cast<long>(i * kvtest::kTierRow),
+                                  v.begin() + static_cast<long>((i + 1) * kvtest::kTierRow));
+      ASSERT_EQ(rk, kvtest::tier_row(layer, tags[i])) << "K of token " << i << " (slot " << slots[i] << ", layer " << layer << ")";
+      ASSERT_EQ(rv, kvtest::tier_row(layer, tags[i] + 7)) << "V of token " << i << " (slot " << slots[i] << ")";
+    }
+  }
+}
+
+std::vector<int32_t> tokens_from(int32_t first, size_t n) {
+  std::vector<int32_t> t(n);
+  for (size_t i = 0; i < n; ++i) t[i] = first + static_cast<int32_t>(i);
+  return t;
+}
+
+std::vector<uint64_t> tags_of(const std::vector<int32_t>& t) { return kvtest::prefix_tags(t, t.size()); }
+
+// radix_insert_mamba of fresh slots (KV written) and a fresh state; returns the node.
+uint64_t insert_fresh(kvpool* pool, const std::vector<int32_t>& tokens, size_t* prefix_out = nullptr) {
+  std::vector<int64_t> slots = kvtest::alloc(pool, tokens.size());
+  write_kv(pool, slots, tags_of(tokens));
+  int32_t state = -1;
+  EXPECT_EQ(kvpool_mamba_alloc(pool, &state, 1), KVPOOL_OK) << kvpool_last_error();
+  size_t prefix = 0;
+  int32_t exist = 0;
+  uint64_t node = 0;
+  EXPECT_EQ(radix_insert_mamba(pool, tokens.data(), tokens.size(), slots.data(), slots.size(), nullptr, state, &prefix,
+                               &exist, &node),
+            KVPOOL_OK)
+      << kvpool_last_error();
+  // The caller's duplicates of cached tokens, and a state the tree did not take, go back.
+  if (prefix > 0) kvtest::free_slots(pool, std::vector<int64_t>(slots.begin(), slots.begin() + static_cast<long>(prefix)));
+  if (exist != 0) {
+    EXPECT_EQ(kvpool_mamba_free(pool, &state, 1), KVPOOL_OK);
+  }
+  if (prefix_out != nullptr) *prefix_out = prefix;
+  return node;
+}
+
+struct Tiered {
+  size_t device = 0, host = 0;
+  uint64_t node = 0, host_node = 0;
+  std::vector<int64_t> slots;
+};
+
+Tiered match(kvpool* pool, const std::vector<int32_t>& tokens) {
+  Tiered m;
+  m.slots.resize(tokens.size());
+  EXPECT_EQ(kvhost_match(pool, tokens.data(), tokens.size(), nullptr, m.slots.data(), m.slots.size(), &m.device, &m.host,
+                         &m.node, &m.host_node),
+            KVPOOL_OK)
+      << kvpool_last_error();
+  m.slots.resize(m.device);
+  return m;
+}
+
+kvhost_stats stats(kvpool* pool) {
+  kvhost_stats s = KVHOST_STATS_INIT;
+  EXPECT_EQ(kvhost_get_stats(pool, &s), KVPOOL_OK) << kvpool_last_error();
+  return s;
+}
+
+void node_state(kvpool* pool, uint64_t node, int32_t* on_device, int32_t* on_host) {
+  size_t tokens = 0;
+  ASSERT_EQ(kvhost_node_state(pool, node, on_device, on_host, &tokens), KVPOOL_OK) << kvpool_last_error();
+}
+
+size_t evict_device(kvpool* pool, size_t tokens) {
+  size_t evicted = 0;
+  EXPECT_EQ(radix_evict(pool, tokens, &evicted), KVPOOL_OK) << kvpool_last_error();
+  return evicted;
+}
+
+TEST(HostTierHybrid, WriteThroughKeepsTheStateAndLoadsTheKvBack) {
+  Pool pool(hybrid_tier_config(64, 8, 4, "write_through"));
+  const std::vector<int32_t> t = tokens_from(100, 24);
+  const uint64_t node = insert_fresh(pool, t);
+  expect_consistent(pool);
+  int32_t on_device = 0, on_host = 0;
+  node_state(pool, node, &on_device, &on_host);
+  EXPECT_EQ(on_device, 1);
+  EXPECT_EQ(on_host, 1) << "write_through copies a node when it is created";
+  EXPECT_EQ(stats(pool).used_tokens, 24u);
+
+  EXPECT_EQ(evict_device(pool, 64), 24u);
+  expect_consistent(pool);
+  node_state(pool, node, &on_device, &on_host);
+  EXPECT_EQ(on_device, 0) << "backed up: the node stays as host-only";
+  EXPECT_EQ(on_host, 1);
+  size_t evictable = 0, protected_len = 0;
+  ASSERT_EQ(radix_state_sizes(pool, &evictable, &protected_len), KVPOOL_OK);
+  EXPECT_EQ(evictable, 1u) << "the host-only node keeps its mamba state on the device";
+  EXPECT_EQ(stats(pool).host_only_tokens, 24u);
+
+  // radix_match sees nothing usable on the device; kvhost_match reports the host part.
+  std::vector<int32_t> longer = t;
+  longer.push_back(7);
+  Tiered m = match(pool, longer);
+  EXPECT_EQ(m.device, 0u);
+  EXPECT_EQ(m.host, 24u);
+  EXPECT_EQ(m.host_node, node);
+
+  std::vector<int64_t> slots(24);
+  size_t loaded = 0;
+  uint64_t last = 0;
+  ASSERT_EQ(kvhost_load_back(pool, m.host_node, slots.data(), slots.size(), &loaded, &last), KVPOOL_OK) << kvpool_last_error();
+  EXPECT_EQ(loaded, 24u);
+  EXPECT_EQ(last, node);
+  expect_kv(pool, slots, tags_of(t));
+  expect_consistent(pool);
+  m = match(pool, longer);
+  EXPECT_EQ(m.device, 24u);
+  EXPECT_EQ(m.host, 0u);
+  EXPECT_EQ(m.slots, slots);
+  const kvhost_stats s = stats(pool);
+  EXPECT_EQ(s.loads, 1u);
+  EXPECT_EQ(s.load_tokens, 24u);
+  EXPECT_EQ(s.host_only_tokens, 0u);
+}
+
+TEST(HostTierHybrid, AMatchEndsOnlyWhereAStateExists) {
+  Pool pool(hybrid_tier_config(64, 8, 4, "write_through"));
+  // Two sequences sharing 16 tokens: the split leaves a tombstone (no state) above them.
+  std::vector<int32_t> a = tokens_from(100, 16), b = a;
+  for (int32_t i = 0; i < 8; ++i) {
+    a.push_back(500 + i);
+    b.push_back(600 + i);
+  }
+  insert_fresh(pool, a);
+  insert_fresh(pool, b);
+  EXPECT_EQ(evict_device(pool, 64), 32u);
+  expect_consistent(pool);
+  // A third continuation matches the shared 16 tokens, all host-only and without a state:
+  // nothing to continue from.
+  std::vector<int32_t> c = tokens_from(100, 16);
+  c.push_back(700);
+  Tiered m = match(pool, c);
+  EXPECT_EQ(m.device, 0u);
+  EXPECT_EQ(m.host, 0u) << "a host-only tombstone is not a match end";
+  EXPECT_EQ(m.host_node, m.node);
+  std::vector<int64_t> slots(32);
+  size_t loaded = 9;
+  uint64_t last = 0;
+  EXPECT_EQ(kvhost_load_back(pool, m.host_node, slots.data(), slots.size(), &loaded, &last), KVPOOL_OK);
+  EXPECT_EQ(loaded, 0u);
+  // Loading `a` back brings the tombstone's KV too (the chain from the device part).
+  std::vector<int32_t> a2 = a;
+  a2.push_back(1);
+  m = match(pool, a2);
+  EXPECT_EQ(m.host, 24u);
+  ASSERT_EQ(kvhost_load_back(pool, m.host_node, slots.data(), slots.size(), &loaded, &last), KVPOOL_OK);
+  EXPECT_EQ(loaded, 24u);
+  slots.resize(24);
+  expect_kv(pool, slots, tags_of(a));
+  expect_consistent(pool);
+  // `b` now hangs below a device tombstone: only its own 8 tokens are host-only, fewer
+  // than the 10-token threshold, so they are recomputed rather than loaded.
+  std::vector<int32_t> b2 = b;
+  b2.push_back(1);
+  m = match(pool, b2);
+  EXPECT_EQ(m.host, 8u);
+  const uint64_t refused_before = stats(pool).loads_refused;
+  slots.assign(8, 0);
+  ASSERT_EQ(kvhost_load_back(pool, m.host_node, slots.data(), slots.size(), &loaded, &last), KVPOOL_OK);
+  EXPECT_EQ(loaded, 0u);
+  EXPECT_EQ(stats(pool).loads_refused, refused_before + 1);
+  int32_t on_device = 1, on_host = 0;
+  node_state(pool, m.host_node, &on_device, &on_host);
+  EXPECT_EQ(on_device, 0);
+  expect_consistent(pool);
+}
+
+TEST(HostTierHybrid, EvictingAHostOnlyLeafsStateDeletesItsHostCopy) {
+  Pool pool(hybrid_tier_config(64, 8, 4, "write_through"));
+  const std::vector<int32_t> t = tokens_from(100, 20);
+  const uint64_t node = insert_fresh(pool, t);
+  EXPECT_EQ(evict_device(pool, 64), 20u);
+  EXPECT_EQ(stats(pool).used_tokens, 20u);
+  // The mamba list evicts states on its own: a host-only leaf without its state is useless.
+  size_t evicted = 0;
+  ASSERT_EQ(radix_evict_mamba(pool, 1, &evicted), KVPOOL_OK) << kvpool_last_error();
+  EXPECT_EQ(evicted, 1u);
+  int32_t on_device = 0, on_host = 0;
+  EXPECT_EQ(kvhost_node_state(pool, node, &on_device, &on_host, nullptr), KVPOOL_ERR_INVALID_ARGUMENT) << "deleted";
+  EXPECT_EQ(stats(pool).used_tokens, 0u);
+  expect_consistent(pool);
+}
+
+TEST(HostTierHybrid, SelectiveWriteThroughCopiesOnTheSecondHit) {
+  Pool pool(hybrid_tier_config(64, 8, 4, "write_through_selective"));
+  const std::vector<int32_t> t = tokens_from(100, 16);
+  const uint64_t node = insert_fresh(pool, t);
+  int32_t on_device = 0, on_host = 0;
+  node_state(pool, node, &on_device, &on_host);
+  EXPECT_EQ(on_host, 0) << "one hit";
+  size_t prefix = 0;
+  insert_fresh(pool, t, &prefix);
+  EXPECT_EQ(prefix, 16u);
+  node_state(pool, node, &on_device, &on_host);
+  EXPECT_EQ(on_host, 1) << "the second hit copies it";
+  expect_consistent(pool);
+}
+
+TEST(HostTierHybrid, WriteBackCopiesAtEvictionOnly) {
+  Pool pool(hybrid_tier_config(64, 8, 4, "write_back"));
+  const std::vector<int32_t> t = tokens_from(100, 16);
+  const uint64_t node = insert_fresh(pool, t);
+  int32_t on_device = 0, on_host = 0;
+  node_state(pool, node, &on_device, &on_host);
+  EXPECT_EQ(on_host, 0);
+  EXPECT_EQ(stats(pool).backups, 0u);
+  EXPECT_EQ(evict_device(pool, 16), 16u);
+  node_state(pool, node, &on_device, &on_host);
+  EXPECT_EQ(on_device, 0);
+  EXPECT_EQ(on_host, 1);
+  EXPECT_EQ(stats(pool).backups, 1u);
+  expect_consistent(pool);
+  std::vector<int32_t> longer = t;
+  longer.push_back(3);
+  const Tiered m = match(pool, longer);
+  std::vector<int64_t> slots(16);
+  size_t loaded = 0;
+  uint64_t last = 0;
+  ASSERT_EQ(kvhost_load_back(pool, m.host_node, slots.data(), slots.size(), &loaded, &last), KVPOOL_OK);
+  ASSERT_EQ(loaded, 16u);
+  expect_kv(pool, slots, tags_of(t));
+  expect_consistent(pool);
+}
+
+TEST(HostTierHybrid, HostEvictionDeletesHostOnlyLeavesWithTheirStates) {
+  Pool pool(hybrid_tier_config(64, 8, 4, "write_through"));
+  insert_fresh(pool, tokens_from(100, 12));
+  insert_fresh(pool, tokens_from(200, 12));
+  EXPECT_EQ(evict_device(pool, 64), 24u);
+  size_t states_before = 0, protected_len = 0;
+  ASSERT_EQ(radix_state_sizes(pool, &states_before, &protected_len), KVPOOL_OK);
+  EXPECT_EQ(states_before, 2u);
+  size_t freed = 0;
+  ASSERT_EQ(kvhost_evict(pool, 1, &freed), KVPOOL_OK) << kvpool_last_error();
+  EXPECT_EQ(freed, 12u) << "the least recently used host-only leaf, whole";
+  size_t states_after = 0;
+  ASSERT_EQ(radix_state_sizes(pool, &states_after, &protected_len), KVPOOL_OK);
+  EXPECT_EQ(states_after, 1u);
+  EXPECT_EQ(stats(pool).used_tokens, 12u);
+  expect_consistent(pool);
+}
+
+TEST(HostTierHybrid, RequestsLoadHostHitsBack) {
+  Pool pool(hybrid_tier_config(64, 12, 4, "write_through"));
+  std::vector<int32_t> t = tokens_from(100, 30);
+  uint64_t id = 0;
+  size_t cached = 0;
+  ASSERT_EQ(kvseq_begin(pool, t.data(), t.size(), nullptr, &id, &cached), KVPOOL_OK) << kvpool_last_error();
+  EXPECT_EQ(cached, 0u);
+  int64_t chunk = 30;
+  std::vector<int64_t> out(30);
+  ASSERT_EQ(kvseq_extend(pool, &id, 1, &chunk, 1, out.data(), out.size()), KVPOOL_OK) << kvpool_last_error();
+  write_kv(pool, out, tags_of(t));
+  ASSERT_EQ(kvseq_finish(pool, id, 30), KVPOOL_OK) << kvpool_last_error();
+  EXPECT_EQ(stats(pool).used_tokens, 30u) << "finish caches the request and write_through copies it";
+  EXPECT_EQ(evict_device(pool, 64), 30u);
+  t.push_back(9);
+  ASSERT_EQ(kvseq_begin(pool, t.data(), t.size(), nullptr, &id, &cached), KVPOOL_OK) << kvpool_last_error();
+  EXPECT_EQ(cached, 30u);
+  kvseq_info info = KVSEQ_INFO_INIT;
+  ASSERT_EQ(kvseq_get_info(pool, id, &info), KVPOOL_OK);
+  EXPECT_EQ(info.host_hit, 30u);
+  std::vector<int64_t> held(31);
+  size_t n = 0;
+  ASSERT_EQ(kvseq_get_slots(pool, id, held.data(), held.size(), &n), KVPOOL_OK);
+  held.resize(n);
+  std::vector<int32_t> prompt(t.begin(), t.end() - 1);
+  expect_kv(pool, held, tags_of(prompt));
+  expect_consistent(pool);
+  ASSERT_EQ(kvseq_abort(pool, id), KVPOOL_OK);
+  expect_consistent(pool);
+}
+
+TEST(HostTierHybrid, BadInputIsRefusedAndChangesNothing) {
+  Pool pool(hybrid_tier_config(64, 8, 4, "write_through"));
+  const std::vector<int32_t> t = tokens_from(100, 20);
+  insert_fresh(pool, t);
+  evict_device(pool, 64);
+  std::vector<int32_t> longer = t;
+  longer.push_back(1);
+  const Tiered m = match(pool, longer);
+  const kvhost_stats before = stats(pool);
+  std::vector<int64_t> slots(20);
+  size_t loaded = 0;
+  uint64_t last = 0;
+  EXPECT_EQ(kvhost_load_back(pool, m.host_node, slots.data(), 19, &loaded, &last), KVPOOL_ERR_BUFFER_TOO_SMALL);
+  EXPECT_EQ(loaded, 20u) << "the size it needs";
+  EXPECT_EQ(kvhost_load_back(pool, m.host_node + (uint64_t{1} << 32), slots.data(), 20, &loaded, &last),
+            KVPOOL_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(kvhost_load_back(pool, m.host_node, nullptr, 20, &loaded, &last), KVPOOL_ERR_INVALID_ARGUMENT);
+  const kvhost_stats after = stats(pool);
+  EXPECT_EQ(after.loads, before.loads);
+  EXPECT_EQ(after.host_only_tokens, before.host_only_tokens);
+  EXPECT_EQ(after.used_tokens, before.used_tokens);
+  // A host-only node cannot be locked before it is loaded back.
+  EXPECT_EQ(radix_lock(pool, m.host_node), KVPOOL_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(kvpool_last_error()).find("host-only"), std::string::npos) << kvpool_last_error();
+  expect_consistent(pool);
+}
+
+TEST(HostTierHybrid, WaitLayerKnowsWhichLayersAreTiered) {
+  Pool pool(hybrid_tier_config(64, 8, 4, "write_through"));
+  // Layers 1 and 3 are tiered (indices 0 and 1), 0 and 2 are mamba layers: nothing to wait for.
+  for (int32_t layer = 0; layer < 4; ++layer) {
+    EXPECT_EQ(kvhost_wait_layer(pool, 0, layer, nullptr), KVPOOL_OK) << "layer " << layer << ": " << kvpool_last_error();
+  }
+  EXPECT_EQ(kvhost_wait_layer(pool, 0, 4, nullptr), KVPOOL_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(kvhost_wait_layer(pool, 3, 1, nullptr), KVPOOL_ERR_INVALID_ARGUMENT);
+  size_t completed = 9;
+  EXPECT_EQ(kvhost_poll(pool, 1, &completed), KVPOOL_OK);
+  EXPECT_EQ(completed, 0u) << "nothing is ever in flight";
+}
+
+TEST(HostTierHybrid, ConfigurationsTheTierDoesNotServeAreRefused) {
+  kvpool* pool = nullptr;
+  const std::string extra = hybrid_tier_config(64, 8, 4, "write_through", R"(, "mamba_extra_buffer": true)");
+  EXPECT_EQ(kvpool_create(extra.data(), extra.size(), &pool), KVPOOL_ERR_UNSUPPORTED) << kvpool_last_error();
+  EXPECT_NE(std::string(kvpool_last_error()).find("mamba_extra_buffer"), std::string::npos) << kvpool_last_error();
+  EXPECT_EQ(pool, nullptr);
+}
+
+// The radix_* path at random: inserts of sequences sharing prefixes (each with a state),
+// kvhost_match with load-backs, locks held for a while, device, host and state eviction,
+// under each write policy; kvpool_check after every step, and every match's slots hold
+// the KV of the tokens they stand for.
+class HostTierHybridRadixRandom : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(HostTierHybridRadixRandom, MatchesKeepTheirBytesAndTheAccountingAddsUp) {
+  Pool pool(hybrid_tier_config(128, 40, 2.5, GetParam()));
+  std::mt19937 rng(99);
+  std::vector<std::vector<int32_t>> prefixes;
+  for (int g = 0; g < 3; ++g) prefixes.push_back(tokens_from(1000 * (g + 1), 10 + static_cast<size_t>(g) * 6));
+  std::vector<uint64_t> locked;
+  uint64_t loaded_total = 0;
+  for (int step = 0; step < 1500; ++step) {
+    std::vector<int32_t> t = prefixes[rng() % prefixes.size()];
+    const size_t tail = rng() % 3 == 0 ? 0 : 1 + rng() % 10;
+    for (size_t i = 0; i < tail; ++i) t.push_back(static_cast<int32_t>(rng() % 20));
+    const int op = static_cast<int>(rng() % 10);
+    if (op < 3) {  // insert, when a state and the slots can be had
+      size_t states = 0, freed = 0;
+      ASSERT_EQ(kvpool_mamba_available(pool, &states), KVPOOL_OK);
+      if (states == 0) {
+        ASSERT_EQ(radix_evict_mamba(pool, 1, &freed), KVPOOL_OK) << kvpool_last_error();
+        ASSERT_EQ(kvpool_mamba_available(pool, &states), KVPOOL_OK);
+      }
+      if (kvtest::available(pool) < t.size()) {
+        ASSERT_EQ(radix_evict(pool, t.size(), &freed), KVPOOL_OK) << kvpool_last_error();
+      }
+      if (states > 0 && kvtest::available(pool) >= t.size()) insert_fresh(pool, t);
+    } else if (op < 6) {  // match, load a host hit back, check the bytes, maybe lock
+      std::vector<int32_t> probe = t;
+      probe.push_back(7);
+      Tiered m = match(pool, probe);
+      expect_kv(pool, m.slots, kvtest::prefix_tags(probe, m.device));
+      if (m.host > 0) {
+        std::vector<int64_t> slots(m.host);
+        size_t loaded = 0;
+        uint64_t last = 0;
+        ASSERT_EQ(kvhost_load_back(pool, m.host_node, slots.data(), slots.size(), &loaded, &last), KVPOOL_OK)
+            << kvpool_last_error();
+        loaded_total += loaded;
+        const Tiered after = match(pool, probe);
+        expect_kv(pool, after.slots, kvtest::prefix_tags(probe, after.device));
+        if (loaded > 0) {
+          EXPECT_EQ(after.node, m.host_node);
+          EXPECT_EQ(after.device, m.device + m.host) << "step " << step;
+        }
+        m = after;
+      }
+      if (m.device > 0 && locked.size() < 3 && rng() % 2 == 0) {
+        ASSERT_EQ(radix_lock(pool, m.node), KVPOOL_OK) << kvpool_last_error();
+        locked.push_back(m.node);
+      }
+    } else if (op < 7 && !locked.empty()) {
+      ASSERT_EQ(radix_unlock(pool, locked.back()), KVPOOL_OK) << kvpool_last_error();
+      locked.pop_back();
+    } else if (op < 8) {
+      size_t freed = 0;
+      ASSERT_EQ(radix_evict(pool, 1 + rng() % 40, &freed), KVPOOL_OK) << kvpool_last_error();
+    } else if (op < 9) {
+      size_t freed = 0;
+      ASSERT_EQ(kvhost_evict(pool, 1 + rng() % 30, &freed), KVPOOL_OK) << kvpool_last_error();
+    } else {
+      size_t freed = 0;
+      ASSERT_EQ(radix_evict_mamba(pool, 1, &freed), KVPOOL_OK) << kvpool_last_error();
+    }
+    char report[4096];
+    ASSERT_EQ(kvpool_check(pool, report, sizeof(report)), KVPOOL_OK) << "step " << step << ":\n" << report;
+  }
+  for (uint64_t node : locked) ASSERT_EQ(radix_unlock(pool, node), KVPOOL_OK);
+  expect_consistent(pool);
+  const kvhost_stats s = stats(pool);
+  EXPECT_GT(s.backups, 0u);
+  EXPECT_GT(loaded_total, 0u) << "the workload must load host hits back";
+  EXPECT_EQ(s.load_tokens, loaded_total);
+}
+
+INSTANTIATE_TEST_SUITE_P(Policies, HostTierHybridRadixRandom,
+                         ::testing::Values("write_through", "write_through_selective", "write_back"));
+
+// Random request workloads on a hybrid pool: prompts sharing prefixes, chunked prefill,
+// decode, finish, abort and retract, under device pressure (eviction to the host) and
+// host pressure (host eviction, states evicted by the mamba list); kvpool_check after
+// every step, and every slot a request holds after kvseq_begin has its token's KV.
+struct Workload {
+  const char* policy;
+  double ratio;
+  int states;
+};
+
+class HostTierHybridRandom : public ::testing::TestWithParam<Workload> {};
+
+TEST_P(HostTierHybridRandom, RequestsKeepTheirBytesAndTheAccountingAddsUp) {
+  const Workload w = GetParam();
+  Pool pool(hybrid_tier_config(96, w.states, w.ratio, w.policy));
+  std::mt19937 rng(4321 + static_cast<unsigned>(w.states));
+  std::vector<std::vector<int32_t>> prefixes;
+  for (int g = 0; g < 4; ++g) prefixes.push_back(tokens_from(10000 * (g + 1), 12 + static_cast<size_t>(g) * 4));
+  struct Live {
+    uint64_t id;
+    std::vector<int32_t> tokens;
+    size_t computed;
+  };
+  std::vector<Live> live;
+  uint64_t host_hits = 0;
+  for (int step = 0; step < 1200; ++step) {
+    const int op = static_cast<int>(rng() % 10);
+    if (live.size() < static_cast<size_t>(std::max(1, w.states / 5)) && op < 4) {  // begin
+      std::vector<int32_t> t = prefixes[rng() % prefixes.size()];
+      const size_t tail = 1 + rng() % 12;
+      for (size_t i = 0; i < tail; ++i) t.push_back(static_cast<int32_t>(rng() % 50));
+      uint64_t id = 0;
+      size_t cached = 0;
+      const kvpool_status st = kvseq_begin(pool, t.data(), t.size(), nullptr, &id, &cached);
+      if (st == KVPOOL_ERR_OUT_OF_MEMORY) continue;  // no state slot free: every state is a request's
+      ASSERT_EQ(st, KVPOOL_OK) << kvpool_last_error();
+      kvseq_info info = KVSEQ_INFO_INIT;
+      ASSERT_EQ(kvseq_get_info(pool, id, &info), KVPOOL_OK);
+      host_hits += info.host_hit;
+      std::vector<int64_t> held(t.size());
+      size_t n = 0;
+      ASSERT_EQ(kvseq_get_slots(pool, id, held.data(), held.size(), &n), KVPOOL_OK);
+      held.resize(n);
+      ASSERT_EQ(n, cached);
+      expect_kv(pool, held, kvtest::prefix_tags(t, n));
+      live.push_back({id, t, cached});
+    } else if (!live.empty() && op < 7) {  // extend a chunk, or decode once the prompt is done
+      Live& r = live[rng() % live.size()];
+      if (r.computed < r.tokens.size()) {
+        const size_t chunk = std::min(r.tokens.size() - r.computed, static_cast<size_t>(1 + rng() % 16));
+        int64_t c = static_cast<int64_t>(chunk);
+        std::vector<int64_t> out(chunk);
+        const kvpool_status st = kvseq_extend(pool, &r.id, 1, &c, 1, out.data(), out.size());
+        if (st == KVPOOL_ERR_OUT_OF_MEMORY) continue;  // full of locked requests: try later
+        ASSERT_EQ(st, KVPOOL_OK) << kvpool_last_error();
+        const std::vector<uint64_t> tags = kvtest::prefix_tags(r.tokens, r.computed + chunk);
+        write_kv(pool, out, std::vector<uint64_t>(tags.begin() + static_cast<long>(r.computed), tags.end()));
+        r.computed += chunk;
+      } else if (r.tokens.size() < 60) {
+        int32_t tok = static_cast<int32_t>(rng() % 50);
+        int64_t slot = 0;
+        const kvpool_status st = kvseq_decode(pool, &r.id, 1, &tok, 1, &slot, 1);
+        if (st == KVPOOL_ERR_OUT_OF_MEMORY) continue;
+        ASSERT_EQ(st, KVPOOL_OK) << kvpool_last_error();
+        r.tokens.push_back(tok);
+        write_kv(pool, {slot}, {kvtest::prefix_tags(r.tokens, r.tokens.size()).back()});
+        ++r.computed;
+      }
+    } else if (!live.empty()) {  // finish (mostly), abort or retract
+      const size_t i = rng() % live.size();
+      Live& r = live[i];
+      const int how = static_cast<int>(rng() % 6);
+      if (how == 0) {
+        ASSERT_EQ(kvseq_abort(pool, r.id), KVPOOL_OK);
+      } else if (how == 1) {
+        size_t cached = 0;
+        ASSERT_EQ(kvseq_retract(pool, r.id, &cached), KVPOOL_OK) << kvpool_last_error();
+        r.computed = cached;
+        std::vector<int64_t> held(r.tokens.size());
+        size_t n = 0;
+        ASSERT_EQ(kvseq_get_slots(pool, r.id, held.data(), held.size(), &n), KVPOOL_OK);
+        held.resize(n);
+        expect_kv(pool, held, kvtest::prefix_tags(r.tokens, n));
+        continue;
+      } else {
+        ASSERT_EQ(kvseq_finish(pool, r.id, r.computed), KVPOOL_OK) << kvpool_last_error();
+      }
+      live.erase(live.begin() + static_cast<long>(i));
+    }
+    if (rng() % 8 == 0) {  // host pressure now and then
+      size_t freed = 0;
+      ASSERT_EQ(kvhost_evict(pool, 1 + rng() % 16, &freed), KVPOOL_OK) << kvpool_last_error();
+    }
+    if (rng() % 16 == 0) {  // the mamba list evicts states on its own
+      size_t freed = 0;
+      ASSERT_EQ(radix_evict_mamba(pool, 1, &freed), KVPOOL_OK) << kvpool_last_error();
+    }
+    char report[4096];
+    ASSERT_EQ(kvpool_check(pool, report, sizeof(report)), KVPOOL_OK) << "step " << step << ":\n" << report;
+  }
+  for (const Live& r : live) ASSERT_EQ(kvseq_finish(pool, r.id, r.computed), KVPOOL_OK);
+  expect_consistent(pool);
+  const kvhost_stats s = stats(pool);
+  EXPECT_GT(s.backups, 0u);
+  EXPECT_GT(host_hits, 0u) << "the workload must reach the host tier";
+  EXPECT_EQ(s.load_tokens, host_hits) << "every load-back was a request's host hit";
+}
+
+INSTANTIATE_TEST_SUITE_P(Policies, HostTierHybridRandom,
+                         ::testing::Values(Workload{"write_through", 3.0, 20}, Workload{"write_through_selective", 3.0, 20},
+                                           Workload{"write_back", 3.0, 20}, Workload{"write_through", 1.5, 25},
+                                           Workload{"write_back", 1.5, 25}),
+                         [](const ::testing::TestParamInfo<Workload>& info) {
+                           return std::string(info.param.policy) + "_ratio" +
+                                  std::to_string(static_cast<int>(info.param.ratio * 10)) + "_states" +
+                                  std::to_string(info.param.states);
+                         });
+
+}  // namespace
