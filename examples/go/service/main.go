@@ -9,10 +9,11 @@
 //	GET  /metrics             Prometheus text: the pool's families (MetricsText) and the service's own
 //	GET  /healthz             "ok"
 //
-// Every handler runs on its own goroutine (net/http). A kvpool Pool is used
-// by one goroutine at a time, so the service serializes its calls with one
-// mutex (pool below). Errors are JSON {"error":..., "code":N}: an out-of-memory
-// pool is 503 (retry later: nothing changed), a bad request 400.
+// Every handler runs on its own goroutine (net/http) and calls the pool
+// directly: the pool is opened with "pool": {"thread_safe": true}, so the
+// library serializes the calls itself (the service sets the key in any
+// configuration it is given). Errors are JSON {"error":..., "code":N}: an
+// out-of-memory pool is 503 (retry later: nothing changed), a bad request 400.
 //
 //	go run . -addr 127.0.0.1:8080 [-config pool.json]
 //
@@ -35,6 +36,7 @@ import (
 	"os/signal"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -45,7 +47,7 @@ import (
 // enough to run the service anywhere.
 const defaultConfig = `{"model":{"num_layers":2,"kv_heads":2,"head_dim":16},` +
 	`"pool":{"device":"cpu","kv_dtype":"f16","page_size":16,"max_total_tokens":16384,` +
-	`"max_running_requests":64,"max_context_len":2048},` +
+	`"max_running_requests":64,"max_context_len":2048,"thread_safe":true},` +
 	`"prefix_cache":{"kind":"radix","eviction":"lru"}}`
 
 func main() {
@@ -76,6 +78,11 @@ func main() {
 // run serves on listener until ctx is done, then shuts down gracefully and
 // closes the pool.
 func run(ctx context.Context, listener net.Listener, config string) error {
+	config, err := threadSafe(config)
+	if err != nil {
+		listener.Close()
+		return err
+	}
 	p, err := kvpool.Open(config)
 	if err != nil {
 		listener.Close()
@@ -102,19 +109,21 @@ func run(ctx context.Context, listener net.Listener, config string) error {
 	return err
 }
 
-// service owns the pool. mu serializes every call into it.
+// service owns the pool. The pool serializes concurrent calls itself
+// (thread_safe); mu only guards its lifetime: calls hold it shared, close
+// holds it alone, so no call runs on a closed pool.
 type service struct {
-	mu   sync.Mutex
+	mu   sync.RWMutex
 	pool *kvpool.Pool
 
-	counters counters // guarded by mu as well
+	counters counters
 }
 
 // counters are the service's own metrics, per operation.
 type counters struct {
-	requests [numOps]uint64 // calls that reached the pool
-	failures [numOps]uint64 // of those, failed ones
-	oom      uint64         // failures that were kvpool.ErrOutOfMemory
+	requests [numOps]atomic.Uint64 // calls that reached the pool
+	failures [numOps]atomic.Uint64 // of those, failed ones
+	oom      atomic.Uint64         // failures that were kvpool.ErrOutOfMemory
 }
 
 type op int
@@ -140,22 +149,38 @@ func (s *service) routes() *http.ServeMux {
 	return mux
 }
 
-// locked runs f with the pool to itself and counts the call.
-func (s *service) locked(o op, f func(p *kvpool.Pool) error) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// call runs f on the pool, concurrently with other calls, and counts it.
+func (s *service) call(o op, f func(p *kvpool.Pool) error) error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
 	if s.pool == nil {
 		return errClosed
 	}
-	s.counters.requests[o]++
+	s.counters.requests[o].Add(1)
 	err := f(s.pool)
 	if err != nil {
-		s.counters.failures[o]++
+		s.counters.failures[o].Add(1)
 		if errors.Is(err, kvpool.ErrOutOfMemory) {
-			s.counters.oom++
+			s.counters.oom.Add(1)
 		}
 	}
 	return err
+}
+
+// threadSafe sets "pool": {"thread_safe": true} in a JSON configuration.
+func threadSafe(config string) (string, error) {
+	var doc map[string]any
+	if err := json.Unmarshal([]byte(config), &doc); err != nil {
+		return "", fmt.Errorf("the pool configuration is not a JSON object: %w", err)
+	}
+	pool, _ := doc["pool"].(map[string]any)
+	if pool == nil {
+		pool = map[string]any{}
+		doc["pool"] = pool
+	}
+	pool["thread_safe"] = true
+	out, err := json.Marshal(doc)
+	return string(out), err
 }
 
 var errClosed = errors.New("the service is shutting down")
@@ -178,7 +203,7 @@ func (s *service) begin(w http.ResponseWriter, r *http.Request) (any, error) {
 	}
 	var seq uint64
 	var cached int
-	err := s.locked(opBegin, func(p *kvpool.Pool) (err error) {
+	err := s.call(opBegin, func(p *kvpool.Pool) (err error) {
 		seq, cached, err = p.Begin(tokens, r.URL.Query().Get("extra_key"))
 		return err
 	})
@@ -195,7 +220,7 @@ func (s *service) extend(w http.ResponseWriter, r *http.Request) (any, error) {
 		return nil, err
 	}
 	var slots []int64
-	err = s.locked(opExtend, func(p *kvpool.Pool) (err error) {
+	err = s.call(opExtend, func(p *kvpool.Pool) (err error) {
 		slots, err = p.SeqExtend([]uint64{seq}, []int64{int64(chunk)})
 		return err
 	})
@@ -212,7 +237,7 @@ func (s *service) decode(w http.ResponseWriter, r *http.Request) (any, error) {
 		return nil, badRequest("query parameter token: want a 32-bit token id, got %q", r.URL.Query().Get("token"))
 	}
 	var slots []int64
-	err = s.locked(opDecode, func(p *kvpool.Pool) (err error) {
+	err = s.call(opDecode, func(p *kvpool.Pool) (err error) {
 		slots, err = p.SeqDecode([]uint64{seq}, []int32{int32(token)})
 		return err
 	})
@@ -231,7 +256,7 @@ func (s *service) finish(w http.ResponseWriter, r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	err = s.locked(opFinish, func(p *kvpool.Pool) error { return p.Finish(seq, int(committed)) })
+	err = s.call(opFinish, func(p *kvpool.Pool) error { return p.Finish(seq, int(committed)) })
 	return map[string]any{}, err
 }
 
@@ -239,15 +264,15 @@ func (s *service) finish(w http.ResponseWriter, r *http.Request) (any, error) {
 // pool's own families (MetricsText: capacity, use, prefix hits by tier,
 // evictions, ...; docs/services.md#metrics) followed by the service's.
 func (s *service) metrics(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
+	s.mu.RLock()
 	if s.pool == nil {
-		s.mu.Unlock()
+		s.mu.RUnlock()
 		http.Error(w, errClosed.Error(), http.StatusServiceUnavailable)
 		return
 	}
 	text, err := s.pool.MetricsText()
-	c := s.counters
-	s.mu.Unlock()
+	s.mu.RUnlock()
+	c := &s.counters
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
@@ -255,16 +280,16 @@ func (s *service) metrics(w http.ResponseWriter, r *http.Request) {
 
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	io.WriteString(w, text)
-	perOp := func(name, help string, values [numOps]uint64) {
+	perOp := func(name, help string, values *[numOps]atomic.Uint64) {
 		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s counter\n", name, help, name)
 		for o := op(0); o < numOps; o++ {
-			fmt.Fprintf(w, "%s{op=%q} %d\n", name, opNames[o], values[o])
+			fmt.Fprintf(w, "%s{op=%q} %d\n", name, opNames[o], values[o].Load())
 		}
 	}
-	perOp("kvpool_service_requests_total", "Calls into the pool, per operation.", c.requests)
-	perOp("kvpool_service_failures_total", "Failed calls into the pool, per operation.", c.failures)
+	perOp("kvpool_service_requests_total", "Calls into the pool, per operation.", &c.requests)
+	perOp("kvpool_service_failures_total", "Failed calls into the pool, per operation.", &c.failures)
 	fmt.Fprintf(w, "# HELP kvpool_service_out_of_memory_total Calls answered 503 because the pool was full.\n"+
-		"# TYPE kvpool_service_out_of_memory_total counter\nkvpool_service_out_of_memory_total %d\n", c.oom)
+		"# TYPE kvpool_service_out_of_memory_total counter\nkvpool_service_out_of_memory_total %d\n", c.oom.Load())
 }
 
 // post adapts a JSON handler: POST only, the result or the error as JSON.

@@ -267,3 +267,22 @@ func scrape(t *testing.T, base string) map[string]int {
 	}
 	return samples
 }
+
+// Any configuration the service is given gets "pool": {"thread_safe": true}.
+func TestThreadSafeIsSet(t *testing.T) {
+	for _, config := range []string{`{"pool":{"page_size":16}}`, `{"pool":{"thread_safe":false}}`, `{}`} {
+		out, err := threadSafe(config)
+		if err != nil {
+			t.Fatalf("%s: %v", config, err)
+		}
+		var doc struct {
+			Pool map[string]any `json:"pool"`
+		}
+		if err := json.Unmarshal([]byte(out), &doc); err != nil || doc.Pool["thread_safe"] != true {
+			t.Errorf("%s became %s", config, out)
+		}
+	}
+	if _, err := threadSafe("not json"); err == nil {
+		t.Error("a configuration that is not JSON was accepted")
+	}
+}

@@ -21,6 +21,10 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicLongArray;
+import java.util.concurrent.locks.ReentrantReadWriteLock;
+import java.util.regex.Pattern;
 
 /**
  * A small HTTP service that owns one kvpool pool and serves the request lifecycle of an inference
@@ -36,8 +40,10 @@ import java.util.concurrent.TimeUnit;
  *   GET  /healthz                    "ok"
  * </pre>
  *
- * <p>Requests run on a pool of worker threads. A kvpool Pool is used by one thread at a time, so
- * every call into it holds the service's monitor ({@code synchronized (this)}). Errors are JSON
+ * <p>Requests run on a pool of worker threads that call the pool directly: it is opened with
+ * {@code "pool": {"thread_safe": true}} (required of a configuration file too), so the library
+ * serializes the calls itself; the service's read-write lock only keeps calls off a closed pool.
+ * Errors are JSON
  * {"error":..., "code":N}: an out-of-memory pool is 503 (retry later: nothing changed), a bad
  * request 400.
  *
@@ -53,7 +59,7 @@ public final class KvPoolService implements AutoCloseable {
   /** A CPU pool of a tiny model with a radix prefix cache: enough to run the service anywhere. */
   static final String DEFAULT_CONFIG = "{\"model\":{\"num_layers\":2,\"kv_heads\":2,\"head_dim\":16},"
       + "\"pool\":{\"device\":\"cpu\",\"kv_dtype\":\"f16\",\"page_size\":16,\"max_total_tokens\":16384,"
-      + "\"max_running_requests\":64,\"max_context_len\":2048},"
+      + "\"max_running_requests\":64,\"max_context_len\":2048,\"thread_safe\":true},"
       + "\"prefix_cache\":{\"kind\":\"radix\",\"eviction\":\"lru\"}}";
 
   static final String[] OPS = {"begin", "extend", "decode", "finish"};
@@ -64,14 +70,20 @@ public final class KvPoolService implements AutoCloseable {
 
   private final HttpServer server;
   private final ExecutorService workers;
-  private Pool pool;  // guarded by this; null once closed
-  // The service's own metrics, guarded by this.
-  private final long[] requests = new long[OPS.length];
-  private final long[] failures = new long[OPS.length];
-  private long outOfMemory;
+  /** Calls hold the read lock (many at once), close() the write lock. */
+  private final ReentrantReadWriteLock lifetime = new ReentrantReadWriteLock();
+  private Pool pool;  // null once closed
+  // The service's own metrics.
+  private final AtomicLongArray requests = new AtomicLongArray(OPS.length);
+  private final AtomicLongArray failures = new AtomicLongArray(OPS.length);
+  private final AtomicLong outOfMemory = new AtomicLong();
 
   /** Opens the pool and starts serving on address (port 0: a free port). */
   public KvPoolService(InetSocketAddress address, String config, int threads) throws IOException {
+    if (!Pattern.compile("\"thread_safe\"\\s*:\\s*true").matcher(config).find()) {
+      throw new IllegalArgumentException("the pool is called from many threads: its configuration must set "
+          + "\"pool\": {\"thread_safe\": true}");
+    }
     pool = new Pool(config);
     try {
       server = HttpServer.create(address, 0);
@@ -105,11 +117,14 @@ public final class KvPoolService implements AutoCloseable {
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
     }
-    synchronized (this) {
+    lifetime.writeLock().lock();
+    try {
       if (pool != null) {
         pool.close();
         pool = null;
       }
+    } finally {
+      lifetime.writeLock().unlock();
     }
   }
 
@@ -136,19 +151,14 @@ public final class KvPoolService implements AutoCloseable {
   private String begin(Map<String, String> query, String body) {
     int[] tokens = parseTokens(body);
     String extraKey = query.getOrDefault("extra_key", "");
-    synchronized (this) {
-      SeqBegin begun = (SeqBegin) call(BEGIN, p -> p.begin(tokens, extraKey));
-      return "{\"seq\":" + Long.toUnsignedString(begun.getSeq()) + ",\"cached\":" + begun.getCached() + "}";
-    }
+    SeqBegin begun = (SeqBegin) call(BEGIN, p -> p.begin(tokens, extraKey));
+    return "{\"seq\":" + Long.toUnsignedString(begun.getSeq()) + ",\"cached\":" + begun.getCached() + "}";
   }
 
   private String extend(Map<String, String> query, String body) {
     long seq = number(query, "seq");
     long chunk = number(query, "chunk");
-    long[] slots;
-    synchronized (this) {
-      slots = (long[]) call(EXTEND, p -> p.seqExtend(new long[] {seq}, new long[] {chunk}));
-    }
+    long[] slots = (long[]) call(EXTEND, p -> p.seqExtend(new long[] {seq}, new long[] {chunk}));
     StringBuilder json = new StringBuilder("{\"slots\":[");
     for (int i = 0; i < slots.length; i++) {
       json.append(i == 0 ? "" : ",").append(slots[i]);
@@ -162,22 +172,17 @@ public final class KvPoolService implements AutoCloseable {
     if (token > Integer.MAX_VALUE) {
       throw new BadRequest("query parameter token: want a 32-bit token id");
     }
-    long[] slots;
-    synchronized (this) {
-      slots = (long[]) call(DECODE, p -> p.seqDecode(new long[] {seq}, new int[] {(int) token}));
-    }
+    long[] slots = (long[]) call(DECODE, p -> p.seqDecode(new long[] {seq}, new int[] {(int) token}));
     return "{\"slot\":" + slots[0] + "}";
   }
 
   private String finish(Map<String, String> query, String body) {
     long seq = number(query, "seq");
     long committed = number(query, "committed");
-    synchronized (this) {
-      call(FINISH, p -> {
-        p.finish(seq, committed);
-        return null;
-      });
-    }
+    call(FINISH, p -> {
+      p.finish(seq, committed);
+      return null;
+    });
     return "{}";
   }
 
@@ -186,20 +191,23 @@ public final class KvPoolService implements AutoCloseable {
     Object apply(Pool pool);
   }
 
-  /** Runs one call into the pool and counts it; the caller holds the monitor. */
+  /** Runs one call into the pool, concurrently with others, and counts it. */
   private Object call(int op, PoolCall f) {
-    if (pool == null) {
-      throw new ShuttingDown();
-    }
-    requests[op]++;
+    lifetime.readLock().lock();
     try {
+      if (pool == null) {
+        throw new ShuttingDown();
+      }
+      requests.incrementAndGet(op);
       return f.apply(pool);
     } catch (KvPoolException e) {
-      failures[op]++;
+      failures.incrementAndGet(op);
       if (e.getStatus() == Status.OUT_OF_MEMORY) {
-        outOfMemory++;
+        outOfMemory.incrementAndGet();
       }
       throw e;
+    } finally {
+      lifetime.readLock().unlock();
     }
   }
 
@@ -208,7 +216,8 @@ public final class KvPoolService implements AutoCloseable {
   /** The pool's own families (metricsText(): capacity, use, prefix hits, ...) and the service's. */
   private void metrics(HttpExchange ex) throws IOException {
     StringBuilder out = new StringBuilder();
-    synchronized (this) {
+    lifetime.readLock().lock();
+    try {
       if (pool == null) {
         reply(ex, 503, "text/plain", "the service is shutting down\n");
         return;
@@ -218,16 +227,18 @@ public final class KvPoolService implements AutoCloseable {
       perOp(out, "kvpool_service_failures_total", "Failed calls into the pool, per operation.", failures);
       out.append("# HELP kvpool_service_out_of_memory_total Calls answered 503 because the pool was full.\n")
           .append("# TYPE kvpool_service_out_of_memory_total counter\n")
-          .append("kvpool_service_out_of_memory_total ").append(outOfMemory).append('\n');
+          .append("kvpool_service_out_of_memory_total ").append(outOfMemory.get()).append('\n');
+    } finally {
+      lifetime.readLock().unlock();
     }
     reply(ex, 200, "text/plain; version=0.0.4; charset=utf-8", out.toString());
   }
 
-  private static void perOp(StringBuilder out, String name, String help, long[] values) {
+  private static void perOp(StringBuilder out, String name, String help, AtomicLongArray values) {
     out.append("# HELP ").append(name).append(' ').append(help).append('\n');
     out.append("# TYPE ").append(name).append(" counter\n");
     for (int i = 0; i < OPS.length; i++) {
-      out.append(name).append("{op=\"").append(OPS[i]).append("\"} ").append(values[i]).append('\n');
+      out.append(name).append("{op=\"").append(OPS[i]).append("\"} ").append(values.get(i)).append('\n');
     }
   }
 

@@ -31,6 +31,16 @@ public final class KvPoolServiceTest {
   private static String base;
 
   public static void main(String[] args) throws Exception {
+    // The pool is called from many threads: a configuration without thread_safe is refused.
+    boolean refused = false;
+    try (KvPoolService unsafe = new KvPoolService(new InetSocketAddress("127.0.0.1", 0),
+        KvPoolService.DEFAULT_CONFIG.replace("\"thread_safe\":true", "\"thread_safe\":false"), 1)) {
+      unsafe.address();
+    } catch (IllegalArgumentException e) {
+      refused = true;
+    }
+    check(refused, "a configuration without \"thread_safe\": true was accepted");
+
     KvPoolService service = new KvPoolService(new InetSocketAddress("127.0.0.1", 0),
         KvPoolService.DEFAULT_CONFIG, 8);
     base = "http://127.0.0.1:" + service.address().getPort();
