@@ -4,10 +4,11 @@
 # commands are the ones docs/bindings.md gives). Nothing from the build tree
 # is on any search path: each binding must find libkvpool.so.0 on its own
 # (Java/C#: the RUNPATH $ORIGIN/../.. of their native library; Go: the
-# installed kvpool.pc plus an rpath the consumer adds).
+# installed kvpool.pc plus an rpath the consumer adds; the Go module itself
+# comes through `go get` of a release tag, from a local stand-in repository).
 #
 #   install_check.sh BUILD_DIR WORK_DIR CMAKE [java=JAVA javac=JAVAC] [mono=MONO mcs=MCS]
-#                    [go=GO gocache=DIR pkgconfig=PKG_CONFIG]
+#                    [go=GO gocache=DIR pkgconfig=PKG_CONFIG git=GIT version=X.Y.Z]
 set -euo pipefail
 
 build=$1 work=$2 cmake=$3
@@ -86,19 +87,28 @@ EOF
 fi
 
 if [[ -n ${tool[go]:-} ]]; then
-  module=$(find "$stage" -path '*/kvpool/go/go.mod' | head -n1)
-  [[ -n $module ]] || fail "no kvpool/go/go.mod under $stage"
+  # The module the way `go get` obtains it, without a replace directive:
+  # from its repository at the release tag bindings/go/kvpool/v<version>
+  # (docs/services.md#packages). The repository is a local stand-in holding
+  # this checkout's module folder; git's url.insteadOf sends Go's fetch of
+  # https://github.com/kvpool/kvpool there, so nothing leaves the machine.
+  version=${tool[version]}
+  src=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/go/kvpool
+  origin=$work/origin
+  mkdir -p "$origin/bindings/go"
+  cp -R "$src" "$origin/bindings/go/kvpool"
+  export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=$work/gitconfig
+  printf '[url "file://%s"]\n\tinsteadOf = https://github.com/kvpool/kvpool\n' "$origin" >"$GIT_CONFIG_GLOBAL"
+  git=${tool[git]}
+  "$git" -C "$origin" -c init.defaultBranch=main init -q
+  "$git" -C "$origin" add -A
+  "$git" -C "$origin" -c user.name=install_check -c user.email=install_check@localhost commit -q -m "kvpool $version"
+  "$git" -C "$origin" tag "bindings/go/kvpool/v$version"
+
   pc=$(find "$stage" -name kvpool.pc -path '*/pkgconfig/*' | head -n1)
+  [[ -n $pc ]] || fail "no pkgconfig/kvpool.pc under $stage"
   mkdir -p "$work/go"
-  cat >"$work/go/go.mod" <<EOF
-module smoke
-
-go 1.19
-
-require github.com/kvpool/kvpool/bindings/go/kvpool v0.0.0
-
-replace github.com/kvpool/kvpool/bindings/go/kvpool => $(dirname "$module")
-EOF
+  printf 'module smoke\n\ngo 1.19\n' >"$work/go/go.mod"
   cat >"$work/go/main.go" <<'EOF'
 package main
 
@@ -128,17 +138,30 @@ func main() {
 		log.Fatal(err)
 	}
 	fmt.Println(report)
+	fmt.Println("version", kvpool.VersionString())
 }
 EOF
+  # GOPROXY=direct: from the repository, not a proxy; GOPRIVATE: no checksum
+  # database either (this stand-in is not public). A writable module cache
+  # (-modcacherw) lets the work folder be deleted. GODEBUG=goindex=0: the go
+  # command indexes module-cache folders in GOCACHE (shared with the build)
+  # by path and version, trusting a release never to change; this stand-in
+  # v<version> changes with the working tree, at the same path.
+  goenv=(CGO_ENABLED=1 GO111MODULE=on GOENV=off GOFLAGS=-modcacherw GOPROXY=direct GODEBUG=goindex=0
+         GOPRIVATE=github.com/kvpool GOCACHE="${tool[gocache]}" GOPATH="$work/gopath"
+         PKG_CONFIG_PATH="$(dirname "$pc")" PKG_CONFIG_LIBDIR="$(dirname "$pc")" PKG_CONFIG_DISABLE_UNINSTALLED=1
+         PKG_CONFIG="${tool[pkgconfig]:-pkg-config}" CGO_LDFLAGS="-Wl,-rpath,$libdir")
   (cd "$work/go" &&
-    env CGO_ENABLED=1 GO111MODULE=on GOFLAGS=-mod=mod GOPROXY=off GOENV=off \
-      GOCACHE="${tool[gocache]}" GOPATH="$work/gopath" \
-      PKG_CONFIG_PATH="$(dirname "$pc")" PKG_CONFIG_LIBDIR="$(dirname "$pc")" PKG_CONFIG_DISABLE_UNINSTALLED=1 \
-      PKG_CONFIG="${tool[pkgconfig]:-pkg-config}" CGO_LDFLAGS="-Wl,-rpath,$libdir" \
-      "${tool[go]}" build -o smoke .)
+    env "${goenv[@]}" "${tool[go]}" get "github.com/kvpool/kvpool/bindings/go/kvpool@v$version" &&
+    env "${goenv[@]}" "${tool[go]}" build -o smoke .) || fail "go get / go build"
+  grep -Eq "^require github.com/kvpool/kvpool/bindings/go/kvpool v$version( // indirect)?\$" "$work/go/go.mod" ||
+    fail "go.mod does not require the tagged version: $(cat "$work/go/go.mod")"
+  grep -q "^github.com/kvpool/kvpool/bindings/go/kvpool v$version h1:" "$work/go/go.sum" ||
+    fail "go.sum has no hash of the module"
   [[ $(ldd "$work/go/smoke" | awk '$1 ~ /^libkvpool\.so/ { print $3 }') -ef $core ]] || fail "the Go program does not load $core"
   out=$("$work/go/smoke" "$config")
   [[ $out == "$want"* ]] || fail "go printed: $out"
-  echo "go: $out"
+  [[ $out == *"version $version" ]] || fail "the tag v$version and the library's version differ: $out"
+  echo "go: ${out//$'\n'/; }"
 fi
 echo "install_check: OK"

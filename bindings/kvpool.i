@@ -126,15 +126,11 @@
 %pragma(java) moduleclassmodifiers="public final class"
 %pragma(java) jniclassclassmodifiers="final class"
 %pragma(java) jniclasscode=%{
-  /* Loads libkvpool_jni.so from java.library.path, or from the absolute
-   * path in the system property kvpool.jni.library when set. */
+  /* Loads libkvpool_jni.so: the path in the system property
+   * kvpool.jni.library, else java.library.path, else the copy bundled in
+   * the jar (ai/kvpool/NativeLoader.java). */
   static {
-    String path = System.getProperty("kvpool.jni.library");
-    if (path != null && !path.isEmpty()) {
-      System.load(path);
-    } else {
-      System.loadLibrary("kvpool_jni");
-    }
+    NativeLoader.load();
   }
 
   /* Frees native memory of proxies that were never closed (no finalize()). */

@@ -13,9 +13,12 @@ full=("${minimal[@]}"
   libbenchmark-dev                                   # tests/bench
   libmemcached-dev memcached libmemcached-tools      # storage tier: memcached backend, its test servers
   libhiredis-dev redis-server                        # storage tier: redis backend, its test servers
-  swig golang-go                                     # Go binding
+  swig golang-go git                                 # Go binding (git: bindings.install's `go get` of a tag)
   default-jdk-headless junit4                        # Java binding and its JUnit tests (FindJNI finds /usr/lib/jvm/default-java)
+  maven libmaven-compiler-plugin-java                # bindings/java/pom.xml, offline from /usr/share/maven-repo
+  libmaven-resources-plugin-java libmaven-jar-plugin-java libbuild-helper-maven-plugin-java
   mono-mcs mono-devel nunit-console libnunit-cil-dev # C# binding and its tests
+  mono-xbuild                                        # bindings/csharp/KvPool.csproj
   doxygen graphviz                                   # API reference
   clang libclang-rt-14-dev                           # sanitizer and libFuzzer builds (scripts/sanitize.sh)
   python3)

@@ -28,9 +28,12 @@
 // ExtendInto, DecodeInto, ReqAllocInto, ReqReadInto, LastLocInto,
 // CopyToHostInto) write into a slice the caller provides.
 //
-// Linking: cgo finds the C library through pkg-config (package "kvpool";
-// set PKG_CONFIG_PATH to <prefix>/lib/pkgconfig). At run time the loader
-// must find libkvpool.so.0 (system path, LD_LIBRARY_PATH or an rpath).
+// Installing: go get github.com/kvpool/kvpool/bindings/go/kvpool@vX.Y.Z,
+// where X.Y.Z is the version of the installed C library (release tags are
+// bindings/go/kvpool/vX.Y.Z). Linking: cgo finds the C library through
+// pkg-config (package "kvpool"; set PKG_CONFIG_PATH to <prefix>/lib/pkgconfig).
+// At run time the loader must find libkvpool.so.0 (system path,
+// LD_LIBRARY_PATH or an rpath).
 //
 // Threading: like the C handle, a Pool is used by one goroutine at a time.
 // Error messages never mix between goroutines: each failing C call returns
