@@ -1,6 +1,7 @@
 // The storage tier's engine (SGLANG_SEMANTICS §5.5): backups host -> storage and
 // prefetches storage -> host, each on its own background thread, so that no
-// caller's thread ever waits on storage I/O.
+// caller's thread ever waits on storage I/O (the prefetch thread may add a third, its
+// PayloadHasher, to hash pages beside the reads: page_stream.hpp).
 //
 // The tier does not own host pages. A backup reads pages its caller keeps held
 // (pinned) until the backup is reported finished; a prefetch writes pages its
