@@ -49,7 +49,8 @@ constexpr uint64_t kPipelinedReadFrom = 4 * kReadChunkBytes;
 // A thread that hashes a page's payload while read_stored_page() reads it, one page at a
 // time, in payload order, following the reads; the reading thread hashes what the thread
 // has not when it falls behind (page_stream.cpp says how they take turns). One reading
-// thread uses a hasher at a time. The storage tier's prefetch thread owns one.
+// thread uses a hasher at a time. The storage tier's prefetch thread owns one when
+// StorageTier::set_pipelined_reads is on.
 class PayloadHasher {
  public:
   // Starts the thread; throws std::system_error (no thread) or std::bad_alloc.

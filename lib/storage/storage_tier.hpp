@@ -1,7 +1,7 @@
 // The storage tier's engine (SGLANG_SEMANTICS §5.5): backups host -> storage and
 // prefetches storage -> host, each on its own background thread, so that no
-// caller's thread ever waits on storage I/O (the prefetch thread may add a third, its
-// PayloadHasher, to hash pages beside the reads: page_stream.hpp).
+// caller's thread ever waits on storage I/O (with set_pipelined_reads, the prefetch
+// thread adds a third, its PayloadHasher, to hash pages beside the reads: page_stream.hpp).
 //
 // The tier does not own host pages. A backup reads pages its caller keeps held
 // (pinned) until the backup is reported finished; a prefetch writes pages its
@@ -118,8 +118,9 @@ class StorageTier {
 
   // Whether streamed prefetches (the file backend) hash each page on a thread of their own
   // while the rest of it is read (page_stream.hpp's PayloadHasher, started with the first
-  // such page; never on a machine with one core). On by default; off, each page is read,
-  // then hashed, on the prefetch thread (benchmarks compare the two; tests cover both).
+  // such page; never on a machine with one core). Off by default: on this project's 2-core
+  // VM, shared with other work, it did not pay (docs/storage-file.md); off, each page is
+  // read, then hashed, on the prefetch thread. Benchmarks compare the two; tests cover both.
   void set_pipelined_reads(bool on) { pipelined_reads_.store(on, std::memory_order_relaxed); }
 
   StorageTierStats stats() const;
@@ -194,7 +195,7 @@ class StorageTier {
     std::atomic<uint64_t> pages_corrupt{0}, pages_truncated{0}, pages_foreign{0}, read_failures{0};
   } counters_;
 
-  std::atomic<bool> pipelined_reads_{true};
+  std::atomic<bool> pipelined_reads_{false};
   // The prefetch thread's PayloadHasher (its own; made with its first streamed page of at least
   // kPipelinedReadFrom bytes); stopped after that thread, in the destructor.
   std::unique_ptr<PayloadHasher> hasher_;

@@ -23,8 +23,8 @@
 // hidden, so that the tier stages pages in memory as it does for memcached and redis
 // (and as it did for files before): the before/after of the same run. P (tier_read,
 // streamed): 1 each page is hashed on the tier's PayloadHasher thread while the rest of it
-// is read (page_stream.hpp; the default), 0 read, then hashed, on the prefetch thread
-// (as before it): the before/after of the read side's pipeline in the same run.
+// is read (page_stream.hpp; StorageTier::set_pipelined_reads), 0 read, then hashed, on the
+// prefetch thread (the default, as before it): both in the same run.
 #include <benchmark/benchmark.h>
 #include <fcntl.h>
 #include <unistd.h>
@@ -118,7 +118,7 @@ struct World {
   size_t stored_bytes = 0;
   std::string error;
 
-  World(HostLayout layout, size_t n, bool streamed, bool pipelined = true) {
+  World(HostLayout layout, size_t n, bool streamed, bool pipelined = false) {
     g.layout = layout;
     g.page_size = 64;
     g.layers = 32;
@@ -166,7 +166,7 @@ struct World {
     tier->set_pipelined_reads(pipelined);
     this->pipelined = pipelined;
   }
-  bool pipelined = true;
+  bool pipelined = false;
   std::string plain_path(size_t i) const { return g_dir + "/tier-plain-" + std::to_string(i) + ".dat"; }
 };
 
