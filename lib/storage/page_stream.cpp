@@ -78,8 +78,8 @@ class ReadThenHash final : public ChunkVisitor {
 //
 // Who hashes: the hasher's thread, woken for each chunk that lands, hashes chunk i while the
 // reading thread reads chunk i+1. When the thread falls behind (a loaded machine did not
-// run it), the reading thread hashes the backlog itself between two reads, while it is
-// still in the cache, and after the last read it hashes whatever is left: it never sleeps
+// run it), the reading thread hashes the backlog itself between two reads, and after the
+// last read it hashes whatever is left: it never sleeps
 // waiting for a thread that is not running, and at worst does what it did without one.
 // The XXH3 state, the table and the position are under hash_mu, held for one chunk at a
 // time, so that the two take turns at chunk boundaries.
@@ -233,7 +233,7 @@ void PayloadHasher::landed(size_t chunks) {
     s.wake.notify_one();
   }
   // The thread is behind by more than the chunk it should be hashing now: hash the backlog
-  // here, while it is still in the cache, unless the thread is at it this very moment.
+  // here, unless the thread is at it this very moment.
   if (chunks >= s.hashed.load() + kHelpAfterChunks && s.hash_mu.try_lock()) {
     std::lock_guard<std::mutex> hl(s.hash_mu, std::adopt_lock);
     while (s.next < chunks) {
