@@ -11,17 +11,27 @@
 //
 // Reading: the header is read and checked first (check_page_header: magic, header
 // checksum, version, fingerprint, key, lengths), then the payload chunk by chunk
-// straight into the host page, each chunk hashed right after it landed. A checksum
+// straight into the host page, each chunk hashed right after it landed (measured on
+// this project's 2-core AMD VM: the kernel's copy leaves the chunk out of the cache, so
+// the hash reads it from memory again, a pass the write side does not pay). A checksum
 // that differs, or a value that ends early, is a miss; the host page then holds
 // garbage that its caller must not publish (the prefetch publishes a page only on
 // kOk, and gives unpublished pages back to the host allocator).
+//
+// Reading with a PayloadHasher (below): the payload is read chunk by chunk as above,
+// but hashed on the hasher's thread, which follows the reads in order: while the
+// reading thread reads chunk i+1, the hasher hashes chunk i. On a machine with a core
+// to spare, a page then takes about as long as reading it (plus one chunk's hash)
+// instead of reading plus hashing it. The checks and their results are the same.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
 #include "cache/page_hash.hpp"
 #include "host/host_geometry.hpp"
 #include "storage/blob_store.hpp"
+#include "storage/page_codec.hpp"
 #include "storage/page_format.hpp"
 #include "storage/page_key.hpp"
 
@@ -34,6 +44,56 @@ namespace kvp::storage {
 // sensitive to the size between 64 KiB and 1 MiB; 256 KiB stays in a core's L2.
 constexpr uint64_t kWriteChunkBytes = uint64_t(2) << 20;
 constexpr uint64_t kReadChunkBytes = uint64_t(256) << 10;
+// Payloads from this size on are hashed on a PayloadHasher's thread when one is given:
+// a smaller one has too few chunks to overlap, and the hand-over costs more than it saves.
+constexpr uint64_t kPipelinedReadFrom = 4 * kReadChunkBytes;
+
+// A thread that hashes a page's payload while read_stored_page() reads it, one page at a
+// time, in payload order, following the reads; the reading thread hashes what the thread
+// has not when it falls behind (page_stream.cpp says how they take turns). One reading
+// thread uses a hasher at a time. The storage tier's prefetch thread owns one when
+// StorageTier::set_pipelined_reads is on.
+class PayloadHasher {
+ public:
+  // Starts the thread; throws std::system_error (no thread) or std::bad_alloc.
+  PayloadHasher();
+  // Stops and joins the thread.
+  ~PayloadHasher();
+  PayloadHasher(const PayloadHasher&) = delete;
+  PayloadHasher& operator=(const PayloadHasher&) = delete;
+
+  // read_stored_page's side, one page at a time. begin(): the page's chunks of
+  // `chunk_bytes` (as for_each_payload_chunk visits them; may throw std::bad_alloc, then no
+  // page is under way); returns how many. chunk(k): the k-th, to read into.
+  size_t begin(const host::HostGeometry& g, const uint8_t* host, int64_t page, uint64_t chunk_bytes);
+  PayloadChunk chunk(size_t k) const;
+  // Chunks [0, chunks) are in the host page: they may be hashed.
+  void landed(size_t chunks);
+  // Hashes what is left (all chunks must have landed) and returns the payload's XXH3-64;
+  // the thread no longer reads the page.
+  uint64_t finish();
+  // Ends the page unhashed (a read failed); the thread no longer reads the page, so the
+  // caller may give it away.
+  void cancel();
+
+  // Whether the next page should go through the thread: false for a few pages after one
+  // of which the thread hashed less than 3/4 (a busy machine did not run it beside the
+  // reads; each hand-over then costs more than it saves).
+  bool keeping_up();
+
+  // Whether this machine has a second core to hash on (sched_getaffinity).
+  static bool worthwhile();
+
+  struct Shared;  // page_stream.cpp
+
+ private:
+  // The reading thread hashes the backlog itself once this many chunks wait.
+  static constexpr size_t kHelpAfterChunks = 3;
+  // keeping_up(): a page of which the reading thread hashed more than 1/kLaggingShare makes
+  // the next kSequentialPages pages go without the thread.
+  static constexpr size_t kLaggingShare = 4, kSequentialPages = 8;
+  std::unique_ptr<Shared> shared_;
+};
 
 // Writes host page `page` (of the buffer at `host`, laid out by `g`) as the stored page
 // of (fp, digest) through `writer`: kPageHeaderBytes + page_payload_bytes(g) bytes.
@@ -43,9 +103,12 @@ bool write_stored_page(const host::HostGeometry& g, const uint8_t* host, int64_t
 
 // Reads the stored page of (fp, digest) from `reader` into host page `page`: kOk only
 // when every check passed (the page's bytes are then in the host page). *read_error is
-// set when the reader failed (an I/O error; the result is then kTruncated).
+// set when the reader failed (an I/O error; the result is then kTruncated). With a
+// `hasher` (not null) a payload of at least kPipelinedReadFrom bytes is hashed on its
+// thread while the rest is read; the result is the same.
 PageCheck read_stored_page(const host::HostGeometry& g, uint8_t* host, int64_t page, const Fingerprint& fp,
-                           const cache::Digest& digest, ValueReader& reader, bool* read_error);
+                           const cache::Digest& digest, ValueReader& reader, bool* read_error,
+                           PayloadHasher* hasher = nullptr);
 
 // The same as a producer / consumer for BlobStore::put_streamed / get_streamed.
 class StoredPageProducer final : public ValueProducer {
@@ -65,11 +128,12 @@ class StoredPageProducer final : public ValueProducer {
 
 class StoredPageConsumer final : public ValueConsumer {
  public:
+  // `hasher`: optional (read_stored_page), kept by the caller beyond consume().
   StoredPageConsumer(const host::HostGeometry& g, uint8_t* host, int64_t page, const Fingerprint& fp,
-                     const cache::Digest& digest)
-      : g_(g), host_(host), page_(page), fp_(fp), digest_(digest) {}
+                     const cache::Digest& digest, PayloadHasher* hasher = nullptr)
+      : g_(g), host_(host), page_(page), fp_(fp), digest_(digest), hasher_(hasher) {}
   void consume(ValueReader& reader) override {
-    check_ = read_stored_page(g_, host_, page_, fp_, digest_, reader, &read_error_);
+    check_ = read_stored_page(g_, host_, page_, fp_, digest_, reader, &read_error_, hasher_);
   }
   // kTruncated until consume() ran.
   PageCheck check() const { return check_; }
@@ -81,6 +145,7 @@ class StoredPageConsumer final : public ValueConsumer {
   int64_t page_;
   Fingerprint fp_;        // copies (48 bytes): a caller may pass temporaries
   cache::Digest digest_;
+  PayloadHasher* hasher_;
   PageCheck check_ = PageCheck::kTruncated;
   bool read_error_ = false;
 };

@@ -1,6 +1,8 @@
 #include "storage/storage_tier.hpp"
 
 #include <algorithm>
+#include <new>
+#include <system_error>
 
 #include "storage/page_codec.hpp"
 #include "storage/page_stream.hpp"
@@ -383,9 +385,10 @@ void StorageTier::count_rejected(PageCheck check) {
 // that fails leaves garbage in its host page, which is not published: the caller
 // gets it back through take_released() and frees it.
 void StorageTier::load_streamed(PrefetchJob& job, const std::vector<std::string>& keys, size_t hits) {
+  PayloadHasher* hasher = payload_hasher();
   for (size_t i = 0; i < hits; ++i) {
     if (stopping_ || job.stop.load(std::memory_order_acquire)) return;
-    StoredPageConsumer consumer(g_, host_, job.pages[i], job.fp, job.digests[i]);
+    StoredPageConsumer consumer(g_, host_, job.pages[i], job.fp, job.digests[i], hasher);
     uint64_t size = 0;
     const BlobResult result = store_->get_streamed(keys[i], consumer, &size);
     report_backend("reading pages");
@@ -401,6 +404,21 @@ void StorageTier::load_streamed(PrefetchJob& job, const std::vector<std::string>
     counters_.prefetch_pages.fetch_add(1, std::memory_order_relaxed);
     counters_.prefetch_bytes.fetch_add(size, std::memory_order_relaxed);
   }
+}
+
+// The prefetch thread's hasher, started on first use; null when reads are not pipelined
+// (turned off, pages too small to overlap, one core, or no thread to be had).
+PayloadHasher* StorageTier::payload_hasher() {
+  if (!pipelined_reads_.load(std::memory_order_relaxed) || payload_bytes_ < kPipelinedReadFrom) return nullptr;
+  if (hasher_ == nullptr && !hasher_tried_) {
+    hasher_tried_ = true;
+    try {
+      if (PayloadHasher::worthwhile()) hasher_ = std::make_unique<PayloadHasher>();
+    } catch (const std::system_error&) {
+    } catch (const std::bad_alloc&) {
+    }
+  }
+  return hasher_.get();
 }
 
 StorageTierStats StorageTier::stats() const {

@@ -1,6 +1,7 @@
 // The storage tier's engine (SGLANG_SEMANTICS §5.5): backups host -> storage and
 // prefetches storage -> host, each on its own background thread, so that no
-// caller's thread ever waits on storage I/O.
+// caller's thread ever waits on storage I/O (with set_pipelined_reads, the prefetch
+// thread adds a third, its PayloadHasher, to hash pages beside the reads: page_stream.hpp).
 //
 // The tier does not own host pages. A backup reads pages its caller keeps held
 // (pinned) until the backup is reported finished; a prefetch writes pages its
@@ -30,6 +31,7 @@
 #include "storage/blob_store.hpp"
 #include "storage/page_format.hpp"
 #include "storage/page_key.hpp"
+#include "storage/page_stream.hpp"
 
 namespace kvp::storage {
 
@@ -114,6 +116,13 @@ class StorageTier {
   // Host pages of finished prefetches that the worker has let go of.
   void take_released(std::vector<int64_t>* pages);
 
+  // Whether streamed prefetches (the file backend) hash each page on a thread of their own
+  // while the rest of it is read (page_stream.hpp's PayloadHasher, started with the first
+  // such page; never on a machine with one core). Off by default: on this project's 2-core
+  // VM, shared with other work, it did not pay (docs/storage-file.md); off, each page is
+  // read, then hashed, on the prefetch thread. Benchmarks compare the two; tests cover both.
+  void set_pipelined_reads(bool on) { pipelined_reads_.store(on, std::memory_order_relaxed); }
+
   StorageTierStats stats() const;
   // Blocks until both queues are empty and no batch runs (tests, pool teardown of a finished run).
   void wait_idle();
@@ -149,6 +158,7 @@ class StorageTier {
   void run_backup_streamed(const BackupJob& job);
   void load_streamed(PrefetchJob& job, const std::vector<std::string>& keys, size_t hits);
   void count_rejected(PageCheck check);
+  PayloadHasher* payload_hasher();
   size_t batch_pages() const;
   // Log (kvpool/log.h): the backend's failures since the last report, after a batch of
   // either thread; `during` names what the batch did. Cheap when no callback takes warnings.
@@ -184,6 +194,12 @@ class StorageTier {
         prefetch_bytes{0};
     std::atomic<uint64_t> pages_corrupt{0}, pages_truncated{0}, pages_foreign{0}, read_failures{0};
   } counters_;
+
+  std::atomic<bool> pipelined_reads_{false};
+  // The prefetch thread's PayloadHasher (its own; made with its first streamed page of at least
+  // kPipelinedReadFrom bytes); stopped after that thread, in the destructor.
+  std::unique_ptr<PayloadHasher> hasher_;
+  bool hasher_tried_ = false;  // not tried again when it failed (one core, no thread): the reads work without it
 
   bool started_ = false;  // under mu_
   std::thread backup_thread_, prefetch_thread_;

@@ -264,13 +264,13 @@ class RatioReporter : public benchmark::ConsoleReporter {
     }
     std::printf("\nthe tier's path (host pages <-> checked stored pages <-> files) / plain file I/O of the same\n"
                 "bytes, both in every iteration (medians of the ratios with --benchmark_repetitions > 1, else means):\n");
-    std::printf("  %-32s %8s %8s\n", "row", "real", "cpu");
+    std::printf("  %-56s %8s %8s\n", "row", "real", "cpu");
     for (const auto& kv : tier_) {
       const std::pair<double, double> r = kv.second.median.first > 0
                                                ? kv.second.median
                                                : std::make_pair(kv.second.sum.first / kv.second.runs,
                                                                 kv.second.sum.second / kv.second.runs);
-      std::printf("  %-32s %7.1f%% %7.1f%%\n", kv.first.c_str(), 100.0 * r.first, 100.0 * r.second);
+      std::printf("  %-56s %7.1f%% %7.1f%%\n", kv.first.c_str(), 100.0 * r.first, 100.0 * r.second);
     }
   }
 

@@ -21,7 +21,10 @@
 // 2 page_first_direct. S: 1 the file backend as the tier uses it (streamed: host
 // pages straight to and from the files), 0 the same backend with its streamed calls
 // hidden, so that the tier stages pages in memory as it does for memcached and redis
-// (and as it did for files before): the before/after of the same run.
+// (and as it did for files before): the before/after of the same run. P (tier_read,
+// streamed): 1 each page is hashed on the tier's PayloadHasher thread while the rest of it
+// is read (page_stream.hpp; StorageTier::set_pipelined_reads), 0 read, then hashed, on the
+// prefetch thread (the default, as before it): both in the same run.
 #include <benchmark/benchmark.h>
 #include <fcntl.h>
 #include <unistd.h>
@@ -115,7 +118,7 @@ struct World {
   size_t stored_bytes = 0;
   std::string error;
 
-  World(HostLayout layout, size_t n, bool streamed) {
+  World(HostLayout layout, size_t n, bool streamed, bool pipelined = false) {
     g.layout = layout;
     g.page_size = 64;
     g.layers = 32;
@@ -160,7 +163,10 @@ struct World {
     }
     if (!streamed) store = std::make_unique<Unstreamed>(std::move(store));
     tier = std::make_unique<kvp::storage::StorageTier>(std::move(store), g, host.data());
+    tier->set_pipelined_reads(pipelined);
+    this->pipelined = pipelined;
   }
+  bool pipelined = false;
   std::string plain_path(size_t i) const { return g_dir + "/tier-plain-" + std::to_string(i) + ".dat"; }
 };
 
@@ -188,7 +194,7 @@ struct Side {
 void report(benchmark::State& state, const World& w, const Side& plain, const Side& tier, size_t n) {
   const double bytes = double(state.iterations()) * double(n * w.stored_bytes);
   state.SetLabel(std::string(kvp::host::host_layout_name(w.g.layout)) +
-                 (w.tier->store().streams() ? " streamed" : " staged"));
+                 (w.tier->store().streams() ? (w.pipelined ? " streamed pipelined" : " streamed") : " staged"));
   state.SetBytesProcessed(int64_t(bytes));
   if (plain.wall <= 0 || tier.wall <= 0) return;
   state.counters["plain_GBps"] = bytes / plain.wall / 1e9;
@@ -259,7 +265,7 @@ void BM_TierWrite(benchmark::State& state) {
 
 void BM_TierRead(benchmark::State& state) {
   const size_t n = size_t(state.range(1));
-  World w(layout_of(state.range(0)), n, state.range(2) != 0);
+  World w(layout_of(state.range(0)), n, state.range(2) != 0, state.range(3) != 0);
   if (!w.error.empty()) {
     state.SkipWithError(w.error.c_str());
     return;
@@ -325,12 +331,23 @@ void BM_TierRead(benchmark::State& state) {
 // Called by bench_storage_file's main with its directory.
 void register_tier_path_benchmarks(const std::string& dir) {
   g_dir = dir;
-  for (const auto& [name, fn] : {std::pair<const char*, void (*)(benchmark::State&)>{"tier_write", BM_TierWrite},
-                                 {"tier_read", BM_TierRead}}) {
-    benchmark::RegisterBenchmark(name, fn)
-        ->ArgNames({"layout", "pages", "streamed"})
-        ->ArgsProduct({{0, 1, 2}, {1, 8}, {0, 1}})
-        ->UseManualTime()
-        ->Unit(benchmark::kMillisecond);
-  }
+  benchmark::RegisterBenchmark("tier_write", BM_TierWrite)
+      ->ArgNames({"layout", "pages", "streamed"})
+      ->ArgsProduct({{0, 1, 2}, {1, 8}, {0, 1}})
+      ->UseManualTime()
+      ->Unit(benchmark::kMillisecond);
+  // Reads: staged, streamed (read then hash), streamed and pipelined (hash beside the reads).
+  benchmark::RegisterBenchmark("tier_read", BM_TierRead)
+      ->ArgNames({"layout", "pages", "streamed", "pipelined"})
+      ->Apply([](benchmark::internal::Benchmark* b) {
+        for (const int64_t layout : {0, 1, 2}) {
+          for (const int64_t pages : {1, 8}) {
+            for (const auto& [streamed, pipelined] : {std::pair<int64_t, int64_t>{0, 0}, {1, 0}, {1, 1}}) {
+              b->Args({layout, pages, streamed, pipelined});
+            }
+          }
+        }
+      })
+      ->UseManualTime()
+      ->Unit(benchmark::kMillisecond);
 }

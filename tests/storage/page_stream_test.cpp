@@ -2,7 +2,9 @@
 // and the file backend's streamed calls (put_streamed / get_streamed): the bytes are
 // exactly seal_page()'s under every host layout, a page comes back into another host
 // page intact, and a damaged, truncated, extended, foreign or unreadable value is
-// never reported whole, wherever the damage falls relative to the read chunks.
+// never reported whole, wherever the damage falls relative to the read chunks; the
+// same with the payload hashed on a PayloadHasher's thread beside the reads (and through
+// StorageTier's prefetch thread, pipelined or not).
 #include <dirent.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -24,6 +26,7 @@
 #include "storage/page_format.hpp"
 #include "storage/page_key.hpp"
 #include "storage/page_stream.hpp"
+#include "storage/storage_tier.hpp"
 
 namespace {
 
@@ -33,7 +36,9 @@ using kvp::host::HostLayout;
 using kvp::storage::BlobResult;
 using kvp::storage::BlobStore;
 using kvp::storage::kPageHeaderBytes;
+using kvp::storage::kPipelinedReadFrom;
 using kvp::storage::kReadChunkBytes;
+using kvp::storage::PayloadHasher;
 using kvp::storage::PageCheck;
 
 class TempDir {
@@ -153,8 +158,8 @@ class MemoryValue final : public kvp::storage::ValueWriter, public kvp::storage:
 };
 
 PageCheck read_into(const HostGeometry& g, std::vector<uint8_t>* host, int64_t page, MemoryValue& value,
-                    bool* read_error, const Digest& d = digest_of(1)) {
-  return kvp::storage::read_stored_page(g, host->data(), page, fingerprint(), d, value, read_error);
+                    bool* read_error, const Digest& d = digest_of(1), PayloadHasher* hasher = nullptr) {
+  return kvp::storage::read_stored_page(g, host->data(), page, fingerprint(), d, value, read_error, hasher);
 }
 
 TEST(PageStream, StoredBytesAreSealPagesUnderEveryLayoutAndComeBackWhole) {
@@ -239,6 +244,118 @@ TEST(PageStream, ShortLongForeignAndUnreadableValuesAreNotLoaded) {
   MemoryValue refusing;
   refusing.fail_writes_after(1);
   EXPECT_FALSE(kvp::storage::write_stored_page(g, host.data(), 0, fingerprint(), digest_of(1), refusing));
+}
+
+// ---- the payload hashed on a PayloadHasher's thread while it is read ----
+
+// The test geometry's payload is long enough to be pipelined, in chunks of which the last
+// is not whole.
+TEST(PageStreamPipelined, TheTestPagesArePipelined) {
+  const uint64_t payload = kvp::storage::page_payload_bytes(geometry(HostLayout::kLayerFirst));
+  EXPECT_GE(payload, kPipelinedReadFrom);
+  EXPECT_NE(payload % kReadChunkBytes, 0u);
+}
+
+TEST(PageStreamPipelined, PagesComeBackWholeUnderEveryLayoutOneAndManyPages) {
+  PayloadHasher hasher;
+  for (const HostLayout layout : {HostLayout::kLayerFirst, HostLayout::kPageFirst, HostLayout::kPageFirstDirect,
+                                  HostLayout::kPageHead}) {
+    SCOPED_TRACE(kvp::host::host_layout_name(layout));
+    HostGeometry g = geometry(layout);
+    g.pages = 8;
+    ASSERT_EQ(kvp::host::finish_geometry(&g), "");
+    std::vector<uint8_t> host = random_host(g, 11);
+    // Pages 0..3 stored, read into pages 4..7 through one hasher, one after another (one
+    // page, then the next ones: the hasher starts each page afresh).
+    for (int64_t page = 0; page < 4; ++page) {
+      SCOPED_TRACE(page);
+      MemoryValue value(sealed(g, host, page, digest_of(uint8_t(page))));
+      bool read_error = true;
+      ASSERT_EQ(read_into(g, &host, 4 + page, value, &read_error, digest_of(uint8_t(page)), &hasher), PageCheck::kOk);
+      EXPECT_FALSE(read_error);
+      EXPECT_TRUE(payload_of(g, host, 4 + page) == payload_of(g, host, page));
+    }
+  }
+}
+
+TEST(PageStreamPipelined, ACorruptChunkInTheMiddleOrAtTheEndIsCorruptAndTheNextPageStillLoads) {
+  PayloadHasher hasher;
+  const HostGeometry g = geometry(HostLayout::kPageFirst);
+  std::vector<uint8_t> host = random_host(g, 12);
+  const std::vector<uint8_t> good = sealed(g, host, 0, digest_of(1));
+  const uint64_t payload = kvp::storage::page_payload_bytes(g);
+  const uint64_t middle = (payload / kReadChunkBytes / 2) * kReadChunkBytes + 1000;  // inside a middle chunk
+  for (const uint64_t at : {uint64_t(0), middle, kReadChunkBytes - 1, kReadChunkBytes, payload - kReadChunkBytes / 2,
+                            payload - 1}) {
+    MemoryValue value(good);
+    value.bytes()[kPageHeaderBytes + at] ^= 0x10;
+    bool read_error = false;
+    EXPECT_EQ(read_into(g, &host, 2, value, &read_error, digest_of(1), &hasher), PageCheck::kCorrupt)
+        << "payload byte " << at;
+    EXPECT_FALSE(read_error);
+    MemoryValue intact(good);  // the same hasher, the next page: no trace of the bad one
+    EXPECT_EQ(read_into(g, &host, 1, intact, &read_error, digest_of(1), &hasher), PageCheck::kOk) << at;
+    EXPECT_TRUE(payload_of(g, host, 1) == payload_of(g, host, 0));
+  }
+}
+
+TEST(PageStreamPipelined, ShortAndUnreadableValuesAreNotLoadedAndTheHasherLetsGo) {
+  PayloadHasher hasher;
+  const HostGeometry g = geometry(HostLayout::kLayerFirst);
+  std::vector<uint8_t> host = random_host(g, 13);
+  const std::vector<uint8_t> good = sealed(g, host, 0, digest_of(1));
+  bool read_error = false;
+  // Short files: the length says so (the header check), or the reads come back short in
+  // the first, a middle and the last chunk.
+  for (const size_t len : {size_t(kPageHeaderBytes + 3 * kReadChunkBytes), good.size() - 1}) {
+    MemoryValue value(std::vector<uint8_t>(good.begin(), good.begin() + long(len)));
+    EXPECT_EQ(read_into(g, &host, 2, value, &read_error, digest_of(1), &hasher), PageCheck::kTruncated) << len;
+  }
+  for (const size_t len : {size_t(kPageHeaderBytes + 10), size_t(kPageHeaderBytes + 5 * kReadChunkBytes + 7),
+                           good.size() - 1}) {
+    MemoryValue value(std::vector<uint8_t>(good.begin(), good.begin() + long(len)));
+    value.claim_size(good.size());
+    EXPECT_EQ(read_into(g, &host, 2, value, &read_error, digest_of(1), &hasher), PageCheck::kTruncated) << len;
+    EXPECT_FALSE(read_error);
+  }
+  // A read error in a middle chunk and in the last one: reported, never kOk.
+  const uint64_t last_chunk = kPageHeaderBytes + (good.size() - kPageHeaderBytes) / kReadChunkBytes * kReadChunkBytes;
+  for (const uint64_t from : {uint64_t(kPageHeaderBytes + 4 * kReadChunkBytes), last_chunk}) {
+    MemoryValue failing(good);
+    failing.fail_reads_from(from);
+    EXPECT_EQ(read_into(g, &host, 2, failing, &read_error, digest_of(1), &hasher), PageCheck::kTruncated) << from;
+    EXPECT_TRUE(read_error);
+  }
+  // After all that the hasher still serves whole pages; the host page it gave up is the
+  // caller's again (written here while no page is under way: TSan sees any late read).
+  const std::vector<uint8_t> zeros(good.size() - kPageHeaderBytes, 0);
+  kvp::storage::scatter_page_hashed(g, host.data(), 2, zeros.data());
+  MemoryValue intact(good);
+  EXPECT_EQ(read_into(g, &host, 2, intact, &read_error, digest_of(1), &hasher), PageCheck::kOk);
+  EXPECT_TRUE(payload_of(g, host, 2) == payload_of(g, host, 0));
+}
+
+TEST(PageStreamPipelined, ManyPagesInARowMatchTheSequentialResults) {
+  // Whoever hashes a chunk (the thread, or the reading thread when the thread lags), the
+  // verdict is the same as without a hasher: here on 24 pages, every fourth damaged.
+  PayloadHasher hasher;
+  const HostGeometry g = geometry(HostLayout::kPageFirstDirect);
+  std::vector<uint8_t> host = random_host(g, 14);
+  const std::vector<uint8_t> good = sealed(g, host, 0, digest_of(1));
+  const uint64_t payload = kvp::storage::page_payload_bytes(g);
+  for (int i = 0; i < 24; ++i) {
+    MemoryValue piped(good), plain(good);
+    if (i % 4 == 3) {
+      const uint64_t at = kPageHeaderBytes + (uint64_t(i) * 104729) % payload;
+      piped.bytes()[at] ^= 0x01;
+      plain.bytes()[at] ^= 0x01;
+    }
+    bool read_error = false;
+    const PageCheck without = read_into(g, &host, 1, plain, &read_error);
+    const PageCheck with = read_into(g, &host, 2, piped, &read_error, digest_of(1), &hasher);
+    EXPECT_EQ(with, without) << i;
+    EXPECT_EQ(with, i % 4 == 3 ? PageCheck::kCorrupt : PageCheck::kOk) << i;
+  }
 }
 
 // ---- through the file backend: real files, the real chunked reads ----
@@ -461,6 +578,152 @@ TEST(FileStoreStreamed, AWriteCutShortInsideASpanIsAnErrorAndLeavesNoFile) {
   ASSERT_EQ(r, BlobResult::kOk);
   back.resize(size);
   EXPECT_TRUE(back == value);
+}
+
+TEST(FileStoreStreamed, PipelinedReadsOfDamagedAndShortFilesAreNeverLoaded) {
+  TempDir tmp;
+  auto store = open_store(tmp.path());
+  PayloadHasher hasher;
+  const HostGeometry g = geometry(HostLayout::kPageFirst);
+  std::vector<uint8_t> host = random_host(g, 15);
+  const uint64_t payload = kvp::storage::page_payload_bytes(g);
+  const uint64_t stored = kvp::storage::stored_page_bytes(payload);
+  const auto put = [&](const Digest& d) {
+    kvp::storage::StoredPageProducer producer(g, host.data(), 0, fingerprint(), d);
+    return store->put_streamed(kvp::storage::page_key(fingerprint(), d), stored, producer);
+  };
+  const auto load = [&](const Digest& d) {
+    kvp::storage::StoredPageConsumer consumer(g, host.data(), 2, fingerprint(), d, &hasher);
+    uint64_t size = 0;
+    EXPECT_EQ(store->get_streamed(kvp::storage::page_key(fingerprint(), d), consumer, &size), BlobResult::kOk);
+    return consumer.check();
+  };
+  uint8_t seed = 40;
+  // A flipped byte in a middle chunk and in the last byte of the file.
+  for (const uint64_t at : {kPageHeaderBytes + 5 * kReadChunkBytes + 123, stored - 1}) {
+    const Digest d = digest_of(seed++);
+    ASSERT_EQ(put(d), BlobResult::kOk);
+    const int fd = ::open(path_of(tmp.path(), d).c_str(), O_RDWR);
+    ASSERT_GE(fd, 0);
+    uint8_t c = 0;
+    ASSERT_EQ(::pread(fd, &c, 1, off_t(at)), 1);
+    c ^= 0x04;
+    ASSERT_EQ(::pwrite(fd, &c, 1, off_t(at)), 1);
+    ::close(fd);
+    EXPECT_EQ(load(d), PageCheck::kCorrupt) << "file byte " << at;
+  }
+  // Short: in a middle chunk, one byte short.
+  for (const off_t len : {off_t(kPageHeaderBytes + 6 * kReadChunkBytes + 5), off_t(stored - 1)}) {
+    const Digest d = digest_of(seed++);
+    ASSERT_EQ(put(d), BlobResult::kOk);
+    ASSERT_EQ(::truncate(path_of(tmp.path(), d).c_str(), len), 0);
+    EXPECT_EQ(load(d), PageCheck::kTruncated) << "length " << len;
+  }
+  const Digest d = digest_of(seed++);
+  ASSERT_EQ(put(d), BlobResult::kOk);
+  EXPECT_EQ(load(d), PageCheck::kOk);
+  EXPECT_TRUE(payload_of(g, host, 2) == payload_of(g, host, 0));
+  EXPECT_EQ(store->stats().io_errors, 0u);
+}
+
+// ---- StorageTier's prefetch thread, with and without its PayloadHasher ----
+
+// Stores host pages 0..3 through a tier, damages the stored page `bad` by `damage`, and
+// prefetches the four into pages 4..7: returns the pages that landed, and the tier's stats.
+struct PrefetchOutcome {
+  size_t landed = 0;
+  kvp::storage::StorageTierStats stats;
+  bool intact = true;  // the landed pages hold the stored payloads
+};
+
+template <class Damage>
+PrefetchOutcome prefetch_after_damage(bool pipelined, HostLayout layout, size_t pages, size_t bad, Damage damage) {
+  TempDir tmp;
+  HostGeometry g = geometry(layout);
+  g.pages = 2 * pages;
+  EXPECT_EQ(kvp::host::finish_geometry(&g), "");
+  std::vector<uint8_t> host = random_host(g, 16);
+  kvp::storage::StorageTier tier(open_store(tmp.path()), g, host.data());
+  tier.set_pipelined_reads(pipelined);
+  std::vector<int64_t> sources;
+  std::vector<Digest> digests;
+  for (size_t i = 0; i < pages; ++i) {
+    sources.push_back(int64_t(i));
+    digests.push_back(digest_of(uint8_t(60 + i)));
+  }
+  tier.backup(sources, digests, fingerprint());
+  tier.wait_idle();
+  EXPECT_EQ(tier.stats().backup_pages, pages);
+  if (bad < pages) damage(path_of(tmp.path(), digests[bad]));
+  kvp::storage::StorageTier::StagedPrefetch staged = tier.stage_prefetch(digests, fingerprint(), 1);
+  for (size_t i = 0; i < pages; ++i) staged.pages[i] = int64_t(pages + i);
+  const uint64_t id = tier.commit_prefetch(std::move(staged));
+  tier.wait_idle();
+  PrefetchOutcome out;
+  out.landed = tier.finish_prefetch(id);
+  std::vector<int64_t> released;
+  tier.take_released(&released);
+  EXPECT_EQ(released.size(), pages - out.landed) << "every page that did not land comes back";
+  out.stats = tier.stats();
+  for (size_t i = 0; i < out.landed; ++i) {
+    out.intact = out.intact && payload_of(g, host, int64_t(pages + i)) == payload_of(g, host, int64_t(i));
+  }
+  return out;
+}
+
+void flip_byte(const std::string& path, off_t at) {
+  const int fd = ::open(path.c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  uint8_t c = 0;
+  if (at < 0) at += ::lseek(fd, 0, SEEK_END);
+  ASSERT_EQ(::pread(fd, &c, 1, at), 1);
+  c ^= 0x20;
+  ASSERT_EQ(::pwrite(fd, &c, 1, at), 1);
+  ::close(fd);
+}
+
+TEST(StorageTierStreamed, PrefetchesLoadTheSamePagesPipelinedOrNot) {
+  for (const bool pipelined : {false, true}) {
+    for (const HostLayout layout : {HostLayout::kLayerFirst, HostLayout::kPageFirst}) {
+      for (const size_t pages : {size_t(1), size_t(4)}) {
+        SCOPED_TRACE(std::string(pipelined ? "pipelined " : "sequential ") + kvp::host::host_layout_name(layout) +
+                     " pages " + std::to_string(pages));
+        const PrefetchOutcome whole = prefetch_after_damage(pipelined, layout, pages, pages, [](const std::string&) {});
+        EXPECT_EQ(whole.landed, pages);
+        EXPECT_TRUE(whole.intact);
+        EXPECT_EQ(whole.stats.prefetch_pages, pages);
+        EXPECT_EQ(whole.stats.pages_corrupt + whole.stats.pages_truncated + whole.stats.read_failures, 0u);
+      }
+    }
+  }
+}
+
+TEST(StorageTierStreamed, ADamagedOrShortPageEndsThePrefetchThereAndIsNotLoaded) {
+  const off_t middle = off_t(kPageHeaderBytes + 5 * kReadChunkBytes + 77);
+  for (const bool pipelined : {false, true}) {
+    SCOPED_TRACE(pipelined ? "pipelined" : "sequential");
+    // The second of four pages damaged in a middle chunk, then in its last byte.
+    for (const off_t at : {middle, off_t(-1)}) {
+      const PrefetchOutcome o = prefetch_after_damage(pipelined, HostLayout::kLayerFirst, 4, 1,
+                                                      [&](const std::string& path) { flip_byte(path, at); });
+      EXPECT_EQ(o.landed, 1u) << at;
+      EXPECT_TRUE(o.intact);
+      EXPECT_EQ(o.stats.pages_corrupt, 1u) << at;
+      EXPECT_EQ(o.stats.prefetch_pages, 1u);
+    }
+    // One page only, damaged at its end: nothing lands.
+    const PrefetchOutcome one = prefetch_after_damage(pipelined, HostLayout::kPageFirst, 1, 0,
+                                                      [](const std::string& path) { flip_byte(path, -1); });
+    EXPECT_EQ(one.landed, 0u);
+    EXPECT_EQ(one.stats.pages_corrupt, 1u);
+    // The last of four pages cut short in a middle chunk: three land.
+    const PrefetchOutcome cut = prefetch_after_damage(pipelined, HostLayout::kPageFirstDirect, 4, 3,
+                                                      [&](const std::string& path) { ASSERT_EQ(::truncate(path.c_str(), middle), 0); });
+    EXPECT_EQ(cut.landed, 3u);
+    EXPECT_TRUE(cut.intact);
+    EXPECT_EQ(cut.stats.pages_truncated, 1u);
+    EXPECT_EQ(cut.stats.pages_corrupt, 0u);
+  }
 }
 
 }  // namespace
