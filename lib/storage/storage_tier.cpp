@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <new>
 #include <system_error>
+#include <thread>
 
 #include "storage/page_codec.hpp"
 #include "storage/page_stream.hpp"
@@ -405,6 +406,10 @@ void StorageTier::load_streamed(PrefetchJob& job, const std::vector<std::string>
     counters_.prefetch_bytes.fetch_add(size, std::memory_order_relaxed);
   }
 }
+
+// A second core to hash on, and spare ones for the rest of the process: measured on 16 CPUs
+// (a win of 30 points) and 2 (none, at best), not in between.
+bool StorageTier::pipelined_reads_by_default() { return std::thread::hardware_concurrency() >= 4; }
 
 // The prefetch thread's hasher, started on first use; null when reads are not pipelined
 // (turned off, pages too small to overlap, one core, or no thread to be had).
