@@ -25,6 +25,14 @@ using kvtest::Pool;
 // The full-attention layers (model layer ids) whose KV the tier copies.
 constexpr int32_t kFullLayers[] = {1, 3};
 
+// tests/gpu builds this file a second time with KVPOOL_HYBRID_TIER_DEVICE="cuda:0": the same
+// tests on a CUDA pool (pinned host pages, the CUDA transfers), label gpu.
+#ifdef KVPOOL_HYBRID_TIER_DEVICE
+constexpr const char* kDeviceKey = "\"device\": \"" KVPOOL_HYBRID_TIER_DEVICE "\", ";
+#else
+constexpr const char* kDeviceKey = "";
+#endif
+
 // 4 layers, full attention at 1 and 3, f32 KV of 2 heads x 8 (host_tier_kv.hpp's rows).
 // A request needs 5 state slots at most (SGLang's sizing): rows = states / 5.
 std::string hybrid_tier_config(int64_t tokens, int states, double ratio, const char* policy, const char* extra = "") {
@@ -32,7 +40,7 @@ std::string hybrid_tier_config(int64_t tokens, int states, double ratio, const c
   return R"({"model": {"num_layers": 4, "attention": "hybrid_linear", "kv_heads": 2, "head_dim": 8,
       "full_attention_layers": [1, 3], "mamba": {"conv_shape": [4, 3], "ssm_shape": [2, 4, 4],
       "conv_dtype": "f32", "ssm_dtype": "f32"}},
-      "pool": {"kv_dtype": "f32", "max_total_tokens": )" +
+      "pool": {)" + std::string(kDeviceKey) + R"("kv_dtype": "f32", "max_total_tokens": )" +
          std::to_string(tokens) + R"(, "max_running_requests": )" + std::to_string(rows) +
          R"(, "mamba_cache_size": )" + std::to_string(states) + R"(, "max_context_len": 128)" + extra +
          R"(}, "prefix_cache": {"kind": "radix"}, "host_cache": {"ratio": )" + std::to_string(ratio) +
