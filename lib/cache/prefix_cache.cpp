@@ -92,7 +92,8 @@ Status PrefixCache::insert(const int32_t* tokens, size_t n, const int64_t* slots
   if (host_ != nullptr && pending_.size() == pending_.capacity()) pending_.reserve(2 * pending_.capacity());
   KVPOOL_RETURN_IF_ERROR(check_handover(slots + prefix, n - prefix));
   NodeHandle last = 0;
-  KVPOOL_RETURN_IF_ERROR(tree_.insert(tokens, n, slots, extra_key, priority, prefix_len, &last, walked));
+  // A passed check_handover() found slots[prefix, n) (walked >= prefix) whole pages in order.
+  KVPOOL_RETURN_IF_ERROR(tree_.insert(tokens, n, slots, extra_key, priority, prefix_len, &last, walked, true));
   if (node != nullptr) *node = last;
   uint8_t* owned = owned_.data();  // a local: byte stores could alias the vector's pointer
   for (size_t i = *prefix_len; i < n; i += P) owned[static_cast<size_t>(page_of(slots[i]))] = 1;

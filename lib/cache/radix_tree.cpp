@@ -519,7 +519,7 @@ MatchResult RadixTree::match(const int32_t* tokens, size_t n, const std::string&
 }
 
 size_t RadixTree::match_into(const int32_t* tokens, size_t n, const std::string& extra_key, int64_t* out,
-                             NodeHandle* last_node) {
+                             NodeHandle* last_node, size_t copy_from, size_t copy_to) {
   *last_node = root();
   n -= n % static_cast<size_t>(page_);
   auto ns = namespaces_.find(extra_key);
@@ -535,7 +535,9 @@ size_t RadixTree::match_into(const int32_t* tokens, size_t n, const std::string&
     const size_t len = match_len(nodes_[static_cast<size_t>(c)], tokens + pos, n - pos);
     if (len < nodes_[static_cast<size_t>(c)].key.size()) c = split_visited(c, len, stamp);
     const Node& node = nodes_[static_cast<size_t>(c)];
-    copy_slots(node, 0, node.key.size(), out + pos);
+    // The node's part of [copy_from, copy_to) (page multiples: pos and the key are too).
+    const size_t from = std::max(pos, copy_from), to = std::min(pos + node.key.size(), copy_to);
+    if (from < to) copy_slots(node, from - pos, to - from, out + from);
     touch(c, stamp);
     cur = c;
     pos += len;
@@ -581,7 +583,8 @@ size_t RadixTree::walk_prefix(const int32_t* tokens, size_t n, const std::string
 }
 
 Status RadixTree::insert(const int32_t* tokens, size_t n, const int64_t* slots, const std::string& extra_key,
-                         int32_t priority, size_t* prefix_len, NodeHandle* last_node, size_t known_cached) {
+                         int32_t priority, size_t* prefix_len, NodeHandle* last_node, size_t known_cached,
+                         bool known_paged) {
   if (n % static_cast<size_t>(page_) != 0) {
     return Status::invalid("key length " + std::to_string(n) + " is not a multiple of page_size " +
                            std::to_string(page_));
@@ -597,7 +600,7 @@ Status RadixTree::insert(const int32_t* tokens, size_t n, const int64_t* slots, 
   // One value per page when every page's slots are consecutive (always, for a pool's tree).
   const size_t P = static_cast<size_t>(page_);
   bool leaf_paged = P > 1;
-  for (size_t off = cached; leaf_paged && off < n; off += P) {
+  for (size_t off = cached; leaf_paged && !known_paged && off < n; off += P) {
     bool in_order = true;  // `&`, not `&&`: a page's compares vectorise
     for (size_t j = 1; j < P; ++j) {  // unsigned: no overflow, whatever the caller passed
       in_order &= static_cast<uint64_t>(slots[off + j]) == static_cast<uint64_t>(slots[off]) + j;

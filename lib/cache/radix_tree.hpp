@@ -184,8 +184,11 @@ class RadixTree {
 
   // As match(), writing the slots to `out` (room for n): allocates nothing after
   // reserve_inserts() when the matched path ends on node boundaries (as right after
-  // an insert of the same key).
-  size_t match_into(const int32_t* tokens, size_t n, const std::string& extra_key, int64_t* out, NodeHandle* last_node);
+  // an insert of the same key). Only the slots of tokens [copy_from, copy_to) are
+  // written (page multiples; out's other entries are left as they were): a caller that
+  // knows the rest (kvseq after an insert: its own slots) skips their copy.
+  size_t match_into(const int32_t* tokens, size_t n, const std::string& extra_key, int64_t* out, NodeHandle* last_node,
+                    size_t copy_from = 0, size_t copy_to = SIZE_MAX);
 
   // Makes room for inserts whose new tokens are at most bounds[i] each (for the
   // leaf and a split's upper part), and as many match_into / lock / unlock calls, so
@@ -210,9 +213,12 @@ class RadixTree {
   // Inserts an aligned key with its slots. *prefix_len receives the tokens that
   // were already cached (the caller keeps owning slots[0, prefix_len)); the tree
   // takes ownership of slots[prefix_len, n).
-  // `cached`, when known, is cached_prefix() of the same key (saves a walk).
+  // `cached`, when known, is walk_prefix() of the same key (saves a walk). `paged`: the
+  // caller checked that slots[cached, n) are whole pages of consecutive slots (saves
+  // the scan that decides whether the new leaf stores a value per page).
   Status insert(const int32_t* tokens, size_t n, const int64_t* slots, const std::string& extra_key,
-                int32_t priority, size_t* prefix_len, NodeHandle* last_node = nullptr, size_t cached = SIZE_MAX);
+                int32_t priority, size_t* prefix_len, NodeHandle* last_node = nullptr, size_t cached = SIZE_MAX,
+                bool paged = false);
 
   Status lock(NodeHandle node);
   Status unlock(NodeHandle node);

@@ -88,11 +88,29 @@ Status RequestTable::check_slots(const int64_t* slots, size_t n) const {
 Status RequestTable::write(int32_t row, size_t start, const int64_t* slots, size_t n) {
   KVPOOL_RETURN_IF_ERROR(check_columns(row, start, n));
   if (n == 0) return Status::ok();  // nothing to copy (and memcpy from an empty staging_'s NULL is UB)
-  // staging_ holds context_ entries from creation and n <= context_ here: no allocation.
-  staging_.resize(n);
-  KVPOOL_RETURN_IF_ERROR(narrow_slots(slots, n, staging_.data()));
+  if (backend_->device_type() != KVPOOL_DEVICE_CPU) {  // narrowed and checked in one pass on the way
+    // staging_ holds context_ entries from creation and n <= context_ here: no allocation.
+    staging_.resize(n);
+    KVPOOL_RETURN_IF_ERROR(narrow_slots(slots, n, staging_.data()));
+    int32_t* base = table_.as<int32_t>() + static_cast<size_t>(row) * static_cast<size_t>(context_) + start;
+    return backend_->from_host(base, staging_.data(), n * sizeof(int32_t));
+  }
+  // Host memory: checked before the row changes (a failed write changes nothing), then
+  // narrowed straight into the table (no staging copy).
+  KVPOOL_RETURN_IF_ERROR(check_slots(slots, n));
+  return store_host(row, start, slots, n);
+}
+
+Status RequestTable::write_valid(int32_t row, size_t start, const int64_t* slots, size_t n) {
+  if (backend_->device_type() != KVPOOL_DEVICE_CPU) return write(row, start, slots, n);  // checks on the way anyway
+  KVPOOL_RETURN_IF_ERROR(check_columns(row, start, n));
+  return n == 0 ? Status::ok() : store_host(row, start, slots, n);
+}
+
+Status RequestTable::store_host(int32_t row, size_t start, const int64_t* slots, size_t n) {
   int32_t* base = table_.as<int32_t>() + static_cast<size_t>(row) * static_cast<size_t>(context_) + start;
-  return backend_->from_host(base, staging_.data(), n * sizeof(int32_t));
+  for (size_t i = 0; i < n; ++i) base[i] = static_cast<int32_t>(slots[i]);  // in range: exact
+  return Status::ok();
 }
 
 Status RequestTable::check_write(int32_t row, size_t start, const int64_t* slots, size_t n) const {

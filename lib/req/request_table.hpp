@@ -34,6 +34,10 @@ class RequestTable {
   Status write(int32_t row, size_t start, const int64_t* slots, size_t n);
   // The checks of write() (and its message), without the write.
   Status check_write(int32_t row, size_t start, const int64_t* slots, size_t n) const;
+  // write() of slots known to be in range (checked by check_write() in the same call, or
+  // held by the allocator or the prefix tree): the row and columns are checked, the slots
+  // are not (kvseq_extend's late row writes on a host table).
+  Status write_valid(int32_t row, size_t start, const int64_t* slots, size_t n);
   // table[rows[i]][columns[i]] = slots[i] for each i: a decode step's one slot per request.
   // The same effect and status as n write() calls of one slot, with the checks of a
   // valid batch done in one tight pass instead of one call (and Status) per request.
@@ -63,6 +67,9 @@ class RequestTable {
   RequestTable(backend::Backend* backend, int64_t rows, int64_t context, int64_t slot_limit);
   // Copies the table's int32 entries of `row`, columns [start, start + n), checked, into `dst`.
   Status copy_out(int32_t row, size_t start, int32_t* dst, size_t n) const;
+  // Stores the int32 form of `n` checked slots at table[row][start, start + n) of a table
+  // in host memory (a CPU backend's).
+  Status store_host(int32_t row, size_t start, const int64_t* slots, size_t n);
 
   backend::Backend* backend_;
   alloc::IdAllocator rows_;

@@ -15,6 +15,9 @@ class HostTableWrites final : public TableWrites {
   Status add(int32_t row, size_t start, const int64_t* slots, size_t n) override {
     return table_->write(row, start, slots, n);
   }
+  Status add_valid(int32_t row, size_t start, const int64_t* slots, size_t n) override {
+    return table_->write_valid(row, start, slots, n);
+  }
   Status add_singles(const int32_t* rows, const int64_t* columns, const int64_t* slots, size_t n) override {
     return table_->write_singles(rows, columns, slots, n);
   }

@@ -41,6 +41,11 @@ class TableWrites {
   virtual Status reserve(size_t runs, size_t values) = 0;
   // table[row][start, start + n) = slots (row allocated, columns and slot range checked).
   virtual Status add(int32_t row, size_t start, const int64_t* slots, size_t n) = 0;
+  // add() of slots known to be in range (checked in the same call, or held by the allocator
+  // or the prefix tree): the row and columns are still checked. The default is add().
+  virtual Status add_valid(int32_t row, size_t start, const int64_t* slots, size_t n) {
+    return add(row, start, slots, n);
+  }
   // table[rows[i]][columns[i]] = slots[i] for each i (a decode step): n runs of one slot.
   // The default adds them one by one; the CPU implementation checks the batch in one pass.
   virtual Status add_singles(const int32_t* rows, const int64_t* columns, const int64_t* slots, size_t n);

@@ -351,7 +351,8 @@ Status Sequences::place_chunks(const std::vector<Request*>& reqs, const int64_t*
     // redirected duplicates, which start at the cached length.
     const size_t from = takes_new_row(r, rows, rows_needed, &next_row) ? 0 : std::min(pre, r.cached);
     cached = after_chunk(&r);
-    if (write_late_ && written.is_ok()) written = writes_->add(r.row, from, r.slots.data() + from, r.slots.size() - from);
+    // Checked slots only: append_checked checked the new ones, the rest are the tree's.
+    if (write_late_ && written.is_ok()) written = writes_->add_valid(r.row, from, r.slots.data() + from, r.slots.size() - from);
   }
   // A failed caching (or row assignment) stopped the loop: the rest of the batch gets its
   // rows written as write_chunks would have (the cached prefix of a new row, the new
@@ -362,7 +363,7 @@ Status Sequences::place_chunks(const std::vector<Request*>& reqs, const int64_t*
     const bool new_row = takes_new_row(r, rows, rows_needed, &next_row);
     const size_t from = new_row ? 0 : pre;
     const int32_t row = new_row ? rows[next_row - 1] : r.row;
-    if (write_late_ && written.is_ok()) written = writes_->add(row, from, r.slots.data() + from, r.slots.size() - from);
+    if (write_late_ && written.is_ok()) written = writes_->add_valid(row, from, r.slots.data() + from, r.slots.size() - from);
     r.slots.resize(pre);
   }
   stage_redirects_ = false;
@@ -539,9 +540,12 @@ Status Sequences::cache_computed_pages(Request* r) {
   cache_->tree().set_count_hits(true);
   KVPOOL_RETURN_IF_ERROR(inserted);
   if (!stage_redirects_) KVPOOL_RETURN_IF_ERROR(free_slots(r->slots, r->cached, prefix));  // duplicates of cached tokens
-  // Into a buffer sized at creation: nothing here allocates (the tree was prepared).
+  // Into a buffer sized at creation: nothing here allocates (the tree was prepared). Only
+  // the tree's slots for [cached, prefix) are read below: [0, cached) and [prefix, aligned)
+  // are the request's own slots already, so the match copies just that window.
   cache::NodeHandle last_node = 0;
-  const size_t matched = cache_->tree().match_into(r->tokens.data(), aligned, r->extra_key, match_scratch_.get(), &last_node);
+  const size_t matched = cache_->tree().match_into(r->tokens.data(), aligned, r->extra_key, match_scratch_.get(),
+                                                   &last_node, r->cached, prefix);
   // Another request cached [cached, prefix) first (prefix == what was cached before the
   // insert, whose slots the match just read: the insert added only [prefix, aligned)):
   // ours are duplicates. Inside an extend batch the row is pointed at the tree's slots
@@ -555,7 +559,7 @@ Status Sequences::cache_computed_pages(Request* r) {
     return Status::internal("the prefix tree lost pages just inserted (" + std::to_string(matched) + " of " +
                             std::to_string(aligned) + " tokens match)");
   }
-  const int64_t* tree_slots = match_scratch_.get();
+  const int64_t* tree_slots = match_scratch_.get();  // valid in [cached, prefix) only
   if (prefix > r->cached && !staged) {
     std::copy(tree_slots + r->cached, tree_slots + prefix, r->slots.begin() + static_cast<long>(r->cached));
   }
