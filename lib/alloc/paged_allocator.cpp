@@ -9,6 +9,19 @@ namespace {
 
 std::string at(size_t i) { return "request " + std::to_string(i) + ": "; }
 
+// dst[j] = first + j for j < n: four stores per step, which the compiler turns into vector
+// stores also at -O2 (a large extend writes every new slot here: 393K for 256 prompts).
+inline void fill_consecutive(int64_t* dst, int64_t first, int64_t n) {
+  int64_t j = 0;
+  for (; j + 4 <= n; j += 4) {
+    dst[j] = first + j;
+    dst[j + 1] = first + j + 1;
+    dst[j + 2] = first + j + 2;
+    dst[j + 3] = first + j + 3;
+  }
+  for (; j < n; ++j) dst[j] = first + j;
+}
+
 }  // namespace
 
 PagedAllocator::PagedAllocator(int64_t num_pages, int64_t page_size, bool need_sort)
@@ -149,16 +162,19 @@ Status PagedAllocator::extend(const ExtendRequest& r, int64_t* out, size_t out_l
     const int64_t full_end = seq / P * P;            // end of the last whole page
     // Part 1: continue the prefix's partial page.
     const int64_t part1_end = seq < pre_end ? seq : pre_end;
-    for (int64_t t = pre; t < part1_end; ++t) out[o++] = r.last_locs[i] + 1 + (t - pre);
+    if (part1_end > pre) {
+      fill_consecutive(out + o, r.last_locs[i] + 1, part1_end - pre);
+      o += static_cast<size_t>(part1_end - pre);
+    }
     // Part 2: whole new pages.
     for (int64_t start = pre_end; start < full_end; start += P) {
-      const int64_t base = pages_.peek(next_page++) * P;
-      for (int64_t j = 0; j < P; ++j) out[o++] = base + j;
+      fill_consecutive(out + o, pages_.peek(next_page++) * P, P);
+      o += static_cast<size_t>(P);
     }
     // Part 3: a new trailing partial page.
     if (seq % P != 0 && full_end >= pre_end) {
-      const int64_t base = pages_.peek(next_page++) * P;
-      for (int64_t j = 0; j < seq - full_end; ++j) out[o++] = base + j;
+      fill_consecutive(out + o, pages_.peek(next_page++) * P, seq - full_end);
+      o += static_cast<size_t>(seq - full_end);
     }
   }
   pages_.consume(needed);

@@ -394,18 +394,26 @@ Status Sequences::append_checked(const std::vector<Request*>& reqs, const int64_
     const size_t chunk = static_cast<size_t>(chunks[i]), pre = r.slots.size();
     r.slots.insert(r.slots.end(), out + o, out + o + chunk);  // room reserved by the caller
     o += chunk;
-    st = table_->check_write(row, pre, r.slots.data() + pre, chunk);
+    st = check_held_write(row, pre, r.slots.data() + pre, chunk);
   }
   next_row = 0;
   for (size_t k = 0; k < reqs.size() && st.is_ok(); ++k) {
     const Request& r = *reqs[k];
-    if (r.row < 0) st = table_->check_write(rows[next_row++], 0, r.slots.data(), r.slots.size() - static_cast<size_t>(chunks[k]));
+    if (r.row < 0) st = check_held_write(rows[next_row++], 0, r.slots.data(), r.slots.size() - static_cast<size_t>(chunks[k]));
   }
   if (st.is_ok()) st = writes_->flush(stream_, out, device_out_, o);  // nothing staged: the *_async output copy
   if (!st.is_ok()) {
     for (size_t k = 0; k < i; ++k) reqs[k]->slots.resize(reqs[k]->slots.size() - static_cast<size_t>(chunks[k]));
   }
   return st;
+}
+
+Status Sequences::check_held_write(int32_t row, size_t start, const int64_t* slots, size_t n) const {
+  // Every slot the allocator hands out lies below its slot_limit(): when the table accepts
+  // all of those, only the row and columns can be wrong (the range pass over the slots,
+  // a read of every new slot, would find nothing).
+  if (allocator_ != nullptr && allocator_->slot_limit() <= table_->slot_limit()) return table_->check_columns(row, start, n);
+  return table_->check_write(row, start, slots, n);
 }
 
 void Sequences::reserve_redirects(size_t requests, size_t slots) {

@@ -121,6 +121,9 @@ class Sequences {
   // makes write_chunks' checks without its writes; a failure takes the appends back.
   Status append_checked(const std::vector<Request*>& reqs, const int64_t* chunks, const int32_t* rows,
                         const int64_t* out);
+  // table_->check_write() of slots the allocator holds (a request's new or cached slots):
+  // skips the slots' range pass when the allocator's slots all fit the table.
+  Status check_held_write(int32_t row, size_t start, const int64_t* slots, size_t n) const;
   // Inside place_chunks, in request order: true if r's row is one of `rows` (new in this
   // call, assigned or about to be), which *next_row then steps past.
   static bool takes_new_row(const Request& r, const int32_t* rows, size_t rows_needed, size_t* next_row);
