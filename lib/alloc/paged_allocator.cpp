@@ -3,24 +3,12 @@
 #include <string>
 
 #include "alloc/page_scan.hpp"
+#include "util/fill_consecutive.hpp"
 
 namespace kvp::alloc {
 namespace {
 
 std::string at(size_t i) { return "request " + std::to_string(i) + ": "; }
-
-// dst[j] = first + j for j < n: four stores per step, which the compiler turns into vector
-// stores also at -O2 (a large extend writes every new slot here: 393K for 256 prompts).
-inline void fill_consecutive(int64_t* dst, int64_t first, int64_t n) {
-  int64_t j = 0;
-  for (; j + 4 <= n; j += 4) {
-    dst[j] = first + j;
-    dst[j + 1] = first + j + 1;
-    dst[j + 2] = first + j + 2;
-    dst[j + 3] = first + j + 3;
-  }
-  for (; j < n; ++j) dst[j] = first + j;
-}
 
 }  // namespace
 

@@ -4,6 +4,8 @@
 #include <cstring>
 #include <new>
 
+#include "util/fill_consecutive.hpp"
+
 namespace kvp::cache {
 
 bool parse_eviction_policy(const std::string& name, EvictionPolicy* out) {
@@ -237,6 +239,8 @@ void RadixTree::reserve_inserts(const size_t* bounds, size_t inserts) {
   // Per insert: a split and a leaf, a match_into (no split after the insert, but
   // leave room), an unlock making a leaf evictable.
   prepare(3 * inserts, 4 * inserts);
+  // Each insert adds two nodes at most, and a path holds at most every node.
+  insert_path_.reserve(live_nodes_ + 2 * inserts + 2);
   leaf_needs_.clear();
   for (size_t i = 0; i < inserts; ++i) leaf_needs_.insert(leaf_needs_.end(), 2, bounds[i]);  // the leaf, a split's upper part
   reserve_leaves();
@@ -344,10 +348,7 @@ void RadixTree::copy_slots(const Node& n, size_t from, size_t count, int64_t* ou
   }
   const size_t P = static_cast<size_t>(page_);
   const int64_t* first = n.value.data() + from / P;
-  for (size_t p = 0; p < count / P; ++p) {
-    const int64_t base = first[p];
-    for (size_t j = 0; j < P; ++j) out[p * P + j] = base + static_cast<int64_t>(j);
-  }
+  for (size_t p = 0; p < count / P; ++p) fill_consecutive(out + p * P, first[p], static_cast<int64_t>(P));
 }
 
 RadixTree::OrderKey RadixTree::order_key(const Node& n, int32_t id) const {
@@ -629,6 +630,8 @@ Status RadixTree::insert(const int32_t* tokens, size_t n, const int64_t* slots, 
     page_digest_chain(prev, tokens + cached, static_cast<size_t>(page_), leaf_hashes.size(), leaf_hashes.data());
     reserve_events(leaf_hashes.size(), n - cached);  // BlockStored per page, pushed after the change
   }
+  insert_path_.reserve(live_nodes_ + 2);  // the path's nodes, a split's upper part and the leaf
+  insert_path_.clear();
   const uint64_t stamp = ++clock_;
   int32_t cur = kRoot;
   size_t pos = 0, adopted_from = SIZE_MAX;
@@ -647,6 +650,7 @@ Status RadixTree::insert(const int32_t* tokens, size_t n, const int64_t* slots, 
       ++nodes_[static_cast<size_t>(c)].write_hits;
     }
     refresh_order(c);
+    insert_path_.push_back(c);  // reserved above: no allocation
     cur = c;
     pos += len;
   }
@@ -678,10 +682,33 @@ Status RadixTree::insert(const int32_t* tokens, size_t n, const int64_t* slots, 
     }
     refresh_order(cur);
     refresh_order(leaf);
+    insert_path_.push_back(leaf);
     cur = leaf;
   }
   if (last_node != nullptr) *last_node = handle(cur);
   return Status::ok();
+}
+
+size_t RadixTree::match_inserted(int64_t* out, NodeHandle* last_node, size_t copy_from, size_t copy_to) {
+  // What match_into() of the inserted key does: the key ends on a node boundary (the insert
+  // split there) and every node of the path is on the device (the insert adopted host-only
+  // ones), so the walk visits exactly the recorded nodes and splits nothing.
+  *last_node = root();
+  if (insert_path_.empty()) return 0;  // an empty key: match_into() touches nothing either
+  const uint64_t stamp = ++clock_;
+  int32_t cur = kRoot;
+  size_t pos = 0;
+  for (const int32_t c : insert_path_) {
+    const Node& node = nodes_[static_cast<size_t>(c)];
+    const size_t from = std::max(pos, copy_from), to = std::min(pos + node.key.size(), copy_to);
+    if (from < to) copy_slots(node, from - pos, to - from, out + from);
+    const size_t len = node.key.size();
+    touch(c, stamp);
+    cur = c;
+    pos += len;
+  }
+  *last_node = handle(cur);
+  return pos;
 }
 
 Status RadixTree::lock(NodeHandle h) {

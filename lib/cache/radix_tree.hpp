@@ -190,6 +190,11 @@ class RadixTree {
   size_t match_into(const int32_t* tokens, size_t n, const std::string& extra_key, int64_t* out, NodeHandle* last_node,
                     size_t copy_from = 0, size_t copy_to = SIZE_MAX);
 
+  // match_into() of the key the last insert() took, right after that insert (nothing in
+  // the tree changed since): the same walk, touches, slots and result, from the path the
+  // insert recorded instead of a second lookup of every node by its tokens.
+  size_t match_inserted(int64_t* out, NodeHandle* last_node, size_t copy_from = 0, size_t copy_to = SIZE_MAX);
+
   // Makes room for inserts whose new tokens are at most bounds[i] each (for the
   // leaf and a split's upper part), and as many match_into / lock / unlock calls, so
   // that they do not allocate (KV events still do): for callers that must insert after
@@ -347,6 +352,8 @@ class RadixTree {
   std::vector<Node> nodes_;
   std::vector<int32_t> free_ids_;
   size_t live_nodes_ = 0;
+  // The nodes of the last insert's key, root excluded, in walk order (match_inserted()).
+  std::vector<int32_t> insert_path_;
   // Child links: an open-addressing table (linear probing, at most half full, power-of-two
   // size) of (hash of parent, namespace and first page; child id); deletion shifts back.
   std::vector<ChildSlot> child_table_;

@@ -548,12 +548,12 @@ Status Sequences::cache_computed_pages(Request* r) {
   cache_->tree().set_count_hits(true);
   KVPOOL_RETURN_IF_ERROR(inserted);
   if (!stage_redirects_) KVPOOL_RETURN_IF_ERROR(free_slots(r->slots, r->cached, prefix));  // duplicates of cached tokens
-  // Into a buffer sized at creation: nothing here allocates (the tree was prepared). Only
-  // the tree's slots for [cached, prefix) are read below: [0, cached) and [prefix, aligned)
-  // are the request's own slots already, so the match copies just that window.
+  // The match of the key just inserted (SGLang matches again after caching), along the path
+  // the insert walked; into a buffer sized at creation: nothing here allocates (the tree was
+  // prepared). Only the tree's slots for [cached, prefix) are read below: [0, cached) and
+  // [prefix, aligned) are the request's own slots already, so the match copies just those.
   cache::NodeHandle last_node = 0;
-  const size_t matched = cache_->tree().match_into(r->tokens.data(), aligned, r->extra_key, match_scratch_.get(),
-                                                   &last_node, r->cached, prefix);
+  const size_t matched = cache_->tree().match_inserted(match_scratch_.get(), &last_node, r->cached, prefix);
   // Another request cached [cached, prefix) first (prefix == what was cached before the
   // insert, whose slots the match just read: the insert added only [prefix, aligned)):
   // ours are duplicates. Inside an extend batch the row is pointed at the tree's slots
