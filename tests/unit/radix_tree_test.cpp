@@ -511,4 +511,78 @@ TEST(RadixTree, RandomOperationsStayConsistent) {
   }
 }
 
+// kvseq caches a request's pages with insert() and then matches the key again; it takes the
+// second walk from the path the insert recorded (match_inserted). Two trees under the same
+// random operations, one matching with match_into() and one with match_inserted(), must agree
+// on every result and end in the same state: the same eviction order under each policy that
+// reads access times or hit counts.
+TEST(RadixTree, MatchInsertedIsMatchIntoOfTheInsertedKey) {
+  std::mt19937 rng(11);
+  for (EvictionPolicy policy : {EvictionPolicy::kLru, EvictionPolicy::kLfu, EvictionPolicy::kMru}) {
+    for (int page : {1, 4}) {
+      RadixTree a(page, policy, false), b(page, policy, false);
+      std::vector<kvp::cache::NodeHandle> locked;
+      int64_t next_slot = 1;
+      for (int step = 0; step < 1500; ++step) {
+        Tokens key(static_cast<size_t>(page) * (1 + rng() % 6));
+        for (auto& tok : key) tok = static_cast<int32_t>(rng() % 3);
+        const int op = static_cast<int>(rng() % 10);
+        if (op < 5) {
+          Slots value(key.size());
+          for (auto& v : value) v = next_slot++;
+          size_t pa = 0, pb = 0;
+          ASSERT_TRUE(a.insert(key.data(), key.size(), value.data(), "", 0, &pa).is_ok());
+          ASSERT_TRUE(b.insert(key.data(), key.size(), value.data(), "", 0, &pb).is_ok());
+          ASSERT_EQ(pa, pb);
+          // The window kvseq copies: the tokens that were cached before (its duplicates).
+          const size_t from = rng() % 2 == 0 ? 0 : std::min(pa, static_cast<size_t>(page));
+          Slots sa(key.size(), -7), sb(key.size(), -7);
+          kvp::cache::NodeHandle la = 0, lb = 0;
+          const size_t ma = a.match_into(key.data(), key.size(), "", sa.data(), &la, from, pa);
+          const size_t mb = b.match_inserted(sb.data(), &lb, from, pa);
+          ASSERT_EQ(ma, key.size());
+          ASSERT_EQ(mb, ma);
+          ASSERT_EQ(lb, la);
+          ASSERT_EQ(sb, sa);
+          for (size_t i = 0; i < key.size(); ++i) {
+            if (i < from || i >= pa) {
+              ASSERT_EQ(sa[i], -7) << "slot " << i << " outside the window was written";
+            }
+          }
+          if (rng() % 3 == 0 && a.lock(la).is_ok()) {
+            ASSERT_TRUE(b.lock(lb).is_ok());
+            locked.push_back(la);
+          }
+        } else if (op < 7) {
+          const auto ma = a.match(key.data(), key.size(), "");
+          const auto mb = b.match(key.data(), key.size(), "");
+          ASSERT_EQ(mb.slots, ma.slots);
+        } else if (op < 8 && !locked.empty()) {
+          ASSERT_TRUE(a.unlock(locked.back()).is_ok());
+          ASSERT_TRUE(b.unlock(locked.back()).is_ok());
+          locked.pop_back();
+        } else {
+          Recorder ra(page), rb(page);
+          size_t ea = 0, eb = 0;
+          const size_t want = rng() % 8;
+          ASSERT_TRUE(a.evict(want, ra.fn(), &ea).is_ok());
+          ASSERT_TRUE(b.evict(want, rb.fn(), &eb).is_ok());
+          ASSERT_EQ(rb.runs, ra.runs) << "eviction order differs at step " << step;
+        }
+      }
+      while (!locked.empty()) {
+        ASSERT_TRUE(a.unlock(locked.back()).is_ok());
+        ASSERT_TRUE(b.unlock(locked.back()).is_ok());
+        locked.pop_back();
+      }
+      Recorder ra(page), rb(page);
+      size_t ea = 0, eb = 0;
+      ASSERT_TRUE(a.evict(SIZE_MAX, ra.fn(), &ea).is_ok());
+      ASSERT_TRUE(b.evict(SIZE_MAX, rb.fn(), &eb).is_ok());
+      EXPECT_EQ(rb.runs, ra.runs);
+      expect_consistent(b);
+    }
+  }
+}
+
 }  // namespace
