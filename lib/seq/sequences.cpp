@@ -421,7 +421,7 @@ void Sequences::reserve_redirects(size_t requests, size_t slots) {
   reserve_more(&duplicates_, slots);
 }
 
-void Sequences::stage_redirect(Request* r, const int64_t* tree_slots, size_t n) {
+void Sequences::stage_redirect(Request* r, size_t n) {
   const size_t from = r->cached;
   int64_t* own = r->slots.data() + from;
   if (write_late_) {
@@ -430,15 +430,14 @@ void Sequences::stage_redirect(Request* r, const int64_t* tree_slots, size_t n) 
     // in the same order as from flush_redirects: nothing else frees or allocates in between).
     const Status f = allocator_->free(own, n);
     if (late_frees_.is_ok() && !f.is_ok()) late_frees_ = f;
-  } else {
-    // The duplicates move out (freed by flush_redirects); the staged write then reads the
-    // tree's slots from the request (no copy of its own), whose slots nothing else touches
-    // before the flush (each request appears once in a batch, and extend() reserved its
-    // room: no reallocation). Room for the appends was reserved by extend().
-    redirects_.push_back(Redirect{r->row, from, n, duplicates_.size(), own});
-    duplicates_.insert(duplicates_.end(), own, own + n);
+    return;
   }
-  std::copy(tree_slots, tree_slots + n, own);
+  // The duplicates move out (freed by flush_redirects); the staged write then reads the
+  // tree's slots from the request (no copy of its own), whose slots nothing else touches
+  // before the flush (each request appears once in a batch, and extend() reserved its
+  // room: no reallocation). Room for the appends was reserved by extend().
+  redirects_.push_back(Redirect{r->row, from, n, duplicates_.size(), own});
+  duplicates_.insert(duplicates_.end(), own, own + n);
 }
 
 Status Sequences::flush_redirects() {
@@ -547,29 +546,25 @@ Status Sequences::cache_computed_pages(Request* r) {
   }
   cache_->tree().set_count_hits(true);
   KVPOOL_RETURN_IF_ERROR(inserted);
-  if (!stage_redirects_) KVPOOL_RETURN_IF_ERROR(free_slots(r->slots, r->cached, prefix));  // duplicates of cached tokens
-  // The match of the key just inserted (SGLang matches again after caching), along the path
-  // the insert walked; into a buffer sized at creation: nothing here allocates (the tree was
-  // prepared). Only the tree's slots for [cached, prefix) are read below: [0, cached) and
-  // [prefix, aligned) are the request's own slots already, so the match copies just those.
-  cache::NodeHandle last_node = 0;
-  const size_t matched = cache_->tree().match_inserted(match_scratch_.get(), &last_node, r->cached, prefix);
   // Another request cached [cached, prefix) first (prefix == what was cached before the
-  // insert, whose slots the match just read: the insert added only [prefix, aligned)):
-  // ours are duplicates. Inside an extend batch the row is pointed at the tree's slots
-  // later, with the other rows, and the duplicates are freed then.
-  // The request now holds the tree's slots for [cached, aligned): only [cached, prefix)
-  // change (the duplicates); [prefix, aligned) are the request's own slots, which the tree
-  // just took as they are. Staged: stage_redirect swaps them in.
-  const bool staged = stage_redirects_ && prefix > r->cached && matched >= prefix;
-  if (staged) stage_redirect(r, match_scratch_.get() + r->cached, prefix - r->cached);
+  // insert: the insert added only [prefix, aligned)): ours are duplicates. They leave the
+  // request first: freed now, or, inside an extend batch, staged (stage_redirect: the row is
+  // pointed at the tree's slots later, with the other rows, and they are freed then, or, with
+  // write_late_, freed now).
+  if (!stage_redirects_) {
+    KVPOOL_RETURN_IF_ERROR(free_slots(r->slots, r->cached, prefix));
+  } else if (prefix > r->cached) {
+    stage_redirect(r, prefix - r->cached);
+  }
+  // The match of the key just inserted (SGLang matches again after caching), along the path
+  // the insert walked; nothing here allocates (the tree was prepared). It writes the tree's
+  // slots for [cached, prefix) straight over the duplicates: [0, cached) and [prefix, aligned)
+  // are the request's own slots already (the tree just took the latter as they are).
+  cache::NodeHandle last_node = 0;
+  const size_t matched = cache_->tree().match_inserted(r->slots.data(), &last_node, r->cached, prefix);
   if (matched != aligned) {
     return Status::internal("the prefix tree lost pages just inserted (" + std::to_string(matched) + " of " +
                             std::to_string(aligned) + " tokens match)");
-  }
-  const int64_t* tree_slots = match_scratch_.get();  // valid in [cached, prefix) only
-  if (prefix > r->cached && !staged) {
-    std::copy(tree_slots + r->cached, tree_slots + prefix, r->slots.begin() + static_cast<long>(r->cached));
   }
   KVPOOL_RETURN_IF_ERROR(cache_->tree().lock(last_node));
   KVPOOL_RETURN_IF_ERROR(unlock(r));

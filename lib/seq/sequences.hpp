@@ -161,10 +161,11 @@ class Sequences {
   virtual bool slot_held(int64_t slot) const;
   virtual Status free_slots(const std::vector<int64_t>& slots, size_t from, size_t to);
   Status cache_computed_pages(Request* r);
-  // Inside an extend batch: puts the tree's slots for [cached, cached + n) into r, in place of
-  // its duplicates there, and stages pointing r's row at them for flush_redirects() (which
-  // frees the duplicates), or, with write_late_, frees the duplicates at once.
-  void stage_redirect(Request* r, const int64_t* tree_slots, size_t n);
+  // Inside an extend batch, before the tree's slots for [cached, cached + n) are written over
+  // r's duplicates there: stages pointing r's row at them (the values are read from r's slots
+  // at the flush) and keeps the duplicates for flush_redirects() to free, or, with
+  // write_late_, frees the duplicates at once.
+  void stage_redirect(Request* r, size_t n);
   // Applies the staged redirects with one batch of table writes, then frees the duplicates they
   // replaced (one synchronous write per request if the batch fails).
   Status flush_redirects();
