@@ -16,6 +16,30 @@ PrefixCache::PrefixCache(alloc::PagedAllocator* allocator, EvictionPolicy policy
   handover_.reserve(static_cast<size_t>(allocator->num_pages()));
 }
 
+namespace {
+
+// True if page[j] == page[0] + j for every j < kPage (unsigned: a caller's slot near
+// INT64_MAX must not overflow the expected successor). One OR of XORs per slot, which
+// the compiler keeps in vector registers for a page size fixed at compile time.
+template <size_t kPage>
+bool page_in_order(const int64_t* page) {
+  const uint64_t first = static_cast<uint64_t>(page[0]);
+  uint64_t differ = 0;
+  for (size_t j = 1; j < kPage; ++j) differ |= static_cast<uint64_t>(page[j]) ^ (first + j);
+  return differ == 0;
+}
+
+bool page_in_order(const int64_t* page, size_t P) {
+  if (P == 16) return page_in_order<16>(page);
+  if (P == 64) return page_in_order<64>(page);
+  const uint64_t first = static_cast<uint64_t>(page[0]);
+  uint64_t differ = 0;
+  for (size_t j = 1; j < P; ++j) differ |= static_cast<uint64_t>(page[j]) ^ (first + j);
+  return differ == 0;
+}
+
+}  // namespace
+
 Status PrefixCache::check_handover(const int64_t* slots, size_t n) const {
   const int64_t P = page_size();
   const size_t step = static_cast<size_t>(P);
@@ -41,9 +65,7 @@ Status PrefixCache::check_handover(const int64_t* slots, size_t n) const {
     for (size_t i = 0; i < n; i += step) {
       const int64_t first = slots[i];
       const bool usable = (first >= P) & (first < limit) & (page_shift_ >= 0 ? (first & (P - 1)) == 0 : first % P == 0);
-      bool in_order = true;
-      // Unsigned: a caller's slot near INT64_MAX must not overflow the expected successor.
-      for (size_t j = 1; j < step; ++j) in_order &= static_cast<uint64_t>(slots[i + j]) == static_cast<uint64_t>(first) + j;
+      const bool in_order = page_in_order(slots + i, step);
       const int64_t page = usable ? page_of(first) : 0;
       good &= in_order & (allocated[page] != 0) & (cached[page] == 0);
       ascending &= page > last;
