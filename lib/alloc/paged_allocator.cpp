@@ -3,7 +3,7 @@
 #include <string>
 
 #include "alloc/page_scan.hpp"
-#include "util/fill_consecutive.hpp"
+#include "util/consecutive.hpp"
 
 namespace kvp::alloc {
 namespace {

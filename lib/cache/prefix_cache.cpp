@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "util/consecutive.hpp"
+
 namespace kvp::cache {
 
 PrefixCache::PrefixCache(alloc::PagedAllocator* allocator, EvictionPolicy policy, bool events)
@@ -15,30 +17,6 @@ PrefixCache::PrefixCache(alloc::PagedAllocator* allocator, EvictionPolicy policy
   allocator_->reserve_scratch();  // eviction frees leaf after leaf: none of those frees may fail
   handover_.reserve(static_cast<size_t>(allocator->num_pages()));
 }
-
-namespace {
-
-// True if page[j] == page[0] + j for every j < kPage (unsigned: a caller's slot near
-// INT64_MAX must not overflow the expected successor). One OR of XORs per slot, which
-// the compiler keeps in vector registers for a page size fixed at compile time.
-template <size_t kPage>
-bool page_in_order(const int64_t* page) {
-  const uint64_t first = static_cast<uint64_t>(page[0]);
-  uint64_t differ = 0;
-  for (size_t j = 1; j < kPage; ++j) differ |= static_cast<uint64_t>(page[j]) ^ (first + j);
-  return differ == 0;
-}
-
-bool page_in_order(const int64_t* page, size_t P) {
-  if (P == 16) return page_in_order<16>(page);
-  if (P == 64) return page_in_order<64>(page);
-  const uint64_t first = static_cast<uint64_t>(page[0]);
-  uint64_t differ = 0;
-  for (size_t j = 1; j < P; ++j) differ |= static_cast<uint64_t>(page[j]) ^ (first + j);
-  return differ == 0;
-}
-
-}  // namespace
 
 Status PrefixCache::check_handover(const int64_t* slots, size_t n) const {
   const int64_t P = page_size();
@@ -65,7 +43,7 @@ Status PrefixCache::check_handover(const int64_t* slots, size_t n) const {
     for (size_t i = 0; i < n; i += step) {
       const int64_t first = slots[i];
       const bool usable = (first >= P) & (first < limit) & (page_shift_ >= 0 ? (first & (P - 1)) == 0 : first % P == 0);
-      const bool in_order = page_in_order(slots + i, step);
+      const bool in_order = is_consecutive(slots + i, P);
       const int64_t page = usable ? page_of(first) : 0;
       good &= in_order & (allocated[page] != 0) & (cached[page] == 0);
       ascending &= page > last;

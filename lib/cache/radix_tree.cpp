@@ -4,7 +4,7 @@
 #include <cstring>
 #include <new>
 
-#include "util/fill_consecutive.hpp"
+#include "util/consecutive.hpp"
 
 namespace kvp::cache {
 

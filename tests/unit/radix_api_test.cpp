@@ -100,6 +100,35 @@ TEST(RadixApi, DuplicatesStayWithTheCallerAndBadHandoversChangeNothing) {
   EXPECT_EQ(matched, 8u);
 }
 
+// A handover's pages must hold their slots in order; pages of 16 and 64 slots are checked
+// with vector code (util/consecutive.hpp): a wrong slot at any position of the page, the
+// last included, is found, and a page near INT64_MAX does not wrap into "in order".
+TEST(RadixApi, HandoverFindsAnySlotOutOfOrderInLargePages) {
+  for (int page : {16, 64}) {
+    Pool pool(config(page, false));
+    const Slots slots = kvtest::alloc(pool, static_cast<size_t>(page));
+    Tokens key(static_cast<size_t>(page));
+    for (size_t i = 0; i < key.size(); ++i) key[i] = static_cast<int32_t>(i);
+    size_t prefix = 0;
+    for (size_t at = 1; at < slots.size(); ++at) {
+      Slots bad = slots;
+      bad[at] += at + 1 < slots.size() ? 1 : -1;  // a neighbour's slot, or one past/before the page
+      EXPECT_EQ(radix_insert(pool, key.data(), key.size(), bad.data(), bad.size(), nullptr, 0, &prefix, nullptr),
+                KVPOOL_ERR_INVALID_ARGUMENT) << "page " << page << " index " << at;
+      EXPECT_NE(std::string(kvpool_last_error()).find("do not fill page"), std::string::npos) << kvpool_last_error();
+    }
+    Slots wrapping(slots.size());
+    for (size_t i = 0; i < wrapping.size(); ++i) wrapping[i] = INT64_MAX - static_cast<int64_t>(page) + 1 + static_cast<int64_t>(i);
+    EXPECT_EQ(radix_insert(pool, key.data(), key.size(), wrapping.data(), wrapping.size(), nullptr, 0, &prefix, nullptr),
+              KVPOOL_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(sizes(pool).total, 0u);  // nothing was taken
+    ASSERT_EQ(radix_insert(pool, key.data(), key.size(), slots.data(), slots.size(), nullptr, 0, &prefix, nullptr), KVPOOL_OK)
+        << kvpool_last_error();
+    EXPECT_EQ(sizes(pool).total, static_cast<size_t>(page));
+    kvtest::expect_consistent(pool);
+  }
+}
+
 TEST(RadixApi, EventsAndPageHash) {
   Pool pool(config(2));
   Slots s = kvtest::alloc(pool, 4);
