@@ -94,6 +94,23 @@ Status PagedAllocator::free(const int64_t* slots, size_t n) {
   return pages_.give_back(scratch_pages_.data(), list.count, true);  // a page freed once
 }
 
+Status PagedAllocator::free_whole_pages(const int64_t* slots, size_t n) {
+  const size_t P = static_cast<size_t>(page_size_);
+  if (n == 0 || P == 1 || n % P != 0) return free(slots, n);
+  PageList list;
+  list.owned = pages_.owned_bits();
+  if (scratch_pages_.size() < n / P) scratch_pages_.resize(n / P);  // sized for every page at creation
+  list.out = scratch_pages_.data();
+  for (size_t i = 0; i < n; i += P) {
+    const int64_t s = slots[i];
+    // What collect_pages() would reject (or collapse differently): let free() say so.
+    if (s < page_size_ || s >= slot_limit() || in_page(s) != 0) return free(slots, n);
+    list.note(s / page_size_);
+  }
+  if (list.all_owned && list.ascending) return pages_.give_back_held(scratch_pages_.data(), list.count);
+  return pages_.give_back(scratch_pages_.data(), list.count, true);
+}
+
 Status PagedAllocator::check_extend(const ExtendRequest& r, size_t out_len, size_t* pages_needed) const {
   const int64_t P = page_size_;
   uint64_t total = 0, needed = 0;

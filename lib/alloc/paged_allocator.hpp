@@ -49,6 +49,10 @@ class PagedAllocator {
 
   Status alloc(size_t num_slots, int64_t* out);
   Status free(const int64_t* slots, size_t n);
+  // free() of slots the caller knows to be whole pages, each page's slots consecutive from
+  // its first (n a multiple of the page size): the same checks, result and free-list order,
+  // reading one slot per page (kvseq_extend frees the duplicates of pages it just allocated).
+  Status free_whole_pages(const int64_t* slots, size_t n);
   // Sizes the scratch of free() for every page at once, so that freeing never
   // allocates (the prefix tree frees leaf after leaf while it evicts).
   void reserve_scratch() {

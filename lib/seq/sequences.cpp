@@ -350,6 +350,7 @@ Status Sequences::place_chunks(const std::vector<Request*>& reqs, const int64_t*
     // The row's columns this call changes: a new row whole, else the new slots and the
     // redirected duplicates, which start at the cached length.
     const size_t from = takes_new_row(r, rows, rows_needed, &next_row) ? 0 : std::min(pre, r.cached);
+    chunk_from_ = pre;
     cached = after_chunk(&r);
     // Checked slots only: append_checked checked the new ones, the rest are the tree's.
     if (write_late_ && written.is_ok()) written = writes_->add_valid(r.row, from, r.slots.data() + from, r.slots.size() - from);
@@ -367,6 +368,7 @@ Status Sequences::place_chunks(const std::vector<Request*>& reqs, const int64_t*
     r.slots.resize(pre);
   }
   stage_redirects_ = false;
+  chunk_from_ = SIZE_MAX;
   const Status flushed = flush_redirects();
   write_late_ = false;
   if (!cached.is_ok()) return cached;
@@ -428,7 +430,10 @@ void Sequences::stage_redirect(Request* r, size_t n) {
     // The row is written after this caching (place_chunks): it never names the duplicates,
     // so they are freed now, straight from the request (the allocator sees the same frees
     // in the same order as from flush_redirects: nothing else frees or allocates in between).
-    const Status f = allocator_->free(own, n);
+    // Duplicates past the chunk's start are whole pages this call's allocation just took
+    // (cached is page-aligned, and the allocator hands out new pages whole from there): one
+    // slot read per page.
+    const Status f = from >= chunk_from_ ? allocator_->free_whole_pages(own, n) : allocator_->free(own, n);
     if (late_frees_.is_ok() && !f.is_ok()) late_frees_ = f;
     return;
   }

@@ -235,6 +235,9 @@ class Sequences {
   // of those frees is kept here for flush_redirects).
   bool write_late_ = false;
   Status late_frees_;
+  // Inside place_chunks: the first token of the request being cached whose slot this call
+  // allocated (SIZE_MAX elsewhere); stage_redirect frees duplicates from there page by page.
+  size_t chunk_from_ = SIZE_MAX;
   std::vector<Redirect> redirects_;
   std::vector<int64_t> duplicates_;
 };

@@ -192,5 +192,56 @@ TEST(PagedFree, FusedCheckMatchesGiveBack) {
   }
 }
 
+// free_whole_pages() reads one slot per page of slots its caller knows to be whole pages
+// in order: on such slots (held or not, ascending or not, repeated pages, a free group
+// open) it must end exactly as free() does: the same status, message and free list.
+TEST(PagedFree, WholePagesMatchFree) {
+  std::mt19937_64 rng(43);
+  for (int64_t P : {1, 2, 4, 16, 64}) {
+    for (bool need_sort : {false, true}) {
+      for (int round = 0; round < 200; ++round) {
+        const int64_t num_pages = 64;
+        PagedAllocator a(num_pages, P, need_sort), b(num_pages, P, need_sort);
+        std::vector<int64_t> held(static_cast<size_t>(40 * P));
+        ASSERT_TRUE(a.alloc(held.size(), held.data()).is_ok());
+        ASSERT_TRUE(b.alloc(held.size(), held.data()).is_ok());
+        std::vector<int64_t> pages;
+        for (size_t i = 0; i < held.size(); i += static_cast<size_t>(P)) pages.push_back(held[i] / P);
+        if (rng() % 2 == 0) std::sort(pages.begin(), pages.end());
+        std::vector<int64_t> chosen;
+        for (int64_t page : pages) {
+          if (rng() % 3 == 0) chosen.push_back(page);
+        }
+        if (!chosen.empty() && rng() % 4 == 0) {  // a repeat, or a page not held
+          const size_t at = rng() % chosen.size();
+          if (rng() % 2 == 0) {
+            chosen.insert(chosen.begin() + static_cast<long>(at), chosen[at]);
+          } else {
+            chosen[at] = 41 + static_cast<int64_t>(rng() % 20);
+          }
+        }
+        std::vector<int64_t> slots;
+        for (int64_t page : chosen) {
+          for (int64_t j = 0; j < P; ++j) slots.push_back(page * P + j);
+        }
+        const bool group = rng() % 4 == 0;
+        if (group) {
+          ASSERT_TRUE(a.pages().group_begin().is_ok());
+          ASSERT_TRUE(b.pages().group_begin().is_ok());
+        }
+        const Status got = a.free_whole_pages(slots.data(), slots.size());
+        const Status want = b.free(slots.data(), slots.size());
+        ASSERT_EQ(got.is_ok(), want.is_ok()) << "page_size " << P << " round " << round;
+        ASSERT_EQ(got.message(), want.message());
+        if (group) {
+          ASSERT_TRUE(a.pages().group_end().is_ok());
+          ASSERT_TRUE(b.pages().group_end().is_ok());
+        }
+        ASSERT_EQ(picture(a.pages()), picture(b.pages())) << "page_size " << P << " round " << round;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kvp::alloc
