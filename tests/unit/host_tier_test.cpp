@@ -19,7 +19,6 @@ namespace {
 using kvtest::expect_consistent;
 using kvtest::Pool;
 
-
 // An mha f32 pool on the CPU with a host tier of `ratio` x its tokens.
 std::string tier_config(int page, int64_t tokens, double ratio, const char* policy, bool events = false,
                         const char* layout = "layer_first") {
@@ -31,14 +30,14 @@ std::string tier_config(int page, int64_t tokens, double ratio, const char* poli
          (std::string(layout) == "page_first_direct" ? "direct" : "kernel") + R"("}})";
 }
 
-kvhost_stats stats(kvpool* pool) {
-  kvhost_stats s = KVHOST_STATS_INIT;
-  EXPECT_EQ(kvhost_get_stats(pool, &s), KVPOOL_OK) << kvpool_last_error();
-  return s;
-}
-
 using kvtest::kTierLayers;
 using kvtest::kTierRow;
+using kvtest::node_state;
+using kvtest::Tiered;
+using kvtest::tokens_from;
+
+kvhost_stats stats(kvpool* pool) { return kvtest::host_stats(pool); }
+Tiered match(kvpool* pool, const std::vector<int32_t>& tokens) { return kvtest::host_match(pool, tokens); }
 
 void write_kv(kvpool* pool, const std::vector<int64_t>& slots, const std::vector<uint64_t>& tags) {
   kvtest::write_tier_kv(pool, slots, tags);
@@ -46,12 +45,6 @@ void write_kv(kvpool* pool, const std::vector<int64_t>& slots, const std::vector
 
 void expect_kv(kvpool* pool, const std::vector<int64_t>& slots, const std::vector<uint64_t>& tags) {
   kvtest::expect_tier_kv(pool, slots, tags);
-}
-
-std::vector<int32_t> tokens_from(int32_t first, size_t n) {
-  std::vector<int32_t> t(n);
-  for (size_t i = 0; i < n; ++i) t[i] = first + static_cast<int32_t>(i);
-  return t;
 }
 
 // radix_insert of freshly allocated slots holding tags 1000*first + i.
@@ -67,28 +60,6 @@ uint64_t insert_fresh(kvpool* pool, const std::vector<int32_t>& tokens, std::vec
   EXPECT_EQ(prefix, 0u);
   if (slots_out != nullptr) *slots_out = slots;
   return node;
-}
-
-struct Tiered {
-  size_t device = 0, host = 0;
-  uint64_t node = 0, host_node = 0;
-  std::vector<int64_t> slots;
-};
-
-Tiered match(kvpool* pool, const std::vector<int32_t>& tokens) {
-  Tiered m;
-  m.slots.resize(tokens.size());
-  EXPECT_EQ(kvhost_match(pool, tokens.data(), tokens.size(), nullptr, m.slots.data(), m.slots.size(), &m.device, &m.host,
-                         &m.node, &m.host_node),
-            KVPOOL_OK)
-      << kvpool_last_error();
-  m.slots.resize(m.device);
-  return m;
-}
-
-void node_state(kvpool* pool, uint64_t node, int32_t* on_device, int32_t* on_host) {
-  size_t tokens = 0;
-  ASSERT_EQ(kvhost_node_state(pool, node, on_device, on_host, &tokens), KVPOOL_OK) << kvpool_last_error();
 }
 
 TEST(HostTier, WriteThroughBacksUpOnInsertAndLoadsBackTheSameBytes) {
@@ -616,6 +587,15 @@ TEST_P(HostTierRandom, RequestsKeepTheirBytesAndTheAccountingAddsUp) {
   };
   std::vector<Live> live;
   uint64_t host_hits = 0;
+  // The pool, its tier and the live requests: a call that fails must leave it as it was.
+  const auto picture = [&] {
+    std::vector<uint64_t> ids;
+    for (const Live& r : live) ids.push_back(r.id);
+    return kvtest::tier_state(pool, ids);
+  };
+  const auto unchanged = [](const std::string& before, const std::string& after) {
+    return before == after ? std::string() : "a failed call changed the pool:\n" + kvtest::first_difference(before, after);
+  };
   for (int step = 0; step < 1200; ++step) {
     const int op = static_cast<int>(rng() % 10);
     if (live.size() < 4 && op < 4) {  // begin
@@ -641,8 +621,12 @@ TEST_P(HostTierRandom, RequestsKeepTheirBytesAndTheAccountingAddsUp) {
         const size_t chunk = std::min(r.tokens.size() - r.computed, static_cast<size_t>(1 + rng() % 16));
         int64_t c = static_cast<int64_t>(chunk);
         std::vector<int64_t> out(chunk);
+        const std::string before = picture();
         const kvpool_status st = kvseq_extend(pool, &r.id, 1, &c, 1, out.data(), out.size());
-        if (st == KVPOOL_ERR_OUT_OF_MEMORY) continue;  // full of locked requests: try later
+        if (st == KVPOOL_ERR_OUT_OF_MEMORY) {  // full of locked requests: try later
+          ASSERT_EQ(unchanged(before, picture()), "") << "step " << step << " (extend)";
+          continue;
+        }
         ASSERT_EQ(st, KVPOOL_OK) << kvpool_last_error();
         const std::vector<uint64_t> tags = tags_of(r.tokens, r.computed + chunk);
         write_kv(pool, out, std::vector<uint64_t>(tags.begin() + static_cast<long>(r.computed), tags.end()));
@@ -650,8 +634,12 @@ TEST_P(HostTierRandom, RequestsKeepTheirBytesAndTheAccountingAddsUp) {
       } else if (r.tokens.size() < 60) {
         int32_t tok = static_cast<int32_t>(rng() % 50);
         int64_t slot = 0;
+        const std::string before = picture();
         const kvpool_status st = kvseq_decode(pool, &r.id, 1, &tok, 1, &slot, 1);
-        if (st == KVPOOL_ERR_OUT_OF_MEMORY) continue;
+        if (st == KVPOOL_ERR_OUT_OF_MEMORY) {
+          ASSERT_EQ(unchanged(before, picture()), "") << "step " << step << " (decode)";
+          continue;
+        }
         ASSERT_EQ(st, KVPOOL_OK) << kvpool_last_error();
         r.tokens.push_back(tok);
         write_kv(pool, {slot}, {tags_of(r.tokens, r.tokens.size()).back()});
