@@ -117,6 +117,14 @@ inline void node_state(kvpool* pool, uint64_t node, int32_t* on_device, int32_t*
   ASSERT_EQ(kvhost_node_state(pool, node, on_device, on_host, &tokens), KVPOOL_OK) << kvpool_last_error();
 }
 
+// The ids of `requests` (anything with an `id` member), for tier_state().
+template <class Request>
+std::vector<uint64_t> ids_of(const std::vector<Request>& requests) {
+  std::vector<uint64_t> ids;
+  for (const Request& r : requests) ids.push_back(r.id);
+  return ids;
+}
+
 // pool_state() (allocator lists, tree sizes, accounting, the requests `seqs`) plus the
 // host tier's stats and kvpool_check's verdict: equal before and after a call that
 // failed, or the call changed something.
@@ -134,6 +142,11 @@ inline std::string tier_state(kvpool* pool, const std::vector<uint64_t>& seqs = 
   const kvpool_status st = kvpool_check(pool, report, sizeof(report));
   text += "check: " + std::to_string(st) + " " + report + "\n";
   return text;
+}
+
+// "" when a failed call left the tier_state() picture as it was, else what changed.
+inline std::string changed_by_failure(const std::string& before, const std::string& after) {
+  return before == after ? std::string() : "a failed call changed the pool:\n" + first_difference(before, after);
 }
 
 }  // namespace kvtest

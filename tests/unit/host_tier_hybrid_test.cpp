@@ -15,6 +15,7 @@
 #include "kvpool/mamba.h"
 #include "kvpool/radix.h"
 #include "kvpool/seq.h"
+#include "seq_test_util.hpp"
 #include "test_util.hpp"
 
 namespace {
@@ -282,18 +283,20 @@ TEST(HostTierHybrid, RequestsLoadHostHitsBack) {
   t.push_back(9);
   ASSERT_EQ(kvseq_begin(pool, t.data(), t.size(), nullptr, &id, &cached), KVPOOL_OK) << kvpool_last_error();
   EXPECT_EQ(cached, 30u);
-  kvseq_info info = KVSEQ_INFO_INIT;
-  ASSERT_EQ(kvseq_get_info(pool, id, &info), KVPOOL_OK);
-  EXPECT_EQ(info.host_hit, 30u);
-  std::vector<int64_t> held(31);
-  size_t n = 0;
-  ASSERT_EQ(kvseq_get_slots(pool, id, held.data(), held.size(), &n), KVPOOL_OK);
-  held.resize(n);
+  EXPECT_EQ(kvtest::seq_info(pool, id).host_hit, 30u);
+  const std::vector<int64_t> held = kvtest::seq_slots(pool, id);
   std::vector<int32_t> prompt(t.begin(), t.end() - 1);
   expect_kv(pool, held, tags_of(prompt));
   expect_consistent(pool);
   ASSERT_EQ(kvseq_abort(pool, id), KVPOOL_OK);
   expect_consistent(pool);
+}
+
+// insert_fresh, then a device eviction of everything: the node is host-only, with its state.
+uint64_t insert_host_only(kvpool* pool, const std::vector<int32_t>& tokens) {
+  const uint64_t node = insert_fresh(pool, tokens);
+  EXPECT_EQ(evict_device(pool, tokens.size()), tokens.size());
+  return node;
 }
 
 size_t states_available(kvpool* pool) {
@@ -322,8 +325,7 @@ std::vector<uint64_t> begin_unrelated(kvpool* pool, size_t requests, size_t n) {
 TEST(HostTierHybrid, ABeginThatFindsNoStateSlotLoadsNothingBack) {
   Pool pool(hybrid_tier_config(64, 5, 4, "write_through"));  // 5 state slots, 1 request row
   const std::vector<int32_t> t = tokens_from(100, 24);
-  const uint64_t node = insert_fresh(pool, t);
-  EXPECT_EQ(evict_device(pool, 64), 24u);
+  const uint64_t node = insert_host_only(pool, t);
   std::vector<uint64_t> others = begin_unrelated(pool, 4, 4);
   ASSERT_EQ(states_available(pool), 0u);
   size_t evictable_states = 0, locked_states = 0;
@@ -362,13 +364,9 @@ TEST(HostTierHybrid, ABeginThatFindsNoStateSlotLoadsNothingBack) {
   others.pop_back();
   ASSERT_EQ(kvseq_begin(pool, longer.data(), longer.size(), nullptr, &id, &cached), KVPOOL_OK) << kvpool_last_error();
   EXPECT_EQ(cached, 24u);
-  kvseq_info info = KVSEQ_INFO_INIT;
-  ASSERT_EQ(kvseq_get_info(pool, id, &info), KVPOOL_OK);
-  EXPECT_EQ(info.host_hit, 24u);
-  std::vector<int64_t> held(24);
-  size_t n = 0;
-  ASSERT_EQ(kvseq_get_slots(pool, id, held.data(), held.size(), &n), KVPOOL_OK);
-  EXPECT_EQ(n, 24u);
+  EXPECT_EQ(kvtest::seq_info(pool, id).host_hit, 24u);
+  const std::vector<int64_t> held = kvtest::seq_slots(pool, id);
+  EXPECT_EQ(held.size(), 24u);
   expect_kv(pool, held, tags_of(t));
   expect_consistent(pool);
 }
@@ -379,8 +377,7 @@ TEST(HostTierHybrid, ABeginThatFindsNoStateSlotLoadsNothingBack) {
 TEST(HostTierHybrid, ABeginWhoseLoadIsRefusedTakesTheHostNodesState) {
   Pool pool(hybrid_tier_config(64, 5, 4, "write_through"));  // 5 state slots, 1 request row
   const std::vector<int32_t> t = tokens_from(100, 24);
-  const uint64_t node = insert_fresh(pool, t);
-  EXPECT_EQ(evict_device(pool, 64), 24u);
+  const uint64_t node = insert_host_only(pool, t);
   // A request holding 50 of the 64 device slots (uncached: nothing to evict).
   std::vector<uint64_t> others = begin_unrelated(pool, 1, 50);
   int64_t chunk = 50;
@@ -559,15 +556,8 @@ TEST_P(HostTierHybridRandom, RequestsKeepTheirBytesAndTheAccountingAddsUp) {
   };
   std::vector<Live> live;
   uint64_t host_hits = 0;
-  // The pool, its tier and the live requests: a call that fails must leave it as it was.
-  const auto picture = [&] {
-    std::vector<uint64_t> ids;
-    for (const Live& r : live) ids.push_back(r.id);
-    return kvtest::tier_state(pool, ids);
-  };
-  const auto unchanged = [](const std::string& before, const std::string& after) {
-    return before == after ? std::string() : "a failed call changed the pool:\n" + kvtest::first_difference(before, after);
-  };
+  // The pool, its tier and the live requests: a call that fails must leave them as they were.
+  const auto picture = [&] { return kvtest::tier_state(pool, kvtest::ids_of(live)); };
   for (int step = 0; step < 1200; ++step) {
     const int op = static_cast<int>(rng() % 10);
     if (live.size() < static_cast<size_t>(w.live > 0 ? w.live : std::max(1, w.states / 5)) && op < 4) {  // begin
@@ -579,19 +569,14 @@ TEST_P(HostTierHybridRandom, RequestsKeepTheirBytesAndTheAccountingAddsUp) {
       const std::string before = picture();
       const kvpool_status st = kvseq_begin(pool, t.data(), t.size(), nullptr, &id, &cached);
       if (st == KVPOOL_ERR_OUT_OF_MEMORY) {  // no state slot free or evictable
-        ASSERT_EQ(unchanged(before, picture()), "") << "step " << step << " (begin)";
+        ASSERT_EQ(kvtest::changed_by_failure(before, picture()), "") << "step " << step << " (begin)";
         continue;
       }
       ASSERT_EQ(st, KVPOOL_OK) << kvpool_last_error();
-      kvseq_info info = KVSEQ_INFO_INIT;
-      ASSERT_EQ(kvseq_get_info(pool, id, &info), KVPOOL_OK);
-      host_hits += info.host_hit;
-      std::vector<int64_t> held(t.size());
-      size_t n = 0;
-      ASSERT_EQ(kvseq_get_slots(pool, id, held.data(), held.size(), &n), KVPOOL_OK);
-      held.resize(n);
-      ASSERT_EQ(n, cached);
-      expect_kv(pool, held, kvtest::prefix_tags(t, n));
+      host_hits += kvtest::seq_info(pool, id).host_hit;
+      const std::vector<int64_t> held = kvtest::seq_slots(pool, id);
+      ASSERT_EQ(held.size(), cached);
+      expect_kv(pool, held, kvtest::prefix_tags(t, cached));
       live.push_back({id, t, cached});
     } else if (!live.empty() && op < 7) {  // extend a chunk, or decode once the prompt is done
       Live& r = live[rng() % live.size()];
@@ -602,7 +587,7 @@ TEST_P(HostTierHybridRandom, RequestsKeepTheirBytesAndTheAccountingAddsUp) {
         const std::string before = picture();
         const kvpool_status st = kvseq_extend(pool, &r.id, 1, &c, 1, out.data(), out.size());
         if (st == KVPOOL_ERR_OUT_OF_MEMORY) {  // full of locked requests: try later
-          ASSERT_EQ(unchanged(before, picture()), "") << "step " << step << " (extend)";
+          ASSERT_EQ(kvtest::changed_by_failure(before, picture()), "") << "step " << step << " (extend)";
           continue;
         }
         ASSERT_EQ(st, KVPOOL_OK) << kvpool_last_error();
@@ -615,7 +600,7 @@ TEST_P(HostTierHybridRandom, RequestsKeepTheirBytesAndTheAccountingAddsUp) {
         const std::string before = picture();
         const kvpool_status st = kvseq_decode(pool, &r.id, 1, &tok, 1, &slot, 1);
         if (st == KVPOOL_ERR_OUT_OF_MEMORY) {
-          ASSERT_EQ(unchanged(before, picture()), "") << "step " << step << " (decode)";
+          ASSERT_EQ(kvtest::changed_by_failure(before, picture()), "") << "step " << step << " (decode)";
           continue;
         }
         ASSERT_EQ(st, KVPOOL_OK) << kvpool_last_error();
@@ -633,11 +618,8 @@ TEST_P(HostTierHybridRandom, RequestsKeepTheirBytesAndTheAccountingAddsUp) {
         size_t cached = 0;
         ASSERT_EQ(kvseq_retract(pool, r.id, &cached), KVPOOL_OK) << kvpool_last_error();
         r.computed = cached;
-        std::vector<int64_t> held(r.tokens.size());
-        size_t n = 0;
-        ASSERT_EQ(kvseq_get_slots(pool, r.id, held.data(), held.size(), &n), KVPOOL_OK);
-        held.resize(n);
-        expect_kv(pool, held, kvtest::prefix_tags(r.tokens, n));
+        const std::vector<int64_t> held = kvtest::seq_slots(pool, r.id);
+        expect_kv(pool, held, kvtest::prefix_tags(r.tokens, held.size()));
         continue;
       } else {
         ASSERT_EQ(kvseq_finish(pool, r.id, r.computed), KVPOOL_OK) << kvpool_last_error();

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "../support/host_tier_kv.hpp"
+#include "seq_test_util.hpp"
 #include "test_util.hpp"
 
 namespace {
@@ -587,15 +588,8 @@ TEST_P(HostTierRandom, RequestsKeepTheirBytesAndTheAccountingAddsUp) {
   };
   std::vector<Live> live;
   uint64_t host_hits = 0;
-  // The pool, its tier and the live requests: a call that fails must leave it as it was.
-  const auto picture = [&] {
-    std::vector<uint64_t> ids;
-    for (const Live& r : live) ids.push_back(r.id);
-    return kvtest::tier_state(pool, ids);
-  };
-  const auto unchanged = [](const std::string& before, const std::string& after) {
-    return before == after ? std::string() : "a failed call changed the pool:\n" + kvtest::first_difference(before, after);
-  };
+  // The pool, its tier and the live requests: a call that fails must leave them as they were.
+  const auto picture = [&] { return kvtest::tier_state(pool, kvtest::ids_of(live)); };
   for (int step = 0; step < 1200; ++step) {
     const int op = static_cast<int>(rng() % 10);
     if (live.size() < 4 && op < 4) {  // begin
@@ -605,15 +599,10 @@ TEST_P(HostTierRandom, RequestsKeepTheirBytesAndTheAccountingAddsUp) {
       uint64_t id = 0;
       size_t cached = 0;
       ASSERT_EQ(kvseq_begin(pool, t.data(), t.size(), nullptr, &id, &cached), KVPOOL_OK) << kvpool_last_error();
-      kvseq_info info = KVSEQ_INFO_INIT;
-      ASSERT_EQ(kvseq_get_info(pool, id, &info), KVPOOL_OK);
-      host_hits += info.host_hit;
-      std::vector<int64_t> held(t.size());
-      size_t n = 0;
-      ASSERT_EQ(kvseq_get_slots(pool, id, held.data(), held.size(), &n), KVPOOL_OK);
-      held.resize(n);
-      ASSERT_EQ(n, cached);
-      expect_kv(pool, held, tags_of(t, n));
+      host_hits += kvtest::seq_info(pool, id).host_hit;
+      const std::vector<int64_t> held = kvtest::seq_slots(pool, id);
+      ASSERT_EQ(held.size(), cached);
+      expect_kv(pool, held, tags_of(t, cached));
       live.push_back({id, t, cached});
     } else if (!live.empty() && op < 7) {  // extend a chunk, or decode once the prompt is done
       Live& r = live[rng() % live.size()];
@@ -624,7 +613,7 @@ TEST_P(HostTierRandom, RequestsKeepTheirBytesAndTheAccountingAddsUp) {
         const std::string before = picture();
         const kvpool_status st = kvseq_extend(pool, &r.id, 1, &c, 1, out.data(), out.size());
         if (st == KVPOOL_ERR_OUT_OF_MEMORY) {  // full of locked requests: try later
-          ASSERT_EQ(unchanged(before, picture()), "") << "step " << step << " (extend)";
+          ASSERT_EQ(kvtest::changed_by_failure(before, picture()), "") << "step " << step << " (extend)";
           continue;
         }
         ASSERT_EQ(st, KVPOOL_OK) << kvpool_last_error();
@@ -637,7 +626,7 @@ TEST_P(HostTierRandom, RequestsKeepTheirBytesAndTheAccountingAddsUp) {
         const std::string before = picture();
         const kvpool_status st = kvseq_decode(pool, &r.id, 1, &tok, 1, &slot, 1);
         if (st == KVPOOL_ERR_OUT_OF_MEMORY) {
-          ASSERT_EQ(unchanged(before, picture()), "") << "step " << step << " (decode)";
+          ASSERT_EQ(kvtest::changed_by_failure(before, picture()), "") << "step " << step << " (decode)";
           continue;
         }
         ASSERT_EQ(st, KVPOOL_OK) << kvpool_last_error();
@@ -655,11 +644,8 @@ TEST_P(HostTierRandom, RequestsKeepTheirBytesAndTheAccountingAddsUp) {
         size_t cached = 0;
         ASSERT_EQ(kvseq_retract(pool, r.id, &cached), KVPOOL_OK) << kvpool_last_error();
         r.computed = cached;
-        std::vector<int64_t> held(r.tokens.size());
-        size_t n = 0;
-        ASSERT_EQ(kvseq_get_slots(pool, r.id, held.data(), held.size(), &n), KVPOOL_OK);
-        held.resize(n);
-        expect_kv(pool, held, tags_of(r.tokens, n));
+        const std::vector<int64_t> held = kvtest::seq_slots(pool, r.id);
+        expect_kv(pool, held, tags_of(r.tokens, held.size()));
         continue;
       } else {
         ASSERT_EQ(kvseq_finish(pool, r.id, r.computed), KVPOOL_OK) << kvpool_last_error();
