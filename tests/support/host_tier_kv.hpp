@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -106,15 +107,41 @@ inline Tiered host_match(kvpool* pool, const std::vector<int32_t>& tokens) {
   return m;
 }
 
-inline kvhost_stats host_stats(kvpool* pool) {
+inline kvhost_stats host_stats(const kvpool* pool) {
   kvhost_stats s = KVHOST_STATS_INIT;
   EXPECT_EQ(kvhost_get_stats(pool, &s), KVPOOL_OK) << kvpool_last_error();
   return s;
 }
 
+// kvhost_load_back of host_node into a buffer of `capacity` slots: the slots it loaded
+// (none when the load was refused); *last receives the node a match now ends at.
+inline std::vector<int64_t> host_load_back(kvpool* pool, uint64_t host_node, size_t capacity, uint64_t* last) {
+  std::vector<int64_t> slots(capacity);
+  size_t loaded = 0;
+  EXPECT_EQ(kvhost_load_back(pool, host_node, slots.data(), slots.size(), &loaded, last), KVPOOL_OK) << kvpool_last_error();
+  slots.resize(std::min(loaded, capacity));
+  return slots;
+}
+
 inline void node_state(kvpool* pool, uint64_t node, int32_t* on_device, int32_t* on_host) {
   size_t tokens = 0;
   ASSERT_EQ(kvhost_node_state(pool, node, on_device, on_host, &tokens), KVPOOL_OK) << kvpool_last_error();
+}
+
+// A request's kvseq_get_info and the slots it holds (at most `max_tokens`).
+struct Held {
+  kvseq_info info = KVSEQ_INFO_INIT;
+  std::vector<int64_t> slots;
+};
+
+inline Held held_by(kvpool* pool, uint64_t id, size_t max_tokens) {
+  Held h;
+  EXPECT_EQ(kvseq_get_info(pool, id, &h.info), KVPOOL_OK) << kvpool_last_error();
+  h.slots.resize(max_tokens);
+  size_t n = 0;
+  EXPECT_EQ(kvseq_get_slots(pool, id, h.slots.data(), h.slots.size(), &n), KVPOOL_OK) << kvpool_last_error();
+  h.slots.resize(std::min(n, max_tokens));
+  return h;
 }
 
 // The ids of `requests` (anything with an `id` member), for tier_state().

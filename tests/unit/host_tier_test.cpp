@@ -5,13 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cstring>
-#include <map>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "../support/host_tier_kv.hpp"
+#include "../support/tier_requests.hpp"
 #include "seq_test_util.hpp"
 #include "test_util.hpp"
 
@@ -106,11 +104,9 @@ TEST(HostTier, WriteThroughBacksUpOnInsertAndLoadsBackTheSameBytes) {
   EXPECT_EQ(m.host_node, node);
 
   // Load-back: fresh device slots holding the bytes written before the eviction.
-  std::vector<int64_t> slots(16);
-  size_t loaded = 0;
   uint64_t back = 0;
-  ASSERT_EQ(kvhost_load_back(pool, m.host_node, slots.data(), slots.size(), &loaded, &back), KVPOOL_OK) << kvpool_last_error();
-  EXPECT_EQ(loaded, 16u);
+  const std::vector<int64_t> slots = kvtest::host_load_back(pool, m.host_node, 16, &back);
+  EXPECT_EQ(slots.size(), 16u);
   EXPECT_EQ(back, node);
   std::vector<uint64_t> tags(key.begin(), key.end());
   expect_kv(pool, slots, tags);
@@ -561,10 +557,8 @@ TEST(HostTier, PoolsTheTierDoesNotServeAreRefused) {
   EXPECT_EQ(pool, nullptr);
 }
 
-// Random request workloads: prompts sharing prefixes, chunked prefill, decode, finish,
-// abort and retract, under device pressure (eviction to the host) and host pressure
-// (host eviction); kvpool_check after every step, and every slot a request holds after
-// kvseq_begin has the KV of the token it stands for.
+// Random request workloads (tests/support/tier_requests.hpp) on mha pools: each write
+// policy, page sizes 1 and 4, the host layouts.
 struct Workload {
   const char* policy;
   int page;
@@ -577,89 +571,12 @@ class HostTierRandom : public ::testing::TestWithParam<Workload> {};
 TEST_P(HostTierRandom, RequestsKeepTheirBytesAndTheAccountingAddsUp) {
   const Workload w = GetParam();
   Pool pool(tier_config(w.page, 96, w.ratio, w.policy, false, w.layout));
-  std::mt19937 rng(1234 + static_cast<unsigned>(w.page));
-  const auto tags_of = kvtest::prefix_tags;  // a token's KV depends on its whole prefix
-  std::vector<std::vector<int32_t>> prefixes;
-  for (int g = 0; g < 4; ++g) prefixes.push_back(tokens_from(10000 * (g + 1), 12 + static_cast<size_t>(g) * 4));
-  struct Live {
-    uint64_t id;
-    std::vector<int32_t> tokens;
-    size_t computed;
-  };
-  std::vector<Live> live;
+  kvtest::TierRequests requests;
+  requests.seed = 1234 + static_cast<unsigned>(w.page);
+  requests.layers = kvtest::mha_tier_layers();
   uint64_t host_hits = 0;
-  // The pool, its tier and the live requests: a call that fails must leave them as they were.
-  const auto picture = [&] { return kvtest::tier_state(pool, kvtest::ids_of(live)); };
-  for (int step = 0; step < 1200; ++step) {
-    const int op = static_cast<int>(rng() % 10);
-    if (live.size() < 4 && op < 4) {  // begin
-      std::vector<int32_t> t = prefixes[rng() % prefixes.size()];
-      const size_t tail = 1 + rng() % 12;
-      for (size_t i = 0; i < tail; ++i) t.push_back(static_cast<int32_t>(rng() % 50));
-      uint64_t id = 0;
-      size_t cached = 0;
-      ASSERT_EQ(kvseq_begin(pool, t.data(), t.size(), nullptr, &id, &cached), KVPOOL_OK) << kvpool_last_error();
-      host_hits += kvtest::seq_info(pool, id).host_hit;
-      const std::vector<int64_t> held = kvtest::seq_slots(pool, id);
-      ASSERT_EQ(held.size(), cached);
-      expect_kv(pool, held, tags_of(t, cached));
-      live.push_back({id, t, cached});
-    } else if (!live.empty() && op < 7) {  // extend a chunk, or decode once the prompt is done
-      Live& r = live[rng() % live.size()];
-      if (r.computed < r.tokens.size()) {
-        const size_t chunk = std::min(r.tokens.size() - r.computed, static_cast<size_t>(1 + rng() % 16));
-        int64_t c = static_cast<int64_t>(chunk);
-        std::vector<int64_t> out(chunk);
-        const std::string before = picture();
-        const kvpool_status st = kvseq_extend(pool, &r.id, 1, &c, 1, out.data(), out.size());
-        if (st == KVPOOL_ERR_OUT_OF_MEMORY) {  // full of locked requests: try later
-          ASSERT_EQ(kvtest::changed_by_failure(before, picture()), "") << "step " << step << " (extend)";
-          continue;
-        }
-        ASSERT_EQ(st, KVPOOL_OK) << kvpool_last_error();
-        const std::vector<uint64_t> tags = tags_of(r.tokens, r.computed + chunk);
-        write_kv(pool, out, std::vector<uint64_t>(tags.begin() + static_cast<long>(r.computed), tags.end()));
-        r.computed += chunk;
-      } else if (r.tokens.size() < 60) {
-        int32_t tok = static_cast<int32_t>(rng() % 50);
-        int64_t slot = 0;
-        const std::string before = picture();
-        const kvpool_status st = kvseq_decode(pool, &r.id, 1, &tok, 1, &slot, 1);
-        if (st == KVPOOL_ERR_OUT_OF_MEMORY) {
-          ASSERT_EQ(kvtest::changed_by_failure(before, picture()), "") << "step " << step << " (decode)";
-          continue;
-        }
-        ASSERT_EQ(st, KVPOOL_OK) << kvpool_last_error();
-        r.tokens.push_back(tok);
-        write_kv(pool, {slot}, {tags_of(r.tokens, r.tokens.size()).back()});
-        ++r.computed;
-      }
-    } else if (!live.empty()) {  // finish (mostly), abort or retract
-      const size_t i = rng() % live.size();
-      Live& r = live[i];
-      const int how = static_cast<int>(rng() % 6);
-      if (how == 0) {
-        ASSERT_EQ(kvseq_abort(pool, r.id), KVPOOL_OK);
-      } else if (how == 1) {
-        size_t cached = 0;
-        ASSERT_EQ(kvseq_retract(pool, r.id, &cached), KVPOOL_OK) << kvpool_last_error();
-        r.computed = cached;
-        const std::vector<int64_t> held = kvtest::seq_slots(pool, r.id);
-        expect_kv(pool, held, tags_of(r.tokens, held.size()));
-        continue;
-      } else {
-        ASSERT_EQ(kvseq_finish(pool, r.id, r.computed), KVPOOL_OK) << kvpool_last_error();
-      }
-      live.erase(live.begin() + static_cast<long>(i));
-    }
-    if (rng() % 8 == 0) {  // host pressure now and then
-      size_t freed = 0;
-      ASSERT_EQ(kvhost_evict(pool, 1 + rng() % 16, &freed), KVPOOL_OK);
-    }
-    char report[4096];
-    ASSERT_EQ(kvpool_check(pool, report, sizeof(report)), KVPOOL_OK) << "step " << step << ":\n" << report;
-  }
-  for (const Live& r : live) ASSERT_EQ(kvseq_finish(pool, r.id, r.computed), KVPOOL_OK);
+  kvtest::run_tier_requests(pool, requests, &host_hits);
+  if (HasFatalFailure()) return;
   expect_consistent(pool);
   const kvhost_stats s = stats(pool);
   EXPECT_GT(s.backups, 0u);
