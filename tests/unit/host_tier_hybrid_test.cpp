@@ -16,7 +16,6 @@
 #include "kvpool/mamba.h"
 #include "kvpool/radix.h"
 #include "kvpool/seq.h"
-#include "seq_test_util.hpp"
 #include "test_util.hpp"
 
 namespace {
@@ -280,10 +279,10 @@ TEST(HostTierHybrid, RequestsLoadHostHitsBack) {
   t.push_back(9);
   ASSERT_EQ(kvseq_begin(pool, t.data(), t.size(), nullptr, &id, &cached), KVPOOL_OK) << kvpool_last_error();
   EXPECT_EQ(cached, 30u);
-  EXPECT_EQ(kvtest::seq_info(pool, id).host_hit, 30u);
-  const std::vector<int64_t> held = kvtest::seq_slots(pool, id);
+  const kvtest::Held held = kvtest::held_by(pool, id, t.size());
+  EXPECT_EQ(held.info.host_hit, 30u);
   std::vector<int32_t> prompt(t.begin(), t.end() - 1);
-  expect_kv(pool, held, tags_of(prompt));
+  expect_kv(pool, held.slots, tags_of(prompt));
   expect_consistent(pool);
   ASSERT_EQ(kvseq_abort(pool, id), KVPOOL_OK);
   expect_consistent(pool);
@@ -361,10 +360,10 @@ TEST(HostTierHybrid, ABeginThatFindsNoStateSlotLoadsNothingBack) {
   others.pop_back();
   ASSERT_EQ(kvseq_begin(pool, longer.data(), longer.size(), nullptr, &id, &cached), KVPOOL_OK) << kvpool_last_error();
   EXPECT_EQ(cached, 24u);
-  EXPECT_EQ(kvtest::seq_info(pool, id).host_hit, 24u);
-  const std::vector<int64_t> held = kvtest::seq_slots(pool, id);
-  EXPECT_EQ(held.size(), 24u);
-  expect_kv(pool, held, tags_of(t));
+  const kvtest::Held held = kvtest::held_by(pool, id, longer.size());
+  EXPECT_EQ(held.info.host_hit, 24u);
+  EXPECT_EQ(held.slots.size(), 24u);
+  expect_kv(pool, held.slots, tags_of(t));
   expect_consistent(pool);
 }
 

@@ -10,7 +10,6 @@
 
 #include "../support/host_tier_kv.hpp"
 #include "../support/tier_requests.hpp"
-#include "seq_test_util.hpp"
 #include "test_util.hpp"
 
 namespace {
