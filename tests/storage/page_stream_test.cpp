@@ -5,9 +5,7 @@
 // never reported whole, wherever the damage falls relative to the read chunks; the
 // same with the payload hashed on a PayloadHasher's thread beside the reads (and through
 // StorageTier's prefetch thread, pipelined or not).
-#include <dirent.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -20,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "../support/temp_dir.hpp"
 #include "host/host_geometry.hpp"
 #include "storage/file_store.hpp"
 #include "storage/page_codec.hpp"
@@ -41,24 +40,7 @@ using kvp::storage::kReadChunkBytes;
 using kvp::storage::PayloadHasher;
 using kvp::storage::PageCheck;
 
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/kvpool-page-stream-XXXXXX";
-    const char* made = mkdtemp(tmpl);
-    if (made != nullptr) path_ = made;
-  }
-  ~TempDir() {
-    if (path_.empty()) return;
-    nftw(
-        path_.c_str(), [](const char* p, const struct stat*, int, FTW*) { return ::remove(p); }, 16,
-        FTW_DEPTH | FTW_PHYS);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using kvtest::TempDir;
 
 const kvp::storage::Fingerprint& fingerprint() {
   static const kvp::storage::Fingerprint fp = kvp::storage::fingerprint_of("page stream test model");
@@ -571,15 +553,7 @@ TEST(FileStoreStreamed, AnAbandonedOrShortValueStoresNothing) {
   EXPECT_EQ(store->put_streamed(key, value.size(), gives_up), BlobResult::kError);
   PartialProducer short_one(value, value.size() - 1, true);
   EXPECT_EQ(store->put_streamed(key, value.size(), short_one), BlobResult::kError);
-  const std::vector<std::string> none;
-  std::vector<std::string> names;
-  if (DIR* dir = opendir(tmp.path().c_str())) {
-    while (dirent* e = readdir(dir)) {
-      if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) names.push_back(e->d_name);
-    }
-    closedir(dir);
-  }
-  EXPECT_EQ(names, none) << "no value and no temporary file stays";
+  EXPECT_EQ(tmp.files(), std::vector<std::string>()) << "no value and no temporary file stays";
   kvp::storage::BlobStats s = store->stats();
   EXPECT_EQ(s.put_errors, 2u);
   EXPECT_EQ(s.io_errors, 0u) << "the producer's doing, not the file system's";
@@ -623,15 +597,7 @@ TEST(FileStoreStreamed, AWriteCutShortInsideASpanIsAnErrorAndLeavesNoFile) {
     signal(SIGXFSZ, old_handler);
     EXPECT_EQ(r, BlobResult::kError);
   }
-  DIR* dir = opendir(tmp.path().c_str());
-  ASSERT_NE(dir, nullptr);
-  size_t entries = 0;
-  while (dirent* e = readdir(dir)) {
-    const std::string name = e->d_name;
-    if (name != "." && name != "..") ++entries;
-  }
-  closedir(dir);
-  EXPECT_EQ(entries, 0u) << "no value and no temporary file stays";
+  EXPECT_EQ(tmp.files(), std::vector<std::string>()) << "no value and no temporary file stays";
   EXPECT_EQ(store->stats().io_errors, 1u);
   // Without the limit the same spans make the whole value, in order.
   ThreeSpans producer(value);
