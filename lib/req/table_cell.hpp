@@ -17,20 +17,21 @@ struct TableCell {
   int32_t column;
 };
 
-/// The largest valid row - 1, column and slot of a table (row 0 is reserved): a cell and
-/// its slot lie inside the table exactly when, taken unsigned (a negative value wraps to a
-/// huge one), row - 1, column and slot are at most these.
+/// A table's bounds for a cell and its slot: rows 1 .. rows - 1 (row 0 is reserved),
+/// columns 0 .. context - 1, slots 0 .. slot_limit - 1. Each test is one unsigned
+/// compare: a negative row, column or slot wraps to a huge value and fails it.
 struct CellBounds {
-  uint32_t last_row;  ///< rows - 2: rows 1 .. rows - 1, as row - 1
-  uint32_t last_column;
-  uint64_t last_slot;
+  uint32_t row_count;     ///< rows - 1, compared with row - 1
+  uint32_t column_count;  ///< context
+  uint64_t slot_count;    ///< slot_limit
   CellBounds(int64_t rows, int64_t context, int64_t slot_limit)
-      : last_row(static_cast<uint32_t>(rows - 2)), last_column(static_cast<uint32_t>(context - 1)),
-        last_slot(static_cast<uint64_t>(slot_limit - 1)) {}
+      : row_count(static_cast<uint32_t>(rows > 1 ? rows - 1 : 0)),
+        column_count(static_cast<uint32_t>(context > 0 ? context : 0)),
+        slot_count(static_cast<uint64_t>(slot_limit > 0 ? slot_limit : 0)) {}
   /// True when the cell and its slot lie inside the table.
   bool holds(TableCell cell, int64_t slot) const {
-    return (static_cast<uint32_t>(cell.row) - 1u <= last_row) & (static_cast<uint32_t>(cell.column) <= last_column) &
-           (static_cast<uint64_t>(slot) <= last_slot);
+    return (static_cast<uint32_t>(cell.row) - 1u < row_count) & (static_cast<uint32_t>(cell.column) < column_count) &
+           (static_cast<uint64_t>(slot) < slot_count);
   }
 };
 
