@@ -659,9 +659,13 @@ Status Sequences::place_decoded(const std::vector<Request*>& reqs, const int32_t
     undo_allocation(out, n);
     return st;
   }
-  for (size_t i = 0; i < n; ++i) {  // room reserved by gather_decode: no allocation
-    reqs[i]->tokens.push_back(tokens[i]);
-    reqs[i]->slots.push_back(out[i]);
+  // Room reserved by gather_decode: no allocation. The request pointer is read once (a
+  // push_back's stores could otherwise make the compiler read it again for the second).
+  Request* const* batch = reqs.data();
+  for (size_t i = 0; i < n; ++i) {
+    Request* r = batch[i];
+    r->tokens.push_back(tokens[i]);
+    r->slots.push_back(out[i]);
   }
   return Status::ok();
 }
