@@ -243,7 +243,6 @@ TEST(PageStream, ShortLongForeignAndUnreadableValuesAreNotLoaded) {
 
 TEST(PageStreamMapped, PagesComeBackWholeUnderEveryLayoutFromTheMappingAlone) {
   ASSERT_GE(kvp::storage::page_payload_bytes(geometry(HostLayout::kLayerFirst)), kvp::storage::kMappedReadFrom);
-  PayloadHasher hasher;  // offered too: the mapping wins
   for (const HostLayout layout : {HostLayout::kLayerFirst, HostLayout::kPageFirst, HostLayout::kPageFirstDirect,
                                   HostLayout::kPageHead}) {
     SCOPED_TRACE(kvp::host::host_layout_name(layout));
@@ -252,12 +251,28 @@ TEST(PageStreamMapped, PagesComeBackWholeUnderEveryLayoutFromTheMappingAlone) {
     MemoryValue value(sealed(g, host, 1, digest_of(1)));
     value.offer_mapping(true);
     bool read_error = true;
-    ASSERT_EQ(read_into(g, &host, 2, value, &read_error, digest_of(1), &hasher), PageCheck::kOk);
+    ASSERT_EQ(read_into(g, &host, 2, value, &read_error), PageCheck::kOk);
     EXPECT_FALSE(read_error);
     EXPECT_TRUE(payload_of(g, host, 2) == payload_of(g, host, 1));
     EXPECT_EQ(value.mapped_calls(), 1);
     EXPECT_EQ(value.read_calls(), 1) << "only the header is read; the payload comes from the mapping";
   }
+}
+
+// With a hasher that keeps up (a core to spare), reading beside it is faster than the
+// mapping: the payload is read with read_at and the mapping is not asked for.
+TEST(PageStreamMapped, AHasherThatKeepsUpIsPreferredToTheMapping) {
+  PayloadHasher hasher;
+  const HostGeometry g = geometry(HostLayout::kLayerFirst);
+  std::vector<uint8_t> host = random_host(g, 24);
+  MemoryValue value(sealed(g, host, 1, digest_of(1)));
+  value.offer_mapping(true);
+  ASSERT_TRUE(hasher.keeping_up());
+  bool read_error = true;
+  ASSERT_EQ(read_into(g, &host, 2, value, &read_error, digest_of(1), &hasher), PageCheck::kOk);
+  EXPECT_TRUE(payload_of(g, host, 2) == payload_of(g, host, 1));
+  EXPECT_EQ(value.mapped_calls(), 0);
+  EXPECT_GT(value.read_calls(), 1);
 }
 
 TEST(PageStreamMapped, AFlippedByteAtAnyPieceOrChunkBoundaryIsCorrupt) {
