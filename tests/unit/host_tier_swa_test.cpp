@@ -425,6 +425,59 @@ TEST(HostTierSwa, InsertingOverHostOnlyNodesTakesTheCallersSlots) {
   expect_consistent(pool);
 }
 
+// radix_insert_swa over a host-only node: the caller's windowless tokens come back as a
+// tombstone, its windowed ones live; with no windowed token at all the node stays
+// host-only and the caller's slots are freed.
+TEST(HostTierSwa, InsertSwaOverHostOnlyNodesAdoptsOrFreesTheCallersSlots) {
+  Pool pool(swa_tier_config(64, 2, 4, "write_through"));
+  const std::vector<int32_t> t = tokens_from(100, 20);
+  const uint64_t node = insert_fresh(pool, t);
+  EXPECT_EQ(evict_device(pool, 64), 20u);
+  size_t full_before = 0, window_before = 0;
+  ASSERT_EQ(kvalloc_swa_available(pool, &full_before, &window_before), KVPOOL_OK);
+
+  // Every token windowless: nothing windowed would end the path.
+  std::vector<int64_t> slots = kvtest::alloc(pool, 20);
+  write_kv(pool, slots, tags_of(t));
+  ASSERT_EQ(kvalloc_free_swa(pool, slots.data(), slots.size()), KVPOOL_OK) << kvpool_last_error();
+  size_t prefix = 9;
+  uint64_t last = 0;
+  ASSERT_EQ(radix_insert_swa(pool, t.data(), t.size(), slots.data(), slots.size(), nullptr, 0, 20, &prefix, &last), KVPOOL_OK)
+      << kvpool_last_error();
+  EXPECT_EQ(prefix, 0u);
+  int32_t on_device = 1, on_host = 0;
+  node_state(pool, node, &on_device, &on_host);
+  EXPECT_EQ(on_device, 0) << "still host-only";
+  size_t full = 0, window = 0;
+  ASSERT_EQ(kvalloc_swa_available(pool, &full, &window), KVPOOL_OK);
+  EXPECT_EQ(full, full_before) << "the caller's slots were freed";
+  expect_consistent(pool);
+
+  // The first 12 windowless, the last 8 windowed: a tombstone of 12 above a live 8.
+  slots = kvtest::alloc(pool, 20);
+  write_kv(pool, slots, tags_of(t));
+  ASSERT_EQ(kvalloc_free_swa(pool, slots.data(), 12), KVPOOL_OK) << kvpool_last_error();
+  ASSERT_EQ(radix_insert_swa(pool, t.data(), t.size(), slots.data(), slots.size(), nullptr, 0, 12, &prefix, &last), KVPOOL_OK)
+      << kvpool_last_error();
+  EXPECT_EQ(prefix, 0u);
+  EXPECT_EQ(last, node);
+  size_t tokens = 0;
+  node_state(pool, node, &on_device, &on_host, &tokens);
+  EXPECT_EQ(on_device, 1);
+  EXPECT_EQ(on_host, 1);
+  EXPECT_EQ(tokens, 8u) << "split where the caller's window slots begin";
+  std::vector<int32_t> longer = t;
+  longer.push_back(1);
+  const Tiered m = match(pool, longer);
+  EXPECT_EQ(m.device, 20u);
+  EXPECT_EQ(m.slots, slots);
+  expect_usable(pool, m.slots, tags_of(t));
+  const std::vector<int64_t> w = window_slots(pool, m.slots);
+  EXPECT_EQ(static_cast<size_t>(std::count(w.begin(), w.end(), 0)), 12u);
+  EXPECT_EQ(stats(pool).host_only_tokens, 0u);
+  expect_consistent(pool);
+}
+
 TEST(HostTierSwa, RequestsLoadHostHitsBack) {
   Pool pool(swa_tier_config(64, 2, 4, "write_through"));
   std::vector<int32_t> t = tokens_from(100, 30);
