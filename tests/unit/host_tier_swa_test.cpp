@@ -29,11 +29,19 @@ constexpr int32_t kFullLayers[] = {1, 3};
 constexpr int32_t kWindowLayers[] = {0, 2};
 constexpr size_t kWindow = 4;
 
+// tests/gpu builds this file a second time with KVPOOL_SWA_TIER_DEVICE="cuda:0": the same
+// tests on a CUDA pool (pinned host pages, the CUDA transfers), label gpu.
+#ifdef KVPOOL_SWA_TIER_DEVICE
+constexpr const char* kDeviceKey = "\"device\": \"" KVPOOL_SWA_TIER_DEVICE "\", ";
+#else
+constexpr const char* kDeviceKey = "";
+#endif
+
 // f32 KV of 2 heads x 8 (host_tier_kv.hpp's rows); window slots: 80 % of the full pool's.
 std::string swa_tier_config(int64_t tokens, int rows, double ratio, const char* policy, const char* extra = "") {
   return R"({"model": {"num_layers": 4, "attention": "swa", "kv_heads": 2, "head_dim": 8, "sliding_window": )" +
          std::to_string(kWindow) + R"(, "swa_layer_pattern": "SF"},
-      "pool": {"kv_dtype": "f32", "max_total_tokens": )" +
+      "pool": {)" + std::string(kDeviceKey) + R"("kv_dtype": "f32", "max_total_tokens": )" +
          std::to_string(tokens) + R"(, "max_running_requests": )" + std::to_string(rows) +
          R"(, "max_context_len": 128}, "prefix_cache": {"kind": "radix"}, "host_cache": {"ratio": )" +
          std::to_string(ratio) + R"(, "headroom_bytes": 0, "write_policy": ")" + policy + R"(")" + extra + "}}";
