@@ -215,8 +215,9 @@ class SwaRadixTree : public DualLruTree<SwaRadixTree, SwaNode> {
   // Gives the planned chain its device slots (one per chain token; live nodes' slots with
   // window slots, the others without).
   Status restore_chain(const SwaRestorePlan& plan, const int64_t* slots);
-  // Locks the full KV of node and its ancestors, host-only ones included (no window lock):
-  // a load-back keeps its chain and the device part above it while it evicts.
+  // Locks the full KV of node and its ancestors, host-only ones included, and the window KV
+  // of the last `window` live device tokens above the host-only part: a load-back keeps its
+  // chain and the device part above it (usable as it was) while it evicts.
   Status pin(NodeHandle node);
   Status unpin(NodeHandle node);
   // Deletes host-only leaves, least recently used first, and the childless tombstones above
@@ -269,7 +270,9 @@ class SwaRadixTree : public DualLruTree<SwaRadixTree, SwaNode> {
   Status evict_device_leaf(int32_t id, size_t* full_evicted, size_t* swa_evicted);
   void drop_to_host(int32_t id);                          // device KV freed by the caller
   void adopt(int32_t id, const int64_t* slots, bool live);  // a host-only node takes device slots
-  void pin_path(int32_t id, int delta);
+  // Full-locks root..id by `delta`; `window`: also swa-locks the live device nodes covering
+  // the `window` tokens above the host-only part (a load-back's pin).
+  void pin_path(int32_t id, int delta, bool window);
 
   size_t window_;
   Callbacks cb_;

@@ -49,7 +49,8 @@ void SwaRadixTree::adopt(int32_t id, const int64_t* slots, bool live) {
   refresh(n.parent);
 }
 
-void SwaRadixTree::pin_path(int32_t id, int delta) {
+void SwaRadixTree::pin_path(int32_t id, int delta, bool window) {
+  size_t covered = 0;  // live device tokens above the host-only part (window pins)
   for (int32_t x = id; x != kRoot; x = node(x).parent) {
     Node& p = node(x);
     const bool was = p.full_lock > 0;
@@ -63,6 +64,25 @@ void SwaRadixTree::pin_path(int32_t id, int delta) {
         full_protected_ += p.key.size();
       }
     }
+    // The window of live device tokens right above the chain: what makes a loaded chain's
+    // end usable when the chain itself holds less than a window. A tombstone ends it (and
+    // stays one: nothing revives a node while the pin is held).
+    if (window && !p.evicted && covered < window_ && !p.tombstone) {
+      const bool aux_was = p.aux_lock > 0;
+      p.aux_lock += delta;
+      if (aux_was != (p.aux_lock > 0)) {
+        if (aux_was) {
+          swa_protected_ -= p.key.size();
+          swa_evictable_ += p.key.size();
+        } else {
+          swa_evictable_ -= p.key.size();
+          swa_protected_ += p.key.size();
+        }
+      }
+      covered += p.key.size();
+    } else if (window && !p.evicted) {
+      covered = window_;  // past a tombstone or a whole window: no more window pins
+    }
     refresh(x);
   }
 }
@@ -70,7 +90,7 @@ void SwaRadixTree::pin_path(int32_t id, int delta) {
 Status SwaRadixTree::pin(NodeHandle h) {
   const int32_t id = nodes_.resolve(h);
   if (id < 0) return Status::invalid("node handle " + std::to_string(h) + " is stale or unknown");
-  pin_path(id, 1);
+  pin_path(id, 1, true);
   return Status::ok();
 }
 
@@ -80,7 +100,7 @@ Status SwaRadixTree::unpin(NodeHandle h) {
   for (int32_t x = id; x != kRoot; x = node(x).parent) {
     if (node(x).full_lock <= 0) return Status::invalid("node handle " + std::to_string(h) + " is not pinned");
   }
-  pin_path(id, -1);
+  pin_path(id, -1, true);
   return Status::ok();
 }
 
@@ -91,9 +111,9 @@ Status SwaRadixTree::evict_device_leaf(int32_t id, size_t* full_evicted, size_t*
       // The keeper may copy (and, for room, delete host-only leaves): the node and its path
       // stay locked meanwhile, so no cascade removes them.
       const NodeHandle h = nodes_.handle(id);
-      pin_path(id, 1);
+      pin_path(id, 1, false);
       const bool made = keep_(h);
-      pin_path(id, -1);
+      pin_path(id, -1, false);
       keep = made && path_on_host(id);
     }
     if (keep) {
