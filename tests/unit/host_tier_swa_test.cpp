@@ -332,6 +332,47 @@ TEST(HostTierSwa, FewerThanTenHostTokensAreRecomputed) {
   expect_consistent(pool);
 }
 
+// A chain shorter than the window ends a usable match only with the live device tokens
+// above it: a load-back short of window slots must not tombstone them to make room.
+TEST(HostTierSwa, ALoadBackKeepsTheDeviceWindowItsEndNeeds) {
+  constexpr size_t kWide = 16;
+  Pool pool(swa_tier_config(64, 2, 4, "write_through", kWide));
+  const std::vector<int32_t> a = tokens_from(100, 16);
+  std::vector<int32_t> b = a;
+  for (int32_t i = 0; i < 10; ++i) b.push_back(500 + i);
+  insert_fresh(pool, a);
+  insert_fresh(pool, b);
+  ASSERT_EQ(evict_device(pool, 10), 10u) << "b's own 10 tokens, the only device leaf";
+  std::vector<int32_t> b2 = b;
+  b2.push_back(1);
+  Tiered m = match(pool, b2);
+  ASSERT_EQ(m.device, 16u);
+  ASSERT_EQ(m.host, 10u) << "usable once loaded: 10 window rows after a's 16 live tokens";
+  // Hold all but 5 free window slots outside the tree: the load needs 10, and only a's could be taken.
+  size_t full = 0, window = 0;
+  ASSERT_EQ(kvalloc_swa_available(pool, &full, &window), KVPOOL_OK);
+  ASSERT_GT(window, 5u);
+  const std::vector<int64_t> held = kvtest::alloc(pool, window - 5);
+  ASSERT_EQ(kvalloc_swa_available(pool, &full, &window), KVPOOL_OK);
+  ASSERT_GE(full, 10u);
+  std::vector<int64_t> slots(10);
+  size_t loaded = 9;
+  uint64_t last = 0;
+  ASSERT_EQ(kvhost_load_back(pool, m.host_node, slots.data(), slots.size(), &loaded, &last), KVPOOL_OK) << kvpool_last_error();
+  EXPECT_EQ(loaded, 0u) << "refused rather than loading an end that could not be used";
+  m = match(pool, b2);
+  EXPECT_EQ(m.device, 16u) << "a kept its window";
+  expect_usable(pool, m.slots, tags_of(a), kWide);
+  expect_consistent(pool);
+  kvtest::free_slots(pool, held);
+  ASSERT_EQ(kvhost_load_back(pool, m.host_node, slots.data(), slots.size(), &loaded, &last), KVPOOL_OK) << kvpool_last_error();
+  EXPECT_EQ(loaded, 10u);
+  m = match(pool, b2);
+  EXPECT_EQ(m.device, 26u);
+  expect_usable(pool, m.slots, tags_of(b), kWide);
+  expect_consistent(pool);
+}
+
 TEST(HostTierSwa, SelectiveWriteThroughCopiesOnTheSecondHit) {
   Pool pool(swa_tier_config(64, 2, 4, "write_through_selective"));
   const std::vector<int32_t> t = tokens_from(100, 16);
