@@ -16,10 +16,11 @@ shift 3
 declare -A tool=()
 for kv in "$@"; do tool[${kv%%=*}]=${kv#*=}; done
 
-fail() { echo "install_check: FAIL: $*" >&2; exit 1; }
-
-config='{"model":{"num_layers":2,"kv_heads":2,"head_dim":8},"pool":{"kv_dtype":"f32","page_size":4,"max_total_tokens":64,"max_running_requests":8,"max_context_len":64}}'
-want='ok: 1 pages held, 15 free, 0 rows held'
+check_name=install_check
+# fail, expect_smoke, write_csharp_smoke, smoke_config, smoke_want
+# shellcheck source=smoke_check.sh
+source "$(dirname "${BASH_SOURCE[0]}")/smoke_check.sh"
+config=$smoke_config
 
 rm -rf "$work"
 mkdir -p "$work"
@@ -58,7 +59,7 @@ public class Smoke {
 EOF
   "${tool[javac]}" -Xlint:all -Werror -cp "$dir/kvpool.jar" -d "$work/java" "$work/java/Smoke.java"
   out=$("${tool[java]}" -Xcheck:jni -cp "$dir/kvpool.jar:$work/java" -Djava.library.path="$dir" Smoke "$config")
-  [[ $out == "$want"* ]] || fail "java printed: $out"
+  expect_smoke java "$out"
   echo "java: $out"
 fi
 
@@ -67,22 +68,10 @@ if [[ -n ${tool[mono]:-} ]]; then
   check_native "$dir/libkvpool_csharp.so"
   [[ -f $dir/KvPool.dll ]] || fail "no KvPool.dll in $dir"
   mkdir -p "$work/csharp"
-  cat >"$work/csharp/Smoke.cs" <<'EOF'
-using KvPool;
-
-public static class Smoke {
-  public static void Main(string[] args) {
-    using (Pool pool = new Pool(args[0])) {
-      long[] slots = pool.Alloc(8);
-      pool.Free(new long[] { slots[0] });
-      System.Console.WriteLine(pool.Check());
-    }
-  }
-}
-EOF
+  write_csharp_smoke "$work/csharp/Smoke.cs"
   "${tool[mcs]}" -nologo -warnaserror+ -r:"$dir/KvPool.dll" -out:"$work/csharp/Smoke.exe" "$work/csharp/Smoke.cs"
   out=$(MONO_PATH=$dir "${tool[mono]}" "$work/csharp/Smoke.exe" "$config")
-  [[ $out == "$want"* ]] || fail "mono printed: $out"
+  expect_smoke mono "$out"
   echo "csharp: $out"
 fi
 
@@ -160,7 +149,7 @@ EOF
     fail "go.sum has no hash of the module"
   [[ $(ldd "$work/go/smoke" | awk '$1 ~ /^libkvpool\.so/ { print $3 }') -ef $core ]] || fail "the Go program does not load $core"
   out=$("$work/go/smoke" "$config")
-  [[ $out == "$want"* ]] || fail "go printed: $out"
+  expect_smoke go "$out"
   [[ $out == *"version $version" ]] || fail "the tag v$version and the library's version differ: $out"
   echo "go: ${out//$'\n'/; }"
 fi

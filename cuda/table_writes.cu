@@ -2,8 +2,10 @@
 // mapped pinned host memory, which the kernel reads directly, so that a call
 // costs one kernel launch and one event record on the caller's stream (a copy
 // to device memory first would add an enqueue and change nothing: the bytes
-// cross PCIe once either way). Four staging sets rotate, each released by an
-// event, so that the host never waits unless the device is four calls behind.
+// cross PCIe once either way). A decode step stages compact cells (row and
+// column, 8 bytes, plus its 4-byte slot) instead of a 16-byte run per request.
+// Four staging sets rotate, each released by an event, so that the host never
+// waits unless the device is four calls behind.
 // Sets grow geometrically; a grown set's old buffers are freed only with the
 // writer, because cudaFreeHost waits for the whole device.
 #include <cuda_runtime.h>
@@ -28,6 +30,9 @@ struct ApplyParams {
   int64_t rows, context, slot_limit;
   const TableRun* runs;
   int64_t n_runs;
+  const TableCell* cells;
+  int64_t n_cells;
+  int64_t cells_offset;  // cell c's value is values[cells_offset + c]
   const int32_t* values;
   int64_t n_values;
   int64_t* out;
@@ -36,9 +41,10 @@ struct ApplyParams {
   int* host_flag;
 };
 
-// A warp per run (grid-stride), then every thread copies part of `out`. The host
-// checked rows, columns and slots; the kernel checks again so that a bad run can
-// only fault the pool, never write outside the table.
+// A warp per run (grid-stride), a thread per cell, then every thread copies part of
+// `out`. The host checked the runs' rows, columns and slots, and the cells' bounds;
+// the kernel checks bounds again so that a bad run or cell can only fault the pool,
+// never write outside the table.
 __global__ void apply_runs_kernel(ApplyParams p) {
   if (kvp_faulted(p.fault)) return;
   const int64_t thread = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -70,6 +76,25 @@ __global__ void apply_runs_kernel(ApplyParams p) {
       }
     }
   }
+  for (int64_t c = thread; c < p.n_cells; c += threads) {
+    const TableCell cell = p.cells[c];
+    const int64_t v_at = p.cells_offset + c;
+    if (cell.row <= 0 || cell.row >= p.rows) {
+      kvp_raise(p.fault, p.host_flag, backend::kFaultBadRow, backend::kOpSeqWrite, c, cell.row, p.rows);
+      continue;
+    }
+    if (cell.column < 0 || cell.column >= p.context || v_at >= p.n_values) {
+      kvp_raise(p.fault, p.host_flag, backend::kFaultBadColumns, backend::kOpSeqWrite, c,
+                static_cast<int64_t>(cell.column) + 1, p.context);
+      continue;
+    }
+    const int32_t v = p.values[v_at];
+    if (v < 0 || v >= p.slot_limit) {
+      kvp_raise(p.fault, p.host_flag, backend::kFaultSlotOutOfRange, backend::kOpSeqWrite, v_at, v, p.slot_limit);
+    } else {
+      p.table[static_cast<int64_t>(cell.row) * p.context + cell.column] = v;
+    }
+  }
   for (int64_t i = thread; i < p.out_n; i += threads) p.out[i] = p.values[i];
 }
 
@@ -82,22 +107,8 @@ class DeviceTableWrites final : public TableWrites {
     for (void* p : retired_) cudaFreeHost(p);
   }
 
-  Status reserve(size_t runs, size_t values) override {
-    KVPOOL_RETURN_IF_ERROR(devk::use_device(device_));
-    Staging& s = sets_[current_];
-    if (n_runs_ == 0 && n_values_ == 0 && s.in_flight) {  // a new call: the set's last copies must be done
-      KVPOOL_RETURN_IF_ERROR(cuda_status(cudaEventSynchronize(s.done), "cudaEventSynchronize (table staging)"));
-      s.in_flight = false;
-    }
-    // Every set grows together: a set reached for the first time later would otherwise
-    // pin fresh memory in the middle of a run.
-    for (int k = 0; k < kSets; ++k) {
-      const int i = (current_ + k) % kSets;  // the current set first: its staged entries are kept
-      KVPOOL_RETURN_IF_ERROR(grow(&sets_[i].runs, n_runs_ + runs, sizeof(TableRun), k == 0 ? n_runs_ : 0));
-      KVPOOL_RETURN_IF_ERROR(grow(&sets_[i].values, n_values_ + values, sizeof(int32_t), k == 0 ? n_values_ : 0));
-    }
-    return Status::ok();
-  }
+  Status reserve(size_t runs, size_t values) override { return reserve_staging(runs, 0, values); }
+  Status reserve_cells(size_t cells) override { return reserve_staging(0, cells, cells); }
 
   Status add(int32_t row, size_t start, const int64_t* slots, size_t n) override {
     KVPOOL_RETURN_IF_ERROR(table_->check_columns(row, start, n));
@@ -113,30 +124,44 @@ class DeviceTableWrites final : public TableWrites {
     return Status::ok();
   }
 
-  Status add_singles(const int32_t* rows, const int64_t* columns, const int64_t* slots, size_t n) override {
-    // A decode step: n runs of one slot, checked in one pass instead of one add() (and
-    // Status) per request. A batch with a bad cell is added one by one, for add()'s
-    // first message.
-    if (!table_->singles_ok(rows, columns, slots, n)) return TableWrites::add_singles(rows, columns, slots, n);
+  Status add_cells(const TableCell* cells, const int64_t* slots, size_t n) override {
+    if (n == 0) return Status::ok();
     Staging& s = sets_[current_];
-    if (s.runs.capacity < n_runs_ + n || s.values.capacity < n_values_ + n) {
+    if (s.cells.capacity < n_cells_ + n || s.values.capacity < n_values_ + n) {
       return Status::internal("table writes staged beyond their reservation");
     }
-    TableRun* runs = static_cast<TableRun*>(s.runs.host) + n_runs_;
-    int32_t* values = static_cast<int32_t*>(s.values.host) + n_values_;
-    for (size_t i = 0; i < n; ++i) {
-      values[i] = static_cast<int32_t>(slots[i]);  // in range: narrow_slots' value
-      runs[i] = TableRun{rows[i], static_cast<int32_t>(columns[i]), 1, static_cast<int32_t>(n_values_ + i)};
+    // The cells' values must stay one contiguous part of the values (the kernel finds
+    // cell c's at cells_offset + c): no run may come between two add_cells.
+    if (n_cells_ > 0 && cells_offset_ + n_cells_ != n_values_) {
+      return Status::internal("table cells staged apart from the earlier cells");
     }
-    n_runs_ += n;
+    // One pass copies the cells, narrows the slots (the int32 cast is exact for a slot in
+    // range) and tests the bounds; a batch with a cell out of bounds is dropped with
+    // add()'s message for its first such cell (the caller discards the call's writes).
+    const CellBounds bounds(table_->rows(), table_->max_context_len(), table_->slot_limit());
+    TableCell* staged = static_cast<TableCell*>(s.cells.host) + n_cells_;
+    int32_t* values = static_cast<int32_t*>(s.values.host) + n_values_;
+    bool inside = true;
+    for (size_t i = 0; i < n; ++i) {
+      inside &= bounds.holds(cells[i], slots[i]);
+      staged[i] = cells[i];
+      values[i] = static_cast<int32_t>(slots[i]);
+    }
+    if (!inside) {
+      for (size_t i = 0;; ++i) {
+        if (!bounds.holds(cells[i], slots[i])) return table_->cell_error(cells[i], slots[i]);
+      }
+    }
+    if (n_cells_ == 0) cells_offset_ = n_values_;
+    n_cells_ += n;
     n_values_ += n;
     return Status::ok();
   }
 
   Status flush(void* stream, const int64_t*, int64_t* out, size_t out_n) override {
-    const size_t runs = n_runs_, values = n_values_;
-    n_runs_ = n_values_ = 0;
-    if (runs == 0 && (out == nullptr || out_n == 0)) return Status::ok();
+    const size_t runs = n_runs_, cells = n_cells_, values = n_values_;
+    n_runs_ = n_cells_ = n_values_ = 0;
+    if (runs == 0 && cells == 0 && (out == nullptr || out_n == 0)) return Status::ok();
     if (out_n > values) return Status::internal("more output slots than staged values");
     KVPOOL_RETURN_IF_ERROR(devk::use_device(device_));
     Staging& s = sets_[current_];
@@ -148,6 +173,9 @@ class DeviceTableWrites final : public TableWrites {
     p.slot_limit = table_->slot_limit();
     p.runs = static_cast<const TableRun*>(s.runs.device);  // the mapped pinned buffers
     p.n_runs = static_cast<int64_t>(runs);
+    p.cells = static_cast<const TableCell*>(s.cells.device);
+    p.n_cells = static_cast<int64_t>(cells);
+    p.cells_offset = static_cast<int64_t>(cells_offset_);
     p.values = static_cast<const int32_t*>(s.values.device);
     p.n_values = static_cast<int64_t>(values);
     p.out = out;
@@ -155,7 +183,9 @@ class DeviceTableWrites final : public TableWrites {
     p.fault = fault_->record();
     p.host_flag = fault_->host_flag();
     const int64_t warps_blocks = (static_cast<int64_t>(runs) + 7) / 8, out_blocks = (p.out_n + 255) / 256;
-    const unsigned blocks = static_cast<unsigned>(std::clamp<int64_t>(std::max(warps_blocks, out_blocks), 1, 1024));
+    const int64_t cell_blocks = (p.n_cells + 255) / 256;
+    const unsigned blocks =
+        static_cast<unsigned>(std::clamp<int64_t>(std::max({warps_blocks, cell_blocks, out_blocks}), 1, 1024));
     KVP_INJECTION_POINT("apply_runs_kernel launch");
     apply_runs_kernel<<<blocks, 256, 0, st>>>(p);
     KVPOOL_RETURN_IF_ERROR(devk::launch_status("apply_runs kernel launch"));
@@ -170,7 +200,7 @@ class DeviceTableWrites final : public TableWrites {
     return Status::ok();
   }
 
-  void discard() override { n_runs_ = n_values_ = 0; }
+  void discard() override { n_runs_ = n_cells_ = n_values_ = 0; }
   bool deferred() const override { return true; }
 
   Status init() {
@@ -190,11 +220,30 @@ class DeviceTableWrites final : public TableWrites {
     size_t capacity = 0;     // elements
   };
   struct Staging {
-    Region runs, values;
+    Region runs, cells, values;
     cudaEvent_t done = nullptr;
     bool in_flight = false;
   };
   static constexpr int kSets = 4;
+
+  Status reserve_staging(size_t runs, size_t cells, size_t values) {
+    KVPOOL_RETURN_IF_ERROR(devk::use_device(device_));
+    Staging& s = sets_[current_];
+    // A new call: the set's last copies must be done.
+    if (n_runs_ == 0 && n_cells_ == 0 && n_values_ == 0 && s.in_flight) {
+      KVPOOL_RETURN_IF_ERROR(cuda_status(cudaEventSynchronize(s.done), "cudaEventSynchronize (table staging)"));
+      s.in_flight = false;
+    }
+    // Every set grows together: a set reached for the first time later would otherwise
+    // pin fresh memory in the middle of a run.
+    for (int k = 0; k < kSets; ++k) {
+      const int i = (current_ + k) % kSets;  // the current set first: its staged entries are kept
+      KVPOOL_RETURN_IF_ERROR(grow(&sets_[i].runs, n_runs_ + runs, sizeof(TableRun), k == 0 ? n_runs_ : 0));
+      KVPOOL_RETURN_IF_ERROR(grow(&sets_[i].cells, n_cells_ + cells, sizeof(TableCell), k == 0 ? n_cells_ : 0));
+      KVPOOL_RETURN_IF_ERROR(grow(&sets_[i].values, n_values_ + values, sizeof(int32_t), k == 0 ? n_values_ : 0));
+    }
+    return Status::ok();
+  }
 
   // Grows a region to at least `need` elements (geometrically), keeping its first `staged`
   // elements. The old buffer is retired, not freed: a kernel may still read it.
@@ -229,6 +278,7 @@ class DeviceTableWrites final : public TableWrites {
   void release(Staging* s) {
     if (s->in_flight) cudaEventSynchronize(s->done);
     cudaFreeHost(s->runs.host);
+    cudaFreeHost(s->cells.host);
     cudaFreeHost(s->values.host);
     if (s->done != nullptr) cudaEventDestroy(s->done);
   }
@@ -238,8 +288,9 @@ class DeviceTableWrites final : public TableWrites {
   int device_;
   Staging sets_[kSets];
   int current_ = 0;
-  size_t n_runs_ = 0, n_values_ = 0;  // staged in sets_[current_]
-  std::vector<void*> retired_;        // outgrown staging buffers (cudaFreeHost would wait for the device)
+  size_t n_runs_ = 0, n_cells_ = 0, n_values_ = 0;  // staged in sets_[current_]
+  size_t cells_offset_ = 0;                         // the values index of the first staged cell
+  std::vector<void*> retired_;  // outgrown staging buffers (cudaFreeHost would wait for the device)
 };
 
 }  // namespace

@@ -11,7 +11,10 @@ set -euo pipefail
 build=$1 work=$2 xbuild=$3 mono=$4
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 
-fail() { echo "package_check: FAIL: $*" >&2; exit 1; }
+check_name=package_check
+# fail, expect_smoke, write_csharp_smoke, smoke_config, smoke_want
+# shellcheck source=../smoke_check.sh
+source "$repo/bindings/smoke_check.sh"
 
 # The project's version is the library's (include/kvpool/version.h).
 version=$(sed -n 's/^#define KVPOOL_VERSION_STRING "\(.*\)"/\1/p' "$repo/include/kvpool/version.h")
@@ -38,19 +41,7 @@ cat >"$work/smoke/Smoke.csproj" <<EOF
   <Import Project="\$(MSBuildToolsPath)/Microsoft.CSharp.targets" />
 </Project>
 EOF
-cat >"$work/smoke/Smoke.cs" <<'EOF'
-using KvPool;
-
-public static class Smoke {
-  public static void Main(string[] args) {
-    using (Pool pool = new Pool(args[0])) {
-      long[] slots = pool.Alloc(8);
-      pool.Free(new long[] { slots[0] });
-      System.Console.WriteLine(pool.Check());
-    }
-  }
-}
-EOF
+write_csharp_smoke "$work/smoke/Smoke.cs"
 # KvPoolBuild reaches KvPool.csproj too (a global property); its own outputs
 # go into <build>/bindings/csharp/msbuild.
 (cd "$work/smoke" && "$xbuild" /nologo /verbosity:minimal /p:KvPoolBuild="$build" Smoke.csproj) \
@@ -61,10 +52,8 @@ for f in Smoke.exe KvPool.dll libkvpool_csharp.so; do
   [[ -f $bin/$f ]] || { cat "$work/xbuild.log"; fail "no $f in the program's output folder"; }
 done
 
-config='{"model":{"num_layers":2,"kv_heads":2,"head_dim":8},"pool":{"kv_dtype":"f32","page_size":4,"max_total_tokens":64,"max_running_requests":8,"max_context_len":64}}'
-want='ok: 1 pages held, 15 free, 0 rows held'
 unset LD_LIBRARY_PATH MONO_PATH
-out=$(cd "$work" && "$mono" --debug "$bin/Smoke.exe" "$config")
+out=$(cd "$work" && "$mono" --debug "$bin/Smoke.exe" "$smoke_config")
 echo "csharp: $out"
-[[ $out == "$want"* ]] || fail "mono printed: $out"
+expect_smoke mono "$out"
 echo "package_check: OK"

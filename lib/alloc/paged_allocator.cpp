@@ -187,10 +187,7 @@ Status PagedAllocator::decode(const int64_t* seq_lens, const int64_t* last_locs,
     }
     if (P == 1 || seq_in_page == 1) ++needed;
   }
-  if (!pages_.can_take(needed)) {
-    return Status::out_of_memory("decode needs " + std::to_string(needed) + " new pages, " +
-                                 std::to_string(pages_.available()) + " available");
-  }
+  if (!pages_.can_take(needed)) return decode_short(needed);
   pages_.prepare(needed, batch > pages_.free_count());
   size_t next_page = 0;
   for (size_t i = 0; i < batch; ++i) {
@@ -200,6 +197,27 @@ Status PagedAllocator::decode(const int64_t* seq_lens, const int64_t* last_locs,
   pages_.consume(needed);
   last_taken_ = needed;
   return Status::ok();
+}
+
+Status PagedAllocator::decode_next(const int64_t* next, size_t batch, size_t new_pages, int64_t* out) {
+  if (!pages_.can_take(new_pages)) return decode_short(new_pages);
+  pages_.prepare(new_pages, batch > pages_.free_count());
+  const int64_t P = page_size_;
+  size_t next_page = 0;
+  for (size_t i = 0; i < batch; ++i) out[i] = next[i] >= 0 ? next[i] : pages_.peek(next_page++) * P;
+  // A miscount by the caller would hand out pages it does not take: refuse before taking any.
+  if (next_page != new_pages) {
+    return Status::internal("decode of " + std::to_string(batch) + " requests starts " + std::to_string(next_page) +
+                            " pages, not the " + std::to_string(new_pages) + " counted");
+  }
+  pages_.consume(new_pages);
+  last_taken_ = new_pages;
+  return Status::ok();
+}
+
+Status PagedAllocator::decode_short(size_t needed) const {
+  return Status::out_of_memory("decode needs " + std::to_string(needed) + " new pages, " +
+                               std::to_string(pages_.available()) + " available");
 }
 
 }  // namespace kvp::alloc

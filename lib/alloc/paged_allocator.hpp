@@ -59,6 +59,11 @@ class PagedAllocator {
   Status check_extend(const ExtendRequest& r, size_t out_len, size_t* pages_needed) const;
   Status extend(const ExtendRequest& r, int64_t* out, size_t out_len);
   Status decode(const int64_t* seq_lens, const int64_t* last_locs, size_t batch, int64_t* out);
+  // decode() for kvseq, whose inputs come from its own requests and need none of decode()'s
+  // checks: next[i] is the slot after request i's last one, or -1 where its new token starts
+  // a page, which `new_pages` of them do. The same slots, free-list use, undo and
+  // OUT_OF_MEMORY as decode() of those requests' lengths and last slots.
+  Status decode_next(const int64_t* next, size_t batch, size_t new_pages, int64_t* out);
   // Undoes the last successful extend or decode, which nothing may have followed: its
   // pages return to the free list exactly as they were (kvseq, when writing the request
   // table fails on the device afterwards).
@@ -71,6 +76,8 @@ class PagedAllocator {
   Status slots_to_pages(const int64_t* slots, size_t n, std::vector<int64_t>* pages) const;
 
  private:
+  // decode()'s OUT_OF_MEMORY when `needed` new pages are more than the free ones.
+  Status decode_short(size_t needed) const;
   // slots_to_pages into list->out, which lives in *room (grown as needed, never shrunk).
   Status collect_pages(const int64_t* slots, size_t n, std::vector<int64_t>* room, PageList* list) const;
 

@@ -60,6 +60,10 @@ class MambaCache {
   // device nodes if needed): its slots are appended to `slots` and counted in *loaded (0:
   // refused, below PrefixCache::kLoadBackThreshold tokens or for want of device room).
   Status load_back(NodeHandle host_node, std::vector<int64_t>* slots, size_t* loaded);
+  // Whether load_back(host_node) would load rather than refuse: its host-only chain has
+  // kLoadBackThreshold tokens or more, and the device has room for them once it evicts
+  // what it may (every unlocked device node off the pinned path). Changes nothing.
+  bool load_would_fit(NodeHandle host_node) const;
   Status evict_host(size_t tokens, size_t* evicted);
   // Retries the backups that could not start for want of host memory (kvhost_poll()).
   void retry_backups() noexcept;

@@ -179,6 +179,19 @@ Status MambaCache::load_back(NodeHandle host_node, std::vector<int64_t>* slots, 
   return Status::ok();
 }
 
+bool MambaCache::load_would_fit(NodeHandle host_node) const {
+  if (host_ == nullptr) return false;
+  std::vector<NodeHandle> chain;
+  std::vector<int64_t> hosts;
+  size_t tokens = 0;
+  if (!tree_->host_chain(host_node, &chain, &tokens, &hosts).is_ok()) return false;
+  if (tokens == 0 || tokens < PrefixCache::kLoadBackThreshold) return false;
+  // As load_back: the eviction frees unlocked device nodes off the pinned path, and
+  // inside an open free group what it frees is not available until the group ends.
+  const size_t evictable = kv_->pages().in_group() ? 0 : tree_->evictable_beside_path(host_node);
+  return kv_->available_tokens() + evictable >= tokens;
+}
+
 size_t MambaCache::check_host(std::string* report, size_t max_lines) const {
   size_t problems = host_->check(report, max_lines);
   auto complain = [&](const std::string& line) {

@@ -152,6 +152,9 @@ class MambaRadixTree : public DualLruTree<MambaRadixTree, MambaNode> {
   MambaTierNode tier_node(NodeHandle node) const;
   // The deepest device node with a state at or above `node` (the root if none).
   NodeHandle usable_ancestor(NodeHandle node) const;
+  // The device tokens an eviction can free while `node`'s path is pinned (pin()): the
+  // evictable tokens less the unlocked device tokens on root..node.
+  size_t evictable_beside_path(NodeHandle node) const;
   // A device node's KV slots, appended to *out (nothing for host-only nodes or the root).
   void device_slots(NodeHandle node, std::vector<int64_t>* out) const;
   void collect_host_slots(std::vector<int64_t>* out) const;

@@ -224,6 +224,15 @@ NodeHandle MambaRadixTree::usable_ancestor(NodeHandle h) const {
   return nodes_.handle(id);
 }
 
+size_t MambaRadixTree::evictable_beside_path(NodeHandle h) const {
+  const int32_t id = nodes_.resolve(h);
+  size_t on_path = 0;  // what pin_path() would move from evictable to protected
+  for (int32_t x = id < 0 ? kRoot : id; x != kRoot; x = node(x).parent) {
+    if (!node(x).evicted && node(x).full_lock == 0) on_path += node(x).key.size();
+  }
+  return full_evictable_ - on_path;
+}
+
 void MambaRadixTree::device_slots(NodeHandle h, std::vector<int64_t>* out) const {
   const int32_t id = nodes_.resolve(h);
   if (id > kRoot && !node(id).evicted) out->insert(out->end(), node(id).value.begin(), node(id).value.end());

@@ -97,6 +97,7 @@ struct StorageConfig {
   std::string backend = "file";  // "file", "memcached", "redis" or "custom" (kvpool_create_with_storage())
   std::string path;              // file: the directory
   int64_t max_bytes = 0;         // file: bound on the page files' bytes (0: none); LRU pages go first
+  bool mapped_reads = true;      // file: copy cached page files from a mapping, checking as it copies
   // memcached: every server ("host:port"); redis: the primary, then replicas read from when it fails.
   std::vector<std::string> servers;
   int64_t replicas = 0;          // memcached: extra copies of a page on the next servers of the ring

@@ -359,6 +359,7 @@ Status parse_storage_backend(JsonReader& r, StorageConfig* st) {
   std::optional<int64_t> max_bytes, replicas, timeout_ms;
   std::optional<std::vector<std::string>> servers;
   std::optional<double> retry;
+  std::optional<bool> mapped_reads;
   const bool file = st->backend == "file";
   const auto only_for = [&](const char* key, const char* backends) -> Status {
     if (!r.has(key)) return Status::ok();
@@ -366,7 +367,8 @@ Status parse_storage_backend(JsonReader& r, StorageConfig* st) {
                           backends);
   };
   if (st->backend == "custom") {  // the engine's callbacks (kvpool_create_with_storage()): nothing to configure
-    for (const char* key : {"path", "max_bytes", "servers", "replicas", "timeout_ms", "retry_timeout_s"}) {
+    for (const char* key :
+         {"path", "max_bytes", "mapped_reads", "servers", "replicas", "timeout_ms", "retry_timeout_s"}) {
       if (r.has(key)) {
         return Status::config(r.path_of(key) + ": given for backend \"custom\", expected none (the engine's "
                               "kvstore_backend callbacks are the whole backend)");
@@ -380,6 +382,8 @@ Status parse_storage_backend(JsonReader& r, StorageConfig* st) {
     st->path = *path;
     KVPOOL_RETURN_IF_ERROR(r.get_int("max_bytes", 0, int64_t(1) << 62, false, &max_bytes));
     st->max_bytes = max_bytes.value_or(0);
+    KVPOOL_RETURN_IF_ERROR(r.get_bool("mapped_reads", false, &mapped_reads));
+    st->mapped_reads = mapped_reads.value_or(true);
     for (const char* key : {"servers", "replicas", "timeout_ms", "retry_timeout_s"}) {
       KVPOOL_RETURN_IF_ERROR(only_for(key, "backend \"memcached\" or \"redis\""));
     }
@@ -387,6 +391,7 @@ Status parse_storage_backend(JsonReader& r, StorageConfig* st) {
   }
   KVPOOL_RETURN_IF_ERROR(only_for("path", "backend \"file\""));
   KVPOOL_RETURN_IF_ERROR(only_for("max_bytes", "backend \"file\""));
+  KVPOOL_RETURN_IF_ERROR(only_for("mapped_reads", "backend \"file\""));
   KVPOOL_RETURN_IF_ERROR(r.get_string_array("servers", true, &servers));
   if (servers->empty()) return r.error_at("servers", "[]", "at least one \"host:port\"");
   for (size_t i = 0; i < servers->size(); ++i) {

@@ -100,43 +100,33 @@ Status RequestTable::check_write(int32_t row, size_t start, const int64_t* slots
   return n == 0 ? Status::ok() : check_slots(slots, n);  // narrow_slots' failure is check_slots'
 }
 
-bool RequestTable::singles_ok(const int32_t* rows, const int64_t* columns, const int64_t* slots, size_t n) const {
-  // What check_columns and narrow_slots test, branch-free and without building a Status.
-  const uint8_t* owned = rows_.owned_bits();  // [0] (the reserved row) is never owned
-  const uint32_t last_row = static_cast<uint32_t>(this->rows() - 1);
-  const uint64_t context = static_cast<uint64_t>(context_), limit = static_cast<uint64_t>(slot_limit_);
-  bool valid = true;
-  for (size_t i = 0; i < n; ++i) {
-    const uint32_t row = static_cast<uint32_t>(rows[i]);  // a negative row wraps to a huge one
-    const size_t at = row - 1u < last_row ? row : 0;        // 1..rows()-1, else the reserved row
-    valid &= (owned[at] != 0) & (static_cast<uint64_t>(columns[i]) < context) & (static_cast<uint64_t>(slots[i]) < limit);
-  }
-  return valid;
-}
-
-Status RequestTable::write_singles(const int32_t* rows, const int64_t* columns, const int64_t* slots, size_t n) {
-  // Validate all first: a valid batch then writes each cell; an invalid one takes the
-  // per-write path, which writes the cells before the first bad one and returns its
-  // message, as before.
-  const bool valid = singles_ok(rows, columns, slots, n);
-  if (!valid) {
-    for (size_t i = 0; i < n; ++i) KVPOOL_RETURN_IF_ERROR(write(rows[i], static_cast<size_t>(columns[i]), slots + i, 1));
-    return Status::ok();
-  }
+Status RequestTable::write_cells(const TableCell* cells, const int64_t* slots, size_t n) {
+  // Each cell is written after its bound test: a cell out of bounds stops the pass with
+  // write()'s message, the cells before it written, as n one-slot write() calls would.
   int32_t* table = table_.as<int32_t>();
   const size_t stride = static_cast<size_t>(context_);
+  const CellBounds bounds(rows(), context_, slot_limit_);
   if (backend_->device_type() == KVPOOL_DEVICE_CPU) {  // host memory: plain stores, no call per cell
     for (size_t i = 0; i < n; ++i) {
-      table[static_cast<size_t>(rows[i]) * stride + static_cast<size_t>(columns[i])] = static_cast<int32_t>(slots[i]);
+      if (!bounds.holds(cells[i], slots[i])) return cell_error(cells[i], slots[i]);
+      table[static_cast<size_t>(cells[i].row) * stride + static_cast<size_t>(cells[i].column)] = static_cast<int32_t>(slots[i]);
     }
     return Status::ok();
   }
   for (size_t i = 0; i < n; ++i) {
-    const int32_t value = static_cast<int32_t>(slots[i]);  // as narrow_slots: in range, so exact
-    int32_t* cell = table + static_cast<size_t>(rows[i]) * stride + static_cast<size_t>(columns[i]);
+    if (!bounds.holds(cells[i], slots[i])) return cell_error(cells[i], slots[i]);
+    const int32_t value = static_cast<int32_t>(slots[i]);  // below slot_limit: the int32 cast is exact
+    int32_t* cell = table + static_cast<size_t>(cells[i].row) * stride + static_cast<size_t>(cells[i].column);
     KVPOOL_RETURN_IF_ERROR(backend_->from_host(cell, &value, sizeof(value)));
   }
   return Status::ok();
+}
+
+Status RequestTable::cell_error(TableCell cell, int64_t slot) const {
+  const size_t column = static_cast<size_t>(static_cast<uint32_t>(cell.column));  // a negative one exceeds any bound
+  KVPOOL_RETURN_IF_ERROR(check_write(cell.row, column, &slot, 1));
+  return Status::internal("table cell (" + std::to_string(cell.row) + ", " + std::to_string(cell.column) +
+                          ") out of bounds, yet it passes write()'s checks");
 }
 
 Status RequestTable::narrow_slots(const int64_t* slots, size_t n, int32_t* dst) const {

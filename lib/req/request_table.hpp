@@ -8,6 +8,7 @@
 
 #include "alloc/id_allocator.hpp"
 #include "backend/backend.hpp"
+#include "req/table_cell.hpp"
 #include "util/status.hpp"
 
 namespace kvp::req {
@@ -34,12 +35,14 @@ class RequestTable {
   Status write(int32_t row, size_t start, const int64_t* slots, size_t n);
   // The checks of write() (and its message), without the write.
   Status check_write(int32_t row, size_t start, const int64_t* slots, size_t n) const;
-  // table[rows[i]][columns[i]] = slots[i] for each i: a decode step's one slot per request.
-  // The same effect and status as n write() calls of one slot, with the checks of a
-  // valid batch done in one tight pass instead of one call (and Status) per request.
-  Status write_singles(const int32_t* rows, const int64_t* columns, const int64_t* slots, size_t n);
-  // True if each of those n one-slot writes would pass write()'s checks.
-  bool singles_ok(const int32_t* rows, const int64_t* columns, const int64_t* slots, size_t n) const;
+  // table[cells[i].row][cells[i].column] = slots[i] for each i: a decode step's one slot
+  // per request (req/table_cell.hpp), in one pass. Each cell is tested against the table's
+  // bounds only (CellBounds; kvseq holds every row it names), not for row ownership; a cell
+  // out of bounds stops the pass with write()'s message, the cells before it written, as
+  // n one-slot write() calls would.
+  Status write_cells(const TableCell* cells, const int64_t* slots, size_t n);
+  // write()'s message for a cell out of bounds (CellBounds), without writing.
+  Status cell_error(TableCell cell, int64_t slot) const;
   // Reads `n` columns of `row` from `start` into `out`, through the table's own staging
   // buffer (no allocation once it has grown: kvreq_read).
   Status read(int32_t row, size_t start, int64_t* out, size_t n);

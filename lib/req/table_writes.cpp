@@ -15,8 +15,9 @@ class HostTableWrites final : public TableWrites {
   Status add(int32_t row, size_t start, const int64_t* slots, size_t n) override {
     return table_->write(row, start, slots, n);
   }
-  Status add_singles(const int32_t* rows, const int64_t* columns, const int64_t* slots, size_t n) override {
-    return table_->write_singles(rows, columns, slots, n);
+  Status reserve_cells(size_t) override { return Status::ok(); }
+  Status add_cells(const TableCell* cells, const int64_t* slots, size_t n) override {
+    return table_->write_cells(cells, slots, n);
   }
   Status flush(void*, const int64_t* out_host, int64_t* out, size_t out_n) override {
     if (out != nullptr && out_n > 0 && out != out_host) std::memmove(out, out_host, out_n * sizeof(int64_t));
@@ -30,11 +31,6 @@ class HostTableWrites final : public TableWrites {
 };
 
 }  // namespace
-
-Status TableWrites::add_singles(const int32_t* rows, const int64_t* columns, const int64_t* slots, size_t n) {
-  for (size_t i = 0; i < n; ++i) KVPOOL_RETURN_IF_ERROR(add(rows[i], static_cast<size_t>(columns[i]), slots + i, 1));
-  return Status::ok();
-}
 
 std::unique_ptr<TableWrites> make_host_table_writes(RequestTable* table) {
   return std::unique_ptr<TableWrites>(new HostTableWrites(table));

@@ -6,9 +6,9 @@
 // whatever the batch size, and never waits for the device. Writing the table
 // row by row with synchronous copies cost about 6 µs per request and step.
 //
-// Use: reserve() before the call changes anything (it may allocate, and waits
-// only when every staging buffer is still in flight), add() each run, then
-// flush() (or discard()). A failed flush leaves the table as it was.
+// Use: reserve() (reserve_cells()) before the call changes anything (it may
+// allocate, and waits only when every staging buffer is still in flight), add()
+// each run (add_cells() a decode step's cells), then flush() (or discard()). A failed flush leaves the table as it was.
 #pragma once
 
 #include <cstddef>
@@ -18,6 +18,7 @@
 #include "backend/backend.hpp"
 #include "backend/device_fault.hpp"
 #include "req/request_table.hpp"
+#include "req/table_cell.hpp"
 #include "util/status.hpp"
 
 namespace kvp::req {
@@ -41,9 +42,13 @@ class TableWrites {
   virtual Status reserve(size_t runs, size_t values) = 0;
   // table[row][start, start + n) = slots (row allocated, columns and slot range checked).
   virtual Status add(int32_t row, size_t start, const int64_t* slots, size_t n) = 0;
-  // table[rows[i]][columns[i]] = slots[i] for each i (a decode step): n runs of one slot.
-  // The default adds them one by one; the CPU implementation checks the batch in one pass.
-  virtual Status add_singles(const int32_t* rows, const int64_t* columns, const int64_t* slots, size_t n);
+  // Room for `cells` more cells (add_cells) and their slots.
+  virtual Status reserve_cells(size_t cells) = 0;
+  // table[cells[i].row][cells[i].column] = slots[i] for each i: a decode step's cells
+  // (req/table_cell.hpp), checked only against the table's bounds, in one pass; a batch
+  // with a cell out of bounds goes through one add() per cell for add()'s first message.
+  // Their slots are staged as one contiguous part of the values (flush()'s `out`).
+  virtual Status add_cells(const TableCell* cells, const int64_t* slots, size_t n) = 0;
   // Applies the staged runs on `stream`. When `out` is not NULL it also receives, as
   // int64, the first `out_n` staged values, which the caller staged first and which
   // equal `out_host` (CPU pools copy `out_host`; `out` is then host memory too).

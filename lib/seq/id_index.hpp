@@ -73,6 +73,33 @@ class IdIndex {
     uint64_t id = 0;
     Request* req = nullptr;
   };
+
+ public:
+  // find() for a loop of lookups that changes no entry (a decode step's batch): the
+  // table's address, mask and shift are copied once, so that they stay in registers
+  // where the loop's stores through Request pointers would make the compiler reload
+  // them per lookup. Valid until the index changes.
+  class Reader {
+   public:
+    explicit Reader(const IdIndex& index)
+        : slots_(index.slots_.empty() ? &kEmptySlot : index.slots_.data()),
+          mask_(index.slots_.empty() ? 0 : index.slots_.size() - 1),
+          shift_(index.slots_.empty() ? 63 : index.shift_) {}
+    // As IdIndex::find. Id 0 needs no test of its own: its probe ends at the first empty
+    // slot (there always is one), whose id is 0 and whose request is NULL.
+    Request* find(uint64_t id) const {
+      for (size_t i = static_cast<size_t>((id * 0x9E3779B97F4A7C15ull) >> shift_) & mask_;; i = (i + 1) & mask_) {
+        if (slots_[i].id == id || slots_[i].id == 0) return slots_[i].req;
+      }
+    }
+
+   private:
+    const Slot* slots_;
+    size_t mask_;
+    int shift_;
+  };
+
+ private:
   size_t home(uint64_t id) const { return static_cast<size_t>((id * 0x9E3779B97F4A7C15ull) >> shift_); }
   void place(uint64_t id, Request* req) {
     const size_t mask = slots_.size() - 1;
@@ -80,9 +107,12 @@ class IdIndex {
     while (slots_[i].id != 0) i = (i + 1) & mask;
     slots_[i] = Slot{id, req};
   }
-  std::vector<Slot> slots_;  // a power of two long
+  static const Slot kEmptySlot;  // what a Reader of an index never reserved probes
+  std::vector<Slot> slots_;      // a power of two long
   int shift_ = 64;           // 64 - log2(slots_.size())
   size_t size_ = 0;
 };
+
+inline const IdIndex::Slot IdIndex::kEmptySlot{};
 
 }  // namespace kvp::seq

@@ -12,6 +12,12 @@ MambaSequences::MambaSequences(alloc::PagedAllocator* allocator, req::RequestTab
   if (mcache_ != nullptr) match_.slots.reserve(static_cast<size_t>(table_->max_context_len()));
 }
 
+namespace {
+
+Status no_state_slot() { return Status::out_of_memory("no mamba state slot is free or evictable for the request"); }
+
+}  // namespace
+
 bool MambaSequences::tree_owns(int64_t slot) const { return mcache_ != nullptr && mcache_->owns_slot(slot); }
 
 bool MambaSequences::holds_state(int32_t slot) const {
@@ -40,6 +46,15 @@ Status MambaSequences::match_and_lock(Request* r) {
     if (mcache_->host_tier() && !retracting_ && m.host_tokens > 0) {
       // A deeper state on a host-only node: its KV chain comes back (SGLang's init_load_back;
       // the load keeps the matched path pinned while it makes room), then the match ends there.
+      // The request's own state slot is taken below, after the load: a free one, or an
+      // evictable state other than host_node's, which the request then locks. A load moves
+      // states only from evictable to free (the states of what it evicts), so with none
+      // free and host_node's the only evictable one, a load that succeeds leaves no slot:
+      // the begin fails here, before the load changes the tree and the host tier.
+      if (states_->ids().available() == 0 && mcache_->tree().mamba_evictable_size() <= 1 &&
+          mcache_->load_would_fit(m.host_node)) {
+        return no_state_slot();
+      }
       std::vector<int64_t> loaded_slots;
       size_t loaded = 0;
       KVPOOL_RETURN_IF_ERROR(mcache_->load_back(m.host_node, &loaded_slots, &loaded));
@@ -62,7 +77,7 @@ Status MambaSequences::match_and_lock(Request* r) {
     KVPOOL_RETURN_IF_ERROR(unlock(r));
     r->slots.clear();
     r->node = 0;
-    return Status::out_of_memory("no mamba state slot is free or evictable for the request");
+    return no_state_slot();
   }
   KVPOOL_RETURN_IF_ERROR(states_->alloc(&r->state, 1));  // zeroed
   if (source >= 0) KVPOOL_RETURN_IF_ERROR(states_->copy(source, r->state));

@@ -567,18 +567,71 @@ Status Sequences::cache_computed_pages(Request* r) {
 }
 
 Status Sequences::decode(const uint64_t* ids, const int32_t* tokens, size_t n, int64_t* out) {
-  std::vector<Request*>& reqs = batch_reqs_;
-  KVPOOL_RETURN_IF_ERROR(check_batch(ids, n, &reqs));
-  size_t pages = 0;
-  std::vector<int64_t>& seq = batch_seq_;
-  std::vector<int64_t>& last = batch_last_;
-  seq.resize(n);
-  last.resize(n);
+  batch_reqs_.resize(n);
+  batch_last_.resize(n);
   decode_cells_.resize(n);
-  // One pass over the requests gathers everything the step needs from them (the allocator's
-  // inputs and each table cell), so that the later passes read flat arrays.
+  size_t pages = 0;
+  if (!gather_decode(ids, n, &pages)) return decode_error(ids, n);
+  KVPOOL_RETURN_IF_ERROR(make_room(pages * page_, n * page_, true));  // SGLang: a page per request
+  KVPOOL_RETURN_IF_ERROR(allocator_->decode_next(batch_last_.data(), n, pages, out));
+  return place_decoded(batch_reqs_, tokens, out);
+}
+
+namespace {
+
+// Room for one more token and slot, out of line: a decode step appends within capacity
+// almost always (begin reserves ahead, and the buffers grow geometrically).
+[[gnu::noinline, gnu::cold]] void grow_for_decode(Request* r) {
+  reserve_more(&r->tokens, 1);
+  reserve_more(&r->slots, 1);
+}
+
+}  // namespace
+
+bool Sequences::gather_decode(const uint64_t* ids, size_t n, size_t* new_pages) {
+  // The page test per request as a mask where it can be (a division costs more than the
+  // rest of a request's checks), chosen once for the loop.
+  const size_t page = page_;
+  if ((page & (page - 1)) == 0) {
+    return gather_decode_with(ids, n, [mask = page - 1](size_t len) { return (len & mask) == 0; }, new_pages);
+  }
+  return gather_decode_with(ids, n, [page](size_t len) { return len % page == 0; }, new_pages);
+}
+
+template <class StartsPage>
+bool Sequences::gather_decode_with(const uint64_t* ids, size_t n, StartsPage starts_page, size_t* new_pages) {
+  // Repeats: as in check_batch, each request is stamped with this call's number.
+  const uint64_t stamp = ++batch_stamp_;
+  const size_t context = static_cast<size_t>(table_->max_context_len());
+  Request** reqs = batch_reqs_.data();
+  int64_t* next = batch_last_.data();
+  req::TableCell* cells = decode_cells_.data();
+  const IdIndex::Reader index(index_);
+  size_t pages = 0;
   for (size_t i = 0; i < n; ++i) {
-    Request& r = *reqs[i];
+    Request* r = index.find(ids[i]);
+    if (r == nullptr) return false;
+    const size_t len = r->tokens.size();
+    // All of decode's checks in one test (any failure is rare): a repeat, no row, tokens
+    // not computed yet, a full row.
+    if ((r->batch_stamp == stamp) | (r->row < 0) | (r->slots.size() != len) | (len >= context)) return false;
+    r->batch_stamp = stamp;
+    reqs[i] = r;
+    cells[i] = req::TableCell{r->row, static_cast<int32_t>(len)};  // len < max_context_len
+    const bool fresh_page = starts_page(len);
+    next[i] = fresh_page ? -1 : r->slots.back() + 1;  // len 0 starts a page: back() never reads an empty vector
+    pages += fresh_page ? 1 : 0;
+    // The appends after the allocation cannot throw (growing changes no state).
+    if (r->tokens.capacity() == len || r->slots.capacity() == len) grow_for_decode(r);
+  }
+  *new_pages = pages;
+  return true;
+}
+
+Status Sequences::decode_error(const uint64_t* ids, size_t n) {
+  KVPOOL_RETURN_IF_ERROR(check_batch(ids, n, &batch_reqs_));
+  for (size_t i = 0; i < n; ++i) {
+    const Request& r = *batch_reqs_[i];
     const size_t len = r.tokens.size();
     if (r.row < 0 || r.slots.size() != len) {
       return Status::invalid(who(ids[i]) + "has " + std::to_string(len - r.slots.size()) +
@@ -587,34 +640,16 @@ Status Sequences::decode(const uint64_t* ids, const int32_t* tokens, size_t n, i
     if (len + 1 > static_cast<size_t>(table_->max_context_len())) {
       return Status::invalid(who(ids[i]) + "would exceed max_context_len " + std::to_string(table_->max_context_len()));
     }
-    seq[i] = static_cast<int64_t>(len) + 1;
-    last[i] = r.slots.back();
-    decode_cells_.rows[i] = r.row;
-    decode_cells_.columns[i] = static_cast<int64_t>(len);
-    pages += allocator_->in_page(static_cast<int64_t>(len)) == 0 ? 1 : 0;  // the new token starts a page
-    // The appends after the allocation below cannot throw (growing changes no state).
-    reserve_more(&r.tokens, 1);
-    reserve_more(&r.slots, 1);
   }
-  KVPOOL_RETURN_IF_ERROR(make_room(pages * page_, n * page_, true));  // SGLang: a page per request
-  KVPOOL_RETURN_IF_ERROR(allocator_->decode(seq.data(), last.data(), n, out));
-  return place_decoded(reqs, tokens, out);
-}
-
-void Sequences::gather_decode_cells(const std::vector<Request*>& reqs) {
-  decode_cells_.resize(reqs.size());
-  for (size_t i = 0; i < reqs.size(); ++i) {
-    decode_cells_.rows[i] = reqs[i]->row;
-    decode_cells_.columns[i] = static_cast<int64_t>(reqs[i]->slots.size());
-  }
+  return Status::internal("decode batch refused, yet it passes every check");
 }
 
 Status Sequences::place_decoded(const std::vector<Request*>& reqs, const int32_t* tokens, const int64_t* out) {
   const size_t n = reqs.size();
   // Table writes (device memory on a CUDA pool: one batch) before any request changes, as in
-  // extend: one call for the batch (the cells were gathered by the caller).
-  Status st = writes_->reserve(n, n);
-  if (st.is_ok()) st = writes_->add_singles(decode_cells_.rows.data(), decode_cells_.columns.data(), out, n);
+  // extend: one call for the batch (the cells were gathered by gather_decode).
+  Status st = writes_->reserve_cells(n);
+  if (st.is_ok()) st = writes_->add_cells(decode_cells_.data(), out, n);
   if (st.is_ok()) {
     st = writes_->flush(stream_, out, device_out_, n);
   } else {
@@ -624,9 +659,13 @@ Status Sequences::place_decoded(const std::vector<Request*>& reqs, const int32_t
     undo_allocation(out, n);
     return st;
   }
-  for (size_t i = 0; i < n; ++i) {  // room reserved by the caller: no allocation
-    reqs[i]->tokens.push_back(tokens[i]);
-    reqs[i]->slots.push_back(out[i]);
+  // Room reserved by gather_decode: no allocation. The request pointer is read once (a
+  // push_back's stores could otherwise make the compiler read it again for the second).
+  Request* const* batch = reqs.data();
+  for (size_t i = 0; i < n; ++i) {
+    Request* r = batch[i];
+    r->tokens.push_back(tokens[i]);
+    r->slots.push_back(out[i]);
   }
   return Status::ok();
 }

@@ -17,6 +17,7 @@
 #include "alloc/paged_allocator.hpp"
 #include "cache/prefix_cache.hpp"
 #include "req/request_table.hpp"
+#include "req/table_cell.hpp"
 #include "req/table_writes.hpp"
 #include "seq/id_index.hpp"
 #include "util/status.hpp"
@@ -111,12 +112,24 @@ class Sequences {
   // cached prefix first; requests without a row take the next of `rows`. Changes no request.
   Status write_chunks(const std::vector<Request*>& reqs, const int64_t* chunks, const int32_t* rows,
                       const int64_t* out) const;
-  // Writes each request's decoded slot (out[i]) to its cell (decode_cells_, filled by the
-  // caller), then appends it and the token (tokens[i]); a failed write gives the decode's
-  // slots back (undo_allocation) first. The caller reserved room for the appends.
+  // Writes each request's decoded slot (out[i]) to its cell (decode_cells_, filled by
+  // gather_decode), then appends it and the token (tokens[i]); a failed write gives the
+  // decode's slots back (undo_allocation) first. gather_decode reserved room for the appends.
   Status place_decoded(const std::vector<Request*>& reqs, const int32_t* tokens, const int64_t* out);
-  // Fills decode_cells_ with each request's row and computed length (its next column).
-  void gather_decode_cells(const std::vector<Request*>& reqs);
+  // A decode step's one pass over its batch: looks each id up into batch_reqs_, checks
+  // that the batch can decode (no repeat, each request with a row, every token computed,
+  // room in its row), gathers its table cell (decode_cells_) and its next slot in its last
+  // page, or -1 where the new token starts a page (batch_last_; *new_pages of them), and
+  // reserves room for the appends. False, without a message, on the first failed check:
+  // decode_error() then words it. The three arrays must hold n entries.
+  bool gather_decode(const uint64_t* ids, size_t n, size_t* new_pages);
+  // gather_decode's loop with `starts_page(len)`: true when a token at position len starts a page.
+  template <class StartsPage>
+  bool gather_decode_with(const uint64_t* ids, size_t n, StartsPage starts_page, size_t* new_pages);
+  // The status of a batch gather_decode refused: the first failure in check_batch's order
+  // (an unknown id anywhere, then a repeat), then per request in order (tokens not yet
+  // computed, a full row). Changes nothing but the requests' batch stamps.
+  Status decode_error(const uint64_t* ids, size_t n);
   // For a host table (written late: place_chunks): appends each request's new slots and
   // makes write_chunks' checks without its writes; a failure takes the appends back.
   Status append_checked(const std::vector<Request*>& reqs, const int64_t* chunks, const int32_t* rows,
@@ -201,15 +214,8 @@ class Sequences {
   std::vector<int64_t> batch_pre_, batch_seq_, batch_last_;
   std::vector<int32_t> batch_rows_;
   std::vector<size_t> batch_inserts_;
-  // A decode step's table cells, request i's new slot at [rows[i]][columns[i]] (place_decoded).
-  struct DecodeCells {
-    std::vector<int32_t> rows;
-    std::vector<int64_t> columns;
-    void resize(size_t n) {
-      rows.resize(n);
-      columns.resize(n);
-    }
-  } decode_cells_;
+  // A decode step's table cells: request i's new slot goes to decode_cells_[i] (place_decoded).
+  std::vector<req::TableCell> decode_cells_;
   // The table writes of a call; the stream and device output of the *_async forms (NULL: the
   // legacy default stream, no device output).
   std::unique_ptr<req::TableWrites> writes_;

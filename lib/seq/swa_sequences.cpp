@@ -168,26 +168,13 @@ Status SwaSequences::extend(const uint64_t* ids, const int64_t* chunks, size_t n
 }
 
 Status SwaSequences::decode(const uint64_t* ids, const int32_t* tokens, size_t n, int64_t* out) {
-  std::vector<Request*> reqs;
-  KVPOOL_RETURN_IF_ERROR(check_batch(ids, n, &reqs));
-  for (size_t i = 0; i < n; ++i) {
-    const Request& r = *reqs[i];
-    if (r.row < 0 || r.slots.size() != r.tokens.size()) {
-      return Status::invalid("request " + std::to_string(ids[i]) + ": has " + std::to_string(r.tokens.size() - r.slots.size()) +
-                             " tokens not computed yet; extend it before decoding");
-    }
-    if (r.tokens.size() + 1 > static_cast<size_t>(table_->max_context_len())) {
-      return Status::invalid("request " + std::to_string(ids[i]) + ": would exceed max_context_len " +
-                             std::to_string(table_->max_context_len()));
-    }
-  }
-  for (Request* r : reqs) {  // the appends after the allocation cannot throw
-    reserve_more(&r->tokens, 1);
-    reserve_more(&r->slots, 1);
-  }
-  gather_decode_cells(reqs);  // place_decoded's table cells
-  KVPOOL_RETURN_IF_ERROR(allocate(reqs, n, false, out));
-  return place_decoded(reqs, tokens, out);
+  batch_reqs_.resize(n);
+  batch_last_.resize(n);
+  decode_cells_.resize(n);
+  size_t pages = 0;  // page size 1: a slot per request, allocated by allocate()
+  if (!gather_decode(ids, n, &pages)) return decode_error(ids, n);
+  KVPOOL_RETURN_IF_ERROR(allocate(batch_reqs_, n, false, out));
+  return place_decoded(batch_reqs_, tokens, out);
 }
 
 Status SwaSequences::release(Request* r, bool insert, size_t committed) {

@@ -91,6 +91,11 @@ class ValueReader {
   // fewer than asked when the value ends first (it may have been cut short under
   // the reader). False on a read error (the get is then kError).
   virtual bool read_at(uint64_t offset, const iovec* spans, int count, size_t* got) = 0;
+  // The whole value (size() bytes) readable in memory until the reader is destroyed, or
+  // NULL when the reader cannot offer that cheaply and safely (then read_at is the way).
+  // A file reader maps a file whose pages are all in the page cache: copying from the
+  // mapping lets the caller check each piece while it is in the cache.
+  virtual const uint8_t* mapped() { return nullptr; }
 };
 
 // Reads one value through a reader: as much of it as it wants, in any order.

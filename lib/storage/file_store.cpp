@@ -18,6 +18,8 @@
 #include <utility>
 #include <vector>
 
+#include "storage/resident_mapping.hpp"
+
 namespace kvp::storage {
 namespace {
 
@@ -204,8 +206,16 @@ class FdWriter final : public ValueWriter {
 // A value's reader on an open file of `size` bytes.
 class FdReader final : public ValueReader {
  public:
-  FdReader(int fd, uint64_t size) : fd_(fd), size_(size) {}
+  // `mappable`: mapped() may map the file (storage.mapped_reads).
+  FdReader(int fd, uint64_t size, bool mappable) : fd_(fd), size_(size), map_tried_(!mappable) {}
   uint64_t size() const override { return size_; }
+  const uint8_t* mapped() override {
+    if (!map_tried_) {
+      map_tried_ = true;
+      mapping_.map(fd_, size_);
+    }
+    return mapping_.data();
+  }
   bool read_at(uint64_t offset, const iovec* spans, int count, size_t* got) override {
     *got = 0;
     if (err_ != 0) return false;
@@ -218,6 +228,8 @@ class FdReader final : public ValueReader {
   int fd_;
   uint64_t size_;
   int err_ = 0;
+  bool map_tried_;
+  ResidentMapping mapping_;
 };
 
 // put()'s values: one span from the caller's buffer.
@@ -268,8 +280,8 @@ void add(std::atomic<uint64_t>& counter, uint64_t n = 1) { counter.fetch_add(n, 
 
 class FileStore final : public BlobStore {
  public:
-  FileStore(std::string dir, uint64_t max_bytes, const FileStoreOptions& options)
-      : dir_(std::move(dir)), max_bytes_(max_bytes), options_(options) {}
+  FileStore(std::string dir, uint64_t max_bytes, bool mapped_reads, const FileStoreOptions& options)
+      : dir_(std::move(dir)), max_bytes_(max_bytes), mapped_reads_(mapped_reads), options_(options) {}
 
   std::string describe() const override { return "file:" + dir_; }
 
@@ -585,7 +597,7 @@ class FileStore final : public BlobStore {
     const BlobResult opened = open_value(key, &raw, &length);
     if (opened != BlobResult::kOk) return opened;
     Fd fd(raw);
-    FdReader reader(fd.get(), length);
+    FdReader reader(fd.get(), length, mapped_reads_);
     consumer.consume(reader);
     if (reader.error() != 0) {
       add(counters_.io_errors);
@@ -801,6 +813,7 @@ class FileStore final : public BlobStore {
 
   const std::string dir_;
   const uint64_t max_bytes_;
+  const bool mapped_reads_;  // storage.mapped_reads: readers may map cached files
   const FileStoreOptions options_;
   Counters counters_;
   std::atomic<int64_t> last_stamp_{0};
@@ -867,7 +880,7 @@ Status open_file_store(const config::StorageConfig& cfg, const FileStoreOptions&
       ::close(fd);
       ::unlink(probe_path.c_str());
     }
-    auto store = std::make_unique<FileStore>(dir, uint64_t(cfg.max_bytes), options);
+    auto store = std::make_unique<FileStore>(dir, uint64_t(cfg.max_bytes), cfg.mapped_reads, options);
     KVPOOL_RETURN_IF_ERROR(store->open_scan());
     *out = std::move(store);
     return Status::ok();

@@ -1,9 +1,9 @@
 #include "storage/page_codec.hpp"
 
-#include <xxhash.h>
-
 #include <cstring>
 #include <memory>
+
+#include "storage/payload_hash.hpp"
 
 namespace kvp::storage {
 namespace {
@@ -44,10 +44,6 @@ uint64_t page_payload_bytes(const host::HostGeometry& g) {
 
 namespace {
 
-struct StateDeleter {
-  void operator()(XXH3_state_t* s) const { XXH3_freeState(s); }
-};
-
 // Runs are hashed in pieces of at most 256 KiB right after they are copied, so the hash
 // reads them from L2 rather than from memory.
 constexpr uint64_t kHashPiece = 256 << 10;
@@ -57,19 +53,17 @@ constexpr uint64_t kHashPiece = 256 << 10;
 // right after its copy.
 template <class Copy>
 uint64_t hashed_runs(const host::HostGeometry& g, int64_t page, const uint8_t* payload, Copy&& copy) {
-  std::unique_ptr<XXH3_state_t, StateDeleter> state(XXH3_createState());
-  if (!state) throw std::bad_alloc();
-  XXH3_64bits_reset(state.get());
+  PayloadHash hash;
   uint64_t done = 0;
   for_each_run(g, page, [&](uint64_t at, uint64_t bytes) {
     for (uint64_t off = 0; off < bytes; off += kHashPiece) {
       const uint64_t n = bytes - off < kHashPiece ? bytes - off : kHashPiece;
       copy(done, at + off, n);
-      XXH3_64bits_update(state.get(), payload + done, n);
+      hash.update(payload + done, n);
       done += n;
     }
   });
-  return XXH3_64bits_digest(state.get());
+  return hash.digest();
 }
 
 }  // namespace

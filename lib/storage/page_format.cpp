@@ -1,8 +1,8 @@
 #include "storage/page_format.hpp"
 
-#include <xxhash.h>
-
 #include <cstring>
+
+#include "storage/payload_hash.hpp"
 
 namespace kvp::storage {
 namespace {
@@ -28,7 +28,7 @@ T get(const uint8_t* at) {
 static_assert(kHeaderSumAt + 8 == kPageHeaderBytes, "the header checksum ends the header");
 
 void seal_page(uint8_t* page, uint64_t payload_bytes, const Fingerprint& fingerprint, const cache::Digest& digest) {
-  seal_page_hashed(page, payload_bytes, XXH3_64bits(page + kPageHeaderBytes, payload_bytes), fingerprint, digest);
+  seal_page_hashed(page, payload_bytes, PayloadHash::of(page + kPageHeaderBytes, payload_bytes), fingerprint, digest);
 }
 
 void seal_page_hashed(uint8_t* page, uint64_t payload_bytes, uint64_t payload_hash, const Fingerprint& fingerprint,
@@ -41,7 +41,7 @@ void seal_page_hashed(uint8_t* page, uint64_t payload_bytes, uint64_t payload_ha
   put<uint64_t>(page + kPayloadBytesAt, payload_bytes);
   put<uint64_t>(page + kPayloadSumAt, payload_hash);
   put<uint64_t>(page + kReservedAt, 0);
-  put<uint64_t>(page + kHeaderSumAt, XXH3_64bits(page, kHeaderSumAt));
+  put<uint64_t>(page + kHeaderSumAt, PayloadHash::of(page, kHeaderSumAt));
 }
 
 const char* page_check_name(PageCheck check) {
@@ -61,14 +61,14 @@ PageCheck check_page(const uint8_t* page, size_t length, const Fingerprint& fing
   uint64_t expected = 0;
   const PageCheck header = check_page_header(page, length, fingerprint, digest, payload_bytes, &expected);
   if (header != PageCheck::kOk) return header;
-  return XXH3_64bits(page + kPageHeaderBytes, payload_bytes) == expected ? PageCheck::kOk : PageCheck::kCorrupt;
+  return PayloadHash::of(page + kPageHeaderBytes, payload_bytes) == expected ? PageCheck::kOk : PageCheck::kCorrupt;
 }
 
 PageCheck check_page_header(const uint8_t* page, size_t length, const Fingerprint& fingerprint,
                             const cache::Digest& digest, uint64_t payload_bytes, uint64_t* payload_hash) {
   if (length < kPageHeaderBytes) return PageCheck::kTruncated;
   if (std::memcmp(page, kMagic, sizeof(kMagic)) != 0) return PageCheck::kCorrupt;
-  if (get<uint64_t>(page + kHeaderSumAt) != XXH3_64bits(page, kHeaderSumAt)) return PageCheck::kCorrupt;
+  if (get<uint64_t>(page + kHeaderSumAt) != PayloadHash::of(page, kHeaderSumAt)) return PageCheck::kCorrupt;
   if (get<uint32_t>(page + kVersionAt) != kPageFormatVersion ||
       get<uint32_t>(page + kHeaderBytesAt) != kPageHeaderBytes) {
     return PageCheck::kVersion;

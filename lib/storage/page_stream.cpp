@@ -1,11 +1,11 @@
 #include "storage/page_stream.hpp"
 
 #include <sched.h>
-#include <xxhash.h>
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -13,44 +13,33 @@
 #include <vector>
 
 #include "storage/page_codec.hpp"
+#include "storage/payload_hash.hpp"
 
 namespace kvp::storage {
 namespace {
 
-struct StateDeleter {
-  void operator()(XXH3_state_t* s) const { XXH3_freeState(s); }
-};
-using HashState = std::unique_ptr<XXH3_state_t, StateDeleter>;
-
-HashState new_hash() {
-  HashState state(XXH3_createState());
-  if (!state) throw std::bad_alloc();
-  XXH3_64bits_reset(state.get());
-  return state;
-}
-
-void hash_spans(XXH3_state_t* state, const PayloadChunk& chunk) {
-  for (int i = 0; i < chunk.count; ++i) XXH3_64bits_update(state, chunk.spans[i].iov_base, chunk.spans[i].iov_len);
+void hash_spans(PayloadHash* hash, const PayloadChunk& chunk) {
+  for (int i = 0; i < chunk.count; ++i) hash->update(chunk.spans[i].iov_base, chunk.spans[i].iov_len);
 }
 
 // Hash a chunk, then write it: the write copies bytes the hash just brought into the cache.
 class HashThenWrite final : public ChunkVisitor {
  public:
-  HashThenWrite(XXH3_state_t* state, ValueWriter& writer) : state_(state), writer_(writer) {}
+  HashThenWrite(PayloadHash* state, ValueWriter& writer) : state_(state), writer_(writer) {}
   bool visit(const PayloadChunk& chunk) override {
     hash_spans(state_, chunk);
     return writer_.write_at(kPageHeaderBytes + chunk.offset, chunk.spans, chunk.count);
   }
 
  private:
-  XXH3_state_t* state_;
+  PayloadHash* state_;
   ValueWriter& writer_;
 };
 
 // Read a chunk into the host page, then hash it there while it is in the cache.
 class ReadThenHash final : public ChunkVisitor {
  public:
-  ReadThenHash(XXH3_state_t* state, ValueReader& reader) : state_(state), reader_(reader) {}
+  ReadThenHash(PayloadHash* state, ValueReader& reader) : state_(state), reader_(reader) {}
   bool visit(const PayloadChunk& chunk) override {
     size_t got = 0;
     if (!reader_.read_at(kPageHeaderBytes + chunk.offset, chunk.spans, chunk.count, &got)) {
@@ -67,8 +56,34 @@ class ReadThenHash final : public ChunkVisitor {
   bool failed = false, short_read = false;
 
  private:
-  XXH3_state_t* state_;
+  PayloadHash* state_;
   ValueReader& reader_;
+};
+
+// Copy a chunk from the mapped value into the host page a piece at a time, hashing each
+// piece of the value right after its copy: the piece is then in L1, so the check costs a
+// fraction of the copy, where hashing after a read() re-reads the page from memory.
+class CopyThenHash final : public ChunkVisitor {
+ public:
+  CopyThenHash(PayloadHash* hash, const uint8_t* payload) : hash_(hash), payload_(payload) {}
+  bool visit(const PayloadChunk& chunk) override {
+    const uint8_t* src = payload_ + chunk.offset;
+    for (int i = 0; i < chunk.count; ++i) {
+      auto* dst = static_cast<uint8_t*>(chunk.spans[i].iov_base);
+      const size_t bytes = chunk.spans[i].iov_len;
+      for (size_t at = 0; at < bytes; at += kMappedPieceBytes) {
+        const size_t n = bytes - at < kMappedPieceBytes ? bytes - at : kMappedPieceBytes;
+        std::memcpy(dst + at, src + at, n);
+        hash_->update(src + at, n);
+      }
+      src += bytes;
+    }
+    return true;
+  }
+
+ private:
+  PayloadHash* hash_;
+  const uint8_t* payload_;
 };
 
 }  // namespace
@@ -107,7 +122,7 @@ struct PayloadHasher::Shared {
   std::atomic<bool> active{false}, sleeping{false};
 
   std::mutex hash_mu;
-  HashState state = new_hash();
+  PayloadHash state;
   std::vector<iovec> spans;         // every chunk's spans, back to back
   std::vector<size_t> first_span;   // chunk k: spans [first_span[k], first_span[k + 1])
   std::vector<uint64_t> offset;     // chunk k's offset in the payload
@@ -123,7 +138,7 @@ struct PayloadHasher::Shared {
   // Hashes chunk `next` (hash_mu held).
   void hash_next() {
     for (size_t i = first_span[next]; i < first_span[next + 1]; ++i) {
-      XXH3_64bits_update(state.get(), spans[i].iov_base, spans[i].iov_len);
+      state.update(spans[i].iov_base, spans[i].iov_len);
     }
     hashed.store(++next);
   }
@@ -205,7 +220,7 @@ size_t PayloadHasher::begin(const host::HostGeometry& g, const uint8_t* host, in
   // Only read through these spans (the cast serves the iovec type). May throw bad_alloc (the
   // first page of a geometry grows the table): the page is then not open, nothing changed.
   for_each_payload_chunk(g, const_cast<uint8_t*>(host), page, chunk_bytes, kMaxChunkSpans, record);
-  XXH3_64bits_reset(s.state.get());
+  s.state.reset();
   s.next = 0;
   s.by_reader = 0;
   s.hashed.store(0);
@@ -255,7 +270,7 @@ uint64_t PayloadHasher::finish() {
   if (s.by_reader * kLaggingShare > s.chunks()) s.sequential_pages = kSequentialPages;
   s.open = false;
   s.active.store(false);
-  return XXH3_64bits_digest(s.state.get());
+  return s.state.digest();
 }
 
 bool PayloadHasher::keeping_up() {
@@ -301,14 +316,14 @@ bool read_handing_over(PayloadHasher& hasher, size_t chunks, ValueReader& reader
 
 bool write_stored_page(const host::HostGeometry& g, const uint8_t* host, int64_t page, const Fingerprint& fp,
                        const cache::Digest& digest, ValueWriter& writer) {
-  HashState state = new_hash();
-  HashThenWrite visitor(state.get(), writer);
+  PayloadHash state;
+  HashThenWrite visitor(&state, writer);
   // The visitor only reads the host spans: the cast serves the iovec type.
   if (!for_each_payload_chunk(g, const_cast<uint8_t*>(host), page, kWriteChunkBytes, kMaxChunkSpans, visitor)) {
     return false;
   }
   uint8_t header[kPageHeaderBytes];
-  seal_page_hashed(header, page_payload_bytes(g), XXH3_64bits_digest(state.get()), fp, digest);
+  seal_page_hashed(header, page_payload_bytes(g), state.digest(), fp, digest);
   iovec span{header, sizeof(header)};
   return writer.write_at(0, &span, 1);
 }
@@ -330,6 +345,15 @@ PageCheck read_stored_page(const host::HostGeometry& g, uint8_t* host, int64_t p
   uint64_t expected = 0;
   const PageCheck head = check_page_header(header, size_t(length), fp, digest, payload, &expected);
   if (head != PageCheck::kOk) return head;
+  if (payload >= kMappedReadFrom) {
+    // check_page_header checked that the value holds exactly the header and the payload.
+    if (const uint8_t* value = reader.mapped()) {
+      PayloadHash hash;
+      CopyThenHash visitor(&hash, value + kPageHeaderBytes);
+      for_each_payload_chunk(g, host, page, kReadChunkBytes, kMaxChunkSpans, visitor);
+      return hash.digest() == expected ? PageCheck::kOk : PageCheck::kCorrupt;
+    }
+  }
   if (hasher != nullptr && payload >= kPipelinedReadFrom && hasher->keeping_up()) {
     size_t chunks = 0;
     try {
@@ -345,13 +369,13 @@ PageCheck read_stored_page(const host::HostGeometry& g, uint8_t* host, int64_t p
       return hasher->finish() == expected ? PageCheck::kOk : PageCheck::kCorrupt;
     }
   }
-  HashState state = new_hash();
-  ReadThenHash visitor(state.get(), reader);
+  PayloadHash state;
+  ReadThenHash visitor(&state, reader);
   if (!for_each_payload_chunk(g, host, page, kReadChunkBytes, kMaxChunkSpans, visitor)) {
     *read_error = visitor.failed;
     return PageCheck::kTruncated;
   }
-  return XXH3_64bits_digest(state.get()) == expected ? PageCheck::kOk : PageCheck::kCorrupt;
+  return state.digest() == expected ? PageCheck::kOk : PageCheck::kCorrupt;
 }
 
 }  // namespace kvp::storage

@@ -24,12 +24,15 @@
 // (and as it did for files before): the before/after of the same run. P (tier_read,
 // streamed): 1 each page is hashed on the tier's PayloadHasher thread while the rest of it
 // is read (page_stream.hpp; StorageTier::set_pipelined_reads), 0 read, then hashed, on the
-// prefetch thread (the default, as before it): both in the same run.
+// prefetch thread: both in the same run. M (tier_read, streamed): 1 the file backend copies each
+// cached page file from a mapping, hashing each 4 KiB piece right after its copy
+// (storage.mapped_reads, the default; P then does not matter), 0 it reads with preadv.
 #include <benchmark/benchmark.h>
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstring>
 #include <ctime>
@@ -118,7 +121,7 @@ struct World {
   size_t stored_bytes = 0;
   std::string error;
 
-  World(HostLayout layout, size_t n, bool streamed, bool pipelined = false) {
+  World(HostLayout layout, size_t n, bool streamed, bool pipelined = false, bool mapped = false) {
     g.layout = layout;
     g.page_size = 64;
     g.layers = 32;
@@ -155,6 +158,7 @@ struct World {
     kvp::config::StorageConfig cfg;
     cfg.enabled = true;
     cfg.path = g_dir;
+    cfg.mapped_reads = mapped;
     std::unique_ptr<kvp::storage::BlobStore> store;
     const kvp::Status st = kvp::storage::open_file_store(cfg, &store);
     if (!st.is_ok()) {
@@ -165,8 +169,9 @@ struct World {
     tier = std::make_unique<kvp::storage::StorageTier>(std::move(store), g, host.data());
     tier->set_pipelined_reads(pipelined);
     this->pipelined = pipelined;
+    this->mapped = mapped;
   }
-  bool pipelined = false;
+  bool pipelined = false, mapped = false;
   std::string plain_path(size_t i) const { return g_dir + "/tier-plain-" + std::to_string(i) + ".dat"; }
 };
 
@@ -194,7 +199,9 @@ struct Side {
 void report(benchmark::State& state, const World& w, const Side& plain, const Side& tier, size_t n) {
   const double bytes = double(state.iterations()) * double(n * w.stored_bytes);
   state.SetLabel(std::string(kvp::host::host_layout_name(w.g.layout)) +
-                 (w.tier->store().streams() ? (w.pipelined ? " streamed pipelined" : " streamed") : " staged"));
+                 (w.tier->store().streams()
+                      ? (w.mapped ? " streamed mapped" : w.pipelined ? " streamed pipelined" : " streamed")
+                      : " staged"));
   state.SetBytesProcessed(int64_t(bytes));
   if (plain.wall <= 0 || tier.wall <= 0) return;
   state.counters["plain_GBps"] = bytes / plain.wall / 1e9;
@@ -265,7 +272,7 @@ void BM_TierWrite(benchmark::State& state) {
 
 void BM_TierRead(benchmark::State& state) {
   const size_t n = size_t(state.range(1));
-  World w(layout_of(state.range(0)), n, state.range(2) != 0, state.range(3) != 0);
+  World w(layout_of(state.range(0)), n, state.range(2) != 0, state.range(3) != 0, state.range(4) != 0);
   if (!w.error.empty()) {
     state.SkipWithError(w.error.c_str());
     return;
@@ -336,14 +343,15 @@ void register_tier_path_benchmarks(const std::string& dir) {
       ->ArgsProduct({{0, 1, 2}, {1, 8}, {0, 1}})
       ->UseManualTime()
       ->Unit(benchmark::kMillisecond);
-  // Reads: staged, streamed (read then hash), streamed and pipelined (hash beside the reads).
+  // Reads: staged, streamed (read then hash), streamed and pipelined (hash beside the reads),
+  // streamed from a mapping of the cached file (copy and hash piece by piece; the default).
   benchmark::RegisterBenchmark("tier_read", BM_TierRead)
-      ->ArgNames({"layout", "pages", "streamed", "pipelined"})
+      ->ArgNames({"layout", "pages", "streamed", "pipelined", "mapped"})
       ->Apply([](benchmark::internal::Benchmark* b) {
         for (const int64_t layout : {0, 1, 2}) {
           for (const int64_t pages : {1, 8}) {
-            for (const auto& [streamed, pipelined] : {std::pair<int64_t, int64_t>{0, 0}, {1, 0}, {1, 1}}) {
-              b->Args({layout, pages, streamed, pipelined});
+            for (const auto& how : {std::array<int64_t, 3>{0, 0, 0}, {1, 0, 0}, {1, 1, 0}, {1, 0, 1}}) {
+              b->Args({layout, pages, how[0], how[1], how[2]});
             }
           }
         }

@@ -50,11 +50,7 @@ kvpool_stats pool_stats(const kvpool* pool) {
   return s;
 }
 
-kvhost_stats host_stats(const kvpool* pool) {
-  kvhost_stats s = KVHOST_STATS_INIT;
-  EXPECT_EQ(kvhost_get_stats(pool, &s), KVPOOL_OK) << kvpool_last_error();
-  return s;
-}
+using kvtest::host_stats;
 
 // The families every pool has, equal to kvpool_get_stats().
 void expect_pool_figures(const kvpool* pool, const Exposition& m) {

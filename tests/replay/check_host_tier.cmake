@@ -1,23 +1,43 @@
-# The host tier (--host-capacity-tokens): a device pool far smaller than the working set
-# with a large host tier, prompts and outputs, 4 requests at once, kvpool_check every
-# 20 steps. Hits split into device and host parts that add up to the matched tokens; the
-# host part is not 0; bytes move both ways; the per-request file's two columns add up;
-# each write policy runs clean; a device-only run reports no host figures.
+# The host tier (--host-capacity-tokens) of kvpool-replay, under each write policy with
+# kvpool_check every 20 steps: hits split into device and host parts that add up to the
+# matched tokens; host hits (for every policy that must get them); at least as many
+# tokens loaded as host hits; bytes each way match the copied tokens. VARIANT picks the
+# pool and what else is asserted:
+#   mha (default; -DOUT=dir): the trace's tiny mha model at page 16, 300 requests, a 60k
+#     device pool and a 3M host tier: also the reported capacities, the number of checks,
+#     load evictions among evictions, the per-request file's two columns adding up, host
+#     hits for write_through_selective too; then greedy admission (retractions load host
+#     hits back), a device-only run that reports no host figures and matches fewer tokens,
+#     and a sweep with the with-host curve.
+#   hybrid (-DCONFIG=examples/configs/tiny-cpu-hybrid.json): a hybrid_linear pool (one
+#     full-attention layer of 1 head x 4 f16 values, page_size 1; the full-attention KV is
+#     tiered, mamba states stay on the device), 150 requests on a 40k device pool with
+#     chunked prefill (--chunk 512 caches a state at every chunk boundary, so later prompts
+#     can continue from one); write_through_selective may get no host hits.
 include(${CMAKE_CURRENT_LIST_DIR}/run_replay.cmake)
-file(MAKE_DIRECTORY ${OUT})
-set(common --trace ${TRACE} --max-requests 300 --capacity-tokens 60k --page-size 16 --concurrency 4
-           --check-every 20 --json)
+if(NOT DEFINED VARIANT)
+  set(VARIANT mha)
+endif()
+if(VARIANT STREQUAL "hybrid")
+  set(common --trace ${TRACE} --config ${CONFIG} --max-requests 150 --capacity-tokens 40k --concurrency 4
+             --chunk 512 --check-every 20 --host-capacity-tokens 3M --json)
+  set(bytes_per_token 16)  # K and V of 4 f16 values, one full-attention layer
+  set(may_miss_host write_through_selective)  # the one policy that may get no host hits
+  set(device_pool 40k)
+elseif(VARIANT STREQUAL "mha")
+  file(MAKE_DIRECTORY ${OUT})
+  set(common --trace ${TRACE} --max-requests 300 --capacity-tokens 60k --page-size 16 --concurrency 4
+             --check-every 20 --json)
+  # The tiny model: 1 layer x K and V x 1 head x 1 element x 2 bytes (f16).
+  set(bytes_per_token 4)
+  set(may_miss_host "")
+  set(device_pool 60k)
+else()
+  message(FATAL_ERROR "VARIANT is \"${VARIANT}\": expected mha or hybrid")
+endif()
 
-# The tiny model: 1 layer x K and V x 1 head x 1 element x 2 bytes (f16).
-set(bytes_per_token 4)
-
-foreach(policy write_through write_through_selective write_back)
-  set(per_request ${OUT}/per_request_${policy}.txt)
-  run_replay(json ${common} --host-capacity-tokens 3M --host-write-policy ${policy} --per-request ${per_request})
-  message(STATUS "${policy}: ${json}")
-  expect_field("${json}" check ok)
-  expect_field("${json}" host_tier ON)
-  expect_field("${json}" host_write_policy ${policy})
+# The mha variant's own checks of one policy's run.
+function(check_mha_run policy json per_request)
   expect_field("${json}" capacity_tokens 60000)
   string(JSON host_cap GET "${json}" host_capacity_tokens)
   if(host_cap LESS 3000000)
@@ -29,27 +49,9 @@ foreach(policy write_through write_through_selective write_back)
   if(NOT checks EQUAL expected)
     message(FATAL_ERROR "${policy}: ${checks} kvpool_check calls, expected ${expected}")
   endif()
-  foreach(key matched_tokens device_hit_tokens host_hit_tokens bytes_to_host bytes_to_device host_backup_tokens
-              host_load_tokens evicted_tokens load_evicted_tokens)
+  foreach(key matched_tokens host_hit_tokens evicted_tokens load_evicted_tokens)
     string(JSON ${key} GET "${json}" ${key})
   endforeach()
-  math(EXPR sum "${device_hit_tokens} + ${host_hit_tokens}")
-  if(NOT sum EQUAL matched_tokens)
-    message(FATAL_ERROR "${policy}: device ${device_hit_tokens} + host ${host_hit_tokens} != matched ${matched_tokens}")
-  endif()
-  if(host_hit_tokens EQUAL 0)
-    message(FATAL_ERROR "${policy}: no host hits with a 60k device pool and a 3M host tier")
-  endif()
-  # First admissions are among all load-backs (retractions and re-begins load too).
-  if(host_load_tokens LESS host_hit_tokens)
-    message(FATAL_ERROR "${policy}: ${host_load_tokens} tokens loaded, fewer than the ${host_hit_tokens} host hits")
-  endif()
-  math(EXPR want_to_device "${host_load_tokens} * ${bytes_per_token}")
-  math(EXPR want_to_host "${host_backup_tokens} * ${bytes_per_token}")
-  if(NOT bytes_to_device EQUAL want_to_device OR NOT bytes_to_host EQUAL want_to_host OR bytes_to_host EQUAL 0)
-    message(FATAL_ERROR "${policy}: bytes to host ${bytes_to_host} (want ${want_to_host}), to device "
-                        "${bytes_to_device} (want ${want_to_device})")
-  endif()
   if(load_evicted_tokens GREATER evicted_tokens)
     message(FATAL_ERROR "${policy}: load_evicted_tokens ${load_evicted_tokens} > evicted_tokens ${evicted_tokens}")
   endif()
@@ -71,8 +73,48 @@ foreach(policy write_through write_through_selective write_back)
   if(NOT total_matched EQUAL matched_tokens OR NOT total_host EQUAL host_hit_tokens)
     message(FATAL_ERROR "${policy}: per-request sums ${total_matched} / ${total_host}, JSON ${matched_tokens} / ${host_hit_tokens}")
   endif()
+endfunction()
+
+foreach(policy write_through write_through_selective write_back)
+  set(per_request ${OUT}/per_request_${policy}.txt)
+  if(VARIANT STREQUAL "mha")
+    run_replay(json ${common} --host-capacity-tokens 3M --host-write-policy ${policy} --per-request ${per_request})
+  else()
+    run_replay(json ${common} --host-write-policy ${policy})
+  endif()
+  message(STATUS "${policy}: ${json}")
+  expect_field("${json}" check ok)
+  expect_field("${json}" host_tier ON)
+  expect_field("${json}" host_write_policy ${policy})
+  foreach(key matched_tokens device_hit_tokens host_hit_tokens bytes_to_host bytes_to_device host_backup_tokens
+              host_load_tokens)
+    string(JSON ${key} GET "${json}" ${key})
+  endforeach()
+  math(EXPR sum "${device_hit_tokens} + ${host_hit_tokens}")
+  if(NOT sum EQUAL matched_tokens)
+    message(FATAL_ERROR "${policy}: device ${device_hit_tokens} + host ${host_hit_tokens} != matched ${matched_tokens}")
+  endif()
+  if(NOT policy STREQUAL "${may_miss_host}" AND host_hit_tokens EQUAL 0)
+    message(FATAL_ERROR "${policy}: no host hits with a ${device_pool} device pool and a 3M host tier")
+  endif()
+  # First admissions are among all load-backs (retractions and re-begins load too).
+  if(host_load_tokens LESS host_hit_tokens)
+    message(FATAL_ERROR "${policy}: ${host_load_tokens} tokens loaded, fewer than the ${host_hit_tokens} host hits")
+  endif()
+  math(EXPR want_to_device "${host_load_tokens} * ${bytes_per_token}")
+  math(EXPR want_to_host "${host_backup_tokens} * ${bytes_per_token}")
+  if(NOT bytes_to_device EQUAL want_to_device OR NOT bytes_to_host EQUAL want_to_host OR bytes_to_host EQUAL 0)
+    message(FATAL_ERROR "${policy}: bytes to host ${bytes_to_host} (want ${want_to_host}), to device "
+                        "${bytes_to_device} (want ${want_to_device})")
+  endif()
+  if(VARIANT STREQUAL "mha")
+    check_mha_run(${policy} "${json}" ${per_request})
+  endif()
   set(matched_${policy} ${matched_tokens})
 endforeach()
+if(VARIANT STREQUAL "hybrid")
+  return()
+endif()
 
 # Greedy admission, 8 at once: retractions, whose re-match loads host hits back too.
 run_replay(json --trace ${TRACE} --max-requests 300 --capacity-tokens 60k --page-size 16 --concurrency 8

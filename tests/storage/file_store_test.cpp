@@ -2,9 +2,7 @@
 // temporary directory: round trips of sealed pages, write-once, damaged files,
 // the LRU bound (within a process and across processes sharing the directory),
 // concurrent writers, failing writes and the exact counters.
-#include <dirent.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -22,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "../support/temp_dir.hpp"
 #include "storage/file_store.hpp"
 #include "storage/page_format.hpp"
 #include "storage/page_key.hpp"
@@ -37,26 +36,8 @@ using kvp::storage::FileStoreOptions;
 using kvp::storage::Fingerprint;
 using kvp::storage::PageCheck;
 
-// A fresh directory under /tmp, removed with everything in it.
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/kvpool-file-store-XXXXXX";
-    const char* made = mkdtemp(tmpl);
-    if (made != nullptr) path_ = made;
-  }
-  ~TempDir() {
-    if (path_.empty()) return;
-    chmod(path_.c_str(), 0755);
-    nftw(
-        path_.c_str(),
-        [](const char* p, const struct stat*, int, FTW*) { return ::remove(p); }, 16, FTW_DEPTH | FTW_PHYS);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using kvtest::names_in;
+using kvtest::TempDir;
 
 const Fingerprint& fingerprint() {
   static const Fingerprint fp = kvp::storage::fingerprint_of("file store test model");
@@ -134,19 +115,6 @@ std::string value_file(const std::string& dir, const std::string& key) { return 
 bool file_exists(const std::string& path) {
   struct stat st {};
   return ::stat(path.c_str(), &st) == 0;
-}
-
-// Every name in the directory but "." and "..", sorted.
-std::vector<std::string> names_in(const std::string& dir) {
-  std::vector<std::string> names;
-  DIR* d = opendir(dir.c_str());
-  if (d == nullptr) return names;
-  while (const dirent* e = readdir(d)) {
-    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) names.emplace_back(e->d_name);
-  }
-  closedir(d);
-  std::sort(names.begin(), names.end());
-  return names;
 }
 
 void write_file(const std::string& path, const std::string& text) {

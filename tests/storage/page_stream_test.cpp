@@ -5,9 +5,7 @@
 // never reported whole, wherever the damage falls relative to the read chunks; the
 // same with the payload hashed on a PayloadHasher's thread beside the reads (and through
 // StorageTier's prefetch thread, pipelined or not).
-#include <dirent.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -20,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "../support/temp_dir.hpp"
 #include "host/host_geometry.hpp"
 #include "storage/file_store.hpp"
 #include "storage/page_codec.hpp"
@@ -41,24 +40,7 @@ using kvp::storage::kReadChunkBytes;
 using kvp::storage::PayloadHasher;
 using kvp::storage::PageCheck;
 
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/kvpool-page-stream-XXXXXX";
-    const char* made = mkdtemp(tmpl);
-    if (made != nullptr) path_ = made;
-  }
-  ~TempDir() {
-    if (path_.empty()) return;
-    nftw(
-        path_.c_str(), [](const char* p, const struct stat*, int, FTW*) { return ::remove(p); }, 16,
-        FTW_DEPTH | FTW_PHYS);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using kvtest::TempDir;
 
 const kvp::storage::Fingerprint& fingerprint() {
   static const kvp::storage::Fingerprint fp = kvp::storage::fingerprint_of("page stream test model");
@@ -134,7 +116,13 @@ class MemoryValue final : public kvp::storage::ValueWriter, public kvp::storage:
     return true;
   }
   uint64_t size() const override { return size_; }
+  // With offer_mapping(true), the bytes themselves (as a file reader maps a cached file).
+  const uint8_t* mapped() override {
+    ++mapped_calls_;
+    return offer_mapping_ && bytes_.size() == size_ ? bytes_.data() : nullptr;
+  }
   bool read_at(uint64_t offset, const iovec* spans, int count, size_t* got) override {
+    ++read_calls_;
     *got = 0;
     if (offset >= fail_reads_from_) return false;
     for (int i = 0; i < count && offset < bytes_.size(); ++i) {
@@ -149,12 +137,17 @@ class MemoryValue final : public kvp::storage::ValueWriter, public kvp::storage:
   void claim_size(uint64_t size) { size_ = size; }
   void fail_writes_after(int n) { writes_left_ = n; }
   void fail_reads_from(uint64_t offset) { fail_reads_from_ = offset; }
+  void offer_mapping(bool on) { offer_mapping_ = on; }
+  int read_calls() const { return read_calls_; }
+  int mapped_calls() const { return mapped_calls_; }
 
  private:
   std::vector<uint8_t> bytes_;
   uint64_t size_;
   int writes_left_ = 1 << 30;
   uint64_t fail_reads_from_ = UINT64_MAX;
+  bool offer_mapping_ = false;
+  int read_calls_ = 0, mapped_calls_ = 0;
 };
 
 PageCheck read_into(const HostGeometry& g, std::vector<uint8_t>* host, int64_t page, MemoryValue& value,
@@ -244,6 +237,62 @@ TEST(PageStream, ShortLongForeignAndUnreadableValuesAreNotLoaded) {
   MemoryValue refusing;
   refusing.fail_writes_after(1);
   EXPECT_FALSE(kvp::storage::write_stored_page(g, host.data(), 0, fingerprint(), digest_of(1), refusing));
+}
+
+// ---- values the reader maps (a cached file): copied and hashed piece by piece ----
+
+TEST(PageStreamMapped, PagesComeBackWholeUnderEveryLayoutFromTheMappingAlone) {
+  ASSERT_GE(kvp::storage::page_payload_bytes(geometry(HostLayout::kLayerFirst)), kvp::storage::kMappedReadFrom);
+  PayloadHasher hasher;  // offered too: the mapping wins
+  for (const HostLayout layout : {HostLayout::kLayerFirst, HostLayout::kPageFirst, HostLayout::kPageFirstDirect,
+                                  HostLayout::kPageHead}) {
+    SCOPED_TRACE(kvp::host::host_layout_name(layout));
+    const HostGeometry g = geometry(layout);
+    std::vector<uint8_t> host = random_host(g, 21);
+    MemoryValue value(sealed(g, host, 1, digest_of(1)));
+    value.offer_mapping(true);
+    bool read_error = true;
+    ASSERT_EQ(read_into(g, &host, 2, value, &read_error, digest_of(1), &hasher), PageCheck::kOk);
+    EXPECT_FALSE(read_error);
+    EXPECT_TRUE(payload_of(g, host, 2) == payload_of(g, host, 1));
+    EXPECT_EQ(value.mapped_calls(), 1);
+    EXPECT_EQ(value.read_calls(), 1) << "only the header is read; the payload comes from the mapping";
+  }
+}
+
+TEST(PageStreamMapped, AFlippedByteAtAnyPieceOrChunkBoundaryIsCorrupt) {
+  const HostGeometry g = geometry(HostLayout::kPageFirst);  // 2 KiB spans: pieces cross them
+  std::vector<uint8_t> host = random_host(g, 22);
+  const std::vector<uint8_t> good = sealed(g, host, 0, digest_of(1));
+  const uint64_t payload = kvp::storage::page_payload_bytes(g), piece = kvp::storage::kMappedPieceBytes;
+  for (const uint64_t at : {uint64_t(0), piece - 1, piece, 3 * piece + 17, kReadChunkBytes - 1, kReadChunkBytes,
+                            payload / 2, payload - 1}) {
+    MemoryValue value(good);
+    value.offer_mapping(true);
+    value.bytes()[kPageHeaderBytes + at] ^= 0x04;
+    bool read_error = false;
+    EXPECT_EQ(read_into(g, &host, 2, value, &read_error), PageCheck::kCorrupt) << "payload byte " << at;
+    EXPECT_FALSE(read_error);
+    EXPECT_EQ(value.read_calls(), 1) << at;
+  }
+}
+
+TEST(PageStreamMapped, ShortOrLongValuesAreRefusedBeforeAnythingIsCopied) {
+  const HostGeometry g = geometry(HostLayout::kLayerFirst);
+  std::vector<uint8_t> host = random_host(g, 23);
+  const std::vector<uint8_t> before = host;
+  const std::vector<uint8_t> good = sealed(g, host, 0, digest_of(1));
+  std::vector<uint8_t> longer = good;
+  longer.push_back(1);
+  for (const auto& [bytes, expect] : {std::pair{std::vector<uint8_t>(good.begin(), good.end() - 1), PageCheck::kTruncated},
+                                      std::pair{longer, PageCheck::kCorrupt}}) {
+    MemoryValue value(bytes);
+    value.offer_mapping(true);
+    bool read_error = false;
+    EXPECT_EQ(read_into(g, &host, 2, value, &read_error), expect);
+    EXPECT_EQ(value.mapped_calls(), 0) << "the header's length check comes first";
+    EXPECT_TRUE(host == before) << "nothing was written into the host pages";
+  }
 }
 
 // ---- the payload hashed on a PayloadHasher's thread while it is read ----
@@ -504,15 +553,7 @@ TEST(FileStoreStreamed, AnAbandonedOrShortValueStoresNothing) {
   EXPECT_EQ(store->put_streamed(key, value.size(), gives_up), BlobResult::kError);
   PartialProducer short_one(value, value.size() - 1, true);
   EXPECT_EQ(store->put_streamed(key, value.size(), short_one), BlobResult::kError);
-  const std::vector<std::string> none;
-  std::vector<std::string> names;
-  if (DIR* dir = opendir(tmp.path().c_str())) {
-    while (dirent* e = readdir(dir)) {
-      if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) names.push_back(e->d_name);
-    }
-    closedir(dir);
-  }
-  EXPECT_EQ(names, none) << "no value and no temporary file stays";
+  EXPECT_EQ(tmp.files(), std::vector<std::string>()) << "no value and no temporary file stays";
   kvp::storage::BlobStats s = store->stats();
   EXPECT_EQ(s.put_errors, 2u);
   EXPECT_EQ(s.io_errors, 0u) << "the producer's doing, not the file system's";
@@ -556,15 +597,7 @@ TEST(FileStoreStreamed, AWriteCutShortInsideASpanIsAnErrorAndLeavesNoFile) {
     signal(SIGXFSZ, old_handler);
     EXPECT_EQ(r, BlobResult::kError);
   }
-  DIR* dir = opendir(tmp.path().c_str());
-  ASSERT_NE(dir, nullptr);
-  size_t entries = 0;
-  while (dirent* e = readdir(dir)) {
-    const std::string name = e->d_name;
-    if (name != "." && name != "..") ++entries;
-  }
-  closedir(dir);
-  EXPECT_EQ(entries, 0u) << "no value and no temporary file stays";
+  EXPECT_EQ(tmp.files(), std::vector<std::string>()) << "no value and no temporary file stays";
   EXPECT_EQ(store->stats().io_errors, 1u);
   // Without the limit the same spans make the whole value, in order.
   ThreeSpans producer(value);

@@ -5,7 +5,6 @@
 // bad input, and kvpool_check after every step.
 #include <gtest/gtest.h>
 
-#include <dirent.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -19,6 +18,7 @@
 
 #include "../support/host_tier_kv.hpp"
 #include "../support/storage_requests.hpp"
+#include "../support/temp_dir.hpp"
 #include "../unit/test_util.hpp"
 
 namespace {
@@ -26,33 +26,7 @@ namespace {
 using kvtest::expect_consistent;
 using kvtest::Pool;
 
-// A fresh directory under /tmp, removed with its files at the end.
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/kvpool-storage-XXXXXX";
-    path_ = mkdtemp(tmpl);
-  }
-  ~TempDir() {
-    for (const std::string& f : files()) std::remove((path_ + "/" + f).c_str());
-    rmdir(path_.c_str());
-  }
-  const std::string& path() const { return path_; }
-  std::vector<std::string> files() const {  // every entry but . and ..
-    std::vector<std::string> out;
-    if (DIR* d = opendir(path_.c_str())) {
-      while (dirent* e = readdir(d)) {
-        const std::string name = e->d_name;
-        if (name != "." && name != "..") out.push_back(name);
-      }
-      closedir(d);
-    }
-    return out;
-  }
-
- private:
-  std::string path_;
-};
+using kvtest::TempDir;
 
 // mha f32, 2 layers x 2 heads x 8, page 4, a host tier and a file store in `dir`.
 std::string storage_config(const std::string& dir, const char* policy = "best_effort", int threshold = 8,

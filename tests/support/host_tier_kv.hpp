@@ -1,20 +1,31 @@
-// KV contents the host-tier tests write and check: the pools are mha f32, 2 layers of
-// 2 heads x 8 values. A token's row is derived from a tag, so a row read back names the
-// token it was written for; prefix_tags() makes a token's tag depend on its whole
-// prefix, as a model's KV does, so a matched prefix holds exactly its own rows.
+// What the host-tier tests share. KV contents they write and check: the tiered layers
+// hold f32 rows of 2 heads x 8 values (mha pools: layers 0 and 1; hybrid_linear pools:
+// their full-attention layers). A token's row is derived from a tag, so a row read back
+// names the token it was written for; prefix_tags() makes a token's tag depend on its
+// whole prefix, as a model's KV does, so a matched prefix holds exactly its own rows.
+// Also: kvhost_match / stats / node-state wrappers, and a picture of the pool with its
+// host tier for the tests that prove a failed call changed nothing.
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "kvpool/host.h"
 #include "kvpool/kvpool.h"
+#include "pool_state.hpp"
 
 namespace kvtest {
 
 constexpr int kTierLayers = 2;
+// The layers an mha tier test pool holds (model layer ids).
+inline const std::vector<int32_t>& mha_tier_layers() {
+  static const std::vector<int32_t> layers = {0, 1};
+  return layers;
+}
 constexpr size_t kTierRow = 2 * 8;  // f32 values of one token in one layer (K or V)
 
 // K of the token tagged `tag` in `layer`; its V is the row of tag + 7.
@@ -35,8 +46,10 @@ inline std::vector<uint64_t> prefix_tags(const std::vector<int32_t>& t, size_t n
   return tags;
 }
 
-inline void write_tier_kv(kvpool* pool, const std::vector<int64_t>& slots, const std::vector<uint64_t>& tags) {
-  for (int layer = 0; layer < kTierLayers; ++layer) {
+// Writes the rows of `tags` into `slots` of every layer in `layers`.
+inline void write_tier_kv(kvpool* pool, const std::vector<int64_t>& slots, const std::vector<uint64_t>& tags,
+                          const std::vector<int32_t>& layers = mha_tier_layers()) {
+  for (int32_t layer : layers) {
     std::vector<float> k, v;
     for (uint64_t t : tags) {
       const std::vector<float> rk = tier_row(layer, t), rv = tier_row(layer, t + 7);
@@ -52,8 +65,8 @@ inline void write_tier_kv(kvpool* pool, const std::vector<int64_t>& slots, const
 
 // The rows of `slots` hold what write_tier_kv wrote for `tags`; `who` names the pool in failures.
 inline void expect_tier_kv(kvpool* pool, const std::vector<int64_t>& slots, const std::vector<uint64_t>& tags,
-                           const std::string& who = "") {
-  for (int layer = 0; layer < kTierLayers; ++layer) {
+                           const std::string& who = "", const std::vector<int32_t>& layers = mha_tier_layers()) {
+  for (int32_t layer : layers) {
     std::vector<float> k(slots.size() * kTierRow), v(slots.size() * kTierRow);
     ASSERT_EQ(kvpool_get_kv(pool, layer, slots.data(), slots.size(), k.data(), k.size() * 4, v.data(), v.size() * 4,
                             KVPOOL_DTYPE_F32),
@@ -67,6 +80,100 @@ inline void expect_tier_kv(kvpool* pool, const std::vector<int64_t>& slots, cons
       ASSERT_EQ(row(v), tier_row(layer, tags[i] + 7)) << who << " V of token " << i << " (slot " << slots[i] << ")";
     }
   }
+}
+
+// Tokens first, first + 1, ..., n of them.
+inline std::vector<int32_t> tokens_from(int32_t first, size_t n) {
+  std::vector<int32_t> t(n);
+  for (size_t i = 0; i < n; ++i) t[i] = first + static_cast<int32_t>(i);
+  return t;
+}
+
+// kvhost_match's answer: the device part (its slots) and the host part after it.
+struct Tiered {
+  size_t device = 0, host = 0;
+  uint64_t node = 0, host_node = 0;
+  std::vector<int64_t> slots;
+};
+
+inline Tiered host_match(kvpool* pool, const std::vector<int32_t>& tokens) {
+  Tiered m;
+  m.slots.resize(tokens.size());
+  EXPECT_EQ(kvhost_match(pool, tokens.data(), tokens.size(), nullptr, m.slots.data(), m.slots.size(), &m.device, &m.host,
+                         &m.node, &m.host_node),
+            KVPOOL_OK)
+      << kvpool_last_error();
+  m.slots.resize(m.device);
+  return m;
+}
+
+inline kvhost_stats host_stats(const kvpool* pool) {
+  kvhost_stats s = KVHOST_STATS_INIT;
+  EXPECT_EQ(kvhost_get_stats(pool, &s), KVPOOL_OK) << kvpool_last_error();
+  return s;
+}
+
+// kvhost_load_back of host_node into a buffer of `capacity` slots: the slots it loaded
+// (none when the load was refused); *last receives the node a match now ends at.
+inline std::vector<int64_t> host_load_back(kvpool* pool, uint64_t host_node, size_t capacity, uint64_t* last) {
+  std::vector<int64_t> slots(capacity);
+  size_t loaded = 0;
+  EXPECT_EQ(kvhost_load_back(pool, host_node, slots.data(), slots.size(), &loaded, last), KVPOOL_OK) << kvpool_last_error();
+  slots.resize(std::min(loaded, capacity));
+  return slots;
+}
+
+inline void node_state(kvpool* pool, uint64_t node, int32_t* on_device, int32_t* on_host) {
+  size_t tokens = 0;
+  ASSERT_EQ(kvhost_node_state(pool, node, on_device, on_host, &tokens), KVPOOL_OK) << kvpool_last_error();
+}
+
+// A request's kvseq_get_info and the slots it holds (at most `max_tokens`).
+struct Held {
+  kvseq_info info = KVSEQ_INFO_INIT;
+  std::vector<int64_t> slots;
+};
+
+inline Held held_by(kvpool* pool, uint64_t id, size_t max_tokens) {
+  Held h;
+  EXPECT_EQ(kvseq_get_info(pool, id, &h.info), KVPOOL_OK) << kvpool_last_error();
+  h.slots.resize(max_tokens);
+  size_t n = 0;
+  EXPECT_EQ(kvseq_get_slots(pool, id, h.slots.data(), h.slots.size(), &n), KVPOOL_OK) << kvpool_last_error();
+  h.slots.resize(std::min(n, max_tokens));
+  return h;
+}
+
+// The ids of `requests` (anything with an `id` member), for tier_state().
+template <class Request>
+std::vector<uint64_t> ids_of(const std::vector<Request>& requests) {
+  std::vector<uint64_t> ids;
+  for (const Request& r : requests) ids.push_back(r.id);
+  return ids;
+}
+
+// pool_state() (allocator lists, tree sizes, accounting, the requests `seqs`) plus the
+// host tier's stats and kvpool_check's verdict: equal before and after a call that
+// failed, or the call changed something.
+inline std::string tier_state(kvpool* pool, const std::vector<uint64_t>& seqs = {}) {
+  std::string text = pool_state(pool, seqs);
+  const kvhost_stats s = host_stats(pool);
+  text += "host: capacity " + std::to_string(s.capacity_tokens) + " used " + std::to_string(s.used_tokens) +
+          " host-only " + std::to_string(s.host_only_tokens) + " in flight " + std::to_string(s.copies_in_flight) + "\n";
+  text += "host copies: backups " + std::to_string(s.backups) + " (" + std::to_string(s.backup_tokens) + " tokens, " +
+          std::to_string(s.backups_skipped) + " skipped, " + std::to_string(s.backup_errors) + " failed) loads " + std::to_string(s.loads) + " (" +
+          std::to_string(s.load_tokens) + " tokens, " + std::to_string(s.loads_refused) + " refused, " +
+          std::to_string(s.load_evicted_tokens) + " evicted) host evicted " + std::to_string(s.host_evicted_tokens) +
+          " bytes " + std::to_string(s.bytes_to_host) + "/" + std::to_string(s.bytes_to_device) + "\n";
+  char report[2048] = {0};
+  const kvpool_status st = kvpool_check(pool, report, sizeof(report));
+  text += "check: " + std::to_string(st) + " " + report + "\n";
+  return text;
+}
+
+// "" when a failed call left the tier_state() picture as it was, else what changed.
+inline std::string changed_by_failure(const std::string& before, const std::string& after) {
+  return before == after ? std::string() : "a failed call changed the pool:\n" + first_difference(before, after);
 }
 
 }  // namespace kvtest

@@ -88,16 +88,11 @@ inline kvseq_info begin_and_check_kv(kvpool* pool, const std::vector<int32_t>& p
   size_t cached = 0;
   EXPECT_EQ(kvseq_begin(pool, prompt.data(), prompt.size(), extra_key, &seq, &cached), KVPOOL_OK)
       << kvpool_last_error();
-  kvseq_info info = KVSEQ_INFO_INIT;
-  EXPECT_EQ(kvseq_get_info(pool, seq, &info), KVPOOL_OK);
-  std::vector<int64_t> held(prompt.size());
-  size_t n = 0;
-  EXPECT_EQ(kvseq_get_slots(pool, seq, held.data(), held.size(), &n), KVPOOL_OK);
-  held.resize(n);
-  expect_tier_kv(pool, held, prefix_tags(prompt, n), "after begin");
+  const Held held = held_by(pool, seq, prompt.size());
+  expect_tier_kv(pool, held.slots, prefix_tags(prompt, held.slots.size()), "after begin");
   EXPECT_EQ(kvseq_abort(pool, seq), KVPOOL_OK);
   expect_checked(pool, "after begin");
-  return info;
+  return held.info;
 }
 
 }  // namespace kvtest

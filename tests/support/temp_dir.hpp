@@ -1,15 +1,33 @@
 // A fresh directory under /tmp for a test, removed with everything in it when the
-// test's object goes away (e.g. a file storage backend's directory).
+// test's object goes away (e.g. a file storage backend's directory), and the listing of
+// a directory's entries.
 #pragma once
 
+#include <dirent.h>
 #include <ftw.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 namespace kvtest {
+
+// Every name in the directory but "." and "..", sorted (none when it cannot be read).
+inline std::vector<std::string> names_in(const std::string& dir) {
+  std::vector<std::string> names;
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return names;
+  while (const dirent* e = readdir(d)) {
+    const std::string name = e->d_name;
+    if (name != "." && name != "..") names.push_back(name);
+  }
+  closedir(d);
+  std::sort(names.begin(), names.end());
+  return names;
+}
 
 class TempDir {
  public:
@@ -29,6 +47,8 @@ class TempDir {
 
   // Empty when the directory could not be made.
   const std::string& path() const { return path_; }
+  // The entries of the directory (names_in).
+  std::vector<std::string> files() const { return names_in(path_); }
 
  private:
   std::string path_;

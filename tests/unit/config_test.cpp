@@ -234,6 +234,7 @@ TEST(Config, StorageBackends) {
   kvpool_plan_info p;
   std::string error;
   for (const char* ok : {R"({"backend": "file", "path": "/tmp/kv", "max_bytes": 1048576})",
+                         R"({"backend": "file", "path": "/tmp/kv", "mapped_reads": false})",
                          R"({"backend": "memcached", "servers": ["127.0.0.1:11211", "cache-2:11212"], "replicas": 1,
                              "timeout_ms": 50, "retry_timeout_s": 0.5})",
                          R"({"backend": "redis", "servers": ["127.0.0.1:6379", "[::1]:6380"], "timeout_ms": 200})"}) {
@@ -245,6 +246,10 @@ TEST(Config, StorageBackends) {
                       {"$.storage.servers: given for backend \"file\""});
   expect_config_error(storage(R"({"backend": "file", "path": "/tmp/kv", "max_bytes": -1})"),
                       {"$.storage.max_bytes: got -1"});
+  expect_config_error(storage(R"({"backend": "file", "path": "/tmp/kv", "mapped_reads": 1})"),
+                      {"$.storage.mapped_reads: got 1"});
+  expect_config_error(storage(R"({"backend": "redis", "servers": ["a:1"], "mapped_reads": true})"),
+                      {"$.storage.mapped_reads: given for backend \"redis\""});
   expect_config_error(storage(R"({"backend": "memcached"})"), {"$.storage.servers: missing"});
   expect_config_error(storage(R"({"backend": "memcached", "servers": []})"), {"$.storage.servers: got []"});
   expect_config_error(storage(R"({"backend": "memcached", "servers": ["localhost"]})"),

@@ -5,20 +5,17 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cstring>
-#include <map>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "../support/host_tier_kv.hpp"
+#include "../support/tier_requests.hpp"
 #include "test_util.hpp"
 
 namespace {
 
 using kvtest::expect_consistent;
 using kvtest::Pool;
-
 
 // An mha f32 pool on the CPU with a host tier of `ratio` x its tokens.
 std::string tier_config(int page, int64_t tokens, double ratio, const char* policy, bool events = false,
@@ -31,14 +28,14 @@ std::string tier_config(int page, int64_t tokens, double ratio, const char* poli
          (std::string(layout) == "page_first_direct" ? "direct" : "kernel") + R"("}})";
 }
 
-kvhost_stats stats(kvpool* pool) {
-  kvhost_stats s = KVHOST_STATS_INIT;
-  EXPECT_EQ(kvhost_get_stats(pool, &s), KVPOOL_OK) << kvpool_last_error();
-  return s;
-}
-
 using kvtest::kTierLayers;
 using kvtest::kTierRow;
+using kvtest::node_state;
+using kvtest::Tiered;
+using kvtest::tokens_from;
+
+kvhost_stats stats(kvpool* pool) { return kvtest::host_stats(pool); }
+Tiered match(kvpool* pool, const std::vector<int32_t>& tokens) { return kvtest::host_match(pool, tokens); }
 
 void write_kv(kvpool* pool, const std::vector<int64_t>& slots, const std::vector<uint64_t>& tags) {
   kvtest::write_tier_kv(pool, slots, tags);
@@ -46,12 +43,6 @@ void write_kv(kvpool* pool, const std::vector<int64_t>& slots, const std::vector
 
 void expect_kv(kvpool* pool, const std::vector<int64_t>& slots, const std::vector<uint64_t>& tags) {
   kvtest::expect_tier_kv(pool, slots, tags);
-}
-
-std::vector<int32_t> tokens_from(int32_t first, size_t n) {
-  std::vector<int32_t> t(n);
-  for (size_t i = 0; i < n; ++i) t[i] = first + static_cast<int32_t>(i);
-  return t;
 }
 
 // radix_insert of freshly allocated slots holding tags 1000*first + i.
@@ -67,28 +58,6 @@ uint64_t insert_fresh(kvpool* pool, const std::vector<int32_t>& tokens, std::vec
   EXPECT_EQ(prefix, 0u);
   if (slots_out != nullptr) *slots_out = slots;
   return node;
-}
-
-struct Tiered {
-  size_t device = 0, host = 0;
-  uint64_t node = 0, host_node = 0;
-  std::vector<int64_t> slots;
-};
-
-Tiered match(kvpool* pool, const std::vector<int32_t>& tokens) {
-  Tiered m;
-  m.slots.resize(tokens.size());
-  EXPECT_EQ(kvhost_match(pool, tokens.data(), tokens.size(), nullptr, m.slots.data(), m.slots.size(), &m.device, &m.host,
-                         &m.node, &m.host_node),
-            KVPOOL_OK)
-      << kvpool_last_error();
-  m.slots.resize(m.device);
-  return m;
-}
-
-void node_state(kvpool* pool, uint64_t node, int32_t* on_device, int32_t* on_host) {
-  size_t tokens = 0;
-  ASSERT_EQ(kvhost_node_state(pool, node, on_device, on_host, &tokens), KVPOOL_OK) << kvpool_last_error();
 }
 
 TEST(HostTier, WriteThroughBacksUpOnInsertAndLoadsBackTheSameBytes) {
@@ -134,11 +103,9 @@ TEST(HostTier, WriteThroughBacksUpOnInsertAndLoadsBackTheSameBytes) {
   EXPECT_EQ(m.host_node, node);
 
   // Load-back: fresh device slots holding the bytes written before the eviction.
-  std::vector<int64_t> slots(16);
-  size_t loaded = 0;
   uint64_t back = 0;
-  ASSERT_EQ(kvhost_load_back(pool, m.host_node, slots.data(), slots.size(), &loaded, &back), KVPOOL_OK) << kvpool_last_error();
-  EXPECT_EQ(loaded, 16u);
+  const std::vector<int64_t> slots = kvtest::host_load_back(pool, m.host_node, 16, &back);
+  EXPECT_EQ(slots.size(), 16u);
   EXPECT_EQ(back, node);
   std::vector<uint64_t> tags(key.begin(), key.end());
   expect_kv(pool, slots, tags);
@@ -583,10 +550,8 @@ TEST(HostTier, PoolsTheTierDoesNotServeAreRefused) {
   EXPECT_EQ(pool, nullptr);
 }
 
-// Random request workloads: prompts sharing prefixes, chunked prefill, decode, finish,
-// abort and retract, under device pressure (eviction to the host) and host pressure
-// (host eviction); kvpool_check after every step, and every slot a request holds after
-// kvseq_begin has the KV of the token it stands for.
+// Random request workloads (tests/support/tier_requests.hpp) on mha pools: each write
+// policy, page sizes 1 and 4, the host layouts.
 struct Workload {
   const char* policy;
   int page;
@@ -599,87 +564,12 @@ class HostTierRandom : public ::testing::TestWithParam<Workload> {};
 TEST_P(HostTierRandom, RequestsKeepTheirBytesAndTheAccountingAddsUp) {
   const Workload w = GetParam();
   Pool pool(tier_config(w.page, 96, w.ratio, w.policy, false, w.layout));
-  std::mt19937 rng(1234 + static_cast<unsigned>(w.page));
-  const auto tags_of = kvtest::prefix_tags;  // a token's KV depends on its whole prefix
-  std::vector<std::vector<int32_t>> prefixes;
-  for (int g = 0; g < 4; ++g) prefixes.push_back(tokens_from(10000 * (g + 1), 12 + static_cast<size_t>(g) * 4));
-  struct Live {
-    uint64_t id;
-    std::vector<int32_t> tokens;
-    size_t computed;
-  };
-  std::vector<Live> live;
+  kvtest::TierRequests requests;
+  requests.seed = 1234 + static_cast<unsigned>(w.page);
+  requests.layers = kvtest::mha_tier_layers();
   uint64_t host_hits = 0;
-  for (int step = 0; step < 1200; ++step) {
-    const int op = static_cast<int>(rng() % 10);
-    if (live.size() < 4 && op < 4) {  // begin
-      std::vector<int32_t> t = prefixes[rng() % prefixes.size()];
-      const size_t tail = 1 + rng() % 12;
-      for (size_t i = 0; i < tail; ++i) t.push_back(static_cast<int32_t>(rng() % 50));
-      uint64_t id = 0;
-      size_t cached = 0;
-      ASSERT_EQ(kvseq_begin(pool, t.data(), t.size(), nullptr, &id, &cached), KVPOOL_OK) << kvpool_last_error();
-      kvseq_info info = KVSEQ_INFO_INIT;
-      ASSERT_EQ(kvseq_get_info(pool, id, &info), KVPOOL_OK);
-      host_hits += info.host_hit;
-      std::vector<int64_t> held(t.size());
-      size_t n = 0;
-      ASSERT_EQ(kvseq_get_slots(pool, id, held.data(), held.size(), &n), KVPOOL_OK);
-      held.resize(n);
-      ASSERT_EQ(n, cached);
-      expect_kv(pool, held, tags_of(t, n));
-      live.push_back({id, t, cached});
-    } else if (!live.empty() && op < 7) {  // extend a chunk, or decode once the prompt is done
-      Live& r = live[rng() % live.size()];
-      if (r.computed < r.tokens.size()) {
-        const size_t chunk = std::min(r.tokens.size() - r.computed, static_cast<size_t>(1 + rng() % 16));
-        int64_t c = static_cast<int64_t>(chunk);
-        std::vector<int64_t> out(chunk);
-        const kvpool_status st = kvseq_extend(pool, &r.id, 1, &c, 1, out.data(), out.size());
-        if (st == KVPOOL_ERR_OUT_OF_MEMORY) continue;  // full of locked requests: try later
-        ASSERT_EQ(st, KVPOOL_OK) << kvpool_last_error();
-        const std::vector<uint64_t> tags = tags_of(r.tokens, r.computed + chunk);
-        write_kv(pool, out, std::vector<uint64_t>(tags.begin() + static_cast<long>(r.computed), tags.end()));
-        r.computed += chunk;
-      } else if (r.tokens.size() < 60) {
-        int32_t tok = static_cast<int32_t>(rng() % 50);
-        int64_t slot = 0;
-        const kvpool_status st = kvseq_decode(pool, &r.id, 1, &tok, 1, &slot, 1);
-        if (st == KVPOOL_ERR_OUT_OF_MEMORY) continue;
-        ASSERT_EQ(st, KVPOOL_OK) << kvpool_last_error();
-        r.tokens.push_back(tok);
-        write_kv(pool, {slot}, {tags_of(r.tokens, r.tokens.size()).back()});
-        ++r.computed;
-      }
-    } else if (!live.empty()) {  // finish (mostly), abort or retract
-      const size_t i = rng() % live.size();
-      Live& r = live[i];
-      const int how = static_cast<int>(rng() % 6);
-      if (how == 0) {
-        ASSERT_EQ(kvseq_abort(pool, r.id), KVPOOL_OK);
-      } else if (how == 1) {
-        size_t cached = 0;
-        ASSERT_EQ(kvseq_retract(pool, r.id, &cached), KVPOOL_OK) << kvpool_last_error();
-        r.computed = cached;
-        std::vector<int64_t> held(r.tokens.size());
-        size_t n = 0;
-        ASSERT_EQ(kvseq_get_slots(pool, r.id, held.data(), held.size(), &n), KVPOOL_OK);
-        held.resize(n);
-        expect_kv(pool, held, tags_of(r.tokens, n));
-        continue;
-      } else {
-        ASSERT_EQ(kvseq_finish(pool, r.id, r.computed), KVPOOL_OK) << kvpool_last_error();
-      }
-      live.erase(live.begin() + static_cast<long>(i));
-    }
-    if (rng() % 8 == 0) {  // host pressure now and then
-      size_t freed = 0;
-      ASSERT_EQ(kvhost_evict(pool, 1 + rng() % 16, &freed), KVPOOL_OK);
-    }
-    char report[4096];
-    ASSERT_EQ(kvpool_check(pool, report, sizeof(report)), KVPOOL_OK) << "step " << step << ":\n" << report;
-  }
-  for (const Live& r : live) ASSERT_EQ(kvseq_finish(pool, r.id, r.computed), KVPOOL_OK);
+  kvtest::run_tier_requests(pool, requests, &host_hits);
+  if (HasFatalFailure()) return;
   expect_consistent(pool);
   const kvhost_stats s = stats(pool);
   EXPECT_GT(s.backups, 0u);
