@@ -22,7 +22,12 @@
 namespace {
 
 using kvtest::expect_consistent;
+using kvtest::host_match;
+using kvtest::host_stats;
+using kvtest::node_state;
 using kvtest::Pool;
+using kvtest::Tiered;
+using kvtest::tokens_from;
 
 // Layers 0 and 2 are sliding-window layers, 1 and 3 full attention ("SF").
 constexpr int32_t kFullLayers[] = {1, 3};
@@ -112,12 +117,6 @@ void expect_usable(kvpool* pool, const std::vector<int64_t>& slots, const std::v
   for (int32_t layer : kWindowLayers) expect_layer(pool, layer, windowed, windowed_tags);
 }
 
-std::vector<int32_t> tokens_from(int32_t first, size_t n) {
-  std::vector<int32_t> t(n);
-  for (size_t i = 0; i < n; ++i) t[i] = first + static_cast<int32_t>(i);
-  return t;
-}
-
 std::vector<uint64_t> tags_of(const std::vector<int32_t>& t) { return kvtest::prefix_tags(t, t.size()); }
 
 size_t full_available(kvpool* pool, size_t* window = nullptr) {
@@ -142,33 +141,6 @@ uint64_t insert_fresh(kvpool* pool, const std::vector<int32_t>& tokens, size_t* 
   return node;
 }
 
-struct Tiered {
-  size_t device = 0, host = 0;
-  uint64_t node = 0, host_node = 0;
-  std::vector<int64_t> slots;
-};
-
-Tiered match(kvpool* pool, const std::vector<int32_t>& tokens) {
-  Tiered m;
-  m.slots.resize(tokens.size());
-  EXPECT_EQ(kvhost_match(pool, tokens.data(), tokens.size(), nullptr, m.slots.data(), m.slots.size(), &m.device, &m.host,
-                         &m.node, &m.host_node),
-            KVPOOL_OK)
-      << kvpool_last_error();
-  m.slots.resize(m.device);
-  return m;
-}
-
-kvhost_stats stats(kvpool* pool) {
-  kvhost_stats s = KVHOST_STATS_INIT;
-  EXPECT_EQ(kvhost_get_stats(pool, &s), KVPOOL_OK) << kvpool_last_error();
-  return s;
-}
-
-void node_state(kvpool* pool, uint64_t node, int32_t* on_device, int32_t* on_host, size_t* tokens = nullptr) {
-  ASSERT_EQ(kvhost_node_state(pool, node, on_device, on_host, tokens), KVPOOL_OK) << kvpool_last_error();
-}
-
 size_t evict_device(kvpool* pool, size_t tokens) {
   size_t evicted = 0;
   EXPECT_EQ(radix_evict(pool, tokens, &evicted), KVPOOL_OK) << kvpool_last_error();
@@ -184,10 +156,10 @@ TEST(HostTierSwa, WriteThroughKeepsTheWindowTailAndLoadsAUsableMatchBack) {
   node_state(pool, node, &on_device, &on_host);
   EXPECT_EQ(on_device, 1);
   EXPECT_EQ(on_host, 1) << "write_through copies a node when it is created";
-  EXPECT_EQ(stats(pool).used_tokens, 24u);
+  EXPECT_EQ(host_stats(pool).used_tokens, 24u);
   std::vector<int32_t> longer = t;
   longer.push_back(7);
-  const Tiered before = match(pool, longer);
+  const Tiered before = host_match(pool, longer);
   ASSERT_EQ(before.device, 24u);
   size_t full = 0, window = 0;
   ASSERT_EQ(kvalloc_swa_available(pool, &full, &window), KVPOOL_OK);
@@ -198,11 +170,11 @@ TEST(HostTierSwa, WriteThroughKeepsTheWindowTailAndLoadsAUsableMatchBack) {
   node_state(pool, node, &on_device, &on_host);
   EXPECT_EQ(on_device, 0) << "backed up: the node stays as host-only";
   EXPECT_EQ(on_host, 1);
-  EXPECT_EQ(stats(pool).host_only_tokens, 24u);
+  EXPECT_EQ(host_stats(pool).host_only_tokens, 24u);
   ASSERT_EQ(kvalloc_swa_available(pool, &full, &window), KVPOOL_OK);
   EXPECT_EQ(full, full_with_node + 24) << "the device holds nothing";
 
-  Tiered m = match(pool, longer);
+  Tiered m = host_match(pool, longer);
   EXPECT_EQ(m.device, 0u);
   EXPECT_EQ(m.host, 24u);
   EXPECT_EQ(m.host_node, node);
@@ -213,7 +185,7 @@ TEST(HostTierSwa, WriteThroughKeepsTheWindowTailAndLoadsAUsableMatchBack) {
   ASSERT_EQ(kvhost_load_back(pool, m.host_node, slots.data(), slots.size(), &loaded, &last), KVPOOL_OK) << kvpool_last_error();
   EXPECT_EQ(loaded, 24u);
   expect_consistent(pool);
-  m = match(pool, longer);
+  m = host_match(pool, longer);
   EXPECT_EQ(m.device, 24u) << "usable: the last window of tokens came back with window slots";
   EXPECT_EQ(m.host, 0u);
   EXPECT_EQ(m.slots, slots);
@@ -223,7 +195,7 @@ TEST(HostTierSwa, WriteThroughKeepsTheWindowTailAndLoadsAUsableMatchBack) {
   EXPECT_EQ(static_cast<size_t>(std::count(w.begin(), w.end(), 0)), 24 - kWindow);
   ASSERT_EQ(kvalloc_swa_available(pool, &full, &window), KVPOOL_OK);
   EXPECT_EQ(full, full_with_node);
-  const kvhost_stats s = stats(pool);
+  const kvhost_stats s = host_stats(pool);
   EXPECT_EQ(s.loads, 1u);
   EXPECT_EQ(s.load_tokens, 24u);
   EXPECT_EQ(s.host_only_tokens, 0u);
@@ -248,7 +220,7 @@ TEST(HostTierSwa, AChainComesBackWithWindowSlotsOnlyForItsLastWindow) {
   expect_consistent(pool);
   std::vector<int32_t> b2 = b;
   b2.push_back(1);
-  Tiered m = match(pool, b2);
+  Tiered m = host_match(pool, b2);
   EXPECT_EQ(m.host, 28u);
   std::vector<int64_t> slots(28);
   size_t loaded = 0;
@@ -256,7 +228,7 @@ TEST(HostTierSwa, AChainComesBackWithWindowSlotsOnlyForItsLastWindow) {
   ASSERT_EQ(kvhost_load_back(pool, m.host_node, slots.data(), slots.size(), &loaded, &last), KVPOOL_OK) << kvpool_last_error();
   EXPECT_EQ(loaded, 28u);
   expect_consistent(pool);
-  m = match(pool, b2);
+  m = host_match(pool, b2);
   EXPECT_EQ(m.device, 28u);
   expect_usable(pool, m.slots, tags_of(b));
   const std::vector<int64_t> w = window_slots(pool, m.slots);
@@ -266,7 +238,7 @@ TEST(HostTierSwa, AChainComesBackWithWindowSlotsOnlyForItsLastWindow) {
   // (its rows are on the device, whose window slots are gone).
   std::vector<int32_t> a2 = a;
   a2.push_back(1);
-  m = match(pool, a2);
+  m = host_match(pool, a2);
   EXPECT_EQ(m.device, 0u);
   EXPECT_EQ(m.host, 0u);
   expect_consistent(pool);
@@ -280,7 +252,7 @@ TEST(HostTierSwa, AHostOnlyMatchCutInsideANodeHasNoWindowRowsAndIsNotLoaded) {
   // The first 14 tokens: the node is split there, and its upper part holds no window rows.
   std::vector<int32_t> probe = tokens_from(100, 14);
   probe.push_back(9999);
-  const Tiered m = match(pool, probe);
+  const Tiered m = host_match(pool, probe);
   EXPECT_EQ(m.device, 0u);
   EXPECT_EQ(m.host, 0u) << "no usable end: the first 14 tokens' window rows were not kept";
   EXPECT_EQ(m.host_node, m.node);
@@ -288,14 +260,14 @@ TEST(HostTierSwa, AHostOnlyMatchCutInsideANodeHasNoWindowRowsAndIsNotLoaded) {
   // The whole sequence is still loadable.
   std::vector<int32_t> longer = t;
   longer.push_back(7);
-  const Tiered whole = match(pool, longer);
+  const Tiered whole = host_match(pool, longer);
   EXPECT_EQ(whole.host, 24u);
   std::vector<int64_t> slots(24);
   size_t loaded = 0;
   uint64_t last = 0;
   ASSERT_EQ(kvhost_load_back(pool, whole.host_node, slots.data(), slots.size(), &loaded, &last), KVPOOL_OK);
   EXPECT_EQ(loaded, 24u);
-  expect_usable(pool, match(pool, longer).slots, tags_of(t));
+  expect_usable(pool, host_match(pool, longer).slots, tags_of(t));
   expect_consistent(pool);
 }
 
@@ -310,7 +282,7 @@ TEST(HostTierSwa, FewerThanTenHostTokensAreRecomputed) {
   // a comes back; then b's 8 host-only tokens are below the threshold.
   std::vector<int32_t> a2 = a;
   a2.push_back(1);
-  Tiered m = match(pool, a2);
+  Tiered m = host_match(pool, a2);
   ASSERT_EQ(m.host, 16u);
   std::vector<int64_t> slots(24);
   size_t loaded = 0;
@@ -319,13 +291,13 @@ TEST(HostTierSwa, FewerThanTenHostTokensAreRecomputed) {
   ASSERT_EQ(loaded, 16u);
   std::vector<int32_t> b2 = b;
   b2.push_back(1);
-  m = match(pool, b2);
+  m = host_match(pool, b2);
   EXPECT_EQ(m.device, 16u);
   EXPECT_EQ(m.host, 8u);
-  const uint64_t refused_before = stats(pool).loads_refused;
+  const uint64_t refused_before = host_stats(pool).loads_refused;
   ASSERT_EQ(kvhost_load_back(pool, m.host_node, slots.data(), slots.size(), &loaded, &last), KVPOOL_OK);
   EXPECT_EQ(loaded, 0u);
-  EXPECT_EQ(stats(pool).loads_refused, refused_before + 1);
+  EXPECT_EQ(host_stats(pool).loads_refused, refused_before + 1);
   int32_t on_device = 1, on_host = 0;
   node_state(pool, m.host_node, &on_device, &on_host);
   EXPECT_EQ(on_device, 0);
@@ -345,7 +317,7 @@ TEST(HostTierSwa, ALoadBackKeepsTheDeviceWindowItsEndNeeds) {
   ASSERT_EQ(evict_device(pool, 10), 10u) << "b's own 10 tokens, the only device leaf";
   std::vector<int32_t> b2 = b;
   b2.push_back(1);
-  Tiered m = match(pool, b2);
+  Tiered m = host_match(pool, b2);
   ASSERT_EQ(m.device, 16u);
   ASSERT_EQ(m.host, 10u) << "usable once loaded: 10 window rows after a's 16 live tokens";
   // Hold all but 5 free window slots outside the tree: the load needs 10, and only a's could be taken.
@@ -360,14 +332,14 @@ TEST(HostTierSwa, ALoadBackKeepsTheDeviceWindowItsEndNeeds) {
   uint64_t last = 0;
   ASSERT_EQ(kvhost_load_back(pool, m.host_node, slots.data(), slots.size(), &loaded, &last), KVPOOL_OK) << kvpool_last_error();
   EXPECT_EQ(loaded, 0u) << "refused rather than loading an end that could not be used";
-  m = match(pool, b2);
+  m = host_match(pool, b2);
   EXPECT_EQ(m.device, 16u) << "a kept its window";
   expect_usable(pool, m.slots, tags_of(a), kWide);
   expect_consistent(pool);
   kvtest::free_slots(pool, held);
   ASSERT_EQ(kvhost_load_back(pool, m.host_node, slots.data(), slots.size(), &loaded, &last), KVPOOL_OK) << kvpool_last_error();
   EXPECT_EQ(loaded, 10u);
-  m = match(pool, b2);
+  m = host_match(pool, b2);
   EXPECT_EQ(m.device, 26u);
   expect_usable(pool, m.slots, tags_of(b), kWide);
   expect_consistent(pool);
@@ -395,22 +367,22 @@ TEST(HostTierSwa, WriteBackCopiesAtEvictionOnly) {
   int32_t on_device = 0, on_host = 0;
   node_state(pool, node, &on_device, &on_host);
   EXPECT_EQ(on_host, 0);
-  EXPECT_EQ(stats(pool).backups, 0u);
+  EXPECT_EQ(host_stats(pool).backups, 0u);
   EXPECT_EQ(evict_device(pool, 16), 16u);
   node_state(pool, node, &on_device, &on_host);
   EXPECT_EQ(on_device, 0);
   EXPECT_EQ(on_host, 1);
-  EXPECT_EQ(stats(pool).backups, 1u);
+  EXPECT_EQ(host_stats(pool).backups, 1u);
   expect_consistent(pool);
   std::vector<int32_t> longer = t;
   longer.push_back(3);
-  const Tiered m = match(pool, longer);
+  const Tiered m = host_match(pool, longer);
   std::vector<int64_t> slots(16);
   size_t loaded = 0;
   uint64_t last = 0;
   ASSERT_EQ(kvhost_load_back(pool, m.host_node, slots.data(), slots.size(), &loaded, &last), KVPOOL_OK);
   ASSERT_EQ(loaded, 16u);
-  expect_usable(pool, match(pool, longer).slots, tags_of(t));
+  expect_usable(pool, host_match(pool, longer).slots, tags_of(t));
   expect_consistent(pool);
 }
 
@@ -431,7 +403,7 @@ TEST(HostTierSwa, AWindowTombstoneIsBackedUpWithoutWindowRows) {
   expect_consistent(pool);
   std::vector<int32_t> a2 = a;
   a2.push_back(1);
-  const Tiered m = match(pool, a2);
+  const Tiered m = host_match(pool, a2);
   EXPECT_EQ(m.device, 0u);
   expect_consistent(pool);
 }
@@ -448,7 +420,7 @@ TEST(HostTierSwa, HostEvictionDeletesHostOnlyLeaves) {
   EXPECT_EQ(kvhost_node_state(pool, first, &on_device, &on_host, nullptr), KVPOOL_ERR_INVALID_ARGUMENT) << "deleted";
   node_state(pool, second, &on_device, &on_host);
   EXPECT_EQ(on_host, 1);
-  EXPECT_EQ(stats(pool).used_tokens, 12u);
+  EXPECT_EQ(host_stats(pool).used_tokens, 12u);
   expect_consistent(pool);
 }
 
@@ -468,10 +440,10 @@ TEST(HostTierSwa, InsertingOverHostOnlyNodesTakesTheCallersSlots) {
   EXPECT_EQ(on_host, 1);
   std::vector<int32_t> longer = t;
   longer.push_back(1);
-  const Tiered m = match(pool, longer);
+  const Tiered m = host_match(pool, longer);
   EXPECT_EQ(m.device, 20u);
   expect_usable(pool, m.slots, tags_of(t));
-  EXPECT_EQ(stats(pool).host_only_tokens, 0u);
+  EXPECT_EQ(host_stats(pool).host_only_tokens, 0u);
   expect_consistent(pool);
 }
 
@@ -512,19 +484,19 @@ TEST(HostTierSwa, InsertSwaOverHostOnlyNodesAdoptsOrFreesTheCallersSlots) {
   EXPECT_EQ(prefix, 0u);
   EXPECT_EQ(last, node);
   size_t tokens = 0;
-  node_state(pool, node, &on_device, &on_host, &tokens);
+  ASSERT_EQ(kvhost_node_state(pool, node, &on_device, &on_host, &tokens), KVPOOL_OK) << kvpool_last_error();
   EXPECT_EQ(on_device, 1);
   EXPECT_EQ(on_host, 1);
   EXPECT_EQ(tokens, 8u) << "split where the caller's window slots begin";
   std::vector<int32_t> longer = t;
   longer.push_back(1);
-  const Tiered m = match(pool, longer);
+  const Tiered m = host_match(pool, longer);
   EXPECT_EQ(m.device, 20u);
   EXPECT_EQ(m.slots, slots);
   expect_usable(pool, m.slots, tags_of(t));
   const std::vector<int64_t> w = window_slots(pool, m.slots);
   EXPECT_EQ(static_cast<size_t>(std::count(w.begin(), w.end(), 0)), 12u);
-  EXPECT_EQ(stats(pool).host_only_tokens, 0u);
+  EXPECT_EQ(host_stats(pool).host_only_tokens, 0u);
   expect_consistent(pool);
 }
 
@@ -540,7 +512,7 @@ TEST(HostTierSwa, RequestsLoadHostHitsBack) {
   ASSERT_EQ(kvseq_extend(pool, &id, 1, &chunk, 1, out.data(), out.size()), KVPOOL_OK) << kvpool_last_error();
   write_kv(pool, out, tags_of(t));
   ASSERT_EQ(kvseq_finish(pool, id, 30), KVPOOL_OK) << kvpool_last_error();
-  EXPECT_EQ(stats(pool).used_tokens, 30u) << "finish caches the request and write_through copies it";
+  EXPECT_EQ(host_stats(pool).used_tokens, 30u) << "finish caches the request and write_through copies it";
   EXPECT_EQ(evict_device(pool, 64), 30u);
   t.push_back(9);
   ASSERT_EQ(kvseq_begin(pool, t.data(), t.size(), nullptr, &id, &cached), KVPOOL_OK) << kvpool_last_error();
@@ -571,9 +543,10 @@ TEST(HostTierSwa, BadInputIsRefusedAndChangesNothing) {
   evict_device(pool, 64);
   std::vector<int32_t> longer = t;
   longer.push_back(1);
-  const Tiered m = match(pool, longer);
+  const Tiered m = host_match(pool, longer);
   ASSERT_EQ(m.host, 20u);
-  const kvhost_stats before = stats(pool);
+  const kvhost_stats before = host_stats(pool);
+  const std::string picture = kvtest::tier_state(pool);
   std::vector<int64_t> slots(20);
   size_t loaded = 0;
   uint64_t last = 0;
@@ -582,13 +555,26 @@ TEST(HostTierSwa, BadInputIsRefusedAndChangesNothing) {
   EXPECT_EQ(kvhost_load_back(pool, m.host_node + (uint64_t{1} << 32), slots.data(), 20, &loaded, &last),
             KVPOOL_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(kvhost_load_back(pool, m.host_node, nullptr, 20, &loaded, &last), KVPOOL_ERR_INVALID_ARGUMENT);
-  const kvhost_stats after = stats(pool);
+  const kvhost_stats after = host_stats(pool);
   EXPECT_EQ(after.loads, before.loads);
   EXPECT_EQ(after.host_only_tokens, before.host_only_tokens);
   EXPECT_EQ(after.used_tokens, before.used_tokens);
   // A host-only node cannot be locked before it is loaded back.
   EXPECT_EQ(radix_lock(pool, m.host_node), KVPOOL_ERR_INVALID_ARGUMENT);
   EXPECT_NE(std::string(kvpool_last_error()).find("host-only"), std::string::npos) << kvpool_last_error();
+  EXPECT_EQ(kvtest::changed_by_failure(picture, kvtest::tier_state(pool)), "");
+  // An insert over the host-only node with a prev_prefix_len reaching into it, or a
+  // swa_evicted_len past the key: refused, nothing changed.
+  std::vector<int64_t> fresh = kvtest::alloc(pool, 20);
+  const std::string with_fresh = kvtest::tier_state(pool);
+  size_t prefix = 0;
+  uint64_t node = 0;
+  EXPECT_EQ(radix_insert_swa(pool, t.data(), t.size(), fresh.data(), fresh.size(), nullptr, 5, 0, &prefix, &node),
+            KVPOOL_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(radix_insert_swa(pool, t.data(), t.size(), fresh.data(), fresh.size(), nullptr, 0, 21, &prefix, &node),
+            KVPOOL_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(kvtest::changed_by_failure(with_fresh, kvtest::tier_state(pool)), "");
+  kvtest::free_slots(pool, fresh);
   expect_consistent(pool);
 }
 
@@ -646,7 +632,7 @@ TEST_P(HostTierSwaRadixRandom, MatchesKeepTheirBytesAndTheAccountingAddsUp) {
     } else if (op < 6) {  // match, load a host hit back, check the bytes, maybe lock
       std::vector<int32_t> probe = t;
       probe.push_back(7);
-      Tiered m = match(pool, probe);
+      Tiered m = host_match(pool, probe);
       expect_usable(pool, m.slots, kvtest::prefix_tags(probe, m.device), window);
       if (m.host > 0) {
         std::vector<int64_t> slots(m.host);
@@ -655,7 +641,7 @@ TEST_P(HostTierSwaRadixRandom, MatchesKeepTheirBytesAndTheAccountingAddsUp) {
         ASSERT_EQ(kvhost_load_back(pool, m.host_node, slots.data(), slots.size(), &loaded, &last), KVPOOL_OK)
             << kvpool_last_error();
         loaded_total += loaded;
-        const Tiered after = match(pool, probe);
+        const Tiered after = host_match(pool, probe);
         expect_usable(pool, after.slots, kvtest::prefix_tags(probe, after.device), window);
         if (loaded > 0) {
           EXPECT_EQ(after.node, m.host_node) << "step " << step;
@@ -687,7 +673,7 @@ TEST_P(HostTierSwaRadixRandom, MatchesKeepTheirBytesAndTheAccountingAddsUp) {
   }
   for (uint64_t node : locked) ASSERT_EQ(radix_unlock(pool, node), KVPOOL_OK);
   expect_consistent(pool);
-  const kvhost_stats s = stats(pool);
+  const kvhost_stats s = host_stats(pool);
   EXPECT_GT(s.backups, 0u);
   EXPECT_GT(loaded_total, 0u) << "the workload must load host hits back";
   EXPECT_EQ(s.load_tokens, loaded_total);
@@ -805,7 +791,7 @@ TEST_P(HostTierSwaRandom, RequestsKeepTheirBytesAndTheAccountingAddsUp) {
   }
   for (const Live& r : live) ASSERT_EQ(kvseq_finish(pool, r.id, r.computed), KVPOOL_OK);
   expect_consistent(pool);
-  const kvhost_stats s = stats(pool);
+  const kvhost_stats s = host_stats(pool);
   EXPECT_GT(s.backups, 0u);
   EXPECT_GT(host_hits, 0u) << "the workload must reach the host tier";
   EXPECT_EQ(s.load_tokens, host_hits) << "every load-back was a request's host hit";
