@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "../support/host_tier_kv.hpp"
+#include "../support/tier_requests.hpp"
 #include "kvpool/alloc.h"
 #include "kvpool/host.h"
 #include "kvpool/radix.h"
@@ -807,5 +808,35 @@ INSTANTIATE_TEST_SUITE_P(Policies, HostTierSwaRandom,
                                   std::to_string(static_cast<int>(info.param.ratio * 10)) + "_tokens" +
                                   std::to_string(info.param.tokens) + "_window" + std::to_string(info.param.window);
                          });
+
+// The randomized kvseq_* workload the mha and hybrid_linear tier tests share
+// (tests/support/tier_requests.hpp: full-layer bytes, and failed calls compared against a
+// full picture of the pool), on a swa pool with its device pushed to the host now and then.
+class HostTierSwaSharedRequests : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(HostTierSwaSharedRequests, RequestsKeepTheirBytesAndFailuresChangeNothing) {
+  Pool pool(swa_tier_config(96, 4, 3.0, GetParam()));
+  kvtest::TierRequests requests;
+  requests.seed = 777;
+  requests.max_live = 4;
+  requests.layers = std::vector<int32_t>(std::begin(kFullLayers), std::end(kFullLayers));
+  requests.pressure = [&](std::mt19937& rng) {
+    if (rng() % 6 == 0) {
+      size_t freed = 0;
+      ASSERT_EQ(radix_evict(pool, 1 + rng() % 40, &freed), KVPOOL_OK) << kvpool_last_error();
+    }
+  };
+  uint64_t host_hits = 0;
+  kvtest::run_tier_requests(pool, requests, &host_hits);
+  if (HasFatalFailure()) return;
+  expect_consistent(pool);
+  const kvhost_stats s = host_stats(pool);
+  EXPECT_GT(s.backups, 0u);
+  EXPECT_GT(host_hits, 0u) << "the workload must reach the host tier";
+  EXPECT_EQ(s.load_tokens, host_hits) << "every load-back was a request's host hit";
+}
+
+INSTANTIATE_TEST_SUITE_P(Policies, HostTierSwaSharedRequests,
+                         ::testing::Values("write_through", "write_through_selective", "write_back"));
 
 }  // namespace
