@@ -24,6 +24,12 @@
  * match ends only at a node with a state (host_node: the deepest host-only one). Their
  * copies are waited for inside the call that starts them: nothing is ever in flight.
  *
+ * swa pools tier the full-attention layers' rows of every token and the sliding-window
+ * layers' rows of the last `sliding_window` tokens of each node; a load-back gives the
+ * chain's last window of tokens window slots again (the rest comes back as window
+ * tombstones), so a match can end there (host_node: the deepest such host-only node).
+ * Copies are waited for inside the call that starts them, as for hybrid_linear.
+ *
  * Pools without `host_cache` answer #KVPOOL_ERR_UNSUPPORTED. docs/host-tier.md has the
  * details. Thread safety: one thread at a time per pool, or any thread with
  * pool.thread_safe (pool.h).
@@ -140,7 +146,7 @@ KVPOOL_API kvpool_status kvhost_load_set(const kvpool *pool, int32_t *set);
  * @param[in] pool   A live pool with a host tier.
  * @param[in] set    A load set (0, 1 or 2).
  * @param[in] layer  A global layer id the pool holds (hybrid_linear: a mamba layer
- *                   has nothing to wait for).
+ *                   has nothing to wait for; swa: full and sliding-window layers alike).
  * @param[in] stream A cudaStream_t, or NULL for the compute stream. CPU pools: nothing to wait for.
  * @return #KVPOOL_OK; #KVPOOL_ERR_UNSUPPORTED; #KVPOOL_ERR_INVALID_ARGUMENT; #KVPOOL_ERR_CUDA.
  */
@@ -161,7 +167,9 @@ KVPOOL_API kvpool_status kvhost_wait_layer(kvpool *pool, int32_t set, int32_t la
  * @param[out] host_node    Receives the deepest matched node with a host copy (the root if
  *                          none): pass it to kvhost_load_back(). hybrid_linear: the deepest
  *                          host-only node with a mamba state (@p node if none), and
- *                          @p host_matched counts the tokens down to it.
+ *                          @p host_matched counts the tokens down to it. swa: the deepest
+ *                          host-only node where the match would be usable once loaded
+ *                          (window rows on the host for its last window), @p node if none.
  * @return #KVPOOL_OK; #KVPOOL_ERR_BUFFER_TOO_SMALL (nothing written but *matched);
  *         #KVPOOL_ERR_UNSUPPORTED; #KVPOOL_ERR_INVALID_ARGUMENT.
  */
@@ -184,7 +192,8 @@ KVPOOL_API kvpool_status kvhost_match(kvpool *pool, const int32_t *tokens, size_
  * @param[in]  slots_cap Capacity of @p slots.
  * @param[out] loaded    Receives the number of tokens loaded.
  * @param[out] node      Receives the deepest device node of the path afterwards
- *                       (hybrid_linear: the deepest device node with a mamba state).
+ *                       (hybrid_linear: the deepest device node with a mamba state; swa:
+ *                       @p host_node once loaded, radix_match() tells what is usable).
  * @return #KVPOOL_OK; #KVPOOL_ERR_BUFFER_TOO_SMALL (*loaded tells the need, nothing
  *         changed); #KVPOOL_ERR_UNSUPPORTED; #KVPOOL_ERR_INVALID_ARGUMENT (stale handle);
  *         #KVPOOL_ERR_CUDA.

@@ -110,7 +110,9 @@ KVPOOL_API kvpool_status radix_match(kvpool *pool, const int32_t *tokens, size_t
  * @param[out] prefix_len Receives the number of leading tokens already cached.
  * @param[out] node       Receives the node of the last token (NULL allowed).
  * On swa pools the caller likewise keeps `slots[0, *prefix_len)` and tombstones
- * are not revived (see radix_insert_swa()); on hybrid_linear pools it is
+ * are not revived (see radix_insert_swa(); with a host tier, host-only nodes on the path
+ * take the caller's slots as their device copy and *prefix_len ends before the first of
+ * them); on hybrid_linear pools it is
  * #KVPOOL_ERR_UNSUPPORTED (every sequence needs a state: radix_insert_mamba()).
  *
  * @return #KVPOOL_OK; #KVPOOL_ERR_UNSUPPORTED; #KVPOOL_ERR_INVALID_ARGUMENT (nothing changes).
@@ -281,7 +283,11 @@ KVPOOL_API kvpool_status radix_evict_mamba(kvpool *pool, size_t states, size_t *
  * of `slots[prev_prefix_len, tokens_len)`. Tokens before @p swa_evicted_len have no
  * window slot any more (freed with kvalloc_free_swa() when they left the window): they
  * never revive a tombstone, and if new they are cached as a tombstone above the new
- * leaf, or freed when no new token after them has a window slot.
+ * leaf, or freed when no new token after them has a window slot. With a host tier, a
+ * host-only node on the path takes the caller's slots as its device copy (a tombstone for
+ * tokens before @p swa_evicted_len, live after), and *prefix_len ends before the first
+ * such node; when no token from there on has a window slot the caller's slots from there
+ * are freed and the nodes stay host-only.
  *
  * @param[in]  pool            A live swa pool with a radix cache.
  * @param[in]  tokens          Token ids.

@@ -35,6 +35,14 @@ Status SwaAllocator::alloc(size_t n, int64_t* out) {
   return Status::ok();
 }
 
+Status SwaAllocator::alloc_full_only(size_t n, int64_t* out) {
+  if (!full_.can_take(n)) {
+    return Status::out_of_memory("need " + std::to_string(n) + " full slots, " + std::to_string(full_.available()) +
+                                 " available");
+  }
+  return full_.take(n, out);  // their mapping entries are 0 already (a free clears them)
+}
+
 Status SwaAllocator::check_full_slots(const int64_t* slots, size_t n) const {
   for (size_t i = 0; i < n; ++i) {
     if (slots[i] < 0 || slots[i] > full_.num_ids()) {

@@ -24,6 +24,8 @@ class SwaAllocator {
   int64_t* mapping_data() { return mapping_.data(); }
 
   Status alloc(size_t n, int64_t* out);
+  // Full slots without window slots (mapping 0): the tombstone part of a host-tier load-back.
+  Status alloc_full_only(size_t n, int64_t* out);
   Status free(const int64_t* slots, size_t n);
   Status free_swa(const int64_t* slots, size_t n);
   // Frees full slots whose window slots are already gone (swa radix

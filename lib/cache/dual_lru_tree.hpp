@@ -10,6 +10,7 @@
 // provides:
 //   static bool has_aux(const Node&);
 //   static void on_split(Node& upper, Node& lower);  // fields beyond key, value, ns, full_lock
+//   static constexpr bool kHostTombstoneLeaves;      // may a host-only leaf be a tombstone
 //
 // Host memory (DESIGN.md: a failed call changes nothing): every step that
 // changes the tree runs on memory taken before the call's first change.
@@ -39,7 +40,7 @@ struct DualNodeBase : TreeNodeBase {
   int32_t aux_lock = 0;  // mamba lock / swa lock
   LruLinks full_lru;
   LruLinks aux_lru;
-  // Host tier (MambaRadixTree only; the swa tree leaves these at their defaults).
+  // Host tier (both trees, when their host tier is enabled).
   // A host-only node (evicted) has no device KV (value empty) and is in host_lru
   // instead of full_lru; host_children counts such children, so a device node is a
   // device leaf when every child is host-only.
@@ -403,7 +404,7 @@ class DualLruTree {
       child_locks[static_cast<size_t>(n.parent)] += n.full_lock;
       if (nodes_.find_child(n.parent, n.ns, n.key.front()) != id) complain(who + " is not reachable from its parent");
       const bool tombstone = !Derived::has_aux(n);
-      if (n.children == 0 && tombstone) complain(who + " is a tombstone leaf");
+      if (n.children == 0 && tombstone && !(n.evicted && Derived::kHostTombstoneLeaves)) complain(who + " is a tombstone leaf");
       if (n.aux_lock < 0 || n.full_lock < n.aux_lock) {
         complain(who + " has full lock " + std::to_string(n.full_lock) + " below " + aux + " lock " + std::to_string(n.aux_lock));
       }

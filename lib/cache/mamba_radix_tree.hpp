@@ -60,6 +60,7 @@ class MambaRadixTree : public DualLruTree<MambaRadixTree, MambaNode> {
   static Status create(int64_t page_size, Callbacks callbacks, std::unique_ptr<MambaRadixTree>* out);
 
   static bool has_aux(const MambaNode& n) { return n.mamba >= 0; }
+  static constexpr bool kHostTombstoneLeaves = false;  // a host-only leaf keeps its state
   static constexpr size_t kNodesPerInsert = 2;  // a split's upper part and a leaf
   static void on_split(MambaNode& upper, MambaNode& lower);
 

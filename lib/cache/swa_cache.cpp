@@ -60,7 +60,8 @@ void SwaCache::mark(const int64_t* slots, size_t from, size_t to) {
 }
 
 Status SwaCache::insert(const int32_t* tokens, size_t n, const int64_t* slots, const std::string& extra_key,
-                        size_t prev_prefix_len, size_t swa_evicted_len, size_t* prefix_len, NodeHandle* node) {
+                        size_t prev_prefix_len, size_t swa_evicted_len, size_t* prefix_len, NodeHandle* node,
+                        bool count_hit) {
   size_t usable = 0;
   const size_t cached = tree_->cached_prefix(tokens, n, extra_key, &usable);
   if (prev_prefix_len > n || prev_prefix_len > cached) {
@@ -77,8 +78,13 @@ Status SwaCache::insert(const int32_t* tokens, size_t n, const int64_t* slots, c
     }
   }
   KVPOOL_RETURN_IF_ERROR(check_own(slots, prev_prefix_len, n, swa_evicted_len));
-  KVPOOL_RETURN_IF_ERROR(tree_->insert(tokens, n, slots, extra_key, prev_prefix_len, prefix_len, node, swa_evicted_len));
+  NodeHandle last = 0;
+  KVPOOL_RETURN_IF_ERROR(tree_->insert(tokens, n, slots, extra_key, prev_prefix_len, prefix_len, &last, swa_evicted_len,
+                                       host_tier() && count_hit));
   mark(slots, prev_prefix_len, n);  // every slot the caller handed over and that is still held is the tree's now
+  if (node != nullptr) *node = last;
+  if (host_tier() && count_hit) back_up_path(last);
+  if (host_tier() && !pending_.empty()) retry_backups();
   return Status::ok();
 }
 
@@ -87,9 +93,14 @@ Status SwaCache::insert_keep_prefix(const int32_t* tokens, size_t n, const int64
   size_t usable = 0;
   const size_t prefix = tree_->cached_prefix(tokens, n, extra_key, &usable);
   KVPOOL_RETURN_IF_ERROR(check_own(slots, prefix, n, 0));
-  // prev_prefix_len = n: the tree frees nothing of the caller's and revives nothing.
-  KVPOOL_RETURN_IF_ERROR(tree_->insert(tokens, n, slots, extra_key, n, prefix_len, node));
+  // prev_prefix_len = n: the tree frees nothing of the caller's and revives nothing
+  // (host-only nodes on the path take the caller's slots as their device copy).
+  NodeHandle last = 0;
+  KVPOOL_RETURN_IF_ERROR(tree_->insert(tokens, n, slots, extra_key, n, prefix_len, &last, 0, host_tier()));
   mark(slots, *prefix_len, n);
+  if (node != nullptr) *node = last;
+  if (host_tier()) back_up_path(last);
+  if (host_tier() && !pending_.empty()) retry_backups();
   return Status::ok();
 }
 
@@ -149,6 +160,11 @@ Status SwaCache::reset() {
   std::fill(owned_.begin(), owned_.end(), 0);
   lock_uuids_.clear();
   tree_->reset();
+  if (host_ != nullptr) {
+    host_->clear();
+    host_window_->clear();
+    pending_.clear();
+  }
   return Status::ok();
 }
 
@@ -179,6 +195,7 @@ size_t SwaCache::check(std::string* report, size_t max_lines) const {
   for (size_t i = 1; i < owned_.size(); ++i) {
     if ((owned_[i] != 0) != (seen[i] != 0)) complain("slot " + std::to_string(i) + " tree-ownership mark is wrong");
   }
+  if (host_ != nullptr) problems += check_host(report, max_lines > problems ? max_lines - problems : 0);
   return problems;
 }
 

@@ -13,7 +13,10 @@
 
 #include "alloc/swa_allocator.hpp"
 #include "cache/handover.hpp"
+#include "cache/prefix_cache.hpp"
 #include "cache/swa_radix_tree.hpp"
+#include "host/host_pool.hpp"
+#include "host/host_transfer.hpp"
 #include "util/status.hpp"
 
 namespace kvp::cache {
@@ -31,8 +34,12 @@ class SwaCache {
   // prev_prefix_len) must be the tree's own slots of a cached prefix,
   // slots[prev_prefix_len, n) allocated slots of the caller, windowless
   // before swa_evicted_len and with window slots from there on.
+  // With the host tier, `count_hit` counts a write-policy hit on the path (false for the
+  // chunks of a prompt not fully computed yet), and the copies the policy asks for are
+  // made before it returns.
   Status insert(const int32_t* tokens, size_t n, const int64_t* slots, const std::string& extra_key,
-                size_t prev_prefix_len, size_t swa_evicted_len, size_t* prefix_len, NodeHandle* node);
+                size_t prev_prefix_len, size_t swa_evicted_len, size_t* prefix_len, NodeHandle* node,
+                bool count_hit = true);
   // radix_insert's contract: the caller keeps slots[0, *prefix_len), the tree takes the rest.
   Status insert_keep_prefix(const int32_t* tokens, size_t n, const int64_t* slots, const std::string& extra_key,
                             size_t* prefix_len, NodeHandle* node);
@@ -47,8 +54,49 @@ class SwaCache {
   uint64_t evicted_tokens() const { return evicted_tokens_; }
   uint64_t evicted_window_tokens() const { return evicted_window_tokens_; }
 
+  // ---- host tier (swa_cache_tier.cpp; docs/host-tier.md, "swa pools") ----
+  // Two host pools: `full` for the full-attention layers' rows of every host token,
+  // `window` for the window layers' rows of the window tails (SwaRadixTree::window_tail).
+  // Copies are waited for inside the call that starts them: nothing is ever in flight.
+  void enable_host_tier(host::HostPool* full, host::HostTransfer* full_transfer, host::HostPool* window,
+                        host::HostTransfer* window_transfer, WritePolicy policy);
+  bool host_tier() const { return host_ != nullptr; }
+  host::HostPool* host_pool() const { return host_; }
+  host::HostPool* host_window_pool() const { return host_window_; }
+  host::HostTransfer* host_transfer() const { return transfer_; }
+  host::HostTransfer* host_window_transfer() const { return window_transfer_; }
+  // Loads the host-only chain that ends at `host_node` into fresh device slots (evicting
+  // device nodes if needed): its full slots are appended to `slots` and counted in *loaded
+  // (0: refused, below PrefixCache::kLoadBackThreshold tokens, for want of device room, or
+  // when the chain's end would come back without window rows).
+  Status load_back(NodeHandle host_node, std::vector<int64_t>* slots, size_t* loaded);
+  Status evict_host(size_t tokens, size_t* evicted);
+  // Retries the backups that could not start for want of host memory (kvhost_poll()).
+  void retry_backups() noexcept;
+  int load_set() const { return load_set_; }
+  int advance_load_set() { return load_set_ = (load_set_ + 1) % host::kLoadSets; }
+  const HostTierStats& tier_stats() const { return stats_; }
+
  private:
   explicit SwaCache(alloc::SwaAllocator* allocator);
+  // The copies the write policy wants after an insert that ended at `node`.
+  void back_up_path(NodeHandle node) noexcept;
+  // Copies `nodes` (root-to-leaf, device, without host copies) to the host; false when
+  // they could not be. Throws std::bad_alloc before its first change only.
+  bool copy_to_host(const std::vector<NodeHandle>& nodes);
+  // Host eviction until both host pools have the room asked for; false if they cannot.
+  bool make_host_room(size_t full, size_t window);
+  bool keep_on_host(NodeHandle node);  // device eviction's keeper (write_back)
+  size_t check_host(std::string* report, size_t max_lines) const;
+  host::HostPool* host_ = nullptr;
+  host::HostTransfer* transfer_ = nullptr;
+  host::HostPool* host_window_ = nullptr;
+  host::HostTransfer* window_transfer_ = nullptr;
+  WritePolicy policy_ = WritePolicy::kWriteThrough;
+  int load_set_ = 0;
+  HostTierStats stats_;
+  std::vector<NodeHandle> pending_;  // backups that ran out of host memory (capacity kept)
+  std::vector<NodeHandle> node_scratch_;
   Status check_own(const int64_t* slots, size_t from, size_t to, size_t windowless_to) const;
   void mark(const int64_t* slots, size_t from, size_t to);
 

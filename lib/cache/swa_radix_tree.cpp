@@ -25,6 +25,7 @@ SwaRadixTree::SwaRadixTree(size_t window, Callbacks callbacks) : window_(window)
 void SwaRadixTree::reset() {
   reset_structure();
   swa_evictable_ = swa_protected_ = 0;
+  host_tokens_ = host_only_tokens_ = 0;
 }
 
 bool SwaRadixTree::is_tombstone(NodeHandle h) const {
@@ -35,12 +36,19 @@ bool SwaRadixTree::is_tombstone(NodeHandle h) const {
 // Both parts keep the tombstone flag and both lock counts (locks below pass
 // through the upper part, so sizes stay unchanged). An SWA lock that stopped
 // at the lower part covered all of it, so its uuid moves up to where that lock
-// now stops.
+// now stops. The host copy's window rows cover the node's last tokens: the lower part
+// keeps those that fall in it, the upper part the rest (its own last tokens).
 void SwaRadixTree::on_split(SwaNode& upper, SwaNode& lower) {
   upper.tombstone = lower.tombstone;
   upper.aux_lock = lower.aux_lock;
   upper.uuid = lower.uuid;
   lower.uuid = 0;
+  const size_t at = upper.key.size(), len = lower.key.size(), k = lower.host_window.size();  // lower: not cut yet
+  const size_t upper_k = k > len - at ? k - (len - at) : 0;
+  if (upper_k > 0) {
+    upper.host_window.assign(lower.host_window.begin(), lower.host_window.begin() + static_cast<long>(upper_k));
+    lower.host_window.erase(lower.host_window.begin(), lower.host_window.begin() + static_cast<long>(upper_k));
+  }
 }
 
 namespace {
@@ -57,7 +65,7 @@ size_t SwaRadixTree::cached_prefix(const int32_t* tokens, size_t n, const std::s
   while (pos < n) {
     size_t len = 0;
     const int32_t c = find_edge(cur, ns, tokens + pos, n - pos, &len);
-    if (c < 0) break;
+    if (c < 0 || node(c).evicted) break;  // host-only from here: not usable before a load-back
     const Node& x = node(c);
     if (x.tombstone) {
       if (run >= window_) *usable = pos;
@@ -85,6 +93,7 @@ SwaRadixTree::InsertPreview SwaRadixTree::preview_insert(const int32_t* tokens, 
     const int32_t c = find_edge(cur, ns, tokens + pos, n - pos, &len);
     if (c < 0) break;
     const Node& x = node(c);
+    if (x.evicted) r.host_only = true;
     // Only [pos, pos + len) matters: a split there keeps the flag and the locks in the upper part.
     const size_t end = pos + len;
     if (x.tombstone && x.full_lock > 0 && end > windowed_from) r.frees_windowed = true;
@@ -111,16 +120,27 @@ void SwaRadixTree::match_into(const int32_t* tokens, size_t n, const std::string
   r.slots.reserve(n);  // before the split, the one change before the stamps
   r.node = root();
   r.matched = 0;
+  r.host_node = 0;
+  r.host_tokens = r.device_tokens = 0;
   const int32_t ns = nodes_.find_namespace(extra_key);
   if (n == 0 || ns < 0) return;
   // Live tokens since the last tombstone; "infinite" until the first one.
   size_t run = kNoTombstone;
-  int32_t cur = kRoot, best = kRoot;
-  size_t pos = 0, best_len = 0;
+  int32_t cur = kRoot, best = kRoot, host_best = -1;
+  size_t pos = 0, best_len = 0, host_len = 0;
+  bool on_device = true;  // still in the device nodes (they form a prefix of the path)
   while (pos < n) {
     int32_t c = nodes_.find_child(cur, ns, tokens[pos]);
     if (c < 0) break;
-    if (node(c).tombstone) {
+    if (on_device && node(c).evicted) {
+      // The device part ends here: where a match can end without a load-back.
+      if (run >= window_) {
+        best = cur;
+        best_len = pos;
+      }
+      on_device = false;
+    }
+    if (on_device && node(c).tombstone) {
       if (run >= window_) {
         best = cur;
         best_len = pos;
@@ -131,20 +151,42 @@ void SwaRadixTree::match_into(const int32_t* tokens, size_t n, const std::string
     const bool partial = len < node(c).key.size();
     if (partial) c = split(c, len);
     const Node& x = node(c);
-    r.slots.insert(r.slots.end(), x.value.begin(), x.value.end());
-    if (!x.tombstone && run != kNoTombstone) run += len;
     pos += len;
     cur = c;
+    if (on_device) {
+      r.slots.insert(r.slots.end(), x.value.begin(), x.value.end());
+      if (!x.tombstone && run != kNoTombstone) run += len;
+      r.device_tokens = pos;
+    } else {
+      // Host-only: a load-back gives its last host_window.size() tokens window slots (the
+      // rest comes back as a tombstone), so a match could end at its end when that run is long enough.
+      const size_t k = x.host_window.size();
+      if (k < len) {
+        run = k;
+      } else if (run != kNoTombstone) {
+        run += len;
+      }
+      if (run >= window_) {
+        host_best = c;
+        host_len = pos;
+      }
+    }
     if (partial) break;
   }
-  if (run >= window_) {
+  if (on_device && run >= window_) {
     best = cur;
     best_len = pos;
   }
   r.matched = pos;
   r.slots.resize(best_len);
   r.node = nodes_.handle(best);
-  touch_path(best);
+  if (host_best >= 0) {
+    r.host_node = nodes_.handle(host_best);
+    r.host_tokens = host_len - r.device_tokens;
+    touch_path(host_best);
+  } else {
+    touch_path(best);
+  }
 }
 
 // Revives tombstone `id` with the caller's slots (one per token of the node).
@@ -191,6 +233,21 @@ size_t SwaRadixTree::plan_insert(const int32_t* tokens, size_t n, int32_t ns, si
     const Node& x = node(s.node);
     s.pos = pos;
     s.split = s.len < x.key.size();
+    if (x.evicted) {
+      // Host-only (the caller got nothing of it from the tree): the caller's slots become
+      // its device copy, windowless ones as a tombstone. With nothing windowed after it,
+      // that would leave a tombstone leaf: the caller's slots from here are freed instead.
+      s.own = s.adopt = true;
+      s.from = 0;
+      s.windowed = std::min(s.len, swa_evicted_len > pos ? swa_evicted_len - pos : 0);
+      s.drop = swa_evicted_len >= n;
+      steps_.push_back(s);
+      if (s.drop) return pos;
+      pos += s.len;
+      cur = s.node;
+      if (s.split) break;
+      continue;
+    }
     // Tokens past what the caller got from the tree: its slots are its own.
     s.own = pos + s.len > prev_prefix_len;
     if (s.own) {
@@ -214,9 +271,12 @@ void SwaRadixTree::reserve_planned(size_t pos, size_t n, size_t swa_evicted_len)
   size_t needs[kNodesPerInsert] = {0, 0, 0, 0};  // the two splits, the two parts of the tail
   size_t freed = 0, nodes = 0;
   for (const InsertStep& s : steps_) {
+    if (s.drop) break;
     if (s.split) needs[0] = s.len;
     if (s.revive && s.windowed > 0) needs[1] = s.windowed;
-    if (s.own) freed = std::max(freed, std::max(s.len - s.from, s.len - s.windowed));
+    if (s.adopt && s.windowed > 0 && s.windowed < s.len) needs[1] = s.windowed;  // one windowed boundary per insert
+    if (s.adopt && !s.split) node(s.node).value.reserve(s.len);  // a split's upper part gets a spare buffer
+    if (s.own && !s.adopt) freed = std::max(freed, std::max(s.len - s.from, s.len - s.windowed));
   }
   const size_t mid = windowless_end(pos, n, swa_evicted_len);
   if (mid < n) {
@@ -237,19 +297,37 @@ void SwaRadixTree::reserve_inserts(const size_t* bounds, size_t inserts) {
 }
 
 Status SwaRadixTree::insert(const int32_t* tokens, size_t n, const int64_t* slots, const std::string& extra_key,
-                            size_t prev_prefix_len, size_t* prefix_len, NodeHandle* last_node, size_t swa_evicted_len) {
+                            size_t prev_prefix_len, size_t* prefix_len, NodeHandle* last_node, size_t swa_evicted_len,
+                            bool count_hit) {
   // Memory first: the namespace (invisible until a node uses it), the plan, and
   // what the planned steps and the tail need.
   const int32_t ns = nodes_.intern(extra_key);
   size_t pos = plan_insert(tokens, n, ns, prev_prefix_len, swa_evicted_len);
   reserve_planned(pos, n, swa_evicted_len);
   int32_t cur = kRoot;
+  size_t adopted_from = SIZE_MAX;
   for (const InsertStep& s : steps_) {
+    if (s.drop) {
+      // Nothing windowed follows the host-only nodes: the caller's windowless slots go back.
+      KVPOOL_RETURN_IF_ERROR(cb_.free_full(slots + s.pos, n - s.pos));
+      *prefix_len = adopted_from != SIZE_MAX ? adopted_from : s.pos;
+      if (last_node != nullptr) *last_node = nodes_.handle(cur);
+      return Status::ok();
+    }
     int32_t c = s.node;
     touch(c);
     if (s.split) c = split(c, s.len);
     const int64_t* own = slots + s.pos;  // the caller's slot for the node's token i is own[i]
-    if (s.revive) {
+    if (s.adopt) {
+      if (adopted_from == SIZE_MAX) adopted_from = s.pos;
+      if (s.windowed > 0 && s.windowed < s.len) {
+        const int32_t upper = split(c, s.windowed);  // `c` is now the lower part
+        adopt(upper, own, false);
+        adopt(c, own + s.windowed, true);
+      } else {
+        adopt(c, own, s.windowed == 0);
+      }
+    } else if (s.revive) {
       // Revive only the caller's windowed part; the part before it stays a
       // tombstone (the caller's slots there are the node's own, or windowless duplicates).
       KVPOOL_RETURN_IF_ERROR(free_duplicates(c, own, s.from, s.windowed));
@@ -258,6 +336,7 @@ Status SwaRadixTree::insert(const int32_t* tokens, size_t n, const int64_t* slot
     } else if (s.own) {
       KVPOOL_RETURN_IF_ERROR(free_duplicates(c, own, s.from, s.len));
     }
+    if (count_hit && !s.adopt) ++node(c).write_hits;
     cur = c;
   }
   *prefix_len = pos;
@@ -267,14 +346,19 @@ Status SwaRadixTree::insert(const int32_t* tokens, size_t n, const int64_t* slot
       // Nothing of the new part has window KV: caching it would make a tombstone leaf.
       KVPOOL_RETURN_IF_ERROR(cb_.free_full(slots + pos, n - pos));
     } else {
+      const uint32_t hits = count_hit ? 1 : 0;
       if (mid > pos) {
-        cur = add_leaf(cur, ns, tokens + pos, slots + pos, mid - pos, [](Node& t) { t.tombstone = true; });
+        cur = add_leaf(cur, ns, tokens + pos, slots + pos, mid - pos, [hits](Node& t) {
+          t.tombstone = true;
+          t.write_hits = hits;
+        });
         pos = mid;
       }
-      cur = add_leaf(cur, ns, tokens + pos, slots + pos, n - pos, [](Node&) {});
+      cur = add_leaf(cur, ns, tokens + pos, slots + pos, n - pos, [hits](Node& l) { l.write_hits = hits; });
       swa_evictable_ += n - pos;
     }
   }
+  if (adopted_from != SIZE_MAX) *prefix_len = adopted_from;
   if (last_node != nullptr) *last_node = nodes_.handle(cur);
   return Status::ok();
 }
@@ -283,6 +367,9 @@ Status SwaRadixTree::lock(NodeHandle h, int64_t* uuid) {
   *uuid = 0;
   const int32_t id = nodes_.resolve(h);
   if (id < 0) return Status::invalid("node handle " + std::to_string(h) + " is stale or unknown");
+  if (node(id).evicted) {
+    return Status::invalid("node handle " + std::to_string(h) + " is host-only: load it back first (kvhost_load_back)");
+  }
   size_t covered = 0;
   for (int32_t x = id; x != kRoot && covered < window_; x = node(x).parent) {
     if (node(x).tombstone) {
@@ -356,15 +443,28 @@ Status SwaRadixTree::evict_leaf(int32_t id, size_t* full_evicted, size_t* swa_ev
     return Status::internal("swa radix node " + std::to_string(id) + " is not an unlocked leaf");
   }
   if (n.tombstone) {
-    KVPOOL_RETURN_IF_ERROR(cb_.free_tombstone(n.value.data(), n.value.size()));
+    KVPOOL_RETURN_IF_ERROR(free_node_slots(n));
   } else {
     KVPOOL_RETURN_IF_ERROR(cb_.free_full(n.value.data(), n.value.size()));
     aux_lru_.remove(id);
     swa_evictable_ -= n.value.size();
     *swa_evicted += n.value.size();
+    if (!n.host.empty()) {
+      free_host_(n.host.data(), n.host.size(), n.host_window.data(), n.host_window.size());
+      host_tokens_ -= n.key.size();
+    }
   }
-  return remove_leaf_cascade(id, full_evicted,
-                             [this](const Node& t) { return cb_.free_tombstone(t.value.data(), t.value.size()); });
+  return remove_leaf_cascade(id, full_evicted, [this](const Node& t) { return free_node_slots(t); });
+}
+
+Status SwaRadixTree::free_node_slots(const SwaNode& n) {
+  if (!n.evicted) KVPOOL_RETURN_IF_ERROR(cb_.free_tombstone(n.value.data(), n.value.size()));
+  if (!n.host.empty()) {
+    if (free_host_) free_host_(n.host.data(), n.host.size(), n.host_window.data(), n.host_window.size());
+    host_tokens_ -= n.key.size();
+    if (n.evicted) host_only_tokens_ -= n.key.size();
+  }
+  return Status::ok();
 }
 
 // Drops the window KV of an SWA-unlocked internal node; its full KV stays.
@@ -384,15 +484,18 @@ Status SwaRadixTree::evict(size_t full_tokens, size_t swa_tokens, size_t* full_e
   while (*full_evicted < full_tokens) {
     const int32_t victim = full_lru_.oldest_candidate();
     if (victim < 0) break;
-    KVPOOL_RETURN_IF_ERROR(evict_leaf(victim, full_evicted, swa_evicted));
+    KVPOOL_RETURN_IF_ERROR(evict_device_leaf(victim, full_evicted, swa_evicted));
   }
   while (*swa_evicted < swa_tokens) {
     const int32_t victim = aux_lru_.oldest_candidate();
     if (victim < 0) break;
     // An SWA-unlocked leaf is fully unlocked: full locks on a leaf come only
-    // from locking the leaf itself, which SWA-locks it too.
-    if (node(victim).children == 0) {
-      KVPOOL_RETURN_IF_ERROR(evict_leaf(victim, full_evicted, swa_evicted));
+    // from locking the leaf itself, which SWA-locks it too (or from a load-back's pin of
+    // the device node above its chain: that one is only tombstoned). With the host tier a
+    // device leaf may have host-only children.
+    const Node& v = node(victim);
+    if (v.children == v.host_children && v.full_lock == 0) {
+      KVPOOL_RETURN_IF_ERROR(evict_device_leaf(victim, full_evicted, swa_evicted));
     } else {
       KVPOOL_RETURN_IF_ERROR(tombstone(victim, swa_evicted));
     }
@@ -408,13 +511,37 @@ void SwaRadixTree::collect_slots(std::vector<int64_t>* full, std::vector<int64_t
 
 size_t SwaRadixTree::check(std::string* report, size_t max_lines) const {
   std::unordered_set<int64_t> uuids;
-  return check_structure("swa radix", "swa", swa_evictable_, swa_protected_, report, max_lines,
-                         [](const Node& n) { return n.key.size(); },
-                         [&uuids](const Node& n, const std::string& who, const auto& complain) {
-                           if (n.uuid != 0 && !uuids.insert(n.uuid).second) {
-                             complain(who + " repeats lock uuid " + std::to_string(n.uuid));
-                           }
-                         });
+  size_t host = 0, host_only = 0;
+  size_t problems = check_structure(
+      "swa radix", "swa", swa_evictable_, swa_protected_, report, max_lines, [](const Node& n) { return n.key.size(); },
+      [&](const Node& n, const std::string& who, const auto& complain) {
+        if (n.uuid != 0 && !uuids.insert(n.uuid).second) {
+          complain(who + " repeats lock uuid " + std::to_string(n.uuid));
+        }
+        if (!n.host.empty()) host += n.key.size();
+        if (n.evicted) host_only += n.key.size();
+        if (!n.host.empty() && !tiered_) complain(who + " has a host copy but the tree has no host tier");
+        if (n.evicted && !n.tombstone) complain(who + " is host-only but not a tombstone");
+        if (n.evicted && n.aux_lock != 0) complain(who + " is host-only with a swa lock");
+        if (n.host_window.size() > std::min(window_, n.key.size()) || (!n.host_window.empty() && n.host.empty())) {
+          complain(who + " holds " + std::to_string(n.host_window.size()) + " host window rows for " +
+                   std::to_string(n.key.size()) + " tokens (window " + std::to_string(window_) +
+                   (n.host.empty() ? ", no host copy)" : ")"));
+        }
+      });
+  // Every host-only node's path has host copies (a load-back can bring it back).
+  for (size_t i = 1; i < nodes_.id_limit(); ++i) {
+    const Node& n = node(static_cast<int32_t>(i));
+    if (!n.live || !n.evicted || path_on_host(static_cast<int32_t>(i))) continue;
+    if (problems++ < max_lines) *report += "swa radix node " + std::to_string(i) + " is host-only but a node on its path has no host copy\n";
+  }
+  if (host != host_tokens_ || host_only != host_only_tokens_) {
+    if (problems++ < max_lines) {
+      *report += "swa radix host sizes: " + std::to_string(host_tokens_) + " host tokens (actual " + std::to_string(host) + "), " +
+                 std::to_string(host_only_tokens_) + " host-only (actual " + std::to_string(host_only) + ")\n";
+    }
+  }
+  return problems;
 }
 
 }  // namespace kvp::cache

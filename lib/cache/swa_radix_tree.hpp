@@ -31,14 +31,42 @@
 namespace kvp::cache {
 
 struct SwaNode : DualNodeBase {
-  bool tombstone = false;  // window KV dropped (aux_lock is the swa lock)
+  bool tombstone = false;  // window KV dropped (aux_lock is the swa lock); host-only nodes are tombstones
   int64_t uuid = 0;        // set on the node where some SWA lock stopped
+  // Host tier: host slots of the window-layer rows of the node's last host_window.size()
+  // tokens (at most `window`; empty without a host copy or when it was backed up as a tombstone).
+  std::vector<int64_t> host_window;
 };
 
 struct SwaMatch {
   std::vector<int64_t> slots;  // full slots of the usable prefix
   NodeHandle node = 0;         // last node of the usable prefix (the root if none)
-  size_t matched = 0;          // raw match length (>= slots.size())
+  size_t matched = 0;          // raw match length (>= slots.size()), host-only nodes included
+  // Host tier: the deepest matched host-only node where a match would be usable once its
+  // host chain is loaded back (0: none), and the tokens from the end of the device nodes to it.
+  NodeHandle host_node = 0;
+  size_t host_tokens = 0;
+  size_t device_tokens = 0;    // matched tokens in device nodes (tombstones included)
+};
+
+// What the host tier knows of one node (tier_node()).
+struct SwaTierNode {
+  size_t tokens = 0;
+  bool on_device = true;   // false: host-only
+  bool on_host = false;    // has a host copy (the root: true)
+  bool tombstone = false;  // on the device without window KV (host-only nodes: true)
+  size_t host_window = 0;  // tokens at the node's end whose window rows the host copy holds
+};
+
+// A load-back's plan (SwaRadixTree::plan_restore): the host-only chain root-to-leaf, which
+// of its nodes come back with window slots, and their host slots in chain order.
+struct SwaRestorePlan {
+  std::vector<NodeHandle> chain;
+  std::vector<uint8_t> live;          // per chain node: comes back with window slots
+  size_t tokens = 0;                  // the chain's tokens
+  size_t live_tokens = 0;             // ... of live nodes
+  std::vector<int64_t> host_full;     // full-layer host slots, every chain token
+  std::vector<int64_t> host_window;   // window-layer host slots, the live nodes' tokens
 };
 
 class SwaRadixTree : public DualLruTree<SwaRadixTree, SwaNode> {
@@ -62,6 +90,8 @@ class SwaRadixTree : public DualLruTree<SwaRadixTree, SwaNode> {
   size_t window() const { return window_; }
   bool is_tombstone(NodeHandle node) const;
   static bool has_aux(const SwaNode& n) { return !n.tombstone; }
+  // Host-only tombstone leaves are fine: their host copy may hold the window rows a match needs.
+  static constexpr bool kHostTombstoneLeaves = true;
   // Splits of the last matched node and of a revived tombstone, a tombstone leaf and a live leaf.
   static constexpr size_t kNodesPerInsert = 4;
   static void on_split(SwaNode& upper, SwaNode& lower);
@@ -95,8 +125,16 @@ class SwaRadixTree : public DualLruTree<SwaRadixTree, SwaNode> {
   // cached (a tombstone leaf could never be used).
   //
   // Takes all its memory before its first change (see reserve_inserts).
+  //
+  // Host tier: a host-only node on the path takes the caller's slots as its device copy
+  // again (a tombstone for the caller's windowless tokens, live for its windowed ones), and
+  // *prefix_len then ends before the first of them; when nothing windowed follows, the
+  // caller's slots from the first host-only node on are freed instead and the nodes stay
+  // host-only. `count_hit` counts a write-policy hit on each device node walked (a new
+  // leaf starts at 1).
   Status insert(const int32_t* tokens, size_t n, const int64_t* slots, const std::string& extra_key,
-                size_t prev_prefix_len, size_t* prefix_len, NodeHandle* node = nullptr, size_t swa_evicted_len = 0);
+                size_t prev_prefix_len, size_t* prefix_len, NodeHandle* node = nullptr, size_t swa_evicted_len = 0,
+                bool count_hit = false);
   // What caching tokens[0, n) for a running request would do to window KV,
   // without changing anything: insert(prev_prefix_len, swa_evicted_len), then
   // a lock on the end node replacing the request's lock on its prefix.
@@ -109,6 +147,8 @@ class SwaRadixTree : public DualLruTree<SwaRadixTree, SwaNode> {
     // protected without a window slot of the caller coming back: live,
     // SWA-unlocked nodes over the caller's windowless tokens.
     size_t window_locked = 0;
+    // Host tier: a host-only node lies on the path (insert would adopt or drop it).
+    bool host_only = false;
   };
   InsertPreview preview_insert(const int32_t* tokens, size_t n, const std::string& extra_key, size_t prev_prefix_len,
                                size_t swa_evicted_len) const;
@@ -136,6 +176,61 @@ class SwaRadixTree : public DualLruTree<SwaRadixTree, SwaNode> {
   void collect_slots(std::vector<int64_t>* full, std::vector<int64_t>* with_window) const;
   size_t check(std::string* report, size_t max_lines) const;
 
+  // ---- host tier (swa_radix_tree_tier.cpp; docs/host-tier.md, "swa pools") ----
+  // A node may hold a host copy: full-layer rows for every token and window-layer rows for
+  // its last min(window, tokens) tokens when it was live at backup. Device eviction keeps a
+  // node whose path has host copies (or gets them from `keep`) as host-only: a tombstone
+  // for the window layers, in the host list. Along every path the device nodes form a
+  // prefix. Call once, on an empty tree. `free_host` takes the host slots of copies the
+  // tree drops (full rows, window rows; never fails).
+  using FreeHost = std::function<void(const int64_t* full, size_t n, const int64_t* window, size_t k)>;
+  void enable_host_tier(FreeHost free_host) {
+    tiered_ = true;
+    free_host_ = std::move(free_host);
+  }
+  bool host_tier() const { return tiered_; }
+  size_t host_size() const { return host_tokens_; }            // tokens with a host copy
+  size_t host_only_size() const { return host_only_tokens_; }  // ... of host-only nodes
+  // Asked at device eviction of a node whose path lacks host copies: true when they were
+  // made (attach_host), false to delete the node instead. The node is locked meanwhile.
+  using KeepOnHost = std::function<bool(NodeHandle node)>;
+  void set_keep_on_host(KeepOnHost keep) { keep_ = std::move(keep); }
+  // The device nodes of root..node without a host copy, root-to-leaf; stops at the first
+  // with fewer than `min_hits` hits (backed-up nodes stay a prefix of the path).
+  void backup_candidates(NodeHandle node, uint32_t min_hits, std::vector<NodeHandle>* out) const;
+  // Room in a node's host slot lists for attach_host() (which then allocates nothing).
+  void reserve_host(NodeHandle node);
+  // Gives a device node without a host copy its host slots: `full` per token, `window` for
+  // its last k tokens (k = window_tail(node)).
+  Status attach_host(NodeHandle node, const int64_t* full, size_t n, const int64_t* window, size_t k);
+  // Tokens at the end of a device node whose window rows a backup copies now: min(window,
+  // tokens) for a live node, 0 for a tombstone.
+  size_t window_tail(NodeHandle node) const;
+  // The host-only nodes from `node` up to (excluded) the first device node: their tokens.
+  Status host_chain_tokens(NodeHandle node, size_t* tokens) const;
+  // Plans bringing the host chain that ends at `node` back: the nodes covering the last
+  // `window` tokens that have window rows come back live, the rest as tombstones. May split
+  // the topmost live node where its window rows begin (a change that keeps every match).
+  Status plan_restore(NodeHandle node, SwaRestorePlan* plan);
+  // Gives the planned chain its device slots (one per chain token; live nodes' slots with
+  // window slots, the others without).
+  Status restore_chain(const SwaRestorePlan& plan, const int64_t* slots);
+  // Locks the full KV of node and its ancestors, host-only ones included, and the window KV
+  // of the last `window` live device tokens above the host-only part: a load-back keeps its
+  // chain and the device part above it (usable as it was) while it evicts.
+  Status pin(NodeHandle node);
+  Status unpin(NodeHandle node);
+  // Deletes host-only leaves, least recently used first, and the childless tombstones above
+  // them, until `tokens` host tokens are freed.
+  Status evict_host(size_t tokens, size_t* evicted);
+  SwaTierNode tier_node(NodeHandle node) const;
+  // The deepest device node at or above `node` (the root if none).
+  NodeHandle device_ancestor(NodeHandle node) const;
+  // A device node's full slots, appended to *out (nothing for host-only nodes or the root).
+  void device_slots(NodeHandle node, std::vector<int64_t>* out) const;
+  // Host slots of every copy: full rows, window rows.
+  void collect_host_slots(std::vector<int64_t>* full, std::vector<int64_t>* window) const;
+
  private:
   friend class DualLruTree<SwaRadixTree, SwaNode>;
   using Node = SwaNode;
@@ -149,6 +244,8 @@ class SwaRadixTree : public DualLruTree<SwaRadixTree, SwaNode> {
     bool split;             // matched part-way: split after len tokens
     bool own;               // the caller's slots past prev_prefix_len lie here
     bool revive;            // a tombstone revived from `windowed` on
+    bool adopt;             // host-only: takes the caller's slots (tombstone before `windowed`, live from it)
+    bool drop;              // host-only with nothing windowed after: the caller's slots from here are freed
     size_t from, windowed;  // the caller's own tokens from `from`, windowed from `windowed` (node-relative)
   };
   // The steps of an insert over the cached part of the key (into steps_),
@@ -166,9 +263,24 @@ class SwaRadixTree : public DualLruTree<SwaRadixTree, SwaNode> {
   Status free_duplicates(int32_t id, const int64_t* slots, size_t from, size_t to);
   Status evict_leaf(int32_t id, size_t* full_evicted, size_t* swa_evicted);
   Status tombstone(int32_t id, size_t* swa_evicted);
+  // Host tier (swa_radix_tree_tier.cpp).
+  Status free_node_slots(const SwaNode& n);  // a tombstone's or host-only node's device and host slots
+  bool path_on_host(int32_t id) const;
+  // Device eviction of a device leaf: to host-only, or deleted.
+  Status evict_device_leaf(int32_t id, size_t* full_evicted, size_t* swa_evicted);
+  void drop_to_host(int32_t id);                          // device KV freed by the caller
+  void adopt(int32_t id, const int64_t* slots, bool live);  // a host-only node takes device slots
+  // Full-locks root..id by `delta`; `window`: also swa-locks the live device nodes covering
+  // the `window` tokens above the host-only part (a load-back's pin).
+  void pin_path(int32_t id, int delta, bool window);
 
   size_t window_;
   Callbacks cb_;
+  bool tiered_ = false;
+  KeepOnHost keep_;
+  FreeHost free_host_;
+  size_t host_tokens_ = 0;
+  size_t host_only_tokens_ = 0;
   std::vector<InsertStep> steps_;  // plan_insert's output
   std::vector<int64_t> freed_;     // slots take_over / free_duplicates give back
   size_t swa_evictable_ = 0;

@@ -18,13 +18,17 @@ namespace {
 
 // hybrid_linear pools tier the mamba radix tree (cache/mamba_cache_tier.cpp).
 bool hybrid_tier(const kvpool* pool) { return pool->mamba_cache && pool->mamba_cache->host_tier(); }
+// swa pools tier the swa radix tree (cache/swa_cache_tier.cpp): two host pools, two transfers.
+bool swa_tier(const kvpool* pool) { return pool->swa_cache && pool->swa_cache->host_tier(); }
 
+// The full-attention layers' transfer (swa: the window layers have a second one).
 kvp::host::HostTransfer* transfer_of(const kvpool* pool) {
+  if (swa_tier(pool)) return pool->swa_cache->host_transfer();
   return hybrid_tier(pool) ? pool->mamba_cache->host_transfer() : pool->cache->host_transfer();
 }
 
 Status has_tier(const kvpool* pool) {
-  if (hybrid_tier(pool)) return Status::ok();
+  if (hybrid_tier(pool) || swa_tier(pool)) return Status::ok();
   if (!pool->cache || !pool->cache->host_tier()) {
     return Status::unsupported("the pool has no host tier (no host_cache section in its configuration)");
   }
@@ -59,9 +63,21 @@ KVPOOL_API kvpool_status kvhost_get_stats(const kvpool* pool, kvhost_stats* out)
       return Status::invalid("out->struct_size is " + std::to_string(out->struct_size) + ", expected at least " +
                              std::to_string(before_load_evicted) + " (use KVHOST_STATS_INIT)");
     }
-    const bool hybrid = hybrid_tier(p);
-    const kvp::cache::HostTierStats& s = hybrid ? p->mamba_cache->tier_stats() : p->cache->tier_stats();
-    if (hybrid) {
+    const bool hybrid = hybrid_tier(p), swa = swa_tier(p);
+    const kvp::cache::HostTierStats& s = swa      ? p->swa_cache->tier_stats()
+                                         : hybrid ? p->mamba_cache->tier_stats()
+                                                  : p->cache->tier_stats();
+    uint64_t window_to_host = 0, window_to_device = 0;
+    if (swa) {
+      // Tokens of the full-layer pool; the window pool holds as many (docs/host-tier.md).
+      const kvp::cache::SwaCache& c = *p->swa_cache;
+      out->capacity_tokens = c.host_pool()->tokens();
+      out->used_tokens = c.tree().host_size();
+      out->host_only_tokens = c.tree().host_only_size();
+      out->copies_in_flight = 0;  // copies are waited for inside the call that starts them
+      window_to_host = c.host_window_transfer()->bytes_to_host();
+      window_to_device = c.host_window_transfer()->bytes_to_device();
+    } else if (hybrid) {
       const kvp::cache::MambaCache& c = *p->mamba_cache;
       out->capacity_tokens = c.host_pool()->tokens();
       out->used_tokens = c.tree().host_size();
@@ -82,8 +98,8 @@ KVPOOL_API kvpool_status kvhost_get_stats(const kvpool* pool, kvhost_stats* out)
     out->load_tokens = s.load_tokens;
     out->loads_refused = s.loads_refused;
     out->host_evicted_tokens = s.host_evicted_tokens;
-    out->bytes_to_host = transfer_of(p)->bytes_to_host();
-    out->bytes_to_device = transfer_of(p)->bytes_to_device();
+    out->bytes_to_host = transfer_of(p)->bytes_to_host() + window_to_host;
+    out->bytes_to_device = transfer_of(p)->bytes_to_device() + window_to_device;
     if (out->struct_size >= sizeof(kvhost_stats)) out->load_evicted_tokens = s.load_evicted_tokens;
     return Status::ok();
   });
@@ -93,7 +109,9 @@ KVPOOL_API kvpool_status kvhost_poll(kvpool* pool, int32_t wait, size_t* complet
   return with_pool("kvhost_poll", pool, [&](kvpool* p) -> Status {
     KVPOOL_RETURN_IF_ERROR(has_tier(p));  // unlocks only: no free list involved
     size_t done = 0;
-    if (hybrid_tier(p)) {
+    if (swa_tier(p)) {
+      p->swa_cache->retry_backups();  // backups that ran out of memory; nothing is ever in flight
+    } else if (hybrid_tier(p)) {
       p->mamba_cache->retry_backups();  // backups that ran out of memory; nothing is ever in flight
     } else {
       KVPOOL_RETURN_IF_ERROR(p->cache->poll(wait != 0, &done));
@@ -106,6 +124,7 @@ KVPOOL_API kvpool_status kvhost_poll(kvpool* pool, int32_t wait, size_t* complet
 KVPOOL_API kvpool_status kvhost_set_stream(kvpool* pool, void* stream) {
   return with_pool("kvhost_set_stream", pool, [&](kvpool* p) -> Status {
     KVPOOL_RETURN_IF_ERROR(has_tier(p));
+    if (swa_tier(p)) KVPOOL_RETURN_IF_ERROR(p->swa_cache->host_window_transfer()->set_compute_stream(stream));
     return transfer_of(p)->set_compute_stream(stream);
   });
 }
@@ -114,7 +133,9 @@ KVPOOL_API kvpool_status kvhost_next_load_set(kvpool* pool, int32_t* set) {
   return with_pool("kvhost_next_load_set", pool, [&](kvpool* p) -> Status {
     KVPOOL_RETURN_IF_ERROR(has_tier(p));
     KVPOOL_RETURN_IF_ERROR(check_out(set, "set"));
-    *set = hybrid_tier(p) ? p->mamba_cache->advance_load_set() : p->cache->advance_load_set();
+    *set = swa_tier(p)      ? p->swa_cache->advance_load_set()
+           : hybrid_tier(p) ? p->mamba_cache->advance_load_set()
+                            : p->cache->advance_load_set();
     return Status::ok();
   });
 }
@@ -123,7 +144,9 @@ KVPOOL_API kvpool_status kvhost_load_set(const kvpool* pool, int32_t* set) {
   return with_pool<Access::kShared>("kvhost_load_set", pool, [&](const kvpool* p) -> Status {
     KVPOOL_RETURN_IF_ERROR(has_tier(p));
     KVPOOL_RETURN_IF_ERROR(check_out(set, "set"));
-    *set = hybrid_tier(p) ? p->mamba_cache->load_set() : p->cache->load_set();
+    *set = swa_tier(p)      ? p->swa_cache->load_set()
+           : hybrid_tier(p) ? p->mamba_cache->load_set()
+                            : p->cache->load_set();
     return Status::ok();
   });
 }
@@ -145,6 +168,13 @@ KVPOOL_API kvpool_status kvhost_wait_layer(kvpool* pool, int32_t set, int32_t la
       if (!full[static_cast<size_t>(layer)]) return Status::ok();
       tiered = static_cast<uint32_t>(std::count(full.begin() + first, full.begin() + layer, true));
     }
+    if (swa_tier(p)) {
+      // Full layers in the first pool, window layers in the second, each in layer order.
+      const std::vector<bool>& full = p->config.model.layer_is_full;
+      const bool is_full = full[static_cast<size_t>(layer)];
+      tiered = static_cast<uint32_t>(std::count(full.begin() + first, full.begin() + layer, is_full));
+      if (!is_full) return p->swa_cache->host_window_transfer()->wait_layer(set, tiered, stream);
+    }
     return transfer_of(p)->wait_layer(set, tiered, stream);
   });
 }
@@ -161,6 +191,24 @@ KVPOOL_API kvpool_status kvhost_match(kvpool* pool, const int32_t* tokens, size_
     KVPOOL_RETURN_IF_ERROR(check_out(node, "node"));
     KVPOOL_RETURN_IF_ERROR(check_out(host_node, "host_node"));
     const std::string key = key_of(extra_key);
+    if (swa_tier(p)) {
+      // The usable device prefix (no tombstone, or `window` live tokens ending it), and the
+      // tokens up to the deepest host-only node where a loaded-back match would be usable.
+      size_t usable = 0;
+      p->swa_cache->tree().cached_prefix(tokens, tokens_len, key, &usable);
+      if (usable > slots_cap) {
+        *matched = usable;
+        return Status(KVPOOL_ERR_BUFFER_TOO_SMALL, "the match has " + std::to_string(usable) +
+                                                       " device slots, slots_cap is " + std::to_string(slots_cap));
+      }
+      kvp::cache::SwaMatch m = p->swa_cache->match(tokens, tokens_len, key);
+      if (!m.slots.empty()) std::memcpy(slots, m.slots.data(), m.slots.size() * sizeof(int64_t));
+      *matched = m.slots.size();
+      *host_matched = m.host_tokens;
+      *node = m.node;
+      *host_node = m.host_node != 0 ? m.host_node : m.node;
+      return Status::ok();
+    }
     if (hybrid_tier(p)) {
       // The usable device prefix (up to the deepest device node with a mamba state), and
       // the tokens up to the deepest host-only node with one (docs/host-tier.md).
@@ -205,6 +253,26 @@ KVPOOL_API kvpool_status kvhost_load_back(kvpool* pool, uint64_t host_node, int6
     KVPOOL_RETURN_IF_ERROR(check_array(slots, slots_cap, "slots"));
     KVPOOL_RETURN_IF_ERROR(check_out(loaded, "loaded"));
     KVPOOL_RETURN_IF_ERROR(check_out(node, "node"));
+    if (swa_tier(p)) {
+      kvp::cache::SwaRadixTree& tree = p->swa_cache->tree();
+      if (!tree.is_live(host_node)) return Status::invalid("node handle " + std::to_string(host_node) + " is stale or unknown");
+      size_t tokens = 0;
+      KVPOOL_RETURN_IF_ERROR(tree.host_chain_tokens(host_node, &tokens));
+      if (tokens > slots_cap) {
+        *loaded = tokens;
+        return Status(KVPOOL_ERR_BUFFER_TOO_SMALL, "the host chain has " + std::to_string(tokens) + " tokens, slots_cap is " +
+                                                       std::to_string(slots_cap));
+      }
+      std::vector<int64_t> out;
+      size_t n = 0;
+      KVPOOL_RETURN_IF_ERROR(p->swa_cache->load_back(host_node, &out, &n));
+      if (n > 0) std::memcpy(slots, out.data(), n * sizeof(int64_t));
+      *loaded = n;
+      // The loaded chain's end (a device node now), else the chain's parent: radix_match
+      // tells how much of it is usable.
+      *node = n > 0 ? host_node : tree.device_ancestor(host_node);
+      return Status::ok();
+    }
     if (hybrid_tier(p)) {
       kvp::cache::MambaRadixTree& tree = p->mamba_cache->tree();
       if (!tree.is_live(host_node)) return Status::invalid("node handle " + std::to_string(host_node) + " is stale or unknown");
@@ -259,6 +327,7 @@ KVPOOL_API kvpool_status kvhost_evict(kvpool* pool, size_t tokens, size_t* evict
   return with_pool("kvhost_evict", pool, [&](kvpool* p) -> Status {
     KVPOOL_RETURN_IF_ERROR(has_tier(p));  // host pages only
     KVPOOL_RETURN_IF_ERROR(check_out(evicted, "evicted"));
+    if (swa_tier(p)) return p->swa_cache->evict_host(tokens, evicted);
     if (hybrid_tier(p)) return p->mamba_cache->evict_host(tokens, evicted);
     size_t done = 0;
     KVPOOL_RETURN_IF_ERROR(p->cache->release_landed(&done));  // landed loads unlock host-only leaves
@@ -272,6 +341,15 @@ KVPOOL_API kvpool_status kvhost_node_state(const kvpool* pool, uint64_t node, in
     KVPOOL_RETURN_IF_ERROR(has_tier(p));
     KVPOOL_RETURN_IF_ERROR(check_out(on_device, "on_device"));
     KVPOOL_RETURN_IF_ERROR(check_out(on_host, "on_host"));
+    if (swa_tier(p)) {
+      const kvp::cache::SwaRadixTree& tree = p->swa_cache->tree();
+      if (!tree.is_live(node)) return Status::invalid("node handle " + std::to_string(node) + " is stale or unknown");
+      const kvp::cache::SwaTierNode info = tree.tier_node(node);
+      *on_device = info.on_device ? 1 : 0;
+      *on_host = info.on_host ? 1 : 0;
+      if (tokens != nullptr) *tokens = info.tokens;
+      return Status::ok();
+    }
     if (hybrid_tier(p)) {
       const kvp::cache::MambaRadixTree& tree = p->mamba_cache->tree();
       if (!tree.is_live(node)) return Status::invalid("node handle " + std::to_string(node) + " is stale or unknown");

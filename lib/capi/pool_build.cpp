@@ -47,12 +47,33 @@ Status build_host_tier(::kvpool* pool) {
   KVPOOL_RETURN_IF_ERROR(backend::host_memory(&memory));
   KVPOOL_RETURN_IF_ERROR(host::HostPool::make(pool->backend.get(), c.host_cache, pool->plan.max_total_tokens,
                                               std::move(g), memory.free_bytes, &pool->host));
+  if (c.model.attention == config::Attention::kSWA) {
+    // The window layers' rows of window tails: a second pool with as many host tokens as the
+    // first (a node's window tail is at most its tokens), sized by token count, not bytes.
+    host::HostGeometry w;
+    w.layout = pool->host->geometry().layout;
+    w.page_size = pool->plan.page_size;
+    KVPOOL_RETURN_IF_ERROR(pool->kv->tier_parts(&w.parts, &w.layers, true));
+    config::HostCacheConfig window_cfg = c.host_cache;
+    window_cfg.ratio = 1;
+    window_cfg.size_bytes = 0;
+    const uint64_t used = pool->host->geometry().bytes;
+    KVPOOL_RETURN_IF_ERROR(host::HostPool::make(pool->backend.get(), window_cfg, pool->host->tokens() - 1, std::move(w),
+                                                memory.free_bytes > used ? memory.free_bytes - used : 0,
+                                                &pool->host_window));
+  }
   if (c.pool.device == config::DeviceKind::kCuda) {
     host::CudaTransferOptions options;
     options.direct = c.host_cache.io_backend == "direct";
-    return host::make_cuda_transfer(pool->host.get(), c.pool.device_index, options, &pool->host_transfer);
+    KVPOOL_RETURN_IF_ERROR(host::make_cuda_transfer(pool->host.get(), c.pool.device_index, options, &pool->host_transfer));
+    if (pool->host_window) {
+      KVPOOL_RETURN_IF_ERROR(
+          host::make_cuda_transfer(pool->host_window.get(), c.pool.device_index, options, &pool->host_window_transfer));
+    }
+    return Status::ok();
   }
   pool->host_transfer = host::make_cpu_transfer(pool->host.get());
+  if (pool->host_window) pool->host_window_transfer = host::make_cpu_transfer(pool->host_window.get());
   return Status::ok();
 }
 
@@ -119,11 +140,11 @@ Status build_pool(::kvpool* pool) {
   const bool plain = c.model.attention != config::Attention::kSWA && c.model.attention != config::Attention::kHybridLinear;
   if (c.host_cache.enabled) {
     // The tier lives in the radix tree's nodes (host-only and device+host states): the
-    // plain tree's and the mamba tree's (full-attention KV) have them, the swa tree's
-    // (tombstones of the window) not yet (docs/host-tier.md).
-    if (c.model.attention == config::Attention::kSWA) {
-      return Status::unsupported("host_cache: the host tier serves the radix cache of mha, mla, nsa, double_sparse and "
-                                 "hybrid_linear pools; the swa radix cache is not tiered yet");
+    // plain tree's, the mamba tree's (full-attention KV) and the swa tree's (full-layer KV,
+    // and the window layers' rows of window tails) have them (docs/host-tier.md).
+    if (c.model.attention == config::Attention::kSWA && c.storage.enabled) {
+      return Status::unsupported("storage: the storage tier serves mha, mla, nsa and double_sparse pools; a swa "
+                                 "pool's host tier has no storage tier yet");
     }
     if (c.model.attention == config::Attention::kHybridLinear) {
       if (c.pool.mamba_extra_buffer) {
@@ -157,6 +178,12 @@ Status build_pool(::kvpool* pool) {
   if (c.model.attention == config::Attention::kSWA) {
     const size_t window = static_cast<size_t>(c.model.sliding_window);
     if (radix) KVPOOL_RETURN_IF_ERROR(cache::SwaCache::make(pool->swa.get(), window, &pool->swa_cache));
+    if (radix && pool->host_transfer) {
+      cache::WritePolicy write = cache::WritePolicy::kWriteThrough;
+      cache::parse_write_policy(c.host_cache.write_policy, &write);  // validated by the config parser
+      pool->swa_cache->enable_host_tier(pool->host.get(), pool->host_transfer.get(), pool->host_window.get(),
+                                        pool->host_window_transfer.get(), write);
+    }
     pool->seqs = std::make_unique<seq::SwaSequences>(pool->swa.get(), pool->requests.get(), pool->swa_cache.get(), window);
   }
   // SGLang's extra_buffer mode (ping-pong state snapshots) is not implemented by the mamba tree or kvseq.

@@ -89,6 +89,9 @@ struct kvpool {
   // runs transfer, then host pool, then buffers, and the backend last (it frees the memory).
   std::unique_ptr<kvp::host::HostPool> host;
   std::unique_ptr<kvp::host::HostTransfer> host_transfer;
+  // swa pools: a second host pool for the window layers' rows of window tails, and its copies.
+  std::unique_ptr<kvp::host::HostPool> host_window;
+  std::unique_ptr<kvp::host::HostTransfer> host_window_transfer;
   // After the host pool: destroyed first, its threads stop before the host memory goes.
   std::unique_ptr<kvp::storage::StorageTier> storage;
   std::unique_ptr<kvp::cache::PrefixCache> cache;  // radix prefix cache (mha, mla, nsa, double_sparse)

@@ -58,7 +58,9 @@ class KvBuffers {
 
   // The rows the host tier copies (lib/host/): one part per kind of row, with each tiered
   // layer's device buffer; `*layers` = number of tiered layers (kv_tier_parts.cpp).
-  Status tier_parts(std::vector<host::TierPart>* parts, uint32_t* layers) const;
+  // `window_layers` (swa pools): the sliding-window layers instead, whose rows are window
+  // slots (the swa host tier keeps them in a second host pool).
+  Status tier_parts(std::vector<host::TierPart>* parts, uint32_t* layers, bool window_layers = false) const;
 
   // Bytes of every buffer this object owns.
   uint64_t bytes() const;

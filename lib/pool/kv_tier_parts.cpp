@@ -7,17 +7,21 @@
 
 namespace kvp::pool {
 
-Status KvBuffers::tier_parts(std::vector<host::TierPart>* parts, uint32_t* layers) const {
+Status KvBuffers::tier_parts(std::vector<host::TierPart>* parts, uint32_t* layers, bool window_layers) const {
   const Impl& I = *impl_;
   const KvLayout& L = I.L;
   // Tiered layers: those whose rows are token slots of the full pool. hybrid_linear's
   // mamba layers have no KV (their states live in the mamba pool). swa's window layers
-  // are left out: their rows are window-pool slots, recycled as the window slides, so a
-  // page saved to host could not be put back under the same slots; SGLang's hierarchical
-  // cache does not tier them either.
+  // are left out: their rows are window-pool slots, recycled as the window slides; the swa
+  // host tier asks for them separately (`window_layers`) and keeps the rows of window tails
+  // in a host pool of their own, indexed by window slot on the device side.
   std::vector<const LayerKv*> tiered;
   for (const LayerKv& l : I.layers) {
-    if (l.has_kv && !l.window) tiered.push_back(&l);
+    if (l.has_kv && l.window == window_layers) tiered.push_back(&l);
+  }
+  if (tiered.empty() && window_layers) {
+    return Status::config("$.host_cache: this swa pool holds no sliding-window layer (layers " +
+                          std::to_string(L.start_layer) + ".." + std::to_string(L.end_layer) + ")");
   }
   if (tiered.empty()) {
     return Status::config("$.host_cache: this pool holds no layer whose KV the host tier could keep "

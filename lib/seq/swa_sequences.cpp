@@ -23,7 +23,7 @@ Status SwaSequences::free_slots(const std::vector<int64_t>& slots, size_t from, 
 }
 
 Status SwaSequences::match_and_lock(Request* r) {
-  r->cached = r->prefix_hit = 0;
+  r->cached = r->prefix_hit = r->host_hit = 0;
   r->slots.clear();
   r->node = 0;
   r->swa_uuid = 0;
@@ -32,6 +32,19 @@ Status SwaSequences::match_and_lock(Request* r) {
   r->slots.reserve(r->tokens.size());  // before the match: its split is a change
   cache::SwaMatch& m = match_;
   scache_->tree().match_into(r->tokens.data(), r->tokens.size() - 1, r->extra_key, &m);
+  if (scache_->host_tier() && !retracting_ && m.host_tokens > 0) {
+    // A usable end on a host-only node: its chain comes back (full slots, and window slots
+    // for its last window of tokens; the load keeps the matched path pinned while it makes
+    // room), then the match ends there.
+    std::vector<int64_t> loaded_slots;
+    size_t loaded = 0;
+    KVPOOL_RETURN_IF_ERROR(scache_->load_back(m.host_node, &loaded_slots, &loaded));
+    if (loaded > 0) {
+      const size_t before = m.slots.size();
+      scache_->tree().match_into(r->tokens.data(), r->tokens.size() - 1, r->extra_key, &m);
+      r->host_hit = m.slots.size() > before ? std::min(loaded, m.slots.size() - before) : 0;
+    }
+  }
   // The usable prefix ends with at least `window` live tokens (or has no tombstone).
   KVPOOL_RETURN_IF_ERROR(scache_->tree().lock(m.node, &r->swa_uuid));
   r->node = m.node;
@@ -58,13 +71,15 @@ Status SwaSequences::cache_unfinished(Request* r, size_t need) {
   // slots[cached, swa_evicted) lost their window slots; the rest (at least the last window) still have them.
   const size_t swa_evicted = std::max(r->cached, r->window_from);
   const cache::SwaRadixTree::InsertPreview p = scache_->tree().preview_insert(r->tokens.data(), n, r->extra_key, r->cached, swa_evicted);
-  if (p.frees_windowed) return Status::ok();
+  // Host-only nodes on the path: the request's tokens are cached when it finishes.
+  if (p.frees_windowed || p.host_only) return Status::ok();
   const size_t window = swa_->swa().available() + (swa_->full().in_group() ? 0 : scache_->tree().swa_evictable_size());
   if (window < need + p.window_locked) return Status::ok();
   size_t prefix = 0;
   // The tree frees the request's duplicates itself and takes the rest of slots[cached, n).
-  KVPOOL_RETURN_IF_ERROR(
-      scache_->insert(r->tokens.data(), n, r->slots.data(), r->extra_key, r->cached, swa_evicted, &prefix, nullptr));
+  // A chunk of a prompt not fully computed yet: no write-policy hit (SGLang's chunked insert).
+  KVPOOL_RETURN_IF_ERROR(scache_->insert(r->tokens.data(), n, r->slots.data(), r->extra_key, r->cached, swa_evicted,
+                                         &prefix, nullptr, false));
   // Usable to the end: the windowed tokens now in the tree are live and, with
   // the request's locked window before `cached`, end the path with a whole window.
   cache::SwaMatch& m = match_;
