@@ -14,6 +14,13 @@
 #     tiered, mamba states stay on the device), 150 requests on a 40k device pool with
 #     chunked prefill (--chunk 512 caches a state at every chunk boundary, so later prompts
 #     can continue from one); write_through_selective may get no host hits.
+#   swa (-DCONFIG=examples/configs/tiny-cpu-swa.json): a swa pool (one window layer and one
+#     full-attention layer of 1 head x 4 f16 values, a 64-token window, page_size 1; the
+#     full-attention rows of every token and the window rows of window tails are tiered), 80
+#     requests on a 40k device pool with --chunk 512, kvpool_check every 50 steps;
+#     write_through_selective may get no host hits. The bytes each way cover the copied
+#     tokens' full-layer rows, plus window rows (a whole number of them, at most one per
+#     token) on top, and host hits load window rows back.
 include(${CMAKE_CURRENT_LIST_DIR}/run_replay.cmake)
 if(NOT DEFINED VARIANT)
   set(VARIANT mha)
@@ -24,6 +31,12 @@ if(VARIANT STREQUAL "hybrid")
   set(bytes_per_token 16)  # K and V of 4 f16 values, one full-attention layer
   set(may_miss_host write_through_selective)  # the one policy that may get no host hits
   set(device_pool 40k)
+elseif(VARIANT STREQUAL "swa")
+  set(common --trace ${TRACE} --config ${CONFIG} --max-requests 80 --capacity-tokens 40k --concurrency 4
+             --chunk 512 --check-every 50 --host-capacity-tokens 3M --json)
+  set(bytes_per_token 16)  # K and V of 4 f16 values, one layer
+  set(may_miss_host write_through_selective)
+  set(device_pool 40k)
 elseif(VARIANT STREQUAL "mha")
   file(MAKE_DIRECTORY ${OUT})
   set(common --trace ${TRACE} --max-requests 300 --capacity-tokens 60k --page-size 16 --concurrency 4
@@ -33,7 +46,7 @@ elseif(VARIANT STREQUAL "mha")
   set(may_miss_host "")
   set(device_pool 60k)
 else()
-  message(FATAL_ERROR "VARIANT is \"${VARIANT}\": expected mha or hybrid")
+  message(FATAL_ERROR "VARIANT is \"${VARIANT}\": expected mha, hybrid or swa")
 endif()
 
 # The mha variant's own checks of one policy's run.
@@ -75,6 +88,26 @@ function(check_mha_run policy json per_request)
   endif()
 endfunction()
 
+# The swa variant's bytes each way (a macro: it reads the run's fields from the loop): the
+# full-layer rows of every copied token, window rows (a whole number of them, at most one per
+# token) on top, and window rows loaded back whenever there were host hits.
+macro(check_swa_bytes policy)
+  math(EXPR full_to_device "${host_load_tokens} * ${bytes_per_token}")
+  math(EXPR full_to_host "${host_backup_tokens} * ${bytes_per_token}")
+  math(EXPR window_to_device "${bytes_to_device} - ${full_to_device}")
+  math(EXPR window_to_host "${bytes_to_host} - ${full_to_host}")
+  math(EXPR odd_device "${window_to_device} % ${bytes_per_token}")
+  math(EXPR odd_host "${window_to_host} % ${bytes_per_token}")
+  if(window_to_device LESS 0 OR window_to_host LESS 0 OR window_to_device GREATER full_to_device OR
+     window_to_host GREATER full_to_host OR NOT odd_device EQUAL 0 OR NOT odd_host EQUAL 0 OR bytes_to_host EQUAL 0)
+    message(FATAL_ERROR "${policy}: bytes to host ${bytes_to_host} (full-layer rows ${full_to_host}), to device "
+                        "${bytes_to_device} (full-layer rows ${full_to_device})")
+  endif()
+  if(host_hit_tokens GREATER 0 AND window_to_device EQUAL 0)
+    message(FATAL_ERROR "${policy}: host hits without window rows loaded back")
+  endif()
+endmacro()
+
 foreach(policy write_through write_through_selective write_back)
   set(per_request ${OUT}/per_request_${policy}.txt)
   if(VARIANT STREQUAL "mha")
@@ -101,18 +134,22 @@ foreach(policy write_through write_through_selective write_back)
   if(host_load_tokens LESS host_hit_tokens)
     message(FATAL_ERROR "${policy}: ${host_load_tokens} tokens loaded, fewer than the ${host_hit_tokens} host hits")
   endif()
-  math(EXPR want_to_device "${host_load_tokens} * ${bytes_per_token}")
-  math(EXPR want_to_host "${host_backup_tokens} * ${bytes_per_token}")
-  if(NOT bytes_to_device EQUAL want_to_device OR NOT bytes_to_host EQUAL want_to_host OR bytes_to_host EQUAL 0)
-    message(FATAL_ERROR "${policy}: bytes to host ${bytes_to_host} (want ${want_to_host}), to device "
-                        "${bytes_to_device} (want ${want_to_device})")
+  if(VARIANT STREQUAL "swa")
+    check_swa_bytes(${policy})
+  else()
+    math(EXPR want_to_device "${host_load_tokens} * ${bytes_per_token}")
+    math(EXPR want_to_host "${host_backup_tokens} * ${bytes_per_token}")
+    if(NOT bytes_to_device EQUAL want_to_device OR NOT bytes_to_host EQUAL want_to_host OR bytes_to_host EQUAL 0)
+      message(FATAL_ERROR "${policy}: bytes to host ${bytes_to_host} (want ${want_to_host}), to device "
+                          "${bytes_to_device} (want ${want_to_device})")
+    endif()
   endif()
   if(VARIANT STREQUAL "mha")
     check_mha_run(${policy} "${json}" ${per_request})
   endif()
   set(matched_${policy} ${matched_tokens})
 endforeach()
-if(VARIANT STREQUAL "hybrid")
+if(NOT VARIANT STREQUAL "mha")
   return()
 endif()
 

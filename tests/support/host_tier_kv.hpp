@@ -3,8 +3,9 @@
 // their full-attention layers). A token's row is derived from a tag, so a row read back
 // names the token it was written for; prefix_tags() makes a token's tag depend on its
 // whole prefix, as a model's KV does, so a matched prefix holds exactly its own rows.
-// Also: kvhost_match / stats / node-state wrappers, and a picture of the pool with its
-// host tier for the tests that prove a failed call changed nothing.
+// Also: kvhost_match / stats / node-state / load-back / device-eviction wrappers, and a
+// picture of the pool with its host tier for the tests that prove a failed call changed
+// nothing.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -16,6 +17,7 @@
 
 #include "kvpool/host.h"
 #include "kvpool/kvpool.h"
+#include "kvpool/radix.h"
 #include "pool_state.hpp"
 
 namespace kvtest {
@@ -45,6 +47,9 @@ inline std::vector<uint64_t> prefix_tags(const std::vector<int32_t>& t, size_t n
   }
   return tags;
 }
+
+// The tags of every token of `t`.
+inline std::vector<uint64_t> tags_of(const std::vector<int32_t>& t) { return prefix_tags(t, t.size()); }
 
 // Writes the rows of `tags` into `slots` of every layer in `layers`.
 inline void write_tier_kv(kvpool* pool, const std::vector<int64_t>& slots, const std::vector<uint64_t>& tags,
@@ -77,7 +82,7 @@ inline void expect_tier_kv(kvpool* pool, const std::vector<int64_t>& slots, cons
         return std::vector<float>(all.begin() + static_cast<long>(i * kTierRow), all.begin() + static_cast<long>((i + 1) * kTierRow));
       };
       ASSERT_EQ(row(k), tier_row(layer, tags[i])) << who << " K of token " << i << " (slot " << slots[i] << ", layer " << layer << ")";
-      ASSERT_EQ(row(v), tier_row(layer, tags[i] + 7)) << who << " V of token " << i << " (slot " << slots[i] << ")";
+      ASSERT_EQ(row(v), tier_row(layer, tags[i] + 7)) << who << " V of token " << i << " (slot " << slots[i] << ", layer " << layer << ")";
     }
   }
 }
@@ -87,6 +92,14 @@ inline std::vector<int32_t> tokens_from(int32_t first, size_t n) {
   std::vector<int32_t> t(n);
   for (size_t i = 0; i < n; ++i) t[i] = first + static_cast<int32_t>(i);
   return t;
+}
+
+// radix_evict of up to `tokens` device tokens (host-only nodes where they have host copies);
+// the number it evicted.
+inline size_t evict_device(kvpool* pool, size_t tokens) {
+  size_t evicted = 0;
+  EXPECT_EQ(radix_evict(pool, tokens, &evicted), KVPOOL_OK) << kvpool_last_error();
+  return evicted;
 }
 
 // kvhost_match's answer: the device part (its slots) and the host part after it.

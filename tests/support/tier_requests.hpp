@@ -4,7 +4,8 @@
 // host) and host pressure (host eviction), kvpool_check after every step. Every slot a
 // request holds after kvseq_begin or kvseq_retract has the KV of the token it stands for
 // (host_tier_kv.hpp's rows), and a call that fails for want of memory leaves the pool, its
-// tier and the live requests exactly as they were (tier_state()).
+// tier and the live requests exactly as they were (tier_state()). A test may write and
+// check more than the tiered layers' rows (a swa pool's window layers).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -26,7 +27,12 @@ struct TierRequests {
   size_t max_live = 4;                   // requests begun at once at most
   bool begin_may_fail = false;           // hybrid_linear: a begin may find no state slot
   std::vector<int32_t> layers;           // the tiered layers the KV is written to and read from
-  std::function<void(std::mt19937&)> pressure;  // more pressure after each step (may be empty)
+  // More pressure after each step, given the number of live requests (may be empty).
+  std::function<void(std::mt19937&, size_t live)> pressure;
+  // How a token's KV is written and a request's slots checked; empty: the rows of `layers`
+  // (write_tier_kv, expect_tier_kv).
+  using KvRows = std::function<void(const std::vector<int64_t>& slots, const std::vector<uint64_t>& tags)>;
+  KvRows write_kv, expect_kv;
 };
 
 // Runs the workload on `pool` for 1200 steps, then finishes the live requests; adds the
@@ -41,8 +47,19 @@ inline void run_tier_requests(kvpool* pool, const TierRequests& w, uint64_t* hos
     size_t computed;
   };
   std::vector<Live> live;
+  const auto write_kv = [&](const std::vector<int64_t>& slots, const std::vector<uint64_t>& tags) {
+    if (w.write_kv) {
+      w.write_kv(slots, tags);
+    } else {
+      write_tier_kv(pool, slots, tags, w.layers);
+    }
+  };
   const auto expect_kv = [&](const std::vector<int64_t>& slots, const std::vector<uint64_t>& tags) {
-    expect_tier_kv(pool, slots, tags, "", w.layers);
+    if (w.expect_kv) {
+      w.expect_kv(slots, tags);
+    } else {
+      expect_tier_kv(pool, slots, tags, "", w.layers);
+    }
   };
   // The pool, its tier and the live requests: a call that fails must leave them as they were.
   const auto picture = [&] { return tier_state(pool, ids_of(live)); };
@@ -80,7 +97,7 @@ inline void run_tier_requests(kvpool* pool, const TierRequests& w, uint64_t* hos
         }
         ASSERT_EQ(st, KVPOOL_OK) << kvpool_last_error();
         const std::vector<uint64_t> tags = prefix_tags(r.tokens, r.computed + chunk);
-        write_tier_kv(pool, out, std::vector<uint64_t>(tags.begin() + static_cast<long>(r.computed), tags.end()), w.layers);
+        write_kv(out, std::vector<uint64_t>(tags.begin() + static_cast<long>(r.computed), tags.end()));
         r.computed += chunk;
       } else if (r.tokens.size() < 60) {
         int32_t tok = static_cast<int32_t>(rng() % 50);
@@ -93,7 +110,7 @@ inline void run_tier_requests(kvpool* pool, const TierRequests& w, uint64_t* hos
         }
         ASSERT_EQ(st, KVPOOL_OK) << kvpool_last_error();
         r.tokens.push_back(tok);
-        write_tier_kv(pool, {slot}, {prefix_tags(r.tokens, r.tokens.size()).back()}, w.layers);
+        write_kv({slot}, {prefix_tags(r.tokens, r.tokens.size()).back()});
         ++r.computed;
       }
     } else if (!live.empty()) {  // finish (mostly), abort or retract
@@ -119,7 +136,7 @@ inline void run_tier_requests(kvpool* pool, const TierRequests& w, uint64_t* hos
       ASSERT_EQ(kvhost_evict(pool, 1 + rng() % 16, &freed), KVPOOL_OK) << kvpool_last_error();
     }
     if (w.pressure) {
-      w.pressure(rng);
+      w.pressure(rng, live.size());
       if (::testing::Test::HasFatalFailure()) return;
     }
     char report[4096];

@@ -20,9 +20,11 @@
 
 namespace {
 
+using kvtest::evict_device;
 using kvtest::expect_consistent;
 using kvtest::node_state;
 using kvtest::Pool;
+using kvtest::tags_of;
 using kvtest::Tiered;
 using kvtest::tokens_from;
 
@@ -59,8 +61,6 @@ void expect_kv(kvpool* pool, const std::vector<int64_t>& slots, const std::vecto
   kvtest::expect_tier_kv(pool, slots, tags, "", kFullLayers);
 }
 
-std::vector<uint64_t> tags_of(const std::vector<int32_t>& t) { return kvtest::prefix_tags(t, t.size()); }
-
 // radix_insert_mamba of fresh slots (KV written) and a fresh state; returns the node.
 uint64_t insert_fresh(kvpool* pool, const std::vector<int32_t>& tokens, size_t* prefix_out = nullptr) {
   std::vector<int64_t> slots = kvtest::alloc(pool, tokens.size());
@@ -85,12 +85,6 @@ uint64_t insert_fresh(kvpool* pool, const std::vector<int32_t>& tokens, size_t* 
 
 kvhost_stats stats(kvpool* pool) { return kvtest::host_stats(pool); }
 Tiered match(kvpool* pool, const std::vector<int32_t>& tokens) { return kvtest::host_match(pool, tokens); }
-
-size_t evict_device(kvpool* pool, size_t tokens) {
-  size_t evicted = 0;
-  EXPECT_EQ(radix_evict(pool, tokens, &evicted), KVPOOL_OK) << kvpool_last_error();
-  return evicted;
-}
 
 TEST(HostTierHybrid, WriteThroughKeepsTheStateAndLoadsTheKvBack) {
   Pool pool(hybrid_tier_config(64, 8, 4, "write_through"));
@@ -545,7 +539,7 @@ TEST_P(HostTierHybridRandom, RequestsKeepTheirBytesAndTheAccountingAddsUp) {
   requests.max_live = static_cast<size_t>(w.live > 0 ? w.live : std::max(1, w.states / 5));
   requests.begin_may_fail = true;
   requests.layers = kFullLayers;
-  requests.pressure = [&](std::mt19937& rng) {
+  requests.pressure = [&](std::mt19937& rng, size_t /*live*/) {
     if (rng() % 16 == 0) {  // the mamba list evicts states on its own
       size_t freed = 0;
       ASSERT_EQ(radix_evict_mamba(pool, 1, &freed), KVPOOL_OK) << kvpool_last_error();

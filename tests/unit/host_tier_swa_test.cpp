@@ -22,11 +22,13 @@
 
 namespace {
 
+using kvtest::evict_device;
 using kvtest::expect_consistent;
 using kvtest::host_match;
 using kvtest::host_stats;
 using kvtest::node_state;
 using kvtest::Pool;
+using kvtest::tags_of;
 using kvtest::Tiered;
 using kvtest::tokens_from;
 
@@ -61,41 +63,17 @@ std::vector<int64_t> window_slots(kvpool* pool, const std::vector<int64_t>& slot
   return w;
 }
 
-void set_layer(kvpool* pool, int32_t layer, const std::vector<int64_t>& slots, const std::vector<uint64_t>& tags) {
-  std::vector<float> k, v;
-  for (uint64_t t : tags) {
-    const std::vector<float> rk = kvtest::tier_row(layer, t), rv = kvtest::tier_row(layer, t + 7);
-    k.insert(k.end(), rk.begin(), rk.end());
-    v.insert(v.end(), rv.begin(), rv.end());
-  }
-  ASSERT_EQ(kvpool_set_kv(pool, layer, slots.data(), slots.size(), k.data(), k.size() * 4, v.data(), v.size() * 4,
-                          KVPOOL_DTYPE_F32, 1.0f, 1.0f),
-            KVPOOL_OK)
-      << kvpool_last_error();
-}
-
 // Every layer of fresh slots (they all have window slots).
 void write_kv(kvpool* pool, const std::vector<int64_t>& slots, const std::vector<uint64_t>& tags) {
   if (slots.empty()) return;
-  for (int32_t layer : kFullLayers) set_layer(pool, layer, slots, tags);
-  for (int32_t layer : kWindowLayers) set_layer(pool, layer, slots, tags);
+  for (int32_t layer : kFullLayers) kvtest::write_tier_kv(pool, slots, tags, {layer});
+  for (int32_t layer : kWindowLayers) kvtest::write_tier_kv(pool, slots, tags, {layer});
 }
 
+// host_tier_kv.hpp's check of one layer; a window layer may have no rows to check.
 void expect_layer(kvpool* pool, int32_t layer, const std::vector<int64_t>& slots, const std::vector<uint64_t>& tags) {
   if (slots.empty()) return;
-  std::vector<float> k(slots.size() * kvtest::kTierRow), v(slots.size() * kvtest::kTierRow);
-  ASSERT_EQ(kvpool_get_kv(pool, layer, slots.data(), slots.size(), k.data(), k.size() * 4, v.data(), v.size() * 4,
-                          KVPOOL_DTYPE_F32),
-            KVPOOL_OK)
-      << kvpool_last_error();
-  for (size_t i = 0; i < slots.size(); ++i) {
-    const auto row = [&](const std::vector<float>& all) {
-      return std::vector<float>(all.begin() + static_cast<long>(i * kvtest::kTierRow),
-                                all.begin() + static_cast<long>((i + 1) * kvtest::kTierRow));
-    };
-    ASSERT_EQ(row(k), kvtest::tier_row(layer, tags[i])) << "K of token " << i << " (slot " << slots[i] << ", layer " << layer << ")";
-    ASSERT_EQ(row(v), kvtest::tier_row(layer, tags[i] + 7)) << "V of token " << i << " (slot " << slots[i] << ", layer " << layer << ")";
-  }
+  kvtest::expect_tier_kv(pool, slots, tags, "", {layer});
 }
 
 // The slots of a usable prefix hold their tokens' KV: full layers for every token, window
@@ -118,8 +96,6 @@ void expect_usable(kvpool* pool, const std::vector<int64_t>& slots, const std::v
   for (int32_t layer : kWindowLayers) expect_layer(pool, layer, windowed, windowed_tags);
 }
 
-std::vector<uint64_t> tags_of(const std::vector<int32_t>& t) { return kvtest::prefix_tags(t, t.size()); }
-
 size_t full_available(kvpool* pool, size_t* window = nullptr) {
   size_t full = 0, swa = 0;
   EXPECT_EQ(kvalloc_swa_available(pool, &full, &swa), KVPOOL_OK) << kvpool_last_error();
@@ -140,12 +116,6 @@ uint64_t insert_fresh(kvpool* pool, const std::vector<int32_t>& tokens, size_t* 
   if (prefix > 0) kvtest::free_slots(pool, std::vector<int64_t>(slots.begin(), slots.begin() + static_cast<long>(prefix)));
   if (prefix_out != nullptr) *prefix_out = prefix;
   return node;
-}
-
-size_t evict_device(kvpool* pool, size_t tokens) {
-  size_t evicted = 0;
-  EXPECT_EQ(radix_evict(pool, tokens, &evicted), KVPOOL_OK) << kvpool_last_error();
-  return evicted;
 }
 
 TEST(HostTierSwa, WriteThroughKeepsTheWindowTailAndLoadsAUsableMatchBack) {
@@ -180,11 +150,9 @@ TEST(HostTierSwa, WriteThroughKeepsTheWindowTailAndLoadsAUsableMatchBack) {
   EXPECT_EQ(m.host, 24u);
   EXPECT_EQ(m.host_node, node);
 
-  std::vector<int64_t> slots(24);
-  size_t loaded = 0;
   uint64_t last = 0;
-  ASSERT_EQ(kvhost_load_back(pool, m.host_node, slots.data(), slots.size(), &loaded, &last), KVPOOL_OK) << kvpool_last_error();
-  EXPECT_EQ(loaded, 24u);
+  const std::vector<int64_t> slots = kvtest::host_load_back(pool, m.host_node, 24, &last);
+  ASSERT_EQ(slots.size(), 24u);
   expect_consistent(pool);
   m = host_match(pool, longer);
   EXPECT_EQ(m.device, 24u) << "usable: the last window of tokens came back with window slots";
@@ -223,11 +191,8 @@ TEST(HostTierSwa, AChainComesBackWithWindowSlotsOnlyForItsLastWindow) {
   b2.push_back(1);
   Tiered m = host_match(pool, b2);
   EXPECT_EQ(m.host, 28u);
-  std::vector<int64_t> slots(28);
-  size_t loaded = 0;
   uint64_t last = 0;
-  ASSERT_EQ(kvhost_load_back(pool, m.host_node, slots.data(), slots.size(), &loaded, &last), KVPOOL_OK) << kvpool_last_error();
-  EXPECT_EQ(loaded, 28u);
+  ASSERT_EQ(kvtest::host_load_back(pool, m.host_node, 28, &last).size(), 28u);
   expect_consistent(pool);
   m = host_match(pool, b2);
   EXPECT_EQ(m.device, 28u);
@@ -263,11 +228,8 @@ TEST(HostTierSwa, AHostOnlyMatchCutInsideANodeHasNoWindowRowsAndIsNotLoaded) {
   longer.push_back(7);
   const Tiered whole = host_match(pool, longer);
   EXPECT_EQ(whole.host, 24u);
-  std::vector<int64_t> slots(24);
-  size_t loaded = 0;
   uint64_t last = 0;
-  ASSERT_EQ(kvhost_load_back(pool, whole.host_node, slots.data(), slots.size(), &loaded, &last), KVPOOL_OK);
-  EXPECT_EQ(loaded, 24u);
+  ASSERT_EQ(kvtest::host_load_back(pool, whole.host_node, 24, &last).size(), 24u);
   expect_usable(pool, host_match(pool, longer).slots, tags_of(t));
   expect_consistent(pool);
 }
@@ -285,19 +247,15 @@ TEST(HostTierSwa, FewerThanTenHostTokensAreRecomputed) {
   a2.push_back(1);
   Tiered m = host_match(pool, a2);
   ASSERT_EQ(m.host, 16u);
-  std::vector<int64_t> slots(24);
-  size_t loaded = 0;
   uint64_t last = 0;
-  ASSERT_EQ(kvhost_load_back(pool, m.host_node, slots.data(), slots.size(), &loaded, &last), KVPOOL_OK);
-  ASSERT_EQ(loaded, 16u);
+  ASSERT_EQ(kvtest::host_load_back(pool, m.host_node, 24, &last).size(), 16u);
   std::vector<int32_t> b2 = b;
   b2.push_back(1);
   m = host_match(pool, b2);
   EXPECT_EQ(m.device, 16u);
   EXPECT_EQ(m.host, 8u);
   const uint64_t refused_before = host_stats(pool).loads_refused;
-  ASSERT_EQ(kvhost_load_back(pool, m.host_node, slots.data(), slots.size(), &loaded, &last), KVPOOL_OK);
-  EXPECT_EQ(loaded, 0u);
+  ASSERT_TRUE(kvtest::host_load_back(pool, m.host_node, 24, &last).empty());
   EXPECT_EQ(host_stats(pool).loads_refused, refused_before + 1);
   int32_t on_device = 1, on_host = 0;
   node_state(pool, m.host_node, &on_device, &on_host);
@@ -338,8 +296,7 @@ TEST(HostTierSwa, ALoadBackKeepsTheDeviceWindowItsEndNeeds) {
   expect_usable(pool, m.slots, tags_of(a), kWide);
   expect_consistent(pool);
   kvtest::free_slots(pool, held);
-  ASSERT_EQ(kvhost_load_back(pool, m.host_node, slots.data(), slots.size(), &loaded, &last), KVPOOL_OK) << kvpool_last_error();
-  EXPECT_EQ(loaded, 10u);
+  ASSERT_EQ(kvtest::host_load_back(pool, m.host_node, 10, &last).size(), 10u);
   m = host_match(pool, b2);
   EXPECT_EQ(m.device, 26u);
   expect_usable(pool, m.slots, tags_of(b), kWide);
@@ -378,11 +335,8 @@ TEST(HostTierSwa, WriteBackCopiesAtEvictionOnly) {
   std::vector<int32_t> longer = t;
   longer.push_back(3);
   const Tiered m = host_match(pool, longer);
-  std::vector<int64_t> slots(16);
-  size_t loaded = 0;
   uint64_t last = 0;
-  ASSERT_EQ(kvhost_load_back(pool, m.host_node, slots.data(), slots.size(), &loaded, &last), KVPOOL_OK);
-  ASSERT_EQ(loaded, 16u);
+  ASSERT_EQ(kvtest::host_load_back(pool, m.host_node, 16, &last).size(), 16u);
   expect_usable(pool, host_match(pool, longer).slots, tags_of(t));
   expect_consistent(pool);
 }
@@ -518,15 +472,11 @@ TEST(HostTierSwa, RequestsLoadHostHitsBack) {
   t.push_back(9);
   ASSERT_EQ(kvseq_begin(pool, t.data(), t.size(), nullptr, &id, &cached), KVPOOL_OK) << kvpool_last_error();
   EXPECT_EQ(cached, 30u);
-  kvseq_info info = KVSEQ_INFO_INIT;
-  ASSERT_EQ(kvseq_get_info(pool, id, &info), KVPOOL_OK);
-  EXPECT_EQ(info.host_hit, 30u);
-  std::vector<int64_t> held(31);
-  size_t n = 0;
-  ASSERT_EQ(kvseq_get_slots(pool, id, held.data(), held.size(), &n), KVPOOL_OK);
-  held.resize(n);
+  const kvtest::Held held = kvtest::held_by(pool, id, 31);
+  ASSERT_FALSE(HasFailure());
+  EXPECT_EQ(held.info.host_hit, 30u);
   std::vector<int32_t> prompt(t.begin(), t.end() - 1);
-  expect_usable(pool, held, tags_of(prompt));
+  expect_usable(pool, held.slots, tags_of(prompt));
   expect_consistent(pool);
   // The request goes on from there: its last token, then a decode step.
   chunk = 1;
@@ -636,11 +586,9 @@ TEST_P(HostTierSwaRadixRandom, MatchesKeepTheirBytesAndTheAccountingAddsUp) {
       Tiered m = host_match(pool, probe);
       expect_usable(pool, m.slots, kvtest::prefix_tags(probe, m.device), window);
       if (m.host > 0) {
-        std::vector<int64_t> slots(m.host);
-        size_t loaded = 0;
         uint64_t last = 0;
-        ASSERT_EQ(kvhost_load_back(pool, m.host_node, slots.data(), slots.size(), &loaded, &last), KVPOOL_OK)
-            << kvpool_last_error();
+        const size_t loaded = kvtest::host_load_back(pool, m.host_node, m.host, &last).size();
+        ASSERT_FALSE(HasFailure()) << "step " << step;
         loaded_total += loaded;
         const Tiered after = host_match(pool, probe);
         expect_usable(pool, after.slots, kvtest::prefix_tags(probe, after.device), window);
@@ -688,10 +636,12 @@ INSTANTIATE_TEST_SUITE_P(Policies, HostTierSwaRadixRandom,
                            return std::string(info.param.policy) + "_window" + std::to_string(info.param.window);
                          });
 
-// Random request workloads on a swa pool: prompts sharing prefixes, chunked prefill,
-// decode, finish, abort and retract, under device pressure (eviction to the host) and host
-// pressure (host eviction); kvpool_check after every step, and every request's cached
-// prefix after kvseq_begin is usable with its tokens' KV.
+// Random request workloads on a swa pool (tests/support/tier_requests.hpp's kvseq_*
+// workload): prompts sharing prefixes, chunked prefill, decode, finish, abort and retract,
+// under device pressure (eviction to the host, while fewer than 2 requests are live) and
+// host pressure (host eviction); kvpool_check after every step, every request's cached
+// prefix after kvseq_begin is usable with its tokens' KV in every layer, and a call that
+// fails for want of memory changes nothing.
 struct Workload {
   const char* policy;
   double ratio;
@@ -705,92 +655,25 @@ TEST_P(HostTierSwaRandom, RequestsKeepTheirBytesAndTheAccountingAddsUp) {
   const Workload w = GetParam();
   constexpr int kRows = 4;
   Pool pool(swa_tier_config(w.tokens, kRows, w.ratio, w.policy, w.window));
-  std::mt19937 rng(4321 + static_cast<unsigned>(w.tokens));
-  std::vector<std::vector<int32_t>> prefixes;
-  for (int g = 0; g < 4; ++g) prefixes.push_back(tokens_from(10000 * (g + 1), 12 + static_cast<size_t>(g) * 4));
-  struct Live {
-    uint64_t id;
-    std::vector<int32_t> tokens;
-    size_t computed;
+  kvtest::TierRequests requests;
+  requests.seed = 4321 + static_cast<unsigned>(w.tokens);
+  requests.max_live = kRows;
+  requests.begin_may_fail = true;  // a begin may find no room for its window rows
+  requests.write_kv = [&](const std::vector<int64_t>& slots, const std::vector<uint64_t>& tags) {
+    write_kv(pool, slots, tags);
   };
-  std::vector<Live> live;
-  uint64_t host_hits = 0;
-  for (int step = 0; step < 1200; ++step) {
-    const int op = static_cast<int>(rng() % 10);
-    if (live.size() < static_cast<size_t>(kRows) && op < 4) {  // begin
-      std::vector<int32_t> t = prefixes[rng() % prefixes.size()];
-      const size_t tail = 1 + rng() % 12;
-      for (size_t i = 0; i < tail; ++i) t.push_back(static_cast<int32_t>(rng() % 50));
-      uint64_t id = 0;
-      size_t cached = 0;
-      const kvpool_status st = kvseq_begin(pool, t.data(), t.size(), nullptr, &id, &cached);
-      if (st == KVPOOL_ERR_OUT_OF_MEMORY) continue;
-      ASSERT_EQ(st, KVPOOL_OK) << kvpool_last_error();
-      kvseq_info info = KVSEQ_INFO_INIT;
-      ASSERT_EQ(kvseq_get_info(pool, id, &info), KVPOOL_OK);
-      host_hits += info.host_hit;
-      std::vector<int64_t> held(t.size());
-      size_t n = 0;
-      ASSERT_EQ(kvseq_get_slots(pool, id, held.data(), held.size(), &n), KVPOOL_OK);
-      held.resize(n);
-      ASSERT_EQ(n, cached);
-      expect_usable(pool, held, kvtest::prefix_tags(t, n), w.window);
-      live.push_back({id, t, cached});
-    } else if (!live.empty() && op < 7) {  // extend a chunk, or decode once the prompt is done
-      Live& r = live[rng() % live.size()];
-      if (r.computed < r.tokens.size()) {
-        const size_t chunk = std::min(r.tokens.size() - r.computed, static_cast<size_t>(1 + rng() % 16));
-        int64_t c = static_cast<int64_t>(chunk);
-        std::vector<int64_t> out(chunk);
-        const kvpool_status st = kvseq_extend(pool, &r.id, 1, &c, 1, out.data(), out.size());
-        if (st == KVPOOL_ERR_OUT_OF_MEMORY) continue;  // full of locked requests: try later
-        ASSERT_EQ(st, KVPOOL_OK) << kvpool_last_error();
-        const std::vector<uint64_t> tags = kvtest::prefix_tags(r.tokens, r.computed + chunk);
-        write_kv(pool, out, std::vector<uint64_t>(tags.begin() + static_cast<long>(r.computed), tags.end()));
-        r.computed += chunk;
-      } else if (r.tokens.size() < 60) {
-        int32_t tok = static_cast<int32_t>(rng() % 50);
-        int64_t slot = 0;
-        const kvpool_status st = kvseq_decode(pool, &r.id, 1, &tok, 1, &slot, 1);
-        if (st == KVPOOL_ERR_OUT_OF_MEMORY) continue;
-        ASSERT_EQ(st, KVPOOL_OK) << kvpool_last_error();
-        r.tokens.push_back(tok);
-        write_kv(pool, {slot}, {kvtest::prefix_tags(r.tokens, r.tokens.size()).back()});
-        ++r.computed;
-      }
-    } else if (!live.empty()) {  // finish (mostly), abort or retract
-      const size_t i = rng() % live.size();
-      Live& r = live[i];
-      const int how = static_cast<int>(rng() % 6);
-      if (how == 0) {
-        ASSERT_EQ(kvseq_abort(pool, r.id), KVPOOL_OK);
-      } else if (how == 1) {
-        size_t cached = 0;
-        ASSERT_EQ(kvseq_retract(pool, r.id, &cached), KVPOOL_OK) << kvpool_last_error();
-        r.computed = cached;
-        std::vector<int64_t> held(r.tokens.size());
-        size_t n = 0;
-        ASSERT_EQ(kvseq_get_slots(pool, r.id, held.data(), held.size(), &n), KVPOOL_OK);
-        held.resize(n);
-        expect_usable(pool, held, kvtest::prefix_tags(r.tokens, n), w.window);
-        continue;
-      } else {
-        ASSERT_EQ(kvseq_finish(pool, r.id, r.computed), KVPOOL_OK) << kvpool_last_error();
-      }
-      live.erase(live.begin() + static_cast<long>(i));
-    }
-    if (rng() % 8 == 0) {  // host pressure now and then
-      size_t freed = 0;
-      ASSERT_EQ(kvhost_evict(pool, 1 + rng() % 16, &freed), KVPOOL_OK) << kvpool_last_error();
-    }
-    if (rng() % 6 == 0 && live.size() < 2) {  // device pressure: push the cache to the host
+  requests.expect_kv = [&](const std::vector<int64_t>& slots, const std::vector<uint64_t>& tags) {
+    expect_usable(pool, slots, tags, w.window);
+  };
+  requests.pressure = [&](std::mt19937& rng, size_t live) {
+    if (rng() % 6 == 0 && live < 2) {  // device pressure: push the cache to the host
       size_t freed = 0;
       ASSERT_EQ(radix_evict(pool, 1 + rng() % 40, &freed), KVPOOL_OK) << kvpool_last_error();
     }
-    char report[4096];
-    ASSERT_EQ(kvpool_check(pool, report, sizeof(report)), KVPOOL_OK) << "step " << step << ":\n" << report;
-  }
-  for (const Live& r : live) ASSERT_EQ(kvseq_finish(pool, r.id, r.computed), KVPOOL_OK);
+  };
+  uint64_t host_hits = 0;
+  kvtest::run_tier_requests(pool, requests, &host_hits);
+  if (HasFatalFailure()) return;
   expect_consistent(pool);
   const kvhost_stats s = host_stats(pool);
   EXPECT_GT(s.backups, 0u);
@@ -820,7 +703,7 @@ TEST_P(HostTierSwaSharedRequests, RequestsKeepTheirBytesAndFailuresChangeNothing
   requests.seed = 777;
   requests.max_live = 4;
   requests.layers = std::vector<int32_t>(std::begin(kFullLayers), std::end(kFullLayers));
-  requests.pressure = [&](std::mt19937& rng) {
+  requests.pressure = [&](std::mt19937& rng, size_t /*live*/) {
     if (rng() % 6 == 0) {
       size_t freed = 0;
       ASSERT_EQ(radix_evict(pool, 1 + rng() % 40, &freed), KVPOOL_OK) << kvpool_last_error();
