@@ -6,6 +6,7 @@
 // stores, and the CPU backend's streamed row copies.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <numeric>
@@ -255,6 +256,50 @@ TEST(RowCodecRows, StreamedRowsEqualTheScalarReference) {
       }
     }
   }
+}
+
+// Every streaming copy the CPU has (SSE2 always; AVX2, AVX-512 where present)
+// is a memcpy: every length 0..300 (short copies, heads and tails around each
+// store width) at every destination and source offset within a line, then
+// rows of 1 and 2 KiB; the bytes around the destination stay untouched.
+TEST(StreamCopy, EveryInstructionSetCopiesExactlyTheBytes) {
+  using kvp::util::StreamIsa;
+  std::mt19937_64 rng(5);
+  std::vector<uint8_t> src(4096 + 128), dst(4096 + 256), want;
+  for (auto& b : src) b = static_cast<uint8_t>(rng());
+  int sets = 0;
+  for (StreamIsa isa : {StreamIsa::kSse2, StreamIsa::kAvx2, StreamIsa::kAvx512}) {
+    std::vector<uint8_t> probe(64);
+    if (!kvp::util::copy_streaming_with(isa, probe.data(), src.data(), probe.size())) {
+      EXPECT_NE(isa, StreamIsa::kSse2) << "the SSE2 copy exists everywhere";
+      continue;
+    }
+    ++sets;
+    SCOPED_TRACE("instruction set " + std::to_string(static_cast<int>(isa)));
+    auto check = [&](size_t d_off, size_t s_off, size_t bytes) {
+      std::fill(dst.begin(), dst.end(), uint8_t{0xA5});
+      want = dst;
+      std::memcpy(want.data() + d_off, src.data() + s_off, bytes);
+      ASSERT_TRUE(kvp::util::copy_streaming_with(isa, dst.data() + d_off, src.data() + s_off, bytes));
+      kvp::util::stream_fence();
+      ASSERT_EQ(first_mismatch(want, dst, 1), -1) << "dst offset " << d_off << " src offset " << s_off << " bytes " << bytes;
+    };
+    for (size_t bytes = 0; bytes <= 300; ++bytes) {
+      for (size_t d_off = 0; d_off < 64; ++d_off) check(d_off, (d_off * 7) % 64, bytes);
+    }
+    for (size_t bytes : {size_t{1024}, size_t{2048}, size_t{2048 + 24}, size_t{4096}}) {
+      for (size_t d_off = 0; d_off < 64; d_off += 3) check(d_off, 64 - d_off, bytes);
+    }
+  }
+  EXPECT_GE(sets, 1);
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  __builtin_cpu_init();
+  std::vector<uint8_t> probe(64);
+  EXPECT_EQ(kvp::util::copy_streaming_with(StreamIsa::kAvx2, probe.data(), src.data(), 64),
+            __builtin_cpu_supports("avx2") != 0);
+  EXPECT_EQ(kvp::util::copy_streaming_with(StreamIsa::kAvx512, probe.data(), src.data(), 64),
+            __builtin_cpu_supports("avx512f") != 0);
+#endif
 }
 
 TEST(CpuBackendCopies, LargeScatterAndGatherMoveExactlyTheRows) {
