@@ -204,134 +204,148 @@ size_t decode_vec(const uint8_t* s, uint8_t* d, size_t count) {
   return encode_vec<Stored, Out, false, kStream>(s, d, count, 1.0f);
 }
 
-// bf16 <-> e4m3 without dividing, the fp8 pools' usual traffic, on sixteen
+// bf16 -> fp8 without dividing, the fp8 pools' usual traffic, on sixteen
 // 16-bit lanes at a time rather than eight f32 lanes. Every bf16 value is an
 // f32 whose low half is zero, so the scalar rule reduces to 16-bit integer
-// steps; the exhaustive bf16 test checks each of the 2^16 inputs.
+// steps for the fp8 normals; the exhaustive bf16 test checks each of the 2^16
+// inputs for both formats. One kernel serves e4m3 and e5m2 (Fp8FromBf16 says
+// how they differ).
 //
-// Encode: |x| >= 2^-6 (bf16 magnitude 0x3c80) is an e4m3 normal, rounded to
-// even on the 4 dropped mantissa bits; above 0x43e8 (464, the tie to 448) and
-// inf / NaN give 0x7f; at most 0x3a80 (2^-10, whose x 2^9 is the tie 0.5)
-// rounds to a zero code. Magnitudes between those two, the e4m3 subnormals,
-// send their whole block to the f32-lane kernel above.
-template <bool kStream>
-size_t encode_bf16_e4m3(const uint8_t* s, uint8_t* d, size_t count, float /*divisor*/) {
-  const V k7fff = _mm256_set1_epi16(0x7fff), k80 = _mm256_set1_epi16(0x80), k1 = _mm256_set1_epi16(1);
-  const V k7 = _mm256_set1_epi16(7), bias = _mm256_set1_epi16(0x3c00), nan_above = _mm256_set1_epi16(0x43e8);
-  const V k7f = _mm256_set1_epi16(0x7f), min_normal = _mm256_set1_epi16(0x3c80), zero_to = _mm256_set1_epi16(0x3a80);
+// Normals (|x| >= 2^(1 - bias), bf16 magnitude kMinNormal): re-bias and round
+// to even on the kDrop dropped mantissa bits. Above kNanAbove (e4m3: 464, the
+// tie to 448; e5m2: inf) and NaN the code is 0x7f; e5m2 clips finite
+// overflow to inf (0x7c). Below kMinNormal (fp8 subnormals, zeros, tiny and
+// bf16-subnormal values) the code is round_magnitude's subnormal branch, the
+// same f32 addition as the scalar rule: the lanes are widened to f32 by
+// interleaving a zero low half (unpack within 128-bit halves), added, and
+// packed back in the same order.
+struct E4M3FromBf16 {
+  static constexpr int kDrop = 4;
+  static constexpr int16_t kRebias = 0x3c00, kNanAbove = 0x43e8, kMinNormal = 0x3c80;
+  static constexpr bool kClipToInf = false;
+  static constexpr uint32_t kSubnormalAddend = 0x46800000u;  // round_magnitude<3, 7>'s c: 2^14
+};
+struct E5M2FromBf16 {
+  static constexpr int kDrop = 5;
+  static constexpr int16_t kRebias = 0x3800, kNanAbove = 0x7f80, kMinNormal = 0x3880;
+  static constexpr bool kClipToInf = true;
+  static constexpr uint32_t kSubnormalAddend = 0x43000000u;  // round_magnitude<2, 15>'s c: 2^7
+};
+
+template <class F>
+inline V fp8_codes_from_bf16(V x) {
+  const V ax = _mm256_and_si256(x, _mm256_set1_epi16(0x7fff));
+  const V sign = _mm256_and_si256(_mm256_srli_epi16(x, 8), _mm256_set1_epi16(0x80));
+  const V odd = _mm256_and_si256(_mm256_srli_epi16(ax, F::kDrop), _mm256_set1_epi16(1));
+  const V round = _mm256_add_epi16(_mm256_set1_epi16((1 << (F::kDrop - 1)) - 1), odd);
+  V code = _mm256_srli_epi16(_mm256_sub_epi16(_mm256_add_epi16(ax, round), _mm256_set1_epi16(F::kRebias)), F::kDrop);
+  if constexpr (F::kClipToInf) code = _mm256_min_epi16(code, _mm256_set1_epi16(0x7c));  // codes here are >= 0
+  code = _mm256_blendv_epi8(code, _mm256_set1_epi16(0x7f), _mm256_cmpgt_epi16(ax, _mm256_set1_epi16(F::kNanAbove)));
+  // The subnormal branch on f32 lanes: (ax << 16) + c, minus c's bits (at most 2^M, so packus is exact).
+  const __m256 c = _mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int>(F::kSubnormalAddend)));
+  const V zero = _mm256_setzero_si256();
+  const V lo = _mm256_sub_epi32(as_bits(_mm256_add_ps(as_f32(_mm256_unpacklo_epi16(zero, ax)), c)), as_bits(c));
+  const V hi = _mm256_sub_epi32(as_bits(_mm256_add_ps(as_f32(_mm256_unpackhi_epi16(zero, ax)), c)), as_bits(c));
+  const V subnormal = _mm256_packus_epi32(lo, hi);
+  // Signed compare: ax <= 0x7fff.
+  return _mm256_or_si256(sign, _mm256_blendv_epi8(code, subnormal, _mm256_cmpgt_epi16(_mm256_set1_epi16(F::kMinNormal), ax)));
+}
+
+template <class F, bool kStream>
+size_t encode_bf16_fp8(const uint8_t* s, uint8_t* d, size_t count, float /*divisor*/) {
   size_t j = 0;
   for (; j + 32 <= count; j += 32) {
-    V out[2];
-    V mid = _mm256_setzero_si256();
-    for (int h = 0; h < 2; ++h) {
-      const V x = _mm256_loadu_si256(reinterpret_cast<const V*>(s + 2 * (j + 16 * h)));
-      const V ax = _mm256_and_si256(x, k7fff);
-      const V sign = _mm256_and_si256(_mm256_srli_epi16(x, 8), k80);
-      const V odd = _mm256_and_si256(_mm256_srli_epi16(ax, 4), k1);
-      const V normal = _mm256_srli_epi16(_mm256_sub_epi16(_mm256_add_epi16(_mm256_add_epi16(ax, k7), odd), bias), 4);
-      const V code = _mm256_blendv_epi8(normal, k7f, _mm256_cmpgt_epi16(ax, nan_above));
-      const V small = _mm256_cmpgt_epi16(min_normal, ax);  // signed compares: ax <= 0x7fff
-      mid = _mm256_or_si256(mid, _mm256_and_si256(_mm256_cmpgt_epi16(ax, zero_to), small));
-      out[h] = _mm256_or_si256(sign, _mm256_andnot_si256(small, code));
-    }
-    if (!_mm256_testz_si256(mid, mid)) {
-      encode_vec<BF16, E4M3, false, kStream>(s + 2 * j, d + j, 32, 1.0f);
-      continue;
-    }
+    const V a = fp8_codes_from_bf16<F>(_mm256_loadu_si256(reinterpret_cast<const V*>(s + 2 * j)));
+    const V b = fp8_codes_from_bf16<F>(_mm256_loadu_si256(reinterpret_cast<const V*>(s + 2 * j + 32)));
     // packus pairs 128-bit halves: qwords come out as 0,2,1,3 of the wanted order.
-    store_block<kStream>(d + j, _mm256_permute4x64_epi64(_mm256_packus_epi16(out[0], out[1]), 0xD8));
+    store_block<kStream>(d + j, _mm256_permute4x64_epi64(_mm256_packus_epi16(a, b), 0xD8));
   }
   return j;
 }
 
-// Decode: e4m3 values are exact in bf16, so the result is the f32's upper
-// half: (byte & 0x7f) << 4 rebiased for normals, a table for the 8 subnormal
+// fp8 -> bf16 / f32: every e4m3 and e5m2 value is exact in bf16, so both
+// outputs are the upper 16 bits of the scalar rule's f32 (the lower 16 are
+// zero), computed on sixteen 16-bit lanes from one byte per lane. The one
+// difference: an e5m2 NaN read as f32 keeps its payload as is, while the bf16
+// rule (f32_to_bf16) sets the quiet bit; e4m3's only NaN is already quiet.
+//
+// e4m3: (byte & 0x7f) << 4 rebiased for normals, a table for the 8 subnormal
 // codes, 0x7fc0 for NaN, and the sign bit.
-template <bool kStream>
-size_t decode_e4m3_bf16(const uint8_t* s, uint8_t* d, size_t count) {
-  // Subnormal m x 2^-9 as bf16, m = 0..7: 0, 0x3b00, 0x3b80, 0x3bc0, 0x3c00, 0x3c20, 0x3c40, 0x3c60 (twice, per half).
-  const V lo = _mm256_setr_epi8(0, 0, static_cast<char>(0x80), static_cast<char>(0xc0), 0, 0x20, 0x40, 0x60, 0, 0, 0, 0,
-                                0, 0, 0, 0, 0, 0, static_cast<char>(0x80), static_cast<char>(0xc0), 0, 0x20, 0x40, 0x60,
-                                0, 0, 0, 0, 0, 0, 0, 0);
-  const V hi = _mm256_setr_epi8(0, 0x3b, 0x3b, 0x3b, 0x3c, 0x3c, 0x3c, 0x3c, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x3b, 0x3b, 0x3b,
-                                0x3c, 0x3c, 0x3c, 0x3c, 0, 0, 0, 0, 0, 0, 0, 0);
-  const V k7f = _mm256_set1_epi16(0x7f), k78 = _mm256_set1_epi16(0x78), k80 = _mm256_set1_epi16(0x80);
-  const V rebias = _mm256_set1_epi16(120 << 7), nan = _mm256_set1_epi16(0x7fc0), low_byte = _mm256_set1_epi16(0xff);
+struct E4M3Upper {
+  template <bool kQuietNaN>
+  static V of(V b) {
+    // Subnormal m x 2^-9 as bf16, m = 0..7: 0, 0x3b00, 0x3b80, 0x3bc0, 0x3c00, 0x3c20, 0x3c40, 0x3c60 (per half).
+    const V lo = _mm256_setr_epi8(0, 0, static_cast<char>(0x80), static_cast<char>(0xc0), 0, 0x20, 0x40, 0x60, 0, 0,
+                                  0, 0, 0, 0, 0, 0, 0, 0, static_cast<char>(0x80), static_cast<char>(0xc0), 0, 0x20,
+                                  0x40, 0x60, 0, 0, 0, 0, 0, 0, 0, 0);
+    const V hi = _mm256_setr_epi8(0, 0x3b, 0x3b, 0x3b, 0x3c, 0x3c, 0x3c, 0x3c, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x3b, 0x3b,
+                                  0x3b, 0x3c, 0x3c, 0x3c, 0x3c, 0, 0, 0, 0, 0, 0, 0, 0);
+    const V k7f = _mm256_set1_epi16(0x7f);
+    const V mag = _mm256_and_si256(b, k7f);
+    const V sign = _mm256_slli_epi16(_mm256_and_si256(b, _mm256_set1_epi16(0x80)), 8);
+    const V normal = _mm256_add_epi16(_mm256_slli_epi16(mag, 4), _mm256_set1_epi16(120 << 7));
+    const V sub = _mm256_or_si256(_mm256_and_si256(_mm256_shuffle_epi8(lo, mag), _mm256_set1_epi16(0xff)),
+                                  _mm256_slli_epi16(_mm256_shuffle_epi8(hi, mag), 8));
+    const V is_sub = _mm256_cmpeq_epi16(_mm256_and_si256(b, _mm256_set1_epi16(0x78)), _mm256_setzero_si256());
+    V r = _mm256_blendv_epi8(normal, sub, is_sub);
+    r = _mm256_blendv_epi8(r, _mm256_set1_epi16(0x7fc0), _mm256_cmpeq_epi16(mag, k7f));
+    return _mm256_or_si256(r, sign);
+  }
+};
+
+// e5m2: (byte & 0x7f) << 5 rebiased for normals, a table for the 3 subnormal
+// codes, inf / NaN (payload kept) for exponent 31.
+struct E5M2Upper {
+  template <bool kQuietNaN>
+  static V of(V b) {
+    // m x 2^-16 as bf16, m = 0..3: 0, 0x3780, 0x3800, 0x3840 (per 128-bit half).
+    const V lo = _mm256_setr_epi8(0, static_cast<char>(0x80), 0, 0x40, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                  static_cast<char>(0x80), 0, 0x40, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+    const V hi = _mm256_setr_epi8(0, 0x37, 0x38, 0x38, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x37, 0x38, 0x38, 0, 0,
+                                  0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+    const V k7c = _mm256_set1_epi16(0x7c), zero = _mm256_setzero_si256();
+    const V mag = _mm256_and_si256(b, _mm256_set1_epi16(0x7f));
+    const V m2 = _mm256_and_si256(b, _mm256_set1_epi16(3));
+    const V sign = _mm256_slli_epi16(_mm256_and_si256(b, _mm256_set1_epi16(0x80)), 8);
+    const V normal = _mm256_add_epi16(_mm256_slli_epi16(mag, 5), _mm256_set1_epi16(112 << 7));
+    const V sub = _mm256_or_si256(_mm256_and_si256(_mm256_shuffle_epi8(lo, mag), _mm256_set1_epi16(0xff)),
+                                  _mm256_slli_epi16(_mm256_shuffle_epi8(hi, mag), 8));
+    V special = _mm256_or_si256(_mm256_set1_epi16(0x7f80), _mm256_slli_epi16(m2, 5));
+    if constexpr (kQuietNaN) {
+      special = _mm256_or_si256(special, _mm256_andnot_si256(_mm256_cmpeq_epi16(m2, zero), _mm256_set1_epi16(0x40)));
+    }
+    const V exp = _mm256_and_si256(b, k7c);
+    V r = _mm256_blendv_epi8(normal, sub, _mm256_cmpeq_epi16(exp, zero));
+    r = _mm256_blendv_epi8(r, special, _mm256_cmpeq_epi16(exp, k7c));
+    return _mm256_or_si256(r, sign);
+  }
+};
+
+inline V load_bytes_as_u16(const uint8_t* p) {
+  return _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+template <class Fmt, bool kStream>
+size_t decode_fp8_bf16(const uint8_t* s, uint8_t* d, size_t count) {
   size_t j = 0;
   for (; j + 16 <= count; j += 16) {
-    const V b = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + j)));
-    const V mag = _mm256_and_si256(b, k7f);
-    const V sign = _mm256_slli_epi16(_mm256_and_si256(b, k80), 8);
-    const V normal = _mm256_add_epi16(_mm256_slli_epi16(mag, 4), rebias);
-    const V sub = _mm256_or_si256(_mm256_and_si256(_mm256_shuffle_epi8(lo, mag), low_byte),
-                                  _mm256_slli_epi16(_mm256_shuffle_epi8(hi, mag), 8));
-    V r = _mm256_blendv_epi8(normal, sub, _mm256_cmpeq_epi16(_mm256_and_si256(b, k78), _mm256_setzero_si256()));
-    r = _mm256_blendv_epi8(r, nan, _mm256_cmpeq_epi16(mag, k7f));
-    store_block<kStream>(d + 2 * j, _mm256_or_si256(r, sign));
+    store_block<kStream>(d + 2 * j, Fmt::template of<true>(load_bytes_as_u16(s + j)));
   }
   return j;
 }
 
-// The same for e5m2 (bias 15, 2 mantissa bits): normals from 2^-14 (0x3880),
-// rounded on 5 dropped bits and clipped to inf (0x7c), NaN above 0x7f80,
-// zero codes up to 2^-17 (0x3700, the tie below the smallest subnormal).
-template <bool kStream>
-size_t encode_bf16_e5m2(const uint8_t* s, uint8_t* d, size_t count, float /*divisor*/) {
-  const V k7fff = _mm256_set1_epi16(0x7fff), k80 = _mm256_set1_epi16(0x80), k1 = _mm256_set1_epi16(1);
-  const V k15 = _mm256_set1_epi16(15), bias = _mm256_set1_epi16(0x3800), nan_above = _mm256_set1_epi16(0x7f80);
-  const V k7f = _mm256_set1_epi16(0x7f), inf = _mm256_set1_epi16(0x7c);
-  const V min_normal = _mm256_set1_epi16(0x3880), zero_to = _mm256_set1_epi16(0x3700);
-  size_t j = 0;
-  for (; j + 32 <= count; j += 32) {
-    V out[2];
-    V mid = _mm256_setzero_si256();
-    for (int h = 0; h < 2; ++h) {
-      const V x = _mm256_loadu_si256(reinterpret_cast<const V*>(s + 2 * (j + 16 * h)));
-      const V ax = _mm256_and_si256(x, k7fff);
-      const V sign = _mm256_and_si256(_mm256_srli_epi16(x, 8), k80);
-      const V odd = _mm256_and_si256(_mm256_srli_epi16(ax, 5), k1);
-      const V normal = _mm256_srli_epi16(_mm256_sub_epi16(_mm256_add_epi16(_mm256_add_epi16(ax, k15), odd), bias), 5);
-      const V finite = _mm256_blendv_epi8(inf, normal, _mm256_cmpgt_epi16(inf, normal));
-      const V code = _mm256_blendv_epi8(finite, k7f, _mm256_cmpgt_epi16(ax, nan_above));
-      const V small = _mm256_cmpgt_epi16(min_normal, ax);
-      mid = _mm256_or_si256(mid, _mm256_and_si256(_mm256_cmpgt_epi16(ax, zero_to), small));
-      out[h] = _mm256_or_si256(sign, _mm256_andnot_si256(small, code));
-    }
-    if (!_mm256_testz_si256(mid, mid)) {
-      encode_vec<BF16, E5M2, false, kStream>(s + 2 * j, d + j, 32, 1.0f);
-      continue;
-    }
-    store_block<kStream>(d + j, _mm256_permute4x64_epi64(_mm256_packus_epi16(out[0], out[1]), 0xD8));
-  }
-  return j;
-}
-
-// e5m2 -> bf16: (byte & 0x7f) << 5 rebiased for normals, a table for the 3
-// subnormal codes, inf / NaN (payload kept, NaN made quiet) for exponent 31.
-template <bool kStream>
-size_t decode_e5m2_bf16(const uint8_t* s, uint8_t* d, size_t count) {
-  // m x 2^-16 as bf16, m = 0..3: 0, 0x3780, 0x3800, 0x3840 (per 128-bit half).
-  const V lo = _mm256_setr_epi8(0, static_cast<char>(0x80), 0, 0x40, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                                static_cast<char>(0x80), 0, 0x40, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
-  const V hi = _mm256_setr_epi8(0, 0x37, 0x38, 0x38, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x37, 0x38, 0x38, 0, 0, 0,
-                                0, 0, 0, 0, 0, 0, 0, 0, 0);
-  const V k7f = _mm256_set1_epi16(0x7f), k7c = _mm256_set1_epi16(0x7c), k80 = _mm256_set1_epi16(0x80);
-  const V k3 = _mm256_set1_epi16(3), quiet = _mm256_set1_epi16(0x40), inf = _mm256_set1_epi16(0x7f80);
-  const V rebias = _mm256_set1_epi16(112 << 7), low_byte = _mm256_set1_epi16(0xff), zero = _mm256_setzero_si256();
+// To f32: each upper half gets a zero lower half. The unpacks work within
+// 128-bit halves (lo: values 0-3 and 8-11, hi: 4-7 and 12-15), so the two
+// output blocks take one 128-bit half of each.
+template <class Fmt, bool kStream>
+size_t decode_fp8_f32(const uint8_t* s, uint8_t* d, size_t count) {
+  const V zero = _mm256_setzero_si256();
   size_t j = 0;
   for (; j + 16 <= count; j += 16) {
-    const V b = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + j)));
-    const V mag = _mm256_and_si256(b, k7f);
-    const V m2 = _mm256_and_si256(b, k3);
-    const V sign = _mm256_slli_epi16(_mm256_and_si256(b, k80), 8);
-    const V normal = _mm256_add_epi16(_mm256_slli_epi16(mag, 5), rebias);
-    const V sub = _mm256_or_si256(_mm256_and_si256(_mm256_shuffle_epi8(lo, mag), low_byte),
-                                  _mm256_slli_epi16(_mm256_shuffle_epi8(hi, mag), 8));
-    const V special = _mm256_or_si256(_mm256_or_si256(inf, _mm256_slli_epi16(m2, 5)),
-                                      _mm256_andnot_si256(_mm256_cmpeq_epi16(m2, zero), quiet));
-    V r = _mm256_blendv_epi8(normal, sub, _mm256_cmpeq_epi16(_mm256_and_si256(b, k7c), zero));
-    r = _mm256_blendv_epi8(r, special, _mm256_cmpeq_epi16(_mm256_and_si256(b, k7c), k7c));
-    store_block<kStream>(d + 2 * j, _mm256_or_si256(r, sign));
+    const V r = Fmt::template of<false>(load_bytes_as_u16(s + j));
+    const V lo = _mm256_unpacklo_epi16(zero, r), hi = _mm256_unpackhi_epi16(zero, r);
+    store_block<kStream>(d + 4 * j, _mm256_permute2x128_si256(lo, hi, 0x20));
+    store_block<kStream>(d + 4 * j + 32, _mm256_permute2x128_si256(lo, hi, 0x31));
   }
   return j;
 }
@@ -339,8 +353,8 @@ size_t decode_e5m2_bf16(const uint8_t* s, uint8_t* d, size_t count) {
 template <class In, bool kDivide, bool kStream>
 VecEncodeFn encode_to(config::DType kv) {
   if constexpr (std::is_same_v<In, BF16> && !kDivide) {
-    if (kv == config::DType::kFP8E4M3) return &encode_bf16_e4m3<kStream>;
-    if (kv == config::DType::kFP8E5M2) return &encode_bf16_e5m2<kStream>;
+    if (kv == config::DType::kFP8E4M3) return &encode_bf16_fp8<E4M3FromBf16, kStream>;
+    if (kv == config::DType::kFP8E5M2) return &encode_bf16_fp8<E5M2FromBf16, kStream>;
   }
   switch (kv) {
     case config::DType::kF32: return &encode_vec<In, F32, kDivide, kStream>;
@@ -366,8 +380,12 @@ VecEncodeFn encode_from(Wide in, config::DType kv) {
 template <class Out, bool kStream>
 VecDecodeFn decode_to(config::DType kv) {
   if constexpr (std::is_same_v<Out, BF16>) {
-    if (kv == config::DType::kFP8E4M3) return &decode_e4m3_bf16<kStream>;
-    if (kv == config::DType::kFP8E5M2) return &decode_e5m2_bf16<kStream>;
+    if (kv == config::DType::kFP8E4M3) return &decode_fp8_bf16<E4M3Upper, kStream>;
+    if (kv == config::DType::kFP8E5M2) return &decode_fp8_bf16<E5M2Upper, kStream>;
+  }
+  if constexpr (std::is_same_v<Out, F32>) {
+    if (kv == config::DType::kFP8E4M3) return &decode_fp8_f32<E4M3Upper, kStream>;
+    if (kv == config::DType::kFP8E5M2) return &decode_fp8_f32<E5M2Upper, kStream>;
   }
   switch (kv) {
     case config::DType::kF32: return &decode_vec<F32, Out, kStream>;
