@@ -335,8 +335,14 @@ Encoder pick_encoder(Wide in, DType kv, bool divide, bool use_vector) {
 Decoder pick_decoder(DType kv, Wide out, bool use_vector) {
   Decoder d;
   d.scalar = scalar_decode(kv, out);
-  d.vec = use_vector ? avx2_decode(kv, out) : nullptr;
-  d.vec_stream = use_vector ? avx2_decode(kv, out, true) : nullptr;
+  if (use_vector) {
+    d.vec = avx512_decode(kv, out);
+    d.vec_stream = avx512_decode(kv, out, true);
+    if (d.vec == nullptr) {
+      d.vec = avx2_decode(kv, out);
+      d.vec_stream = avx2_decode(kv, out, true);
+    }
+  }
   d.in_bytes = config::dtype_bytes(kv);
   d.out_bytes = wide_bytes(out);
   return d;

@@ -32,15 +32,24 @@ bool cpu_has_avx2();
 VecEncodeFn avx2_encode(Wide in, config::DType kv, bool divide, bool stream = false);
 VecDecodeFn avx2_decode(config::DType kv, Wide out, bool stream = false);
 
-// dst's values up to the first 32-byte boundary (count of them), or SIZE_MAX
+// AVX-512 (F, BW, VBMI) kernels (row_codec_avx512.cpp), an extra path tried
+// before the AVX2 ones: fp8 -> bf16 / f32 decodes by table lookup; nullptr
+// for every other pair and where the CPU lacks those extensions. Streaming
+// versions need a 64-byte-aligned dst.
+bool cpu_has_avx512_vbmi();
+VecDecodeFn avx512_decode(config::DType kv, Wide out, bool stream = false);
+
+// dst's values up to the first 64-byte boundary (count of them), or SIZE_MAX
 // when values never land on one (dst not a multiple of the value size away).
+// (A whole line: what the 64-byte streaming stores need; 32-byte ones too.)
 inline size_t values_before_aligned(const uint8_t* dst, size_t value_bytes) {
-  const size_t gap = (32 - (reinterpret_cast<uintptr_t>(dst) & 31)) & 31;
+  const size_t gap = (64 - (reinterpret_cast<uintptr_t>(dst) & 63)) & 63;
   return gap % value_bytes == 0 ? gap / value_bytes : SIZE_MAX;
 }
 
-// What encode_rows / decode_rows use: the AVX2 kernel where there is one,
-// then the scalar kernel for the remainder (or for everything).
+// What encode_rows / decode_rows use: the AVX-512 or else the AVX2 kernel
+// where there is one, then the scalar kernel for the remainder (or for
+// everything).
 struct Encoder {
   VecEncodeFn vec = nullptr, vec_stream = nullptr;
   EncodeFn scalar = nullptr;
@@ -49,7 +58,7 @@ struct Encoder {
     const size_t done = vec != nullptr ? vec(src, dst, count, divisor) : 0;
     if (done < count) scalar(src + done * in_bytes, dst + done * out_bytes, count - done, divisor);
   }
-  // With streaming stores from dst's first 32-byte boundary on; false (nothing
+  // With streaming stores from dst's first 64-byte boundary on; false (nothing
   // written) where there is no streaming kernel or dst cannot be aligned.
   bool run_streaming(const uint8_t* src, uint8_t* dst, size_t count, float divisor) const {
     const size_t head = values_before_aligned(dst, out_bytes);

@@ -93,9 +93,31 @@ void expect_encode_same(Wide in, const std::vector<uint8_t>& src, float divisor)
   }
 }
 
+// One decoder (vector kernel + scalar tail) against the scalar kernel, plain
+// and, where it has them, with streaming stores.
+void expect_decoder_matches(const kn::Decoder& fast, const kn::Decoder& ref, const std::vector<uint8_t>& src) {
+  const size_t ib = ref.in_bytes, ob = ref.out_bytes, count = src.size() / ib;
+  std::vector<uint8_t> want(count * ob, 0xAA), got(count * ob, 0x55);
+  ref.run(src.data(), want.data(), count);
+  fast.run(src.data(), got.data(), count);
+  long at = first_mismatch(want, got, ob);
+  ASSERT_EQ(at, -1) << "stored " << hex(src.data() + at * ib, ib) << ": scalar " << hex(want.data() + at * ob, ob)
+                    << ", vector " << hex(got.data() + at * ob, ob);
+  if (fast.vec_stream == nullptr) return;
+  // One value before a 64-byte boundary, so a scalar head runs first.
+  std::vector<uint8_t> space(count * ob + 128);
+  uint8_t* aligned = space.data() + ((64 - (reinterpret_cast<uintptr_t>(space.data()) & 63)) & 63);
+  ASSERT_TRUE(fast.run_streaming(src.data(), aligned + 64 - ob, count));
+  kvp::util::stream_fence();
+  std::memcpy(got.data(), aligned + 64 - ob, got.size());
+  at = first_mismatch(want, got, ob);
+  ASSERT_EQ(at, -1) << "streamed, stored " << hex(src.data() + at * ib, ib) << ": scalar "
+                    << hex(want.data() + at * ob, ob) << ", vector " << hex(got.data() + at * ob, ob);
+}
+
+// The decoder decode_rows picks, then each instruction set's kernels on their
+// own (the AVX2 ones also run where AVX-512 ones are picked before them).
 void expect_decode_same(DType kv, const std::vector<uint8_t>& src) {
-  const size_t ib = kvp::config::dtype_bytes(kv);
-  const size_t count = src.size() / ib;
   for (Wide out : kWide) {
     SCOPED_TRACE(std::string(name(kv)) + " -> " + name(out));
     const kn::Decoder ref = kn::pick_decoder(kv, out, false);
@@ -104,22 +126,16 @@ void expect_decode_same(DType kv, const std::vector<uint8_t>& src) {
     if (machine_has_avx2()) {
       ASSERT_NE(fast.vec, nullptr);
     }
-    const size_t ob = kvp::pool::wide_bytes(out);
-    std::vector<uint8_t> want(count * ob, 0xAA), got(count * ob, 0x55);
-    ref.run(src.data(), want.data(), count);
-    fast.run(src.data(), got.data(), count);
-    long at = first_mismatch(want, got, ob);
-    ASSERT_EQ(at, -1) << "stored " << hex(src.data() + at * ib, ib) << ": scalar " << hex(want.data() + at * ob, ob)
-                      << ", vector " << hex(got.data() + at * ob, ob);
-    if (!machine_has_avx2()) continue;
-    std::vector<uint8_t> space(count * ob + 64);
-    uint8_t* aligned = space.data() + ((32 - (reinterpret_cast<uintptr_t>(space.data()) & 31)) & 31);
-    ASSERT_TRUE(fast.run_streaming(src.data(), aligned + 32 - ob, count));
-    kvp::util::stream_fence();
-    std::memcpy(got.data(), aligned + 32 - ob, got.size());
-    at = first_mismatch(want, got, ob);
-    ASSERT_EQ(at, -1) << "streamed, stored " << hex(src.data() + at * ib, ib) << ": scalar "
-                      << hex(want.data() + at * ob, ob) << ", vector " << hex(got.data() + at * ob, ob);
+    expect_decoder_matches(fast, ref, src);
+    for (int set = 0; set < 2; ++set) {
+      SCOPED_TRACE(set == 0 ? "AVX2 kernels" : "AVX-512 kernels");
+      kn::Decoder only = ref;
+      only.vec = set == 0 ? kn::avx2_decode(kv, out) : kn::avx512_decode(kv, out);
+      only.vec_stream = set == 0 ? kn::avx2_decode(kv, out, true) : kn::avx512_decode(kv, out, true);
+      if (only.vec == nullptr) continue;
+      ASSERT_NE(only.vec_stream, nullptr);
+      expect_decoder_matches(only, ref, src);
+    }
   }
 }
 
@@ -177,6 +193,14 @@ TEST(RowCodecKernels, DispatchPicksTheVectorPathWhereTheCpuHasAvx2) {
       EXPECT_EQ(kn::pick_encoder(w, kv, false).vec != nullptr, avx2) << name(w) << " -> " << name(kv);
       EXPECT_EQ(kn::pick_encoder(w, kv, true).vec != nullptr, avx2) << name(w) << " -> " << name(kv);
       EXPECT_EQ(kn::pick_decoder(kv, w).vec != nullptr, avx2) << name(kv) << " -> " << name(w);
+    }
+    for (DType kv : kPlain) {
+      const bool fp8 = kv == DType::kFP8E4M3 || kv == DType::kFP8E5M2;
+      const bool table = fp8 && w != Wide::kF16 && kn::cpu_has_avx512_vbmi();
+      EXPECT_EQ(kn::avx512_decode(kv, w) != nullptr, table) << name(kv) << " -> " << name(w);
+      if (table) {
+        EXPECT_EQ(kn::pick_decoder(kv, w).vec, kn::avx512_decode(kv, w)) << "AVX-512 picked first";
+      }
     }
     // fp4 quantises 16-value blocks: scalar only.
     EXPECT_EQ(kn::pick_encoder(w, DType::kFP4E2M1, false).scalar, nullptr);
