@@ -325,8 +325,14 @@ DecodeFn scalar_decode(DType kv, Wide out) {
 Encoder pick_encoder(Wide in, DType kv, bool divide, bool use_vector) {
   Encoder e;
   e.scalar = scalar_encode(in, kv, divide);
-  e.vec = use_vector ? avx2_encode(in, kv, divide) : nullptr;
-  e.vec_stream = use_vector ? avx2_encode(in, kv, divide, true) : nullptr;
+  if (use_vector) {
+    e.vec = avx512_encode(in, kv, divide);
+    e.vec_stream = avx512_encode(in, kv, divide, true);
+    if (e.vec == nullptr) {
+      e.vec = avx2_encode(in, kv, divide);
+      e.vec_stream = avx2_encode(in, kv, divide, true);
+    }
+  }
   e.in_bytes = wide_bytes(in);
   e.out_bytes = config::dtype_bytes(kv);
   return e;

@@ -208,8 +208,8 @@ size_t decode_vec(const uint8_t* s, uint8_t* d, size_t count) {
 // 16-bit lanes at a time rather than eight f32 lanes. Every bf16 value is an
 // f32 whose low half is zero, so the scalar rule reduces to 16-bit integer
 // steps for the fp8 normals; the exhaustive bf16 test checks each of the 2^16
-// inputs for both formats. One kernel serves e4m3 and e5m2 (Fp8FromBf16 says
-// how they differ).
+// inputs for both formats. One kernel serves e4m3 and e5m2
+// (row_codec_kernels.hpp's E4M3FromBf16 / E5M2FromBf16 say how they differ).
 //
 // Normals (|x| >= 2^(1 - bias), bf16 magnitude kMinNormal): re-bias and round
 // to even on the kDrop dropped mantissa bits. Above kNanAbove (e4m3: 464, the
@@ -219,19 +219,6 @@ size_t decode_vec(const uint8_t* s, uint8_t* d, size_t count) {
 // same f32 addition as the scalar rule: the lanes are widened to f32 by
 // interleaving a zero low half (unpack within 128-bit halves), added, and
 // packed back in the same order.
-struct E4M3FromBf16 {
-  static constexpr int kDrop = 4;
-  static constexpr int16_t kRebias = 0x3c00, kNanAbove = 0x43e8, kMinNormal = 0x3c80;
-  static constexpr bool kClipToInf = false;
-  static constexpr uint32_t kSubnormalAddend = 0x46800000u;  // round_magnitude<3, 7>'s c: 2^14
-};
-struct E5M2FromBf16 {
-  static constexpr int kDrop = 5;
-  static constexpr int16_t kRebias = 0x3800, kNanAbove = 0x7f80, kMinNormal = 0x3880;
-  static constexpr bool kClipToInf = true;
-  static constexpr uint32_t kSubnormalAddend = 0x43000000u;  // round_magnitude<2, 15>'s c: 2^7
-};
-
 template <class F>
 inline V fp8_codes_from_bf16(V x) {
   const V ax = _mm256_and_si256(x, _mm256_set1_epi16(0x7fff));
@@ -248,7 +235,8 @@ inline V fp8_codes_from_bf16(V x) {
   const V hi = _mm256_sub_epi32(as_bits(_mm256_add_ps(as_f32(_mm256_unpackhi_epi16(zero, ax)), c)), as_bits(c));
   const V subnormal = _mm256_packus_epi32(lo, hi);
   // Signed compare: ax <= 0x7fff.
-  return _mm256_or_si256(sign, _mm256_blendv_epi8(code, subnormal, _mm256_cmpgt_epi16(_mm256_set1_epi16(F::kMinNormal), ax)));
+  const V small = _mm256_cmpgt_epi16(_mm256_set1_epi16(F::kMinNormal), ax);
+  return _mm256_or_si256(sign, _mm256_blendv_epi8(code, subnormal, small));
 }
 
 template <class F, bool kStream>

@@ -1,12 +1,13 @@
-// AVX-512 (VBMI) fp8 -> bf16 / f32 decoders: an extra path for CPUs that have
-// it, chosen at run time before the AVX2 kernels (which stay, for AVX2-only
+// AVX-512 (BW, VBMI) fp8 -> bf16 / f32 decoders and bf16 -> fp8 encoders: an
+// extra path for CPUs that have it, chosen at run time before the AVX2 kernels (which stay, for AVX2-only
 // CPUs, and are tested on their own). One vpermt2b looks up 64 bytes in a
 // 128-entry byte table, so a decode is two table lookups per value (the low
 // and high byte of the bf16 upper half) instead of AVX2's ~12 instructions
 // per 16 values. The tables are filled from the scalar rules themselves
 // (dtype_convert.hpp) for the 128 magnitudes, outside the AVX-512 code; the
-// sign is the byte's top bit in either format. tests/unit/row_codec_test.cpp
-// compares every fp8 byte against the scalar kernels.
+// sign is the byte's top bit in either format. The encoders are the AVX2
+// kernel's steps on 32 lanes. tests/unit/row_codec_test.cpp compares every fp8
+// byte and every bf16 input against the scalar kernels.
 #include <cstring>
 
 #include "pool/dtype_convert.hpp"
@@ -124,6 +125,56 @@ size_t decode_fp8_f32(const uint8_t* s, uint8_t* d, size_t count) {
   return j;
 }
 
+// bf16 -> fp8, the AVX2 kernel's steps (row_codec_avx2.cpp) on 32 lanes with
+// mask registers for the selects.
+template <class F>
+inline Z fp8_codes_from_bf16(Z x) {
+  const Z ax = _mm512_and_si512(x, _mm512_set1_epi16(0x7fff));
+  const Z sign = _mm512_and_si512(_mm512_srli_epi16(x, 8), _mm512_set1_epi16(0x80));
+  const Z odd = _mm512_and_si512(_mm512_srli_epi16(ax, F::kDrop), _mm512_set1_epi16(1));
+  const Z round = _mm512_add_epi16(_mm512_set1_epi16((1 << (F::kDrop - 1)) - 1), odd);
+  Z code = _mm512_srli_epi16(_mm512_sub_epi16(_mm512_add_epi16(ax, round), _mm512_set1_epi16(F::kRebias)), F::kDrop);
+  if constexpr (F::kClipToInf) code = _mm512_min_epi16(code, _mm512_set1_epi16(0x7c));
+  code = _mm512_mask_mov_epi16(code, _mm512_cmpgt_epi16_mask(ax, _mm512_set1_epi16(F::kNanAbove)),
+                               _mm512_set1_epi16(0x7f));
+  const __m512 c = _mm512_castsi512_ps(_mm512_set1_epi32(static_cast<int>(F::kSubnormalAddend)));
+  const Z zero = _mm512_setzero_si512();
+  const auto subnormal_codes = [&](Z widened) {
+    return _mm512_sub_epi32(_mm512_castps_si512(_mm512_add_ps(_mm512_castsi512_ps(widened), c)),
+                            _mm512_castps_si512(c));
+  };
+  const Z lo = subnormal_codes(_mm512_unpacklo_epi16(zero, ax));
+  const Z hi = subnormal_codes(_mm512_unpackhi_epi16(zero, ax));
+  const Z subnormal = _mm512_packus_epi32(lo, hi);
+  code = _mm512_mask_mov_epi16(code, _mm512_cmpgt_epi16_mask(_mm512_set1_epi16(F::kMinNormal), ax), subnormal);
+  return _mm512_or_si512(sign, code);
+}
+
+// 64 values per step: 64 bytes of fp8.
+template <class F, bool kStream>
+size_t encode_bf16_fp8(const uint8_t* s, uint8_t* d, size_t count, float /*divisor*/) {
+  // packus works within 128-bit lanes: qwords come out as a0 b0 a1 b1 a2 b2 a3 b3.
+  const Z order = _mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7);
+  size_t j = 0;
+  for (; j + 64 <= count; j += 64) {
+    const Z a = fp8_codes_from_bf16<F>(_mm512_loadu_si512(s + 2 * j));
+    const Z b = fp8_codes_from_bf16<F>(_mm512_loadu_si512(s + 2 * j + 64));
+    store64<kStream>(d + j, _mm512_permutexvar_epi64(order, _mm512_packus_epi16(a, b)));
+  }
+  return j;
+}
+
+VecEncodeFn avx512_encode_impl(Wide in, config::DType kv, bool divide, bool stream) {
+  if (in != Wide::kBF16 || divide) return nullptr;
+  if (kv == config::DType::kFP8E4M3) {
+    return stream ? &encode_bf16_fp8<E4M3FromBf16, true> : &encode_bf16_fp8<E4M3FromBf16, false>;
+  }
+  if (kv == config::DType::kFP8E5M2) {
+    return stream ? &encode_bf16_fp8<E5M2FromBf16, true> : &encode_bf16_fp8<E5M2FromBf16, false>;
+  }
+  return nullptr;
+}
+
 template <bool kStream>
 VecDecodeFn decode_table(config::DType kv, Wide out) {
   const bool e4m3 = kv == config::DType::kFP8E4M3, e5m2 = kv == config::DType::kFP8E5M2;
@@ -162,6 +213,14 @@ bool cpu_has_avx512_vbmi() {
 #else
   return false;
 #endif
+}
+
+VecEncodeFn avx512_encode(Wide in, config::DType kv, bool divide, bool stream) {
+#if defined(KVP_AVX512_KERNELS)
+  if (cpu_has_avx512_vbmi()) return avx512_encode_impl(in, kv, divide, stream);
+#endif
+  (void)in, (void)kv, (void)divide, (void)stream;
+  return nullptr;
 }
 
 VecDecodeFn avx512_decode(config::DType kv, Wide out, bool stream) {

@@ -21,6 +21,23 @@ using DecodeFn = void (*)(const uint8_t* src, uint8_t* dst, size_t count);
 using VecEncodeFn = size_t (*)(const uint8_t* src, uint8_t* dst, size_t count, float divisor);
 using VecDecodeFn = size_t (*)(const uint8_t* src, uint8_t* dst, size_t count);
 
+// The constants of the bf16 -> fp8 kernels (AVX2 and AVX-512 alike), in
+// bf16 magnitude bits: mantissa bits dropped, the exponent re-bias, the
+// magnitude above which the code is NaN 0x7f, the smallest normal, whether
+// finite overflow clips to inf (0x7c), and round_magnitude's subnormal addend.
+struct E4M3FromBf16 {
+  static constexpr int kDrop = 4;
+  static constexpr int16_t kRebias = 0x3c00, kNanAbove = 0x43e8, kMinNormal = 0x3c80;
+  static constexpr bool kClipToInf = false;
+  static constexpr uint32_t kSubnormalAddend = 0x46800000u;  // round_magnitude<3, 7>'s c: 2^14
+};
+struct E5M2FromBf16 {
+  static constexpr int kDrop = 5;
+  static constexpr int16_t kRebias = 0x3800, kNanAbove = 0x7f80, kMinNormal = 0x3880;
+  static constexpr bool kClipToInf = true;
+  static constexpr uint32_t kSubnormalAddend = 0x43000000u;  // round_magnitude<2, 15>'s c: 2^7
+};
+
 // Scalar reference kernels (row_codec.cpp); nullptr for fp4.
 EncodeFn scalar_encode(Wide in, config::DType kv, bool divide);
 DecodeFn scalar_decode(config::DType kv, Wide out);
@@ -33,10 +50,11 @@ VecEncodeFn avx2_encode(Wide in, config::DType kv, bool divide, bool stream = fa
 VecDecodeFn avx2_decode(config::DType kv, Wide out, bool stream = false);
 
 // AVX-512 (F, BW, VBMI) kernels (row_codec_avx512.cpp), an extra path tried
-// before the AVX2 ones: fp8 -> bf16 / f32 decodes by table lookup; nullptr
-// for every other pair and where the CPU lacks those extensions. Streaming
-// versions need a 64-byte-aligned dst.
+// before the AVX2 ones: fp8 -> bf16 / f32 decodes by table lookup and bf16 ->
+// fp8 encodes (no divisor) on 32 lanes; nullptr for every other pair and where
+// the CPU lacks those extensions. Streaming versions need a 64-byte-aligned dst.
 bool cpu_has_avx512_vbmi();
+VecEncodeFn avx512_encode(Wide in, config::DType kv, bool divide, bool stream = false);
 VecDecodeFn avx512_decode(config::DType kv, Wide out, bool stream = false);
 
 // dst's values up to the first 64-byte boundary (count of them), or SIZE_MAX

@@ -59,10 +59,33 @@ std::string hex(const uint8_t* p, size_t bytes) {
   return s;
 }
 
-// Every pair from `in` to each plain stored type: vector kernels + scalar tail
-// against the scalar kernel alone, for count values.
+// One encoder (vector kernel + scalar tail) against the scalar kernel alone,
+// plain and, where it has them, with streaming stores.
+void expect_encoder_matches(const kn::Encoder& fast, const kn::Encoder& ref, const std::vector<uint8_t>& src,
+                            float divisor) {
+  const size_t ib = ref.in_bytes, ob = ref.out_bytes, count = src.size() / ib;
+  std::vector<uint8_t> want(count * ob, 0xAA), got(count * ob, 0x55);
+  ref.run(src.data(), want.data(), count, divisor);
+  fast.run(src.data(), got.data(), count, divisor);
+  long at = first_mismatch(want, got, ob);
+  ASSERT_EQ(at, -1) << "input " << hex(src.data() + at * ib, ib) << ": scalar " << hex(want.data() + at * ob, ob)
+                    << ", vector " << hex(got.data() + at * ob, ob);
+  if (fast.vec_stream == nullptr) return;
+  // The streaming-store kernels, one value before a 64-byte boundary (so a scalar head runs first).
+  std::vector<uint8_t> space(count * ob + 128);
+  uint8_t* aligned = space.data() + ((64 - (reinterpret_cast<uintptr_t>(space.data()) & 63)) & 63);
+  ASSERT_TRUE(fast.run_streaming(src.data(), aligned + 64 - ob, count, divisor));
+  kvp::util::stream_fence();
+  std::memcpy(got.data(), aligned + 64 - ob, got.size());
+  at = first_mismatch(want, got, ob);
+  ASSERT_EQ(at, -1) << "streamed, input " << hex(src.data() + at * ib, ib) << ": scalar "
+                    << hex(want.data() + at * ob, ob) << ", vector " << hex(got.data() + at * ob, ob);
+}
+
+// Every pair from `in` to each plain stored type: the encoder encode_rows
+// picks, then each instruction set's kernels on their own (the AVX2 ones also
+// run where AVX-512 ones are picked before them).
 void expect_encode_same(Wide in, const std::vector<uint8_t>& src, float divisor) {
-  const size_t count = src.size() / kvp::pool::wide_bytes(in);
   for (DType kv : kPlain) {
     SCOPED_TRACE(std::string(name(in)) + " -> " + name(kv) + " divisor " + std::to_string(divisor));
     const bool divide = divisor != 1.0f;
@@ -73,23 +96,16 @@ void expect_encode_same(Wide in, const std::vector<uint8_t>& src, float divisor)
     if (machine_has_avx2()) {
       ASSERT_NE(fast.vec, nullptr);
     }
-    const size_t ob = kvp::config::dtype_bytes(kv);
-    std::vector<uint8_t> want(count * ob, 0xAA), got(count * ob, 0x55);
-    ref.run(src.data(), want.data(), count, divisor);
-    fast.run(src.data(), got.data(), count, divisor);
-    long at = first_mismatch(want, got, ob);
-    ASSERT_EQ(at, -1) << "input " << hex(src.data() + at * kvp::pool::wide_bytes(in), kvp::pool::wide_bytes(in))
-                      << ": scalar " << hex(want.data() + at * ob, ob) << ", vector " << hex(got.data() + at * ob, ob);
-    if (!machine_has_avx2()) continue;
-    // The streaming-store kernels, into a 32-byte-aligned buffer (one value in, so a scalar head runs first).
-    std::vector<uint8_t> space(count * ob + 64);
-    uint8_t* aligned = space.data() + ((32 - (reinterpret_cast<uintptr_t>(space.data()) & 31)) & 31);
-    ASSERT_TRUE(fast.run_streaming(src.data(), aligned + 32 - ob, count, divisor));
-    kvp::util::stream_fence();
-    std::memcpy(got.data(), aligned + 32 - ob, got.size());
-    at = first_mismatch(want, got, ob);
-    ASSERT_EQ(at, -1) << "streamed, input " << hex(src.data() + at * kvp::pool::wide_bytes(in), kvp::pool::wide_bytes(in))
-                      << ": scalar " << hex(want.data() + at * ob, ob) << ", vector " << hex(got.data() + at * ob, ob);
+    expect_encoder_matches(fast, ref, src, divisor);
+    for (int set = 0; set < 2; ++set) {
+      SCOPED_TRACE(set == 0 ? "AVX2 kernels" : "AVX-512 kernels");
+      kn::Encoder only = ref;
+      only.vec = set == 0 ? kn::avx2_encode(in, kv, divide) : kn::avx512_encode(in, kv, divide);
+      only.vec_stream = set == 0 ? kn::avx2_encode(in, kv, divide, true) : kn::avx512_encode(in, kv, divide, true);
+      if (only.vec == nullptr) continue;
+      ASSERT_NE(only.vec_stream, nullptr);
+      expect_encoder_matches(only, ref, src, divisor);
+    }
   }
 }
 
@@ -198,6 +214,12 @@ TEST(RowCodecKernels, DispatchPicksTheVectorPathWhereTheCpuHasAvx2) {
       const bool fp8 = kv == DType::kFP8E4M3 || kv == DType::kFP8E5M2;
       const bool table = fp8 && w != Wide::kF16 && kn::cpu_has_avx512_vbmi();
       EXPECT_EQ(kn::avx512_decode(kv, w) != nullptr, table) << name(kv) << " -> " << name(w);
+      const bool from_bf16 = fp8 && w == Wide::kBF16 && kn::cpu_has_avx512_vbmi();
+      EXPECT_EQ(kn::avx512_encode(w, kv, false) != nullptr, from_bf16) << name(w) << " -> " << name(kv);
+      EXPECT_EQ(kn::avx512_encode(w, kv, true), nullptr) << "no AVX-512 kernel divides";
+      if (from_bf16) {
+        EXPECT_EQ(kn::pick_encoder(w, kv, false).vec, kn::avx512_encode(w, kv, false)) << "AVX-512 picked first";
+      }
       if (table) {
         EXPECT_EQ(kn::pick_decoder(kv, w).vec, kn::avx512_decode(kv, w)) << "AVX-512 picked first";
       }
@@ -306,7 +328,8 @@ TEST(StreamCopy, EveryInstructionSetCopiesExactlyTheBytes) {
       std::memcpy(want.data() + d_off, src.data() + s_off, bytes);
       ASSERT_TRUE(kvp::util::copy_streaming_with(isa, dst.data() + d_off, src.data() + s_off, bytes));
       kvp::util::stream_fence();
-      ASSERT_EQ(first_mismatch(want, dst, 1), -1) << "dst offset " << d_off << " src offset " << s_off << " bytes " << bytes;
+      ASSERT_EQ(first_mismatch(want, dst, 1), -1)
+          << "dst offset " << d_off << " src offset " << s_off << " bytes " << bytes;
     };
     for (size_t bytes = 0; bytes <= 300; ++bytes) {
       for (size_t d_off = 0; d_off < 64; ++d_off) check(d_off, (d_off * 7) % 64, bytes);
