@@ -142,7 +142,7 @@ struct F16 {
     const V sign = band(_mm256_srli_epi32(x, 16), k(0x8000u));
     const V ax = band(x, k(0x7fffffffu));
     const V code = round_magnitude<10, 15>(ax);
-    const V finite = sel(gt(k(0x7c00u), code), code, k(0x7c00u));
+    const V finite = _mm256_min_epu32(code, k(0x7c00u));  // the scalar select(code < 0x7c00, code, 0x7c00)
     const V nan = bor(k(0x7e00u), band(_mm256_srli_epi32(ax, 13), k(0x3ffu)));
     return bor(sign, sel(gt(ax, k(0x7f800000u)), nan, finite));
   }
@@ -164,7 +164,9 @@ struct E4M3 {
     const V sign = band(_mm256_srli_epi32(x, 24), k(0x80u));
     const V ax = band(x, k(0x7fffffffu));
     const V code = round_magnitude<3, 7>(ax);
-    return bor(sign, sel(gt(ax, k(0x43e80000u)), k(0x7fu), code));
+    // The scalar select(ax > 0x43e80000, 0x7f, code) as a min: magnitudes up to
+    // 0x43e80000 give codes <= 0x7e, larger ones (inf, NaN too) codes >= 0x7f.
+    return bor(sign, _mm256_min_epu32(code, k(0x7fu)));
   }
 };
 
@@ -175,7 +177,7 @@ struct E5M2 {
     const V sign = band(_mm256_srli_epi32(x, 24), k(0x80u));
     const V ax = band(x, k(0x7fffffffu));
     const V code = round_magnitude<2, 15>(ax);
-    const V finite = sel(gt(k(0x7cu), code), code, k(0x7cu));
+    const V finite = _mm256_min_epu32(code, k(0x7cu));  // the scalar select(code < 0x7c, code, 0x7c)
     return bor(sign, sel(gt(ax, k(0x7f800000u)), k(0x7fu), finite));
   }
 };
