@@ -88,6 +88,14 @@ inline V div_pinned(V a, V b) {
   return sel(is_nan(r), nan, r);
 }
 
+// cvt::mul_f32: the product with the NaN result pinned, as div_pinned.
+inline V mul_pinned(V a, V b) {
+  const V r = as_bits(_mm256_mul_ps(as_f32(a), as_f32(b)));
+  const V made = bor(k(0x7fc00000u), band(_mm256_xor_si256(a, b), k(0x80000000u)));
+  const V nan = sel(is_nan(a), a, sel(is_nan(b), b, made));
+  return sel(is_nan(r), nan, r);
+}
+
 // cvt::round_magnitude, lane-wise.
 template <int M, int BIAS>
 inline V round_magnitude(V ax) {
@@ -150,8 +158,9 @@ struct F16 {
 
 struct E4M3 {
   static constexpr size_t kBytes = 1;
-  static V load(const uint8_t* p) {
-    const V b = load_u8(p);
+  static V load(const uint8_t* p) { return from_bytes(load_u8(p)); }
+  // b: one e4m3 byte per u32 lane.
+  static V from_bytes(V b) {
     const V sign = _mm256_slli_epi32(band(b, k(0x80u)), 24);
     const V exp = band(_mm256_srli_epi32(b, 3), k(0xfu));
     const V mant = band(b, k(0x7u));
@@ -340,6 +349,113 @@ size_t decode_fp8_f32(const uint8_t* s, uint8_t* d, size_t count) {
   return j;
 }
 
+// fp4_e2m1 -> f32 / f16 / bf16, one 16-value block (8 bytes, one e4m3
+// scale) per step: cvt::fp4_dequantize lane-wise. The nibbles (value 2j in
+// the low nibble of byte j) are spread to one per lane in value order, the
+// magnitude comes from an 8-entry table by the low 3 bits, times the scale
+// (NaN pinned as mul_f32), then the sign bit, then Out's rounding.
+template <class Out>
+void decode_fp4_blocks(const uint8_t* values, const uint8_t* scales, size_t blocks, uint8_t* d) {
+  // 0, 0.5, 1, 1.5, 2, 3, 4, 6 as f32 bits (cvt::fp4_magnitude).
+  const V magnitudes = _mm256_setr_epi32(0, 0x3f000000, 0x3f800000, 0x3fc00000, 0x40000000, 0x40400000, 0x40800000,
+                                         0x40c00000);
+  const __m128i low4 = _mm_set1_epi8(0x0f);
+  for (size_t b = 0; b < blocks; ++b) {
+    const V scale = E4M3::from_bytes(k(scales[b]));
+    const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(values + 8 * b));
+    const __m128i nibbles =
+        _mm_unpacklo_epi8(_mm_and_si128(bytes, low4), _mm_and_si128(_mm_srli_epi16(bytes, 4), low4));
+    V lanes[2];
+    for (int h = 0; h < 2; ++h) {
+      const V n = _mm256_cvtepu8_epi32(h == 0 ? nibbles : _mm_srli_si128(nibbles, 8));
+      const V value = mul_pinned(_mm256_permutevar8x32_epi32(magnitudes, n), scale);  // index: n's low 3 bits
+      lanes[h] = Out::code(bor(value, _mm256_slli_epi32(band(n, k(8)), 28)));
+    }
+    uint8_t* out = d + 16 * Out::kBytes * b;
+    if constexpr (Out::kBytes == 4) {
+      _mm256_storeu_si256(reinterpret_cast<V*>(out), lanes[0]);
+      _mm256_storeu_si256(reinterpret_cast<V*>(out + 32), lanes[1]);
+    } else {
+      _mm256_storeu_si256(reinterpret_cast<V*>(out), pack_block<2>(lanes));
+    }
+  }
+}
+
+// Wide -> fp4_e2m1, one 16-value block per step: cvt::fp4_quantize_block
+// lane-wise. amax ignores NaN as the scalar `a > amax` does: maxps returns
+// its second operand when either is NaN, and the running maximum is that
+// operand. The scale is the e4m3 code of amax / 6 (the same division), the
+// nibble code the count of midpoints passed (ordered compares: a NaN quotient
+// passes none), zeroed when the scale is 0.
+template <class In, bool kDivide>
+void encode_fp4_blocks(const uint8_t* s, size_t blocks, float divisor, uint8_t* values, uint8_t* scales) {
+  const V dv = as_bits(_mm256_set1_ps(divisor));
+  const __m256 zero = _mm256_setzero_ps(), six = _mm256_set1_ps(6.0f);
+  const __m256 midpoints[7] = {_mm256_set1_ps(0.25f), _mm256_set1_ps(0.75f), _mm256_set1_ps(1.25f),
+                               _mm256_set1_ps(1.75f), _mm256_set1_ps(2.5f),  _mm256_set1_ps(3.5f),
+                               _mm256_set1_ps(5.0f)};
+  // Low byte of each u32 lane to the front of its 128-bit half, then the two halves' dwords together.
+  const V low_bytes = _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 4, 8, 12, -1, -1,
+                                       -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+  for (size_t b = 0; b < blocks; ++b) {
+    V x[2];
+    __m256 a[2];
+    for (int h = 0; h < 2; ++h) {
+      x[h] = In::load(s + (16 * b + 8 * h) * In::kBytes);
+      if constexpr (kDivide) x[h] = div_pinned(x[h], dv);
+      a[h] = as_f32(band(x[h], k(0x7fffffffu)));
+    }
+    __m256 amax = _mm256_max_ps(a[1], _mm256_max_ps(a[0], zero));
+    amax = _mm256_max_ps(amax, _mm256_permute2f128_ps(amax, amax, 1));  // no NaN left: order no longer matters
+    amax = _mm256_max_ps(amax, _mm256_shuffle_ps(amax, amax, 0x4e));
+    amax = _mm256_max_ps(amax, _mm256_shuffle_ps(amax, amax, 0xb1));
+    const V scale_code = E4M3::code(as_bits(_mm256_div_ps(amax, six)));  // equal lanes
+    scales[b] = static_cast<uint8_t>(_mm256_cvtsi256_si32(scale_code));
+    const __m256 scale = as_f32(E4M3::from_bytes(scale_code));
+    const V keep = band(as_bits(_mm256_cmp_ps(scale, zero, _CMP_NEQ_UQ)), k(0xfu));
+    V nibbles[2];
+    for (int h = 0; h < 2; ++h) {
+      const __m256 q = _mm256_div_ps(a[h], scale);
+      V code = _mm256_setzero_si256();
+      for (int m = 0; m < 7; ++m) {
+        // cvt::fp4_code: ">" at 0.25, 1.25, 2.5, 5 and ">=" at 0.75, 1.75, 3.5 (ties to the even code).
+        const __m256 passed = m % 2 == 0 ? _mm256_cmp_ps(q, midpoints[m], _CMP_GT_OQ)
+                                         : _mm256_cmp_ps(q, midpoints[m], _CMP_GE_OQ);
+        code = sub(code, as_bits(passed));  // a passed midpoint is all ones: -1
+      }
+      nibbles[h] = band(bor(band(_mm256_srli_epi32(x[h], 28), k(8u)), code), keep);
+    }
+    // u16 values 0-15 in order, then byte j = value 2j | value 2j+1 << 4 in the low byte of u32 lane j.
+    const V words = _mm256_permute4x64_epi64(_mm256_packus_epi32(nibbles[0], nibbles[1]), 0xD8);
+    const V pairs = _mm256_shuffle_epi8(bor(words, _mm256_srli_epi32(words, 12)), low_bytes);
+    const V packed = _mm256_permutevar8x32_epi32(pairs, _mm256_setr_epi32(0, 4, 0, 0, 0, 0, 0, 0));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(values + 8 * b), _mm256_castsi256_si128(packed));
+  }
+}
+
+template <bool kDivide>
+Fp4EncodeFn encode_fp4_from(Wide in) {
+  switch (in) {
+    case Wide::kF32: return &encode_fp4_blocks<F32, kDivide>;
+    case Wide::kF16: return &encode_fp4_blocks<F16, kDivide>;
+    case Wide::kBF16: return &encode_fp4_blocks<BF16, kDivide>;
+  }
+  return nullptr;
+}
+
+Fp4EncodeFn avx2_encode_fp4_impl(Wide in, bool divide) {
+  return divide ? encode_fp4_from<true>(in) : encode_fp4_from<false>(in);
+}
+
+Fp4DecodeFn avx2_decode_fp4_impl(Wide out) {
+  switch (out) {
+    case Wide::kF32: return &decode_fp4_blocks<F32>;
+    case Wide::kF16: return &decode_fp4_blocks<F16>;
+    case Wide::kBF16: return &decode_fp4_blocks<BF16>;
+  }
+  return nullptr;
+}
+
 template <class In, bool kDivide, bool kStream>
 VecEncodeFn encode_to(config::DType kv) {
   if constexpr (std::is_same_v<In, BF16> && !kDivide) {
@@ -437,6 +553,22 @@ VecEncodeFn avx2_encode(Wide in, config::DType kv, bool divide, bool stream) {
   if (cpu_has_avx2()) return avx2_encode_impl(in, kv, divide, stream);
 #endif
   (void)in, (void)kv, (void)divide, (void)stream;
+  return nullptr;
+}
+
+Fp4EncodeFn avx2_encode_fp4(Wide in, bool divide) {
+#if defined(KVP_AVX2_KERNELS)
+  if (cpu_has_avx2()) return avx2_encode_fp4_impl(in, divide);
+#endif
+  (void)in, (void)divide;
+  return nullptr;
+}
+
+Fp4DecodeFn avx2_decode_fp4(Wide out) {
+#if defined(KVP_AVX2_KERNELS)
+  if (cpu_has_avx2()) return avx2_decode_fp4_impl(out);
+#endif
+  (void)out;
   return nullptr;
 }
 

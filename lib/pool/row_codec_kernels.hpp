@@ -21,6 +21,19 @@ using DecodeFn = void (*)(const uint8_t* src, uint8_t* dst, size_t count);
 using VecEncodeFn = size_t (*)(const uint8_t* src, uint8_t* dst, size_t count, float divisor);
 using VecDecodeFn = size_t (*)(const uint8_t* src, uint8_t* dst, size_t count);
 
+// Wide -> fp4_e2m1 of `blocks` whole 16-value blocks of src (each value
+// divided by `divisor` first where divide): 8 bytes of nibbles and one e4m3
+// scale byte per block (cvt::fp4_quantize_block's rule).
+using Fp4EncodeFn = void (*)(const uint8_t* src, size_t blocks, float divisor, uint8_t* values, uint8_t* scales);
+Fp4EncodeFn scalar_encode_fp4(Wide in, bool divide);  // row_codec.cpp
+Fp4EncodeFn avx2_encode_fp4(Wide in, bool divide);    // nullptr without AVX2
+
+// fp4_e2m1 -> f32 / f16 / bf16 of `blocks` whole 16-value blocks: 8 bytes of
+// nibbles and one e4m3 scale byte each (cvt::fp4_dequantize's rule).
+using Fp4DecodeFn = void (*)(const uint8_t* values, const uint8_t* scales, size_t blocks, uint8_t* dst);
+Fp4DecodeFn scalar_decode_fp4(Wide out);  // row_codec.cpp
+Fp4DecodeFn avx2_decode_fp4(Wide out);    // nullptr without AVX2
+
 // The constants of the bf16 -> fp8 kernels (AVX2 and AVX-512 alike), in
 // bf16 magnitude bits: mantissa bits dropped, the exponent re-bias, the
 // magnitude above which the code is NaN 0x7f, the smallest normal, whether

@@ -7,8 +7,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <string>
@@ -258,6 +260,114 @@ TEST(RowCodecKernels, EveryStoredInputDecodesIdentically) {
   expect_decode_same(DType::kBF16, u16);
   expect_decode_same(DType::kF16, u16);
   expect_decode_same(DType::kF32, f32_sweep(size_t{1} << 22));
+}
+
+// fp4_e2m1 writes: whole blocks from bf16 / f16 (every pattern, in permuted
+// order), from the f32 sweep (runs of one exponent: blocks of like
+// magnitudes) and from crafted blocks: amax 6 x 2^e with the other values on
+// every quarter step (the code's ties), NaN, inf, zero, overflowing and tiny
+// blocks; with and without divisors.
+void expect_fp4_encode_same(Wide in, const std::vector<uint8_t>& src, float divisor) {
+  SCOPED_TRACE(std::string(name(in)) + " -> fp4_e2m1 divisor " + std::to_string(divisor));
+  const bool divide = divisor != 1.0f;
+  const kn::Fp4EncodeFn ref = kn::scalar_encode_fp4(in, divide);
+  const kn::Fp4EncodeFn vec = kn::avx2_encode_fp4(in, divide);
+  ASSERT_NE(ref, nullptr);
+  ASSERT_EQ(vec != nullptr, machine_has_avx2());
+  if (vec == nullptr) return;
+  const size_t blocks = src.size() / kvp::pool::wide_bytes(in) / 16;
+  std::vector<uint8_t> want_v(8 * blocks, 0xAA), got_v(8 * blocks, 0x55), want_s(blocks, 0xAA), got_s(blocks, 0x55);
+  ref(src.data(), blocks, divisor, want_v.data(), want_s.data());
+  vec(src.data(), blocks, divisor, got_v.data(), got_s.data());
+  const long at_s = first_mismatch(want_s, got_s, 1);
+  ASSERT_EQ(at_s, -1) << "block " << at_s << " scale: scalar " << hex(&want_s[at_s], 1) << ", vector "
+                      << hex(&got_s[at_s], 1);
+  const long at = first_mismatch(want_v, got_v, 8);
+  ASSERT_EQ(at, -1) << "block " << at << " nibbles: scalar " << hex(&want_v[8 * at], 8) << ", vector "
+                    << hex(&got_v[8 * at], 8);
+}
+
+std::vector<uint8_t> fp4_crafted_blocks() {
+  std::vector<float> v;
+  std::mt19937_64 rng(9);
+  for (int e = -12; e <= 10; ++e) {
+    const float unit = std::ldexp(0.25f, e);  // a quarter of the scale 2^e
+    for (int rep = 0; rep < 4; ++rep) {
+      v.push_back(24 * unit);  // amax = 6 x 2^e: the scale is exactly 2^e
+      for (int k = 1; k < 16; ++k) {
+        const float q = static_cast<float>((k + rep * 15) % 25);  // 0 .. 24 quarters: every tie and step
+        v.push_back((rng() & 1) != 0 ? -q * unit : q * unit);
+      }
+    }
+  }
+  const float nan = std::nanf(""), inf = std::numeric_limits<float>::infinity();
+  for (float special : {nan, inf, -inf, 0.0f, -0.0f, 1e30f, 3000.0f, 2688.0f, 2689.0f, 1e-30f, 1e-3f, 1e-2f}) {
+    for (int k = 0; k < 16; ++k) v.push_back(k % 3 == 0 ? special : (k % 3 == 1 ? 1.0f : -0.5f));
+    for (int k = 0; k < 16; ++k) v.push_back(special);
+  }
+  std::vector<uint8_t> bytes(4 * v.size());
+  std::memcpy(bytes.data(), v.data(), bytes.size());
+  return bytes;
+}
+
+TEST(RowCodecKernels, Fp4BlocksEncodeIdentically) {
+  const std::vector<uint8_t> u16 = all_u16();
+  const std::vector<uint8_t> sweep = f32_sweep(size_t{1} << 20), crafted = fp4_crafted_blocks();
+  for (float divisor : {1.0f, 3.0f, 0.0625f, 1e-30f, 1e30f}) {
+    expect_fp4_encode_same(Wide::kBF16, u16, divisor);
+    expect_fp4_encode_same(Wide::kF16, u16, divisor);
+    expect_fp4_encode_same(Wide::kF32, sweep, divisor);
+    expect_fp4_encode_same(Wide::kF32, crafted, divisor);
+  }
+}
+
+// fp4_e2m1 reads: every (scale byte, value byte) pair, i.e. every input a
+// block can hold for each of its 8 bytes: 256 scales x 32 blocks whose 8-byte
+// values run through all 256 bytes. Then decode_rows over rows at random
+// slots against the scalar kernel row by row.
+TEST(RowCodecKernels, EveryFp4ScaleAndValueByteDecodesIdentically) {
+  const size_t blocks = 256 * 32;
+  std::vector<uint8_t> values(8 * blocks), scales(blocks);
+  for (size_t b = 0; b < blocks; ++b) {
+    scales[b] = static_cast<uint8_t>(b / 32);
+    for (size_t j = 0; j < 8; ++j) values[8 * b + j] = static_cast<uint8_t>(((b % 32) * 8 + j) * 167u);
+  }
+  for (Wide out : kWide) {
+    SCOPED_TRACE(name(out));
+    const kn::Fp4DecodeFn ref = kn::scalar_decode_fp4(out);
+    const kn::Fp4DecodeFn vec = kn::avx2_decode_fp4(out);
+    ASSERT_NE(ref, nullptr);
+    EXPECT_EQ(vec != nullptr, machine_has_avx2());
+    if (vec == nullptr) continue;
+    const size_t ob = kvp::pool::wide_bytes(out);
+    std::vector<uint8_t> want(16 * blocks * ob, 0xAA), got(16 * blocks * ob, 0x55);
+    ref(values.data(), scales.data(), blocks, want.data());
+    vec(values.data(), scales.data(), blocks, got.data());
+    const long at = first_mismatch(want, got, ob);
+    ASSERT_EQ(at, -1) << "scale " << hex(&scales[at / 16], 1) << " value byte " << hex(&values[at / 2], 1)
+                      << ": scalar " << hex(want.data() + at * ob, ob) << ", vector " << hex(got.data() + at * ob, ob);
+  }
+  // Rows: 64 values (4 blocks) each, at random slots of a pool of fp4 rows.
+  const size_t elements = 64, pool_rows = 500, n = 300;
+  std::vector<int64_t> rows(pool_rows);
+  std::iota(rows.begin(), rows.end(), int64_t{0});
+  std::mt19937_64 rng(3);
+  std::shuffle(rows.begin(), rows.end(), rng);
+  rows.resize(n);
+  std::vector<uint8_t> pool_values(pool_rows * elements / 2), pool_scales(pool_rows * elements / 16);
+  for (auto& b : pool_values) b = static_cast<uint8_t>(rng());
+  for (auto& b : pool_scales) b = static_cast<uint8_t>(rng());
+  for (Wide out : kWide) {
+    const size_t ob = kvp::pool::wide_bytes(out);
+    std::vector<uint8_t> got(n * elements * ob), want(elements * ob);
+    const kvp::pool::ConstRowRef v{pool_values.data(), elements / 2, rows.data()};
+    const kvp::pool::ConstRowRef sc{pool_scales.data(), elements / 16, rows.data()};
+    kvp::pool::decode_rows(v, sc, n, elements, DType::kFP4E2M1, got.data(), out);
+    for (size_t i = 0; i < n; ++i) {
+      kn::scalar_decode_fp4(out)(v.at(i), sc.at(i), elements / 16, want.data());
+      ASSERT_EQ(std::memcmp(got.data() + i * elements * ob, want.data(), want.size()), 0) << name(out) << " row " << i;
+    }
+  }
 }
 
 // Whole calls: rows at random slots, elements not a multiple of the vector
