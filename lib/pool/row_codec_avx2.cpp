@@ -17,6 +17,24 @@
 #define KVP_AVX2_KERNELS 1
 #endif
 
+namespace kvp::pool::kernels {
+namespace {
+
+// Every e4m3 byte's f32 bits, by the scalar rule (plain code, not AVX2): the
+// fp4 reads' block scales.
+[[maybe_unused]] const uint32_t* e4m3_f32_bits() {
+  static const struct Table {
+    uint32_t bits[256];
+    Table() {
+      for (uint32_t b = 0; b < 256; ++b) bits[b] = cvt::f32_bits(cvt::e4m3_to_f32(static_cast<uint8_t>(b)));
+    }
+  } table;
+  return table.bits;
+}
+
+}  // namespace
+}  // namespace kvp::pool::kernels
+
 #if defined(KVP_AVX2_KERNELS)
 #include <immintrin.h>
 
@@ -83,14 +101,6 @@ inline V is_nan(V x) { return gt(band(x, k(0x7fffffffu)), k(0x7f800000u)); }
 // cvt::div_f32: IEEE division with the NaN result pinned as the scalar does.
 inline V div_pinned(V a, V b) {
   const V r = as_bits(_mm256_div_ps(as_f32(a), as_f32(b)));
-  const V made = bor(k(0x7fc00000u), band(_mm256_xor_si256(a, b), k(0x80000000u)));
-  const V nan = sel(is_nan(a), a, sel(is_nan(b), b, made));
-  return sel(is_nan(r), nan, r);
-}
-
-// cvt::mul_f32: the product with the NaN result pinned, as div_pinned.
-inline V mul_pinned(V a, V b) {
-  const V r = as_bits(_mm256_mul_ps(as_f32(a), as_f32(b)));
   const V made = bor(k(0x7fc00000u), band(_mm256_xor_si256(a, b), k(0x80000000u)));
   const V nan = sel(is_nan(a), a, sel(is_nan(b), b, made));
   return sel(is_nan(r), nan, r);
@@ -352,23 +362,29 @@ size_t decode_fp8_f32(const uint8_t* s, uint8_t* d, size_t count) {
 // fp4_e2m1 -> f32 / f16 / bf16, one 16-value block (8 bytes, one e4m3
 // scale) per step: cvt::fp4_dequantize lane-wise. The nibbles (value 2j in
 // the low nibble of byte j) are spread to one per lane in value order, the
-// magnitude comes from an 8-entry table by the low 3 bits, times the scale
-// (NaN pinned as mul_f32), then the sign bit, then Out's rounding.
+// magnitude comes from an 8-entry table by the low 3 bits, times the scale,
+// then the sign bit, then Out's rounding. mul_f32's NaN pinning reduces to
+// one case: magnitudes are finite and e4m3 has no inf, so the product is NaN
+// only for a NaN scale, and then it is the scale's bits.
 template <class Out>
 void decode_fp4_blocks(const uint8_t* values, const uint8_t* scales, size_t blocks, uint8_t* d) {
+  const uint32_t* scale_bits = e4m3_f32_bits();
   // 0, 0.5, 1, 1.5, 2, 3, 4, 6 as f32 bits (cvt::fp4_magnitude).
   const V magnitudes = _mm256_setr_epi32(0, 0x3f000000, 0x3f800000, 0x3fc00000, 0x40000000, 0x40400000, 0x40800000,
                                          0x40c00000);
   const __m128i low4 = _mm_set1_epi8(0x0f);
   for (size_t b = 0; b < blocks; ++b) {
-    const V scale = E4M3::from_bytes(k(scales[b]));
+    const uint32_t bits = scale_bits[scales[b]];
+    const bool nan_scale = (bits & 0x7fffffffu) > 0x7f800000u;
+    const V scale = k(bits);
     const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(values + 8 * b));
     const __m128i nibbles =
         _mm_unpacklo_epi8(_mm_and_si128(bytes, low4), _mm_and_si128(_mm_srli_epi16(bytes, 4), low4));
     V lanes[2];
     for (int h = 0; h < 2; ++h) {
       const V n = _mm256_cvtepu8_epi32(h == 0 ? nibbles : _mm_srli_si128(nibbles, 8));
-      const V value = mul_pinned(_mm256_permutevar8x32_epi32(magnitudes, n), scale);  // index: n's low 3 bits
+      const V magnitude = _mm256_permutevar8x32_epi32(magnitudes, n);  // index: n's low 3 bits
+      const V value = nan_scale ? scale : as_bits(_mm256_mul_ps(as_f32(magnitude), as_f32(scale)));
       lanes[h] = Out::code(bor(value, _mm256_slli_epi32(band(n, k(8)), 28)));
     }
     uint8_t* out = d + 16 * Out::kBytes * b;
