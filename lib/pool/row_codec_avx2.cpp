@@ -1,11 +1,14 @@
 // AVX2 versions of the per-value conversions of row_codec.cpp, eight values
-// per instruction. Each one is a lane-wise transcription of the scalar rule
-// in dtype_convert.hpp (the same integer steps, the same single f32 addition
-// or product where the scalar code has one), so the bytes are identical;
-// tests/unit/row_codec_test.cpp checks that exhaustively over bf16 / f16 /
-// fp8 inputs and over 2^24 f32 inputs. Compiled for AVX2 with a target pragma
-// (not -mavx2 on the file) and called only when the CPU has AVX2, so the
-// library still runs on any x86-64; other architectures get no kernels here.
+// per instruction (sixteen for bf16 <-> fp8), and of its fp4_e2m1 block
+// quantisation (one 16-value block per step). Each one is a lane-wise
+// transcription of the scalar rule in dtype_convert.hpp (the same integer
+// steps, the same single f32 addition, product or division where the scalar
+// code has one), so the bytes are identical; tests/unit/row_codec_test.cpp
+// checks that exhaustively over bf16 / f16 / fp8 inputs (and every fp4 byte
+// with every scale byte) and over 2^24 f32 inputs. Compiled for AVX2 with a
+// target pragma (not -mavx2 on the file) and called only when the CPU has
+// AVX2, so the library still runs on any x86-64; other architectures get no
+// kernels here.
 #include "pool/row_codec_kernels.hpp"
 
 #include <cstring>

@@ -230,7 +230,7 @@ TEST(RowCodecKernels, DispatchPicksTheVectorPathWhereTheCpuHasAvx2) {
         EXPECT_EQ(kn::pick_decoder(kv, w).vec, kn::avx512_decode(kv, w)) << "AVX-512 picked first";
       }
     }
-    // fp4 quantises 16-value blocks: scalar only.
+    // fp4 quantises 16-value blocks: no per-value kernels (its block kernels are tested below).
     EXPECT_EQ(kn::pick_encoder(w, DType::kFP4E2M1, false).scalar, nullptr);
     EXPECT_EQ(kn::avx2_encode(w, DType::kFP4E2M1, false), nullptr);
   }
