@@ -66,10 +66,12 @@ class CpuBackend final : public Backend {
     auto* dst = static_cast<char*>(c.dst);
     const auto* src = static_cast<const char*>(c.src);
     // Large batches (set_kv / get_kv of thousands of rows, move_kv) stream
-    // their stores and prefetch the rows of a gather a few rows ahead; the
-    // rows never overlap (RowCopy's contract), so memcpy semantics are enough.
+    // their stores and prefetch the rows of a gather 8 rows ahead (on the
+    // 2-core Xeon VM, 1 KiB rows from memory: 4 ahead 0.96x of a contiguous
+    // memcpy, 8 ahead 0.97-1.04x; 2 KiB rows the same); the rows never
+    // overlap (RowCopy's contract), so memcpy semantics are enough.
     if (c.n * c.row_bytes >= util::kStreamMinBytes) {
-      constexpr size_t kAhead = 4;
+      constexpr size_t kAhead = 8;
       const size_t prefetch_bytes = c.row_bytes < 2048 ? c.row_bytes : 2048;
       for (size_t i = 0; i < c.n; ++i) {
         const size_t d = c.dst_rows != nullptr ? static_cast<size_t>(c.dst_rows[i]) : i;

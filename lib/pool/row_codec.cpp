@@ -77,25 +77,23 @@ void encode_span(const uint8_t* __restrict s, uint8_t* __restrict d, size_t coun
   for (size_t j = 0; j < count; ++j) Out::store(d, j, load_scaled<In, kDivide>(s, j, divisor));
 }
 
+// The scalar reference of kernels::Fp4EncodeFn.
 template <class In, bool kDivide>
-void encode_fp4(const uint8_t* src, size_t n, size_t elements, float divisor, RowRef values, RowRef scales) {
+void encode_fp4_span(const uint8_t* s, size_t blocks, float divisor, uint8_t* v, uint8_t* sc) {
   float block[cvt::kFp4Block];
-  for (size_t i = 0; i < n; ++i) {
-    const uint8_t* s = src + i * elements * In::kBytes;
-    uint8_t* v = values.at(i);
-    uint8_t* sc = scales.at(i);
-    for (size_t b = 0; b < elements / cvt::kFp4Block; ++b) {
-      for (int k = 0; k < cvt::kFp4Block; ++k) block[k] = load_scaled<In, kDivide>(s, b * cvt::kFp4Block + k, divisor);
-      sc[b] = cvt::fp4_quantize_block(block, v + b * (cvt::kFp4Block / 2));
-    }
+  for (size_t b = 0; b < blocks; ++b) {
+    for (int k = 0; k < cvt::kFp4Block; ++k) block[k] = load_scaled<In, kDivide>(s, b * cvt::kFp4Block + k, divisor);
+    sc[b] = cvt::fp4_quantize_block(block, v + b * (cvt::kFp4Block / 2));
   }
 }
 
-template <class In>
-void encode_fp4_dispatch(const uint8_t* src, size_t n, size_t elements, float divisor, RowRef values, RowRef scales) {
+void encode_fp4(const uint8_t* src, Wide in, size_t n, size_t elements, float divisor, RowRef values, RowRef scales) {
   // x / 1 == x for every x, so the division is skipped rather than changing results.
-  if (divisor == 1.0f) return encode_fp4<In, false>(src, n, elements, divisor, values, scales);
-  encode_fp4<In, true>(src, n, elements, divisor, values, scales);
+  const bool divide = divisor != 1.0f;
+  const kernels::Fp4EncodeFn vec = kernels::avx2_encode_fp4(in, divide);
+  const kernels::Fp4EncodeFn row = vec != nullptr ? vec : kernels::scalar_encode_fp4(in, divide);
+  const size_t in_row = elements * wide_bytes(in);
+  for (size_t i = 0; i < n; ++i) row(src + i * in_row, elements / cvt::kFp4Block, divisor, values.at(i), scales.at(i));
 }
 
 template <class Stored, class Out>
@@ -103,22 +101,25 @@ void decode_span(const uint8_t* __restrict s, uint8_t* __restrict d, size_t coun
   for (size_t j = 0; j < count; ++j) Out::store(d, j, Stored::load(s, j));
 }
 
+// The scalar reference of kernels::Fp4DecodeFn.
 template <class Out>
-void decode_fp4(ConstRowRef values, ConstRowRef scales, size_t n, size_t elements, uint8_t* dst) {
-  for (size_t i = 0; i < n; ++i) {
-    const uint8_t* v = values.at(i);
-    const uint8_t* sc = scales.at(i);
-    uint8_t* d = dst + i * elements * Out::kBytes;
-    for (size_t b = 0; b < elements / cvt::kFp4Block; ++b) {
-      const float scale = cvt::e4m3_to_f32(sc[b]);
-      for (int k = 0; k < cvt::kFp4Block / 2; ++k) {
-        const uint8_t byte = v[b * (cvt::kFp4Block / 2) + k];
-        const size_t j = b * cvt::kFp4Block + 2 * k;
-        Out::store(d, j, cvt::fp4_dequantize(byte & 0xfu, scale));
-        Out::store(d, j + 1, cvt::fp4_dequantize(byte >> 4, scale));
-      }
+void decode_fp4_span(const uint8_t* v, const uint8_t* sc, size_t blocks, uint8_t* d) {
+  for (size_t b = 0; b < blocks; ++b) {
+    const float scale = cvt::e4m3_to_f32(sc[b]);
+    for (int k = 0; k < cvt::kFp4Block / 2; ++k) {
+      const uint8_t byte = v[b * (cvt::kFp4Block / 2) + k];
+      const size_t j = b * cvt::kFp4Block + 2 * k;
+      Out::store(d, j, cvt::fp4_dequantize(byte & 0xfu, scale));
+      Out::store(d, j + 1, cvt::fp4_dequantize(byte >> 4, scale));
     }
   }
+}
+
+void decode_fp4(ConstRowRef values, ConstRowRef scales, size_t n, size_t elements, uint8_t* dst, Wide out) {
+  const kernels::Fp4DecodeFn vec = kernels::avx2_decode_fp4(out);
+  const kernels::Fp4DecodeFn row = vec != nullptr ? vec : kernels::scalar_decode_fp4(out);
+  const size_t out_row = elements * wide_bytes(out);
+  for (size_t i = 0; i < n; ++i) row(values.at(i), scales.at(i), elements / cvt::kFp4Block, dst + i * out_row);
 }
 
 // Rows converted through an L1-sized buffer and then streamed out, once a call
@@ -224,28 +225,14 @@ void decode_nsa(ConstRowRef rows, size_t n, size_t lora, size_t rope_dim, uint8_
 void encode_rows(const void* src, Wide in, size_t n, size_t elements, float divisor, DType kv, RowRef values,
                  RowRef scales) {
   const auto* s = static_cast<const uint8_t*>(src);
-  if (kv == DType::kFP4E2M1) {
-    switch (in) {
-      case Wide::kF32: return encode_fp4_dispatch<F32>(s, n, elements, divisor, values, scales);
-      case Wide::kF16: return encode_fp4_dispatch<F16>(s, n, elements, divisor, values, scales);
-      case Wide::kBF16: return encode_fp4_dispatch<BF16>(s, n, elements, divisor, values, scales);
-    }
-    return;
-  }
+  if (kv == DType::kFP4E2M1) return encode_fp4(s, in, n, elements, divisor, values, scales);
   // x / 1 == x for every x, so the division is skipped rather than changing results.
   encode_plain(kernels::pick_encoder(in, kv, divisor != 1.0f), s, n, elements, divisor, values);
 }
 
 void decode_rows(ConstRowRef values, ConstRowRef scales, size_t n, size_t elements, DType kv, void* dst, Wide out) {
   auto* d = static_cast<uint8_t*>(dst);
-  if (kv == DType::kFP4E2M1) {
-    switch (out) {
-      case Wide::kF32: return decode_fp4<F32>(values, scales, n, elements, d);
-      case Wide::kF16: return decode_fp4<F16>(values, scales, n, elements, d);
-      case Wide::kBF16: return decode_fp4<BF16>(values, scales, n, elements, d);
-    }
-    return;
-  }
+  if (kv == DType::kFP4E2M1) return decode_fp4(values, scales, n, elements, d, out);
   decode_plain(kernels::pick_decoder(kv, out), values, n, elements, d);
 }
 
@@ -322,11 +309,40 @@ DecodeFn scalar_decode(DType kv, Wide out) {
   return nullptr;
 }
 
+template <bool kDivide>
+Fp4EncodeFn scalar_encode_fp4_from(Wide in) {
+  switch (in) {
+    case Wide::kF32: return &encode_fp4_span<F32, kDivide>;
+    case Wide::kF16: return &encode_fp4_span<F16, kDivide>;
+    case Wide::kBF16: return &encode_fp4_span<BF16, kDivide>;
+  }
+  return nullptr;
+}
+
+Fp4EncodeFn scalar_encode_fp4(Wide in, bool divide) {
+  return divide ? scalar_encode_fp4_from<true>(in) : scalar_encode_fp4_from<false>(in);
+}
+
+Fp4DecodeFn scalar_decode_fp4(Wide out) {
+  switch (out) {
+    case Wide::kF32: return &decode_fp4_span<F32>;
+    case Wide::kF16: return &decode_fp4_span<F16>;
+    case Wide::kBF16: return &decode_fp4_span<BF16>;
+  }
+  return nullptr;
+}
+
 Encoder pick_encoder(Wide in, DType kv, bool divide, bool use_vector) {
   Encoder e;
   e.scalar = scalar_encode(in, kv, divide);
-  e.vec = use_vector ? avx2_encode(in, kv, divide) : nullptr;
-  e.vec_stream = use_vector ? avx2_encode(in, kv, divide, true) : nullptr;
+  if (use_vector) {
+    e.vec = avx512_encode(in, kv, divide);
+    e.vec_stream = avx512_encode(in, kv, divide, true);
+    if (e.vec == nullptr) {
+      e.vec = avx2_encode(in, kv, divide);
+      e.vec_stream = avx2_encode(in, kv, divide, true);
+    }
+  }
   e.in_bytes = wide_bytes(in);
   e.out_bytes = config::dtype_bytes(kv);
   return e;
@@ -335,8 +351,14 @@ Encoder pick_encoder(Wide in, DType kv, bool divide, bool use_vector) {
 Decoder pick_decoder(DType kv, Wide out, bool use_vector) {
   Decoder d;
   d.scalar = scalar_decode(kv, out);
-  d.vec = use_vector ? avx2_decode(kv, out) : nullptr;
-  d.vec_stream = use_vector ? avx2_decode(kv, out, true) : nullptr;
+  if (use_vector) {
+    d.vec = avx512_decode(kv, out);
+    d.vec_stream = avx512_decode(kv, out, true);
+    if (d.vec == nullptr) {
+      d.vec = avx2_decode(kv, out);
+      d.vec_stream = avx2_decode(kv, out, true);
+    }
+  }
   d.in_bytes = config::dtype_bytes(kv);
   d.out_bytes = wide_bytes(out);
   return d;

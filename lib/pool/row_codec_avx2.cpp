@@ -1,11 +1,14 @@
 // AVX2 versions of the per-value conversions of row_codec.cpp, eight values
-// per instruction. Each one is a lane-wise transcription of the scalar rule
-// in dtype_convert.hpp (the same integer steps, the same single f32 addition
-// or product where the scalar code has one), so the bytes are identical;
-// tests/unit/row_codec_test.cpp checks that exhaustively over bf16 / f16 /
-// fp8 inputs and over 2^24 f32 inputs. Compiled for AVX2 with a target pragma
-// (not -mavx2 on the file) and called only when the CPU has AVX2, so the
-// library still runs on any x86-64; other architectures get no kernels here.
+// per instruction (sixteen for bf16 <-> fp8), and of its fp4_e2m1 block
+// quantisation (one 16-value block per step). Each one is a lane-wise
+// transcription of the scalar rule in dtype_convert.hpp (the same integer
+// steps, the same single f32 addition, product or division where the scalar
+// code has one), so the bytes are identical; tests/unit/row_codec_test.cpp
+// checks that exhaustively over bf16 / f16 / fp8 inputs (and every fp4 byte
+// with every scale byte) and over 2^24 f32 inputs. Compiled for AVX2 with a
+// target pragma (not -mavx2 on the file) and called only when the CPU has
+// AVX2, so the library still runs on any x86-64; other architectures get no
+// kernels here.
 #include "pool/row_codec_kernels.hpp"
 
 #include <cstring>
@@ -16,6 +19,24 @@
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define KVP_AVX2_KERNELS 1
 #endif
+
+namespace kvp::pool::kernels {
+namespace {
+
+// Every e4m3 byte's f32 bits, by the scalar rule (plain code, not AVX2): the
+// fp4 reads' block scales.
+[[maybe_unused]] const uint32_t* e4m3_f32_bits() {
+  static const struct Table {
+    uint32_t bits[256];
+    Table() {
+      for (uint32_t b = 0; b < 256; ++b) bits[b] = cvt::f32_bits(cvt::e4m3_to_f32(static_cast<uint8_t>(b)));
+    }
+  } table;
+  return table.bits;
+}
+
+}  // namespace
+}  // namespace kvp::pool::kernels
 
 #if defined(KVP_AVX2_KERNELS)
 #include <immintrin.h>
@@ -142,7 +163,7 @@ struct F16 {
     const V sign = band(_mm256_srli_epi32(x, 16), k(0x8000u));
     const V ax = band(x, k(0x7fffffffu));
     const V code = round_magnitude<10, 15>(ax);
-    const V finite = sel(gt(k(0x7c00u), code), code, k(0x7c00u));
+    const V finite = _mm256_min_epu32(code, k(0x7c00u));  // the scalar select(code < 0x7c00, code, 0x7c00)
     const V nan = bor(k(0x7e00u), band(_mm256_srli_epi32(ax, 13), k(0x3ffu)));
     return bor(sign, sel(gt(ax, k(0x7f800000u)), nan, finite));
   }
@@ -150,8 +171,9 @@ struct F16 {
 
 struct E4M3 {
   static constexpr size_t kBytes = 1;
-  static V load(const uint8_t* p) {
-    const V b = load_u8(p);
+  static V load(const uint8_t* p) { return from_bytes(load_u8(p)); }
+  // b: one e4m3 byte per u32 lane.
+  static V from_bytes(V b) {
     const V sign = _mm256_slli_epi32(band(b, k(0x80u)), 24);
     const V exp = band(_mm256_srli_epi32(b, 3), k(0xfu));
     const V mant = band(b, k(0x7u));
@@ -164,7 +186,9 @@ struct E4M3 {
     const V sign = band(_mm256_srli_epi32(x, 24), k(0x80u));
     const V ax = band(x, k(0x7fffffffu));
     const V code = round_magnitude<3, 7>(ax);
-    return bor(sign, sel(gt(ax, k(0x43e80000u)), k(0x7fu), code));
+    // The scalar select(ax > 0x43e80000, 0x7f, code) as a min: magnitudes up to
+    // 0x43e80000 give codes <= 0x7e, larger ones (inf, NaN too) codes >= 0x7f.
+    return bor(sign, _mm256_min_epu32(code, k(0x7fu)));
   }
 };
 
@@ -175,7 +199,7 @@ struct E5M2 {
     const V sign = band(_mm256_srli_epi32(x, 24), k(0x80u));
     const V ax = band(x, k(0x7fffffffu));
     const V code = round_magnitude<2, 15>(ax);
-    const V finite = sel(gt(k(0x7cu), code), code, k(0x7cu));
+    const V finite = _mm256_min_epu32(code, k(0x7cu));  // the scalar select(code < 0x7c, code, 0x7c)
     return bor(sign, sel(gt(ax, k(0x7f800000u)), k(0x7fu), finite));
   }
 };
@@ -204,143 +228,258 @@ size_t decode_vec(const uint8_t* s, uint8_t* d, size_t count) {
   return encode_vec<Stored, Out, false, kStream>(s, d, count, 1.0f);
 }
 
-// bf16 <-> e4m3 without dividing, the fp8 pools' usual traffic, on sixteen
+// bf16 -> fp8 without dividing, the fp8 pools' usual traffic, on sixteen
 // 16-bit lanes at a time rather than eight f32 lanes. Every bf16 value is an
 // f32 whose low half is zero, so the scalar rule reduces to 16-bit integer
-// steps; the exhaustive bf16 test checks each of the 2^16 inputs.
+// steps for the fp8 normals; the exhaustive bf16 test checks each of the 2^16
+// inputs for both formats. One kernel serves e4m3 and e5m2
+// (row_codec_kernels.hpp's E4M3FromBf16 / E5M2FromBf16 say how they differ).
 //
-// Encode: |x| >= 2^-6 (bf16 magnitude 0x3c80) is an e4m3 normal, rounded to
-// even on the 4 dropped mantissa bits; above 0x43e8 (464, the tie to 448) and
-// inf / NaN give 0x7f; at most 0x3a80 (2^-10, whose x 2^9 is the tie 0.5)
-// rounds to a zero code. Magnitudes between those two, the e4m3 subnormals,
-// send their whole block to the f32-lane kernel above.
-template <bool kStream>
-size_t encode_bf16_e4m3(const uint8_t* s, uint8_t* d, size_t count, float /*divisor*/) {
-  const V k7fff = _mm256_set1_epi16(0x7fff), k80 = _mm256_set1_epi16(0x80), k1 = _mm256_set1_epi16(1);
-  const V k7 = _mm256_set1_epi16(7), bias = _mm256_set1_epi16(0x3c00), nan_above = _mm256_set1_epi16(0x43e8);
-  const V k7f = _mm256_set1_epi16(0x7f), min_normal = _mm256_set1_epi16(0x3c80), zero_to = _mm256_set1_epi16(0x3a80);
+// Normals (|x| >= 2^(1 - bias), bf16 magnitude kMinNormal): re-bias and round
+// to even on the kDrop dropped mantissa bits. Above kNanAbove (e4m3: 464, the
+// tie to 448; e5m2: inf) and NaN the code is 0x7f; e5m2 clips finite
+// overflow to inf (0x7c). Below kMinNormal (fp8 subnormals, zeros, tiny and
+// bf16-subnormal values) the code is round_magnitude's subnormal branch, the
+// same f32 addition as the scalar rule: the lanes are widened to f32 by
+// interleaving a zero low half (unpack within 128-bit halves), added, and
+// packed back in the same order.
+template <class F>
+inline V fp8_codes_from_bf16(V x) {
+  const V ax = _mm256_and_si256(x, _mm256_set1_epi16(0x7fff));
+  const V sign = _mm256_and_si256(_mm256_srli_epi16(x, 8), _mm256_set1_epi16(0x80));
+  const V odd = _mm256_and_si256(_mm256_srli_epi16(ax, F::kDrop), _mm256_set1_epi16(1));
+  const V round = _mm256_add_epi16(_mm256_set1_epi16((1 << (F::kDrop - 1)) - 1), odd);
+  V code = _mm256_srli_epi16(_mm256_sub_epi16(_mm256_add_epi16(ax, round), _mm256_set1_epi16(F::kRebias)), F::kDrop);
+  if constexpr (F::kClipToInf) code = _mm256_min_epi16(code, _mm256_set1_epi16(0x7c));  // codes here are >= 0
+  code = _mm256_blendv_epi8(code, _mm256_set1_epi16(0x7f), _mm256_cmpgt_epi16(ax, _mm256_set1_epi16(F::kNanAbove)));
+  // The subnormal branch on f32 lanes: (ax << 16) + c, minus c's bits (at most 2^M, so packus is exact).
+  const __m256 c = _mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int>(F::kSubnormalAddend)));
+  const V zero = _mm256_setzero_si256();
+  const V lo = _mm256_sub_epi32(as_bits(_mm256_add_ps(as_f32(_mm256_unpacklo_epi16(zero, ax)), c)), as_bits(c));
+  const V hi = _mm256_sub_epi32(as_bits(_mm256_add_ps(as_f32(_mm256_unpackhi_epi16(zero, ax)), c)), as_bits(c));
+  const V subnormal = _mm256_packus_epi32(lo, hi);
+  // Signed compare: ax <= 0x7fff.
+  const V small = _mm256_cmpgt_epi16(_mm256_set1_epi16(F::kMinNormal), ax);
+  return _mm256_or_si256(sign, _mm256_blendv_epi8(code, subnormal, small));
+}
+
+template <class F, bool kStream>
+size_t encode_bf16_fp8(const uint8_t* s, uint8_t* d, size_t count, float /*divisor*/) {
   size_t j = 0;
   for (; j + 32 <= count; j += 32) {
-    V out[2];
-    V mid = _mm256_setzero_si256();
-    for (int h = 0; h < 2; ++h) {
-      const V x = _mm256_loadu_si256(reinterpret_cast<const V*>(s + 2 * (j + 16 * h)));
-      const V ax = _mm256_and_si256(x, k7fff);
-      const V sign = _mm256_and_si256(_mm256_srli_epi16(x, 8), k80);
-      const V odd = _mm256_and_si256(_mm256_srli_epi16(ax, 4), k1);
-      const V normal = _mm256_srli_epi16(_mm256_sub_epi16(_mm256_add_epi16(_mm256_add_epi16(ax, k7), odd), bias), 4);
-      const V code = _mm256_blendv_epi8(normal, k7f, _mm256_cmpgt_epi16(ax, nan_above));
-      const V small = _mm256_cmpgt_epi16(min_normal, ax);  // signed compares: ax <= 0x7fff
-      mid = _mm256_or_si256(mid, _mm256_and_si256(_mm256_cmpgt_epi16(ax, zero_to), small));
-      out[h] = _mm256_or_si256(sign, _mm256_andnot_si256(small, code));
-    }
-    if (!_mm256_testz_si256(mid, mid)) {
-      encode_vec<BF16, E4M3, false, kStream>(s + 2 * j, d + j, 32, 1.0f);
-      continue;
-    }
+    const V a = fp8_codes_from_bf16<F>(_mm256_loadu_si256(reinterpret_cast<const V*>(s + 2 * j)));
+    const V b = fp8_codes_from_bf16<F>(_mm256_loadu_si256(reinterpret_cast<const V*>(s + 2 * j + 32)));
     // packus pairs 128-bit halves: qwords come out as 0,2,1,3 of the wanted order.
-    store_block<kStream>(d + j, _mm256_permute4x64_epi64(_mm256_packus_epi16(out[0], out[1]), 0xD8));
+    store_block<kStream>(d + j, _mm256_permute4x64_epi64(_mm256_packus_epi16(a, b), 0xD8));
   }
   return j;
 }
 
-// Decode: e4m3 values are exact in bf16, so the result is the f32's upper
-// half: (byte & 0x7f) << 4 rebiased for normals, a table for the 8 subnormal
+// fp8 -> bf16 / f32: every e4m3 and e5m2 value is exact in bf16, so both
+// outputs are the upper 16 bits of the scalar rule's f32 (the lower 16 are
+// zero), computed on sixteen 16-bit lanes from one byte per lane. The one
+// difference: an e5m2 NaN read as f32 keeps its payload as is, while the bf16
+// rule (f32_to_bf16) sets the quiet bit; e4m3's only NaN is already quiet.
+//
+// e4m3: (byte & 0x7f) << 4 rebiased for normals, a table for the 8 subnormal
 // codes, 0x7fc0 for NaN, and the sign bit.
-template <bool kStream>
-size_t decode_e4m3_bf16(const uint8_t* s, uint8_t* d, size_t count) {
-  // Subnormal m x 2^-9 as bf16, m = 0..7: 0, 0x3b00, 0x3b80, 0x3bc0, 0x3c00, 0x3c20, 0x3c40, 0x3c60 (twice, per half).
-  const V lo = _mm256_setr_epi8(0, 0, static_cast<char>(0x80), static_cast<char>(0xc0), 0, 0x20, 0x40, 0x60, 0, 0, 0, 0,
-                                0, 0, 0, 0, 0, 0, static_cast<char>(0x80), static_cast<char>(0xc0), 0, 0x20, 0x40, 0x60,
-                                0, 0, 0, 0, 0, 0, 0, 0);
-  const V hi = _mm256_setr_epi8(0, 0x3b, 0x3b, 0x3b, 0x3c, 0x3c, 0x3c, 0x3c, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x3b, 0x3b, 0x3b,
-                                0x3c, 0x3c, 0x3c, 0x3c, 0, 0, 0, 0, 0, 0, 0, 0);
-  const V k7f = _mm256_set1_epi16(0x7f), k78 = _mm256_set1_epi16(0x78), k80 = _mm256_set1_epi16(0x80);
-  const V rebias = _mm256_set1_epi16(120 << 7), nan = _mm256_set1_epi16(0x7fc0), low_byte = _mm256_set1_epi16(0xff);
+struct E4M3Upper {
+  template <bool kQuietNaN>
+  static V of(V b) {
+    // Subnormal m x 2^-9 as bf16, m = 0..7: 0, 0x3b00, 0x3b80, 0x3bc0, 0x3c00, 0x3c20, 0x3c40, 0x3c60 (per half).
+    const V lo = _mm256_setr_epi8(0, 0, static_cast<char>(0x80), static_cast<char>(0xc0), 0, 0x20, 0x40, 0x60, 0, 0,
+                                  0, 0, 0, 0, 0, 0, 0, 0, static_cast<char>(0x80), static_cast<char>(0xc0), 0, 0x20,
+                                  0x40, 0x60, 0, 0, 0, 0, 0, 0, 0, 0);
+    const V hi = _mm256_setr_epi8(0, 0x3b, 0x3b, 0x3b, 0x3c, 0x3c, 0x3c, 0x3c, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x3b, 0x3b,
+                                  0x3b, 0x3c, 0x3c, 0x3c, 0x3c, 0, 0, 0, 0, 0, 0, 0, 0);
+    const V k7f = _mm256_set1_epi16(0x7f);
+    const V mag = _mm256_and_si256(b, k7f);
+    const V sign = _mm256_slli_epi16(_mm256_and_si256(b, _mm256_set1_epi16(0x80)), 8);
+    const V normal = _mm256_add_epi16(_mm256_slli_epi16(mag, 4), _mm256_set1_epi16(120 << 7));
+    const V sub = _mm256_or_si256(_mm256_and_si256(_mm256_shuffle_epi8(lo, mag), _mm256_set1_epi16(0xff)),
+                                  _mm256_slli_epi16(_mm256_shuffle_epi8(hi, mag), 8));
+    const V is_sub = _mm256_cmpeq_epi16(_mm256_and_si256(b, _mm256_set1_epi16(0x78)), _mm256_setzero_si256());
+    V r = _mm256_blendv_epi8(normal, sub, is_sub);
+    r = _mm256_blendv_epi8(r, _mm256_set1_epi16(0x7fc0), _mm256_cmpeq_epi16(mag, k7f));
+    return _mm256_or_si256(r, sign);
+  }
+};
+
+// e5m2: (byte & 0x7f) << 5 rebiased for normals, a table for the 3 subnormal
+// codes, inf / NaN (payload kept) for exponent 31.
+struct E5M2Upper {
+  template <bool kQuietNaN>
+  static V of(V b) {
+    // m x 2^-16 as bf16, m = 0..3: 0, 0x3780, 0x3800, 0x3840 (per 128-bit half).
+    const V lo = _mm256_setr_epi8(0, static_cast<char>(0x80), 0, 0x40, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                  static_cast<char>(0x80), 0, 0x40, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+    const V hi = _mm256_setr_epi8(0, 0x37, 0x38, 0x38, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x37, 0x38, 0x38, 0, 0,
+                                  0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+    const V k7c = _mm256_set1_epi16(0x7c), zero = _mm256_setzero_si256();
+    const V mag = _mm256_and_si256(b, _mm256_set1_epi16(0x7f));
+    const V m2 = _mm256_and_si256(b, _mm256_set1_epi16(3));
+    const V sign = _mm256_slli_epi16(_mm256_and_si256(b, _mm256_set1_epi16(0x80)), 8);
+    const V normal = _mm256_add_epi16(_mm256_slli_epi16(mag, 5), _mm256_set1_epi16(112 << 7));
+    const V sub = _mm256_or_si256(_mm256_and_si256(_mm256_shuffle_epi8(lo, mag), _mm256_set1_epi16(0xff)),
+                                  _mm256_slli_epi16(_mm256_shuffle_epi8(hi, mag), 8));
+    V special = _mm256_or_si256(_mm256_set1_epi16(0x7f80), _mm256_slli_epi16(m2, 5));
+    if constexpr (kQuietNaN) {
+      special = _mm256_or_si256(special, _mm256_andnot_si256(_mm256_cmpeq_epi16(m2, zero), _mm256_set1_epi16(0x40)));
+    }
+    const V exp = _mm256_and_si256(b, k7c);
+    V r = _mm256_blendv_epi8(normal, sub, _mm256_cmpeq_epi16(exp, zero));
+    r = _mm256_blendv_epi8(r, special, _mm256_cmpeq_epi16(exp, k7c));
+    return _mm256_or_si256(r, sign);
+  }
+};
+
+inline V load_bytes_as_u16(const uint8_t* p) {
+  return _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+template <class Fmt, bool kStream>
+size_t decode_fp8_bf16(const uint8_t* s, uint8_t* d, size_t count) {
   size_t j = 0;
   for (; j + 16 <= count; j += 16) {
-    const V b = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + j)));
-    const V mag = _mm256_and_si256(b, k7f);
-    const V sign = _mm256_slli_epi16(_mm256_and_si256(b, k80), 8);
-    const V normal = _mm256_add_epi16(_mm256_slli_epi16(mag, 4), rebias);
-    const V sub = _mm256_or_si256(_mm256_and_si256(_mm256_shuffle_epi8(lo, mag), low_byte),
-                                  _mm256_slli_epi16(_mm256_shuffle_epi8(hi, mag), 8));
-    V r = _mm256_blendv_epi8(normal, sub, _mm256_cmpeq_epi16(_mm256_and_si256(b, k78), _mm256_setzero_si256()));
-    r = _mm256_blendv_epi8(r, nan, _mm256_cmpeq_epi16(mag, k7f));
-    store_block<kStream>(d + 2 * j, _mm256_or_si256(r, sign));
+    store_block<kStream>(d + 2 * j, Fmt::template of<true>(load_bytes_as_u16(s + j)));
   }
   return j;
 }
 
-// The same for e5m2 (bias 15, 2 mantissa bits): normals from 2^-14 (0x3880),
-// rounded on 5 dropped bits and clipped to inf (0x7c), NaN above 0x7f80,
-// zero codes up to 2^-17 (0x3700, the tie below the smallest subnormal).
-template <bool kStream>
-size_t encode_bf16_e5m2(const uint8_t* s, uint8_t* d, size_t count, float /*divisor*/) {
-  const V k7fff = _mm256_set1_epi16(0x7fff), k80 = _mm256_set1_epi16(0x80), k1 = _mm256_set1_epi16(1);
-  const V k15 = _mm256_set1_epi16(15), bias = _mm256_set1_epi16(0x3800), nan_above = _mm256_set1_epi16(0x7f80);
-  const V k7f = _mm256_set1_epi16(0x7f), inf = _mm256_set1_epi16(0x7c);
-  const V min_normal = _mm256_set1_epi16(0x3880), zero_to = _mm256_set1_epi16(0x3700);
+// To f32: each upper half gets a zero lower half. The unpacks work within
+// 128-bit halves (lo: values 0-3 and 8-11, hi: 4-7 and 12-15), so the two
+// output blocks take one 128-bit half of each.
+template <class Fmt, bool kStream>
+size_t decode_fp8_f32(const uint8_t* s, uint8_t* d, size_t count) {
+  const V zero = _mm256_setzero_si256();
   size_t j = 0;
-  for (; j + 32 <= count; j += 32) {
-    V out[2];
-    V mid = _mm256_setzero_si256();
+  for (; j + 16 <= count; j += 16) {
+    const V r = Fmt::template of<false>(load_bytes_as_u16(s + j));
+    const V lo = _mm256_unpacklo_epi16(zero, r), hi = _mm256_unpackhi_epi16(zero, r);
+    store_block<kStream>(d + 4 * j, _mm256_permute2x128_si256(lo, hi, 0x20));
+    store_block<kStream>(d + 4 * j + 32, _mm256_permute2x128_si256(lo, hi, 0x31));
+  }
+  return j;
+}
+
+// fp4_e2m1 -> f32 / f16 / bf16, one 16-value block (8 bytes, one e4m3
+// scale) per step: cvt::fp4_dequantize lane-wise. The nibbles (value 2j in
+// the low nibble of byte j) are spread to one per lane in value order, the
+// magnitude comes from an 8-entry table by the low 3 bits, times the scale,
+// then the sign bit, then Out's rounding. mul_f32's NaN pinning reduces to
+// one case: magnitudes are finite and e4m3 has no inf, so the product is NaN
+// only for a NaN scale, and then it is the scale's bits.
+template <class Out>
+void decode_fp4_blocks(const uint8_t* values, const uint8_t* scales, size_t blocks, uint8_t* d) {
+  const uint32_t* scale_bits = e4m3_f32_bits();
+  // 0, 0.5, 1, 1.5, 2, 3, 4, 6 as f32 bits (cvt::fp4_magnitude).
+  const V magnitudes = _mm256_setr_epi32(0, 0x3f000000, 0x3f800000, 0x3fc00000, 0x40000000, 0x40400000, 0x40800000,
+                                         0x40c00000);
+  const __m128i low4 = _mm_set1_epi8(0x0f);
+  for (size_t b = 0; b < blocks; ++b) {
+    const uint32_t bits = scale_bits[scales[b]];
+    const bool nan_scale = (bits & 0x7fffffffu) > 0x7f800000u;
+    const V scale = k(bits);
+    const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(values + 8 * b));
+    const __m128i nibbles =
+        _mm_unpacklo_epi8(_mm_and_si128(bytes, low4), _mm_and_si128(_mm_srli_epi16(bytes, 4), low4));
+    V lanes[2];
     for (int h = 0; h < 2; ++h) {
-      const V x = _mm256_loadu_si256(reinterpret_cast<const V*>(s + 2 * (j + 16 * h)));
-      const V ax = _mm256_and_si256(x, k7fff);
-      const V sign = _mm256_and_si256(_mm256_srli_epi16(x, 8), k80);
-      const V odd = _mm256_and_si256(_mm256_srli_epi16(ax, 5), k1);
-      const V normal = _mm256_srli_epi16(_mm256_sub_epi16(_mm256_add_epi16(_mm256_add_epi16(ax, k15), odd), bias), 5);
-      const V finite = _mm256_blendv_epi8(inf, normal, _mm256_cmpgt_epi16(inf, normal));
-      const V code = _mm256_blendv_epi8(finite, k7f, _mm256_cmpgt_epi16(ax, nan_above));
-      const V small = _mm256_cmpgt_epi16(min_normal, ax);
-      mid = _mm256_or_si256(mid, _mm256_and_si256(_mm256_cmpgt_epi16(ax, zero_to), small));
-      out[h] = _mm256_or_si256(sign, _mm256_andnot_si256(small, code));
+      const V n = _mm256_cvtepu8_epi32(h == 0 ? nibbles : _mm_srli_si128(nibbles, 8));
+      const V magnitude = _mm256_permutevar8x32_epi32(magnitudes, n);  // index: n's low 3 bits
+      const V value = nan_scale ? scale : as_bits(_mm256_mul_ps(as_f32(magnitude), as_f32(scale)));
+      lanes[h] = Out::code(bor(value, _mm256_slli_epi32(band(n, k(8)), 28)));
     }
-    if (!_mm256_testz_si256(mid, mid)) {
-      encode_vec<BF16, E5M2, false, kStream>(s + 2 * j, d + j, 32, 1.0f);
-      continue;
+    uint8_t* out = d + 16 * Out::kBytes * b;
+    if constexpr (Out::kBytes == 4) {
+      _mm256_storeu_si256(reinterpret_cast<V*>(out), lanes[0]);
+      _mm256_storeu_si256(reinterpret_cast<V*>(out + 32), lanes[1]);
+    } else {
+      _mm256_storeu_si256(reinterpret_cast<V*>(out), pack_block<2>(lanes));
     }
-    store_block<kStream>(d + j, _mm256_permute4x64_epi64(_mm256_packus_epi16(out[0], out[1]), 0xD8));
   }
-  return j;
 }
 
-// e5m2 -> bf16: (byte & 0x7f) << 5 rebiased for normals, a table for the 3
-// subnormal codes, inf / NaN (payload kept, NaN made quiet) for exponent 31.
-template <bool kStream>
-size_t decode_e5m2_bf16(const uint8_t* s, uint8_t* d, size_t count) {
-  // m x 2^-16 as bf16, m = 0..3: 0, 0x3780, 0x3800, 0x3840 (per 128-bit half).
-  const V lo = _mm256_setr_epi8(0, static_cast<char>(0x80), 0, 0x40, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                                static_cast<char>(0x80), 0, 0x40, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
-  const V hi = _mm256_setr_epi8(0, 0x37, 0x38, 0x38, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x37, 0x38, 0x38, 0, 0, 0,
-                                0, 0, 0, 0, 0, 0, 0, 0, 0);
-  const V k7f = _mm256_set1_epi16(0x7f), k7c = _mm256_set1_epi16(0x7c), k80 = _mm256_set1_epi16(0x80);
-  const V k3 = _mm256_set1_epi16(3), quiet = _mm256_set1_epi16(0x40), inf = _mm256_set1_epi16(0x7f80);
-  const V rebias = _mm256_set1_epi16(112 << 7), low_byte = _mm256_set1_epi16(0xff), zero = _mm256_setzero_si256();
-  size_t j = 0;
-  for (; j + 16 <= count; j += 16) {
-    const V b = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + j)));
-    const V mag = _mm256_and_si256(b, k7f);
-    const V m2 = _mm256_and_si256(b, k3);
-    const V sign = _mm256_slli_epi16(_mm256_and_si256(b, k80), 8);
-    const V normal = _mm256_add_epi16(_mm256_slli_epi16(mag, 5), rebias);
-    const V sub = _mm256_or_si256(_mm256_and_si256(_mm256_shuffle_epi8(lo, mag), low_byte),
-                                  _mm256_slli_epi16(_mm256_shuffle_epi8(hi, mag), 8));
-    const V special = _mm256_or_si256(_mm256_or_si256(inf, _mm256_slli_epi16(m2, 5)),
-                                      _mm256_andnot_si256(_mm256_cmpeq_epi16(m2, zero), quiet));
-    V r = _mm256_blendv_epi8(normal, sub, _mm256_cmpeq_epi16(_mm256_and_si256(b, k7c), zero));
-    r = _mm256_blendv_epi8(r, special, _mm256_cmpeq_epi16(_mm256_and_si256(b, k7c), k7c));
-    store_block<kStream>(d + 2 * j, _mm256_or_si256(r, sign));
+// Wide -> fp4_e2m1, one 16-value block per step: cvt::fp4_quantize_block
+// lane-wise. amax ignores NaN as the scalar `a > amax` does: maxps returns
+// its second operand when either is NaN, and the running maximum is that
+// operand. The scale is the e4m3 code of amax / 6 (the same division), the
+// nibble code the count of midpoints passed (ordered compares: a NaN quotient
+// passes none), zeroed when the scale is 0.
+template <class In, bool kDivide>
+void encode_fp4_blocks(const uint8_t* s, size_t blocks, float divisor, uint8_t* values, uint8_t* scales) {
+  const V dv = as_bits(_mm256_set1_ps(divisor));
+  const __m256 zero = _mm256_setzero_ps(), six = _mm256_set1_ps(6.0f);
+  const __m256 midpoints[7] = {_mm256_set1_ps(0.25f), _mm256_set1_ps(0.75f), _mm256_set1_ps(1.25f),
+                               _mm256_set1_ps(1.75f), _mm256_set1_ps(2.5f),  _mm256_set1_ps(3.5f),
+                               _mm256_set1_ps(5.0f)};
+  // Low byte of each u32 lane to the front of its 128-bit half, then the two halves' dwords together.
+  const V low_bytes = _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 4, 8, 12, -1, -1,
+                                       -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+  for (size_t b = 0; b < blocks; ++b) {
+    V x[2];
+    __m256 a[2];
+    for (int h = 0; h < 2; ++h) {
+      x[h] = In::load(s + (16 * b + 8 * h) * In::kBytes);
+      if constexpr (kDivide) x[h] = div_pinned(x[h], dv);
+      a[h] = as_f32(band(x[h], k(0x7fffffffu)));
+    }
+    __m256 amax = _mm256_max_ps(a[1], _mm256_max_ps(a[0], zero));
+    amax = _mm256_max_ps(amax, _mm256_permute2f128_ps(amax, amax, 1));  // no NaN left: order no longer matters
+    amax = _mm256_max_ps(amax, _mm256_shuffle_ps(amax, amax, 0x4e));
+    amax = _mm256_max_ps(amax, _mm256_shuffle_ps(amax, amax, 0xb1));
+    const V scale_code = E4M3::code(as_bits(_mm256_div_ps(amax, six)));  // equal lanes
+    scales[b] = static_cast<uint8_t>(_mm256_cvtsi256_si32(scale_code));
+    const __m256 scale = as_f32(E4M3::from_bytes(scale_code));
+    const V keep = band(as_bits(_mm256_cmp_ps(scale, zero, _CMP_NEQ_UQ)), k(0xfu));
+    V nibbles[2];
+    for (int h = 0; h < 2; ++h) {
+      const __m256 q = _mm256_div_ps(a[h], scale);
+      V code = _mm256_setzero_si256();
+      for (int m = 0; m < 7; ++m) {
+        // cvt::fp4_code: ">" at 0.25, 1.25, 2.5, 5 and ">=" at 0.75, 1.75, 3.5 (ties to the even code).
+        const __m256 passed = m % 2 == 0 ? _mm256_cmp_ps(q, midpoints[m], _CMP_GT_OQ)
+                                         : _mm256_cmp_ps(q, midpoints[m], _CMP_GE_OQ);
+        code = sub(code, as_bits(passed));  // a passed midpoint is all ones: -1
+      }
+      nibbles[h] = band(bor(band(_mm256_srli_epi32(x[h], 28), k(8u)), code), keep);
+    }
+    // u16 values 0-15 in order, then byte j = value 2j | value 2j+1 << 4 in the low byte of u32 lane j.
+    const V words = _mm256_permute4x64_epi64(_mm256_packus_epi32(nibbles[0], nibbles[1]), 0xD8);
+    const V pairs = _mm256_shuffle_epi8(bor(words, _mm256_srli_epi32(words, 12)), low_bytes);
+    const V packed = _mm256_permutevar8x32_epi32(pairs, _mm256_setr_epi32(0, 4, 0, 0, 0, 0, 0, 0));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(values + 8 * b), _mm256_castsi256_si128(packed));
   }
-  return j;
+}
+
+template <bool kDivide>
+Fp4EncodeFn encode_fp4_from(Wide in) {
+  switch (in) {
+    case Wide::kF32: return &encode_fp4_blocks<F32, kDivide>;
+    case Wide::kF16: return &encode_fp4_blocks<F16, kDivide>;
+    case Wide::kBF16: return &encode_fp4_blocks<BF16, kDivide>;
+  }
+  return nullptr;
+}
+
+Fp4EncodeFn avx2_encode_fp4_impl(Wide in, bool divide) {
+  return divide ? encode_fp4_from<true>(in) : encode_fp4_from<false>(in);
+}
+
+Fp4DecodeFn avx2_decode_fp4_impl(Wide out) {
+  switch (out) {
+    case Wide::kF32: return &decode_fp4_blocks<F32>;
+    case Wide::kF16: return &decode_fp4_blocks<F16>;
+    case Wide::kBF16: return &decode_fp4_blocks<BF16>;
+  }
+  return nullptr;
 }
 
 template <class In, bool kDivide, bool kStream>
 VecEncodeFn encode_to(config::DType kv) {
   if constexpr (std::is_same_v<In, BF16> && !kDivide) {
-    if (kv == config::DType::kFP8E4M3) return &encode_bf16_e4m3<kStream>;
-    if (kv == config::DType::kFP8E5M2) return &encode_bf16_e5m2<kStream>;
+    if (kv == config::DType::kFP8E4M3) return &encode_bf16_fp8<E4M3FromBf16, kStream>;
+    if (kv == config::DType::kFP8E5M2) return &encode_bf16_fp8<E5M2FromBf16, kStream>;
   }
   switch (kv) {
     case config::DType::kF32: return &encode_vec<In, F32, kDivide, kStream>;
@@ -366,8 +505,12 @@ VecEncodeFn encode_from(Wide in, config::DType kv) {
 template <class Out, bool kStream>
 VecDecodeFn decode_to(config::DType kv) {
   if constexpr (std::is_same_v<Out, BF16>) {
-    if (kv == config::DType::kFP8E4M3) return &decode_e4m3_bf16<kStream>;
-    if (kv == config::DType::kFP8E5M2) return &decode_e5m2_bf16<kStream>;
+    if (kv == config::DType::kFP8E4M3) return &decode_fp8_bf16<E4M3Upper, kStream>;
+    if (kv == config::DType::kFP8E5M2) return &decode_fp8_bf16<E5M2Upper, kStream>;
+  }
+  if constexpr (std::is_same_v<Out, F32>) {
+    if (kv == config::DType::kFP8E4M3) return &decode_fp8_f32<E4M3Upper, kStream>;
+    if (kv == config::DType::kFP8E5M2) return &decode_fp8_f32<E5M2Upper, kStream>;
   }
   switch (kv) {
     case config::DType::kF32: return &decode_vec<F32, Out, kStream>;
@@ -429,6 +572,22 @@ VecEncodeFn avx2_encode(Wide in, config::DType kv, bool divide, bool stream) {
   if (cpu_has_avx2()) return avx2_encode_impl(in, kv, divide, stream);
 #endif
   (void)in, (void)kv, (void)divide, (void)stream;
+  return nullptr;
+}
+
+Fp4EncodeFn avx2_encode_fp4(Wide in, bool divide) {
+#if defined(KVP_AVX2_KERNELS)
+  if (cpu_has_avx2()) return avx2_encode_fp4_impl(in, divide);
+#endif
+  (void)in, (void)divide;
+  return nullptr;
+}
+
+Fp4DecodeFn avx2_decode_fp4(Wide out) {
+#if defined(KVP_AVX2_KERNELS)
+  if (cpu_has_avx2()) return avx2_decode_fp4_impl(out);
+#endif
+  (void)out;
   return nullptr;
 }
 

@@ -21,26 +21,62 @@ using DecodeFn = void (*)(const uint8_t* src, uint8_t* dst, size_t count);
 using VecEncodeFn = size_t (*)(const uint8_t* src, uint8_t* dst, size_t count, float divisor);
 using VecDecodeFn = size_t (*)(const uint8_t* src, uint8_t* dst, size_t count);
 
+// Wide -> fp4_e2m1 of `blocks` whole 16-value blocks of src (each value
+// divided by `divisor` first where divide): 8 bytes of nibbles and one e4m3
+// scale byte per block (cvt::fp4_quantize_block's rule).
+using Fp4EncodeFn = void (*)(const uint8_t* src, size_t blocks, float divisor, uint8_t* values, uint8_t* scales);
+Fp4EncodeFn scalar_encode_fp4(Wide in, bool divide);  // row_codec.cpp
+Fp4EncodeFn avx2_encode_fp4(Wide in, bool divide);    // nullptr without AVX2
+
+// fp4_e2m1 -> f32 / f16 / bf16 of `blocks` whole 16-value blocks: 8 bytes of
+// nibbles and one e4m3 scale byte each (cvt::fp4_dequantize's rule).
+using Fp4DecodeFn = void (*)(const uint8_t* values, const uint8_t* scales, size_t blocks, uint8_t* dst);
+Fp4DecodeFn scalar_decode_fp4(Wide out);  // row_codec.cpp
+Fp4DecodeFn avx2_decode_fp4(Wide out);    // nullptr without AVX2
+
+// The constants of the bf16 -> fp8 kernels (AVX2 and AVX-512 alike), in
+// bf16 magnitude bits: mantissa bits dropped, the exponent re-bias, the
+// magnitude above which the code is NaN 0x7f, the smallest normal, whether
+// finite overflow clips to inf (0x7c), and round_magnitude's subnormal addend.
+struct E4M3FromBf16 {
+  static constexpr int kDrop = 4;
+  static constexpr int16_t kRebias = 0x3c00, kNanAbove = 0x43e8, kMinNormal = 0x3c80;
+  static constexpr bool kClipToInf = false;
+  static constexpr uint32_t kSubnormalAddend = 0x46800000u;  // round_magnitude<3, 7>'s c: 2^14
+};
+struct E5M2FromBf16 {
+  static constexpr int kDrop = 5;
+  static constexpr int16_t kRebias = 0x3800, kNanAbove = 0x7f80, kMinNormal = 0x3880;
+  static constexpr bool kClipToInf = true;
+  static constexpr uint32_t kSubnormalAddend = 0x43000000u;  // round_magnitude<2, 15>'s c: 2^7
+};
+
 // Scalar reference kernels (row_codec.cpp); nullptr for fp4.
 EncodeFn scalar_encode(Wide in, config::DType kv, bool divide);
 DecodeFn scalar_decode(config::DType kv, Wide out);
 
 // AVX2 kernels (row_codec_avx2.cpp); nullptr when this CPU lacks AVX2, the
 // build is not for x86-64, or kv is fp4. With `stream` the kernel writes with
-// streaming stores and needs a 32-byte-aligned dst (then util::stream_fence()).
+// streaming stores and needs a 64-byte-aligned dst (then util::stream_fence()).
 bool cpu_has_avx2();
 VecEncodeFn avx2_encode(Wide in, config::DType kv, bool divide, bool stream = false);
 VecDecodeFn avx2_decode(config::DType kv, Wide out, bool stream = false);
 
-// dst's values up to the first 32-byte boundary (count of them), or SIZE_MAX
-// when values never land on one (dst not a multiple of the value size away).
-inline size_t values_before_aligned(const uint8_t* dst, size_t value_bytes) {
-  const size_t gap = (32 - (reinterpret_cast<uintptr_t>(dst) & 31)) & 31;
-  return gap % value_bytes == 0 ? gap / value_bytes : SIZE_MAX;
-}
+// AVX-512 (F, BW, VBMI) kernels (row_codec_avx512.cpp), an extra path tried
+// before the AVX2 ones: fp8 -> bf16 / f32 decodes by table lookup and bf16 ->
+// fp8 encodes (no divisor) on 32 lanes; nullptr for every other pair and where
+// the CPU lacks those extensions. Streaming versions need a 64-byte-aligned dst.
+bool cpu_has_avx512_vbmi();
+VecEncodeFn avx512_encode(Wide in, config::DType kv, bool divide, bool stream = false);
+VecDecodeFn avx512_decode(config::DType kv, Wide out, bool stream = false);
 
-// What encode_rows / decode_rows use: the AVX2 kernel where there is one,
-// then the scalar kernel for the remainder (or for everything).
+// Whether streaming kernels may write at dst: a whole-line (64-byte)
+// boundary, what 64-byte streaming stores need (and 32-byte ones too).
+inline bool line_aligned(const uint8_t* dst) { return (reinterpret_cast<uintptr_t>(dst) & 63) == 0; }
+
+// What encode_rows / decode_rows use: the AVX-512 or else the AVX2 kernel
+// where there is one, then the scalar kernel for the remainder (or for
+// everything).
 struct Encoder {
   VecEncodeFn vec = nullptr, vec_stream = nullptr;
   EncodeFn scalar = nullptr;
@@ -49,13 +85,15 @@ struct Encoder {
     const size_t done = vec != nullptr ? vec(src, dst, count, divisor) : 0;
     if (done < count) scalar(src + done * in_bytes, dst + done * out_bytes, count - done, divisor);
   }
-  // With streaming stores from dst's first 32-byte boundary on; false (nothing
-  // written) where there is no streaming kernel or dst cannot be aligned.
+  // With streaming stores; false (nothing written) where there is no
+  // streaming kernel or dst is not line-aligned. The caller then converts
+  // into an aligned buffer and streams that out: converting an unaligned
+  // head with the scalar kernel instead cost more than the extra copy (a
+  // 16-byte-misaligned get_kv buffer: 12 of every 1024 f32 values, ~10 % of
+  // an fp8 -> f32 read's time).
   bool run_streaming(const uint8_t* src, uint8_t* dst, size_t count, float divisor) const {
-    const size_t head = values_before_aligned(dst, out_bytes);
-    if (vec_stream == nullptr || head > count) return false;
-    scalar(src, dst, head, divisor);
-    const size_t done = head + vec_stream(src + head * in_bytes, dst + head * out_bytes, count - head, divisor);
+    if (vec_stream == nullptr || !line_aligned(dst)) return false;
+    const size_t done = vec_stream(src, dst, count, divisor);
     if (done < count) scalar(src + done * in_bytes, dst + done * out_bytes, count - done, divisor);
     return true;
   }
@@ -70,10 +108,8 @@ struct Decoder {
     if (done < count) scalar(src + done * in_bytes, dst + done * out_bytes, count - done);
   }
   bool run_streaming(const uint8_t* src, uint8_t* dst, size_t count) const {
-    const size_t head = values_before_aligned(dst, out_bytes);
-    if (vec_stream == nullptr || head > count) return false;
-    scalar(src, dst, head);
-    const size_t done = head + vec_stream(src + head * in_bytes, dst + head * out_bytes, count - head);
+    if (vec_stream == nullptr || !line_aligned(dst)) return false;
+    const size_t done = vec_stream(src, dst, count);
     if (done < count) scalar(src + done * in_bytes, dst + done * out_bytes, count - done);
     return true;
   }

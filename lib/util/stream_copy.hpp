@@ -18,10 +18,20 @@ namespace kvp::util {
 // written rows may still be in cache when the caller reads them back.
 constexpr size_t kStreamMinBytes = size_t{4} << 20;
 
-// memcpy(dst, src, bytes) with streaming stores for the 16-byte-aligned middle
-// of dst (ordinary stores for the unaligned head and tail). The stores are
-// weakly ordered: call stream_fence() before another thread may read dst.
+// memcpy(dst, src, bytes) with streaming stores for the aligned middle of dst
+// (ordinary stores for the unaligned head and tail), 64, 32 or 16 bytes per
+// store: the widest of AVX-512, AVX2 and SSE2 the CPU has, chosen once at run
+// time. The stores are weakly ordered: call stream_fence() before another
+// thread may read dst.
 void copy_streaming(void* dst, const void* src, size_t bytes);
+
+// The instruction sets copy_streaming chooses from.
+enum class StreamIsa { kSse2, kAvx2, kAvx512 };
+
+// copy_streaming with the given instruction set (the tests run each one);
+// false, nothing copied, where this CPU or build lacks it. kSse2 is always
+// there (a plain memcpy off x86-64).
+bool copy_streaming_with(StreamIsa isa, void* dst, const void* src, size_t bytes);
 
 // Orders every earlier streaming store before later stores (sfence on x86).
 void stream_fence();

@@ -6,8 +6,11 @@
 // stores, and the CPU backend's streamed row copies.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <string>
@@ -58,10 +61,35 @@ std::string hex(const uint8_t* p, size_t bytes) {
   return s;
 }
 
-// Every pair from `in` to each plain stored type: vector kernels + scalar tail
-// against the scalar kernel alone, for count values.
+// One encoder (vector kernel + scalar tail) against the scalar kernel alone,
+// plain and, where it has them, with streaming stores.
+void expect_encoder_matches(const kn::Encoder& fast, const kn::Encoder& ref, const std::vector<uint8_t>& src,
+                            float divisor) {
+  const size_t ib = ref.in_bytes, ob = ref.out_bytes, count = src.size() / ib;
+  std::vector<uint8_t> want(count * ob, 0xAA), got(count * ob, 0x55);
+  ref.run(src.data(), want.data(), count, divisor);
+  fast.run(src.data(), got.data(), count, divisor);
+  long at = first_mismatch(want, got, ob);
+  ASSERT_EQ(at, -1) << "input " << hex(src.data() + at * ib, ib) << ": scalar " << hex(want.data() + at * ob, ob)
+                    << ", vector " << hex(got.data() + at * ob, ob);
+  if (fast.vec_stream == nullptr) return;
+  // The streaming-store kernels: only to a line-aligned dst (a value past one they refuse, writing nothing).
+  std::vector<uint8_t> space(count * ob + 128, 0x33);
+  uint8_t* aligned = space.data() + ((64 - (reinterpret_cast<uintptr_t>(space.data()) & 63)) & 63);
+  ASSERT_FALSE(fast.run_streaming(src.data(), aligned + ob, count, divisor));
+  ASSERT_EQ(aligned[ob], 0x33);
+  ASSERT_TRUE(fast.run_streaming(src.data(), aligned, count, divisor));
+  kvp::util::stream_fence();
+  std::memcpy(got.data(), aligned, got.size());
+  at = first_mismatch(want, got, ob);
+  ASSERT_EQ(at, -1) << "streamed, input " << hex(src.data() + at * ib, ib) << ": scalar "
+                    << hex(want.data() + at * ob, ob) << ", vector " << hex(got.data() + at * ob, ob);
+}
+
+// Every pair from `in` to each plain stored type: the encoder encode_rows
+// picks, then each instruction set's kernels on their own (the AVX2 ones also
+// run where AVX-512 ones are picked before them).
 void expect_encode_same(Wide in, const std::vector<uint8_t>& src, float divisor) {
-  const size_t count = src.size() / kvp::pool::wide_bytes(in);
   for (DType kv : kPlain) {
     SCOPED_TRACE(std::string(name(in)) + " -> " + name(kv) + " divisor " + std::to_string(divisor));
     const bool divide = divisor != 1.0f;
@@ -72,29 +100,46 @@ void expect_encode_same(Wide in, const std::vector<uint8_t>& src, float divisor)
     if (machine_has_avx2()) {
       ASSERT_NE(fast.vec, nullptr);
     }
-    const size_t ob = kvp::config::dtype_bytes(kv);
-    std::vector<uint8_t> want(count * ob, 0xAA), got(count * ob, 0x55);
-    ref.run(src.data(), want.data(), count, divisor);
-    fast.run(src.data(), got.data(), count, divisor);
-    long at = first_mismatch(want, got, ob);
-    ASSERT_EQ(at, -1) << "input " << hex(src.data() + at * kvp::pool::wide_bytes(in), kvp::pool::wide_bytes(in))
-                      << ": scalar " << hex(want.data() + at * ob, ob) << ", vector " << hex(got.data() + at * ob, ob);
-    if (!machine_has_avx2()) continue;
-    // The streaming-store kernels, into a 32-byte-aligned buffer (one value in, so a scalar head runs first).
-    std::vector<uint8_t> space(count * ob + 64);
-    uint8_t* aligned = space.data() + ((32 - (reinterpret_cast<uintptr_t>(space.data()) & 31)) & 31);
-    ASSERT_TRUE(fast.run_streaming(src.data(), aligned + 32 - ob, count, divisor));
-    kvp::util::stream_fence();
-    std::memcpy(got.data(), aligned + 32 - ob, got.size());
-    at = first_mismatch(want, got, ob);
-    ASSERT_EQ(at, -1) << "streamed, input " << hex(src.data() + at * kvp::pool::wide_bytes(in), kvp::pool::wide_bytes(in))
-                      << ": scalar " << hex(want.data() + at * ob, ob) << ", vector " << hex(got.data() + at * ob, ob);
+    expect_encoder_matches(fast, ref, src, divisor);
+    for (int set = 0; set < 2; ++set) {
+      SCOPED_TRACE(set == 0 ? "AVX2 kernels" : "AVX-512 kernels");
+      kn::Encoder only = ref;
+      only.vec = set == 0 ? kn::avx2_encode(in, kv, divide) : kn::avx512_encode(in, kv, divide);
+      only.vec_stream = set == 0 ? kn::avx2_encode(in, kv, divide, true) : kn::avx512_encode(in, kv, divide, true);
+      if (only.vec == nullptr) continue;
+      ASSERT_NE(only.vec_stream, nullptr);
+      expect_encoder_matches(only, ref, src, divisor);
+    }
   }
 }
 
+// One decoder (vector kernel + scalar tail) against the scalar kernel, plain
+// and, where it has them, with streaming stores.
+void expect_decoder_matches(const kn::Decoder& fast, const kn::Decoder& ref, const std::vector<uint8_t>& src) {
+  const size_t ib = ref.in_bytes, ob = ref.out_bytes, count = src.size() / ib;
+  std::vector<uint8_t> want(count * ob, 0xAA), got(count * ob, 0x55);
+  ref.run(src.data(), want.data(), count);
+  fast.run(src.data(), got.data(), count);
+  long at = first_mismatch(want, got, ob);
+  ASSERT_EQ(at, -1) << "stored " << hex(src.data() + at * ib, ib) << ": scalar " << hex(want.data() + at * ob, ob)
+                    << ", vector " << hex(got.data() + at * ob, ob);
+  if (fast.vec_stream == nullptr) return;
+  // Only to a line-aligned dst (a value past one they refuse, writing nothing).
+  std::vector<uint8_t> space(count * ob + 128, 0x33);
+  uint8_t* aligned = space.data() + ((64 - (reinterpret_cast<uintptr_t>(space.data()) & 63)) & 63);
+  ASSERT_FALSE(fast.run_streaming(src.data(), aligned + ob, count));
+  ASSERT_EQ(aligned[ob], 0x33);
+  ASSERT_TRUE(fast.run_streaming(src.data(), aligned, count));
+  kvp::util::stream_fence();
+  std::memcpy(got.data(), aligned, got.size());
+  at = first_mismatch(want, got, ob);
+  ASSERT_EQ(at, -1) << "streamed, stored " << hex(src.data() + at * ib, ib) << ": scalar "
+                    << hex(want.data() + at * ob, ob) << ", vector " << hex(got.data() + at * ob, ob);
+}
+
+// The decoder decode_rows picks, then each instruction set's kernels on their
+// own (the AVX2 ones also run where AVX-512 ones are picked before them).
 void expect_decode_same(DType kv, const std::vector<uint8_t>& src) {
-  const size_t ib = kvp::config::dtype_bytes(kv);
-  const size_t count = src.size() / ib;
   for (Wide out : kWide) {
     SCOPED_TRACE(std::string(name(kv)) + " -> " + name(out));
     const kn::Decoder ref = kn::pick_decoder(kv, out, false);
@@ -103,22 +148,16 @@ void expect_decode_same(DType kv, const std::vector<uint8_t>& src) {
     if (machine_has_avx2()) {
       ASSERT_NE(fast.vec, nullptr);
     }
-    const size_t ob = kvp::pool::wide_bytes(out);
-    std::vector<uint8_t> want(count * ob, 0xAA), got(count * ob, 0x55);
-    ref.run(src.data(), want.data(), count);
-    fast.run(src.data(), got.data(), count);
-    long at = first_mismatch(want, got, ob);
-    ASSERT_EQ(at, -1) << "stored " << hex(src.data() + at * ib, ib) << ": scalar " << hex(want.data() + at * ob, ob)
-                      << ", vector " << hex(got.data() + at * ob, ob);
-    if (!machine_has_avx2()) continue;
-    std::vector<uint8_t> space(count * ob + 64);
-    uint8_t* aligned = space.data() + ((32 - (reinterpret_cast<uintptr_t>(space.data()) & 31)) & 31);
-    ASSERT_TRUE(fast.run_streaming(src.data(), aligned + 32 - ob, count));
-    kvp::util::stream_fence();
-    std::memcpy(got.data(), aligned + 32 - ob, got.size());
-    at = first_mismatch(want, got, ob);
-    ASSERT_EQ(at, -1) << "streamed, stored " << hex(src.data() + at * ib, ib) << ": scalar "
-                      << hex(want.data() + at * ob, ob) << ", vector " << hex(got.data() + at * ob, ob);
+    expect_decoder_matches(fast, ref, src);
+    for (int set = 0; set < 2; ++set) {
+      SCOPED_TRACE(set == 0 ? "AVX2 kernels" : "AVX-512 kernels");
+      kn::Decoder only = ref;
+      only.vec = set == 0 ? kn::avx2_decode(kv, out) : kn::avx512_decode(kv, out);
+      only.vec_stream = set == 0 ? kn::avx2_decode(kv, out, true) : kn::avx512_decode(kv, out, true);
+      if (only.vec == nullptr) continue;
+      ASSERT_NE(only.vec_stream, nullptr);
+      expect_decoder_matches(only, ref, src);
+    }
   }
 }
 
@@ -177,7 +216,21 @@ TEST(RowCodecKernels, DispatchPicksTheVectorPathWhereTheCpuHasAvx2) {
       EXPECT_EQ(kn::pick_encoder(w, kv, true).vec != nullptr, avx2) << name(w) << " -> " << name(kv);
       EXPECT_EQ(kn::pick_decoder(kv, w).vec != nullptr, avx2) << name(kv) << " -> " << name(w);
     }
-    // fp4 quantises 16-value blocks: scalar only.
+    for (DType kv : kPlain) {
+      const bool fp8 = kv == DType::kFP8E4M3 || kv == DType::kFP8E5M2;
+      const bool table = fp8 && w != Wide::kF16 && kn::cpu_has_avx512_vbmi();
+      EXPECT_EQ(kn::avx512_decode(kv, w) != nullptr, table) << name(kv) << " -> " << name(w);
+      const bool from_bf16 = fp8 && w == Wide::kBF16 && kn::cpu_has_avx512_vbmi();
+      EXPECT_EQ(kn::avx512_encode(w, kv, false) != nullptr, from_bf16) << name(w) << " -> " << name(kv);
+      EXPECT_EQ(kn::avx512_encode(w, kv, true), nullptr) << "no AVX-512 kernel divides";
+      if (from_bf16) {
+        EXPECT_EQ(kn::pick_encoder(w, kv, false).vec, kn::avx512_encode(w, kv, false)) << "AVX-512 picked first";
+      }
+      if (table) {
+        EXPECT_EQ(kn::pick_decoder(kv, w).vec, kn::avx512_decode(kv, w)) << "AVX-512 picked first";
+      }
+    }
+    // fp4 quantises 16-value blocks: no per-value kernels (its block kernels are tested below).
     EXPECT_EQ(kn::pick_encoder(w, DType::kFP4E2M1, false).scalar, nullptr);
     EXPECT_EQ(kn::avx2_encode(w, DType::kFP4E2M1, false), nullptr);
   }
@@ -213,6 +266,114 @@ TEST(RowCodecKernels, EveryStoredInputDecodesIdentically) {
   expect_decode_same(DType::kF32, f32_sweep(size_t{1} << 22));
 }
 
+// fp4_e2m1 writes: whole blocks from bf16 / f16 (every pattern, in permuted
+// order), from the f32 sweep (runs of one exponent: blocks of like
+// magnitudes) and from crafted blocks: amax 6 x 2^e with the other values on
+// every quarter step (the code's ties), NaN, inf, zero, overflowing and tiny
+// blocks; with and without divisors.
+void expect_fp4_encode_same(Wide in, const std::vector<uint8_t>& src, float divisor) {
+  SCOPED_TRACE(std::string(name(in)) + " -> fp4_e2m1 divisor " + std::to_string(divisor));
+  const bool divide = divisor != 1.0f;
+  const kn::Fp4EncodeFn ref = kn::scalar_encode_fp4(in, divide);
+  const kn::Fp4EncodeFn vec = kn::avx2_encode_fp4(in, divide);
+  ASSERT_NE(ref, nullptr);
+  ASSERT_EQ(vec != nullptr, machine_has_avx2());
+  if (vec == nullptr) return;
+  const size_t blocks = src.size() / kvp::pool::wide_bytes(in) / 16;
+  std::vector<uint8_t> want_v(8 * blocks, 0xAA), got_v(8 * blocks, 0x55), want_s(blocks, 0xAA), got_s(blocks, 0x55);
+  ref(src.data(), blocks, divisor, want_v.data(), want_s.data());
+  vec(src.data(), blocks, divisor, got_v.data(), got_s.data());
+  const long at_s = first_mismatch(want_s, got_s, 1);
+  ASSERT_EQ(at_s, -1) << "block " << at_s << " scale: scalar " << hex(&want_s[at_s], 1) << ", vector "
+                      << hex(&got_s[at_s], 1);
+  const long at = first_mismatch(want_v, got_v, 8);
+  ASSERT_EQ(at, -1) << "block " << at << " nibbles: scalar " << hex(&want_v[8 * at], 8) << ", vector "
+                    << hex(&got_v[8 * at], 8);
+}
+
+std::vector<uint8_t> fp4_crafted_blocks() {
+  std::vector<float> v;
+  std::mt19937_64 rng(9);
+  for (int e = -12; e <= 10; ++e) {
+    const float unit = std::ldexp(0.25f, e);  // a quarter of the scale 2^e
+    for (int rep = 0; rep < 4; ++rep) {
+      v.push_back(24 * unit);  // amax = 6 x 2^e: the scale is exactly 2^e
+      for (int k = 1; k < 16; ++k) {
+        const float q = static_cast<float>((k + rep * 15) % 25);  // 0 .. 24 quarters: every tie and step
+        v.push_back((rng() & 1) != 0 ? -q * unit : q * unit);
+      }
+    }
+  }
+  const float nan = std::nanf(""), inf = std::numeric_limits<float>::infinity();
+  for (float special : {nan, inf, -inf, 0.0f, -0.0f, 1e30f, 3000.0f, 2688.0f, 2689.0f, 1e-30f, 1e-3f, 1e-2f}) {
+    for (int k = 0; k < 16; ++k) v.push_back(k % 3 == 0 ? special : (k % 3 == 1 ? 1.0f : -0.5f));
+    for (int k = 0; k < 16; ++k) v.push_back(special);
+  }
+  std::vector<uint8_t> bytes(4 * v.size());
+  std::memcpy(bytes.data(), v.data(), bytes.size());
+  return bytes;
+}
+
+TEST(RowCodecKernels, Fp4BlocksEncodeIdentically) {
+  const std::vector<uint8_t> u16 = all_u16();
+  const std::vector<uint8_t> sweep = f32_sweep(size_t{1} << 20), crafted = fp4_crafted_blocks();
+  for (float divisor : {1.0f, 3.0f, 0.0625f, 1e-30f, 1e30f}) {
+    expect_fp4_encode_same(Wide::kBF16, u16, divisor);
+    expect_fp4_encode_same(Wide::kF16, u16, divisor);
+    expect_fp4_encode_same(Wide::kF32, sweep, divisor);
+    expect_fp4_encode_same(Wide::kF32, crafted, divisor);
+  }
+}
+
+// fp4_e2m1 reads: every (scale byte, value byte) pair, i.e. every input a
+// block can hold for each of its 8 bytes: 256 scales x 32 blocks whose 8-byte
+// values run through all 256 bytes. Then decode_rows over rows at random
+// slots against the scalar kernel row by row.
+TEST(RowCodecKernels, EveryFp4ScaleAndValueByteDecodesIdentically) {
+  const size_t blocks = 256 * 32;
+  std::vector<uint8_t> values(8 * blocks), scales(blocks);
+  for (size_t b = 0; b < blocks; ++b) {
+    scales[b] = static_cast<uint8_t>(b / 32);
+    for (size_t j = 0; j < 8; ++j) values[8 * b + j] = static_cast<uint8_t>(((b % 32) * 8 + j) * 167u);
+  }
+  for (Wide out : kWide) {
+    SCOPED_TRACE(name(out));
+    const kn::Fp4DecodeFn ref = kn::scalar_decode_fp4(out);
+    const kn::Fp4DecodeFn vec = kn::avx2_decode_fp4(out);
+    ASSERT_NE(ref, nullptr);
+    EXPECT_EQ(vec != nullptr, machine_has_avx2());
+    if (vec == nullptr) continue;
+    const size_t ob = kvp::pool::wide_bytes(out);
+    std::vector<uint8_t> want(16 * blocks * ob, 0xAA), got(16 * blocks * ob, 0x55);
+    ref(values.data(), scales.data(), blocks, want.data());
+    vec(values.data(), scales.data(), blocks, got.data());
+    const long at = first_mismatch(want, got, ob);
+    ASSERT_EQ(at, -1) << "scale " << hex(&scales[at / 16], 1) << " value byte " << hex(&values[at / 2], 1)
+                      << ": scalar " << hex(want.data() + at * ob, ob) << ", vector " << hex(got.data() + at * ob, ob);
+  }
+  // Rows: 64 values (4 blocks) each, at random slots of a pool of fp4 rows.
+  const size_t elements = 64, pool_rows = 500, n = 300;
+  std::vector<int64_t> rows(pool_rows);
+  std::iota(rows.begin(), rows.end(), int64_t{0});
+  std::mt19937_64 rng(3);
+  std::shuffle(rows.begin(), rows.end(), rng);
+  rows.resize(n);
+  std::vector<uint8_t> pool_values(pool_rows * elements / 2), pool_scales(pool_rows * elements / 16);
+  for (auto& b : pool_values) b = static_cast<uint8_t>(rng());
+  for (auto& b : pool_scales) b = static_cast<uint8_t>(rng());
+  for (Wide out : kWide) {
+    const size_t ob = kvp::pool::wide_bytes(out);
+    std::vector<uint8_t> got(n * elements * ob), want(elements * ob);
+    const kvp::pool::ConstRowRef v{pool_values.data(), elements / 2, rows.data()};
+    const kvp::pool::ConstRowRef sc{pool_scales.data(), elements / 16, rows.data()};
+    kvp::pool::decode_rows(v, sc, n, elements, DType::kFP4E2M1, got.data(), out);
+    for (size_t i = 0; i < n; ++i) {
+      kn::scalar_decode_fp4(out)(v.at(i), sc.at(i), elements / 16, want.data());
+      ASSERT_EQ(std::memcmp(got.data() + i * elements * ob, want.data(), want.size()), 0) << name(out) << " row " << i;
+    }
+  }
+}
+
 // Whole calls: rows at random slots, elements not a multiple of the vector
 // width, and enough bytes that the stores are streamed through the chunk
 // buffer; every row must equal the scalar kernel's conversion of it.
@@ -224,8 +385,8 @@ TEST(RowCodecRows, StreamedRowsEqualTheScalarReference) {
   std::shuffle(rows.begin(), rows.end(), rng);
   rows.resize(n);
   const std::vector<uint8_t> values = f32_sweep(n * elements);
-  // Offset 0: rows start at varying alignments (streamed from registers after
-  // a scalar head where they can be); offset 1: odd addresses (through the chunk buffer).
+  // Offset 0: rows start at varying alignments (streamed from registers where
+  // line-aligned, else through the chunk buffer); offset 1: odd addresses (all through the chunk buffer).
   for (size_t offset : {size_t{0}, size_t{1}}) {
     for (DType kv : {DType::kBF16, DType::kFP8E4M3, DType::kF32}) {
       SCOPED_TRACE(std::string(name(kv)) + " offset " + std::to_string(offset));
@@ -255,6 +416,51 @@ TEST(RowCodecRows, StreamedRowsEqualTheScalarReference) {
       }
     }
   }
+}
+
+// Every streaming copy the CPU has (SSE2 always; AVX2, AVX-512 where present)
+// is a memcpy: every length 0..300 (short copies, heads and tails around each
+// store width) at every destination and source offset within a line, then
+// rows of 1 and 2 KiB; the bytes around the destination stay untouched.
+TEST(StreamCopy, EveryInstructionSetCopiesExactlyTheBytes) {
+  using kvp::util::StreamIsa;
+  std::mt19937_64 rng(5);
+  std::vector<uint8_t> src(4096 + 128), dst(4096 + 256), want;
+  for (auto& b : src) b = static_cast<uint8_t>(rng());
+  int sets = 0;
+  for (StreamIsa isa : {StreamIsa::kSse2, StreamIsa::kAvx2, StreamIsa::kAvx512}) {
+    std::vector<uint8_t> probe(64);
+    if (!kvp::util::copy_streaming_with(isa, probe.data(), src.data(), probe.size())) {
+      EXPECT_NE(isa, StreamIsa::kSse2) << "the SSE2 copy exists everywhere";
+      continue;
+    }
+    ++sets;
+    SCOPED_TRACE("instruction set " + std::to_string(static_cast<int>(isa)));
+    auto check = [&](size_t d_off, size_t s_off, size_t bytes) {
+      std::fill(dst.begin(), dst.end(), uint8_t{0xA5});
+      want = dst;
+      std::memcpy(want.data() + d_off, src.data() + s_off, bytes);
+      ASSERT_TRUE(kvp::util::copy_streaming_with(isa, dst.data() + d_off, src.data() + s_off, bytes));
+      kvp::util::stream_fence();
+      ASSERT_EQ(first_mismatch(want, dst, 1), -1)
+          << "dst offset " << d_off << " src offset " << s_off << " bytes " << bytes;
+    };
+    for (size_t bytes = 0; bytes <= 300; ++bytes) {
+      for (size_t d_off = 0; d_off < 64; ++d_off) check(d_off, (d_off * 7) % 64, bytes);
+    }
+    for (size_t bytes : {size_t{1024}, size_t{2048}, size_t{2048 + 24}, size_t{4096}}) {
+      for (size_t d_off = 0; d_off < 64; d_off += 3) check(d_off, 64 - d_off, bytes);
+    }
+  }
+  EXPECT_GE(sets, 1);
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  __builtin_cpu_init();
+  std::vector<uint8_t> probe(64);
+  EXPECT_EQ(kvp::util::copy_streaming_with(StreamIsa::kAvx2, probe.data(), src.data(), 64),
+            __builtin_cpu_supports("avx2") != 0);
+  EXPECT_EQ(kvp::util::copy_streaming_with(StreamIsa::kAvx512, probe.data(), src.data(), 64),
+            __builtin_cpu_supports("avx512f") != 0);
+#endif
 }
 
 TEST(CpuBackendCopies, LargeScatterAndGatherMoveExactlyTheRows) {
