@@ -636,6 +636,20 @@ INSTANTIATE_TEST_SUITE_P(Policies, HostTierSwaRadixRandom,
                            return std::string(info.param.policy) + "_window" + std::to_string(info.param.window);
                          });
 
+// Runs the kvseq_* workload (tests/support/tier_requests.hpp) on `pool`; then the pool is
+// consistent, the tier made backups and the requests got host hits, and every load-back
+// was a request's host hit.
+void run_requests_reaching_the_host(kvpool* pool, const kvtest::TierRequests& requests) {
+  uint64_t host_hits = 0;
+  kvtest::run_tier_requests(pool, requests, &host_hits);
+  if (::testing::Test::HasFatalFailure()) return;
+  expect_consistent(pool);
+  const kvhost_stats s = host_stats(pool);
+  EXPECT_GT(s.backups, 0u);
+  EXPECT_GT(host_hits, 0u) << "the workload must reach the host tier";
+  EXPECT_EQ(s.load_tokens, host_hits) << "every load-back was a request's host hit";
+}
+
 // Random request workloads on a swa pool (tests/support/tier_requests.hpp's kvseq_*
 // workload): prompts sharing prefixes, chunked prefill, decode, finish, abort and retract,
 // under device pressure (eviction to the host, while fewer than 2 requests are live) and
@@ -671,14 +685,7 @@ TEST_P(HostTierSwaRandom, RequestsKeepTheirBytesAndTheAccountingAddsUp) {
       ASSERT_EQ(radix_evict(pool, 1 + rng() % 40, &freed), KVPOOL_OK) << kvpool_last_error();
     }
   };
-  uint64_t host_hits = 0;
-  kvtest::run_tier_requests(pool, requests, &host_hits);
-  if (HasFatalFailure()) return;
-  expect_consistent(pool);
-  const kvhost_stats s = host_stats(pool);
-  EXPECT_GT(s.backups, 0u);
-  EXPECT_GT(host_hits, 0u) << "the workload must reach the host tier";
-  EXPECT_EQ(s.load_tokens, host_hits) << "every load-back was a request's host hit";
+  run_requests_reaching_the_host(pool, requests);
 }
 
 INSTANTIATE_TEST_SUITE_P(Policies, HostTierSwaRandom,
@@ -709,14 +716,7 @@ TEST_P(HostTierSwaSharedRequests, RequestsKeepTheirBytesAndFailuresChangeNothing
       ASSERT_EQ(radix_evict(pool, 1 + rng() % 40, &freed), KVPOOL_OK) << kvpool_last_error();
     }
   };
-  uint64_t host_hits = 0;
-  kvtest::run_tier_requests(pool, requests, &host_hits);
-  if (HasFatalFailure()) return;
-  expect_consistent(pool);
-  const kvhost_stats s = host_stats(pool);
-  EXPECT_GT(s.backups, 0u);
-  EXPECT_GT(host_hits, 0u) << "the workload must reach the host tier";
-  EXPECT_EQ(s.load_tokens, host_hits) << "every load-back was a request's host hit";
+  run_requests_reaching_the_host(pool, requests);
 }
 
 INSTANTIATE_TEST_SUITE_P(Policies, HostTierSwaSharedRequests,
