@@ -89,6 +89,26 @@ class DualLruTree {
   // Interns a namespace ahead of an insert. Invisible: a namespace without nodes matches nothing.
   void reserve_namespace(const std::string& extra_key) { (void)nodes_.intern(extra_key); }
 
+  // Host tier (both trees): the device nodes of root..node without a host copy,
+  // root-to-leaf, appended to *out; stops at the first with fewer than `min_hits` hits
+  // (backed-up nodes stay a prefix of the path). The path goes in leaf-to-root, is
+  // reversed, then cut (out's capacity is the caller's: no allocation when it holds the path).
+  void backup_candidates(NodeHandle h, uint32_t min_hits, std::vector<NodeHandle>* out) const {
+    const int32_t id = nodes_.resolve(h);
+    if (id <= kRoot) return;
+    const size_t first = out->size();
+    for (int32_t x = id; x != kRoot; x = node(x).parent) out->push_back(nodes_.handle(x));
+    std::reverse(out->begin() + static_cast<long>(first), out->end());
+    size_t keep = first;
+    for (size_t i = first; i < out->size(); ++i) {
+      const Node& n = node(nodes_.resolve((*out)[i]));
+      if (!n.host.empty()) continue;
+      if (n.evicted || n.write_hits < min_hits) break;
+      (*out)[keep++] = (*out)[i];
+    }
+    out->resize(keep);
+  }
+
  protected:
   static constexpr int32_t kRoot = 0;  // NodeArena makes the root first
 

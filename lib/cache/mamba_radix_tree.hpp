@@ -130,9 +130,7 @@ class MambaRadixTree : public DualLruTree<MambaRadixTree, MambaNode> {
   // were made (attach_host), false to delete the node instead. The node is locked meanwhile.
   using KeepOnHost = std::function<bool(NodeHandle node)>;
   void set_keep_on_host(KeepOnHost keep) { keep_ = std::move(keep); }
-  // The device nodes of root..node without a host copy, root-to-leaf; stops at the
-  // first with fewer than `min_hits` hits (backed-up nodes stay a prefix of the path).
-  void backup_candidates(NodeHandle node, uint32_t min_hits, std::vector<NodeHandle>* out) const;
+  // backup_candidates() (the nodes of a path a backup copies) is DualLruTree's.
   // Room in a node's host slot list for attach_host() (which then allocates nothing).
   void reserve_host(NodeHandle node);
   // Gives a device node without a host copy its host slots (one per token).

@@ -104,24 +104,6 @@ Status MambaRadixTree::evict_device_leaf(int32_t id, size_t* full_evicted, size_
   return evict_leaf(id, full_evicted, mamba_evicted);
 }
 
-void MambaRadixTree::backup_candidates(NodeHandle h, uint32_t min_hits, std::vector<NodeHandle>* out) const {
-  const int32_t id = nodes_.resolve(h);
-  if (id <= kRoot) return;
-  // The path leaf-to-root into *out, reversed, then cut after the last qualifying node of
-  // the root-side run (out's capacity is the caller's: no allocation when it holds the path).
-  const size_t first = out->size();
-  for (int32_t x = id; x != kRoot; x = node(x).parent) out->push_back(nodes_.handle(x));
-  std::reverse(out->begin() + static_cast<long>(first), out->end());
-  size_t keep = first;
-  for (size_t i = first; i < out->size(); ++i) {
-    const Node& n = node(nodes_.resolve((*out)[i]));
-    if (!n.host.empty()) continue;
-    if (n.evicted || n.write_hits < min_hits) break;
-    (*out)[keep++] = (*out)[i];
-  }
-  out->resize(keep);
-}
-
 void MambaRadixTree::reserve_host(NodeHandle h) {
   const int32_t id = nodes_.resolve(h);
   if (id > kRoot) node(id).host.reserve(node(id).key.size());
