@@ -118,6 +118,13 @@ class DualLruTree {
   Node& node(int32_t id) { return nodes_[id]; }
   const Node& node(int32_t id) const { return nodes_[id]; }
   bool has_aux(int32_t id) const { return Derived::has_aux(node(id)); }
+  // Host tier: every node of root..id (the root excluded) has a host copy.
+  bool path_on_host(int32_t id) const {
+    for (int32_t x = id; x != kRoot; x = node(x).parent) {
+      if (node(x).host.empty()) return false;
+    }
+    return true;
+  }
 
   // Forgets every node; the root holds both locks so nothing treats it as evictable.
   void reset_structure() {

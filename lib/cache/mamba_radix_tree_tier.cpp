@@ -8,13 +8,6 @@
 
 namespace kvp::cache {
 
-bool MambaRadixTree::path_on_host(int32_t id) const {
-  for (int32_t x = id; x != kRoot; x = node(x).parent) {
-    if (node(x).host.empty()) return false;
-  }
-  return true;
-}
-
 void MambaRadixTree::drop_to_host(int32_t id) {
   Node& n = node(id);
   full_evictable_ -= n.key.size();  // a device leaf candidate is unlocked

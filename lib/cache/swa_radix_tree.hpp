@@ -263,7 +263,6 @@ class SwaRadixTree : public DualLruTree<SwaRadixTree, SwaNode> {
   Status tombstone(int32_t id, size_t* swa_evicted);
   // Host tier (swa_radix_tree_tier.cpp).
   Status free_node_slots(const SwaNode& n);  // a tombstone's or host-only node's device and host slots
-  bool path_on_host(int32_t id) const;
   // Device eviction of a device leaf: to host-only, or deleted.
   Status evict_device_leaf(int32_t id, size_t* full_evicted, size_t* swa_evicted);
   void drop_to_host(int32_t id);                          // device KV freed by the caller
