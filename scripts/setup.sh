@@ -17,6 +17,7 @@ full=("${minimal[@]}"
   default-jdk-headless junit4                        # Java binding and its JUnit tests (FindJNI finds /usr/lib/jvm/default-java)
   maven libmaven-compiler-plugin-java                # bindings/java/pom.xml, offline from /usr/share/maven-repo
   libmaven-resources-plugin-java libmaven-jar-plugin-java libbuild-helper-maven-plugin-java
+  junit5                                             # its junit-bom: Debian's plexus-compiler pom imports it
   mono-mcs mono-devel nunit-console libnunit-cil-dev # C# binding and its tests
   mono-xbuild                                        # bindings/csharp/KvPool.csproj
   doxygen graphviz                                   # API reference
