@@ -680,6 +680,12 @@ void bench_kv_rows(bool quick, int reps, cudaStream_t stream) {
 }  // namespace
 
 
+// An integer from the environment, or `fallback` when unset.
+int env_int(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v == nullptr || *v == '\0' ? fallback : std::atoi(v);
+}
+
 // --- the request path as an engine takes it (issue 10) ----------------------------
 // A CUDA pool of Llama-3.1-8B's KV (32 layers, 8 KV heads x 128, bf16), 450K tokens,
 // page 16, radix cache; prompts of `prompt` tokens whose first `shared` tokens are
@@ -696,9 +702,13 @@ struct SeqPath {
   const char* name;
 };
 
+// GPU_BENCH_SEQ_CPU=1: the same workload on a CPU pool of one layer (the KV buffers are
+// never touched), to compare the host work of both backends in one harness.
 kvpool* make_seq_pool(bool device_list) {
+  const bool cpu = env_int("GPU_BENCH_SEQ_CPU", 0) == 1;
   const std::string json =
-      "{\"model\": {\"num_layers\": 32, \"kv_heads\": 8, \"head_dim\": 128}, \"pool\": {\"device\": \"cuda\", "
+      std::string("{\"model\": {\"num_layers\": ") + (cpu ? "1" : "32") +
+      ", \"kv_heads\": 8, \"head_dim\": 128}, \"pool\": {\"device\": \"" + (cpu ? "cpu" : "cuda") + "\", "
       "\"kv_dtype\": \"bf16\", \"page_size\": 16, \"max_total_tokens\": 450000, \"max_context_len\": 4096, "
       "\"max_running_requests\": 1100" +
       std::string(device_list ? ", \"free_list\": \"device\"" : "") + "}, \"prefix_cache\": {\"kind\": \"radix\"}}";
@@ -716,12 +726,6 @@ void report_seq(const SeqPath& path, const char* metric, int bs, int prompt, con
       metric, path.name, bs, prompt, s.median, s.p10, s.p90, v.size(), synced, goal,
       goal <= 0 || s.median <= goal ? "true" : "false");
   std::fflush(stdout);
-}
-
-// An integer from the environment, or `fallback` when unset.
-int env_int(const char* name, int fallback) {
-  const char* v = std::getenv(name);
-  return v == nullptr || *v == '\0' ? fallback : std::atoi(v);
 }
 
 // True when `path` (an element of `paths`) is the one GPU_BENCH_SEQ_PATH selects, or none is selected.
@@ -749,6 +753,7 @@ struct SeqTimes {
 };
 
 void bench_seq(const SeqPath& path, int bs, int prompt, int shared, int rounds, cudaStream_t stream) {
+  rounds = env_int("GPU_BENCH_SEQ_ROUNDS", rounds);
   if (seq_rehearse()) {
     kvpool* rehearsal = make_seq_pool(path.device_list);
     run_seq_rounds(rehearsal, path, bs, prompt, shared, rounds, stream, nullptr);
