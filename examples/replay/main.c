@@ -21,10 +21,30 @@
 #include "progress.h"
 #include "replay.h"
 #include "report.h"
+#include "stop_points.h"
 #include "svg_plot.h"
 #include "trace.h"
 
 #define PROG "kvpool-replay"
+
+/* What runs after every scheduler step: the progress bar and the --stop-at points. */
+typedef struct step_observer {
+  progress bar;
+  stop_points stops;
+} step_observer;
+
+static void observer_init(step_observer *w, const replay_options *o, const char *label) {
+  progress_init(&w->bar, o->json && o->progress < 0 ? 0 : o->progress, label);  /* --progress forces it, --json too */
+  w->stops = o->stops;
+  stop_points_rewind(&w->stops);
+}
+
+/* A replay_progress_fn: ctx is a step_observer*. */
+static void observe_step(void *ctx, size_t done, size_t total) {
+  step_observer *w = ctx;
+  progress_update(&w->bar, done, total);
+  stop_points_check(&w->stops, done);
+}
 
 /* One replay at `capacity`, with a host tier of host_capacity tokens if not 0 (see
  * pool_config_build); fills *out, and matched[] / host_matched[] when not NULL. */
@@ -36,8 +56,8 @@ static int run_one(const replay_options *o, const trace *t, uint64_t capacity, u
     fprintf(stderr, PROG ": %s\n", err);
     return 1;
   }
-  progress bar;
-  progress_init(&bar, o->json && o->progress < 0 ? 0 : o->progress, label);  /* --progress forces it, --json too */
+  step_observer watch;
+  observer_init(&watch, o, label);
   replay_params params = {.trace = t,
                           .config_json = setup.json,
                           .concurrency = o->concurrency,
@@ -47,11 +67,11 @@ static int run_one(const replay_options *o, const trace *t, uint64_t capacity, u
                           .sglang_evict_rule = setup.sglang_evict_rule,
                           .matched = matched,
                           .host_matched = host_matched,
-                          .progress = progress_update,
-                          .progress_ctx = &bar};
+                          .progress = observe_step,
+                          .progress_ctx = &watch};
   memset(out, 0, sizeof *out);
   const int rc = replay_run(&params, &out->r, err, sizeof err);
-  progress_end(&bar);
+  progress_end(&watch.bar);
   out->trace_path = o->trace_path;
   snprintf(out->policy, sizeof out->policy, "%s", setup.policy);
   out->concurrency = o->concurrency;
@@ -107,8 +127,8 @@ static int run_group(const replay_options *o, const trace *t, const trace *subs,
     fprintf(stderr, PROG ": out of memory\n");
     return 1;
   }
-  progress bar;
-  progress_init(&bar, o->json && o->progress < 0 ? 0 : o->progress, label);  /* --progress forces it, --json too */
+  step_observer watch;
+  observer_init(&watch, o, label);
   for (size_t k = 0; k < n; ++k) {
     params[k] = (replay_params){.trace = &subs[k],
                                 .config_json = setup->json,
@@ -119,11 +139,11 @@ static int run_group(const replay_options *o, const trace *t, const trace *subs,
                                 .sglang_evict_rule = setup->sglang_evict_rule,
                                 .matched = matched ? matched[k] : NULL,
                                 .host_matched = host_matched ? host_matched[k] : NULL,
-                                .progress = progress_update,
-                                .progress_ctx = &bar};
+                                .progress = observe_step,
+                                .progress_ctx = &watch};
   }
   const int rc = replay_run_group(params, n, results, err, sizeof err);
-  progress_end(&bar);
+  progress_end(&watch.bar);
   free(params);
   if (rc != 0) fprintf(stderr, PROG ": %s\n", err);
   return rc;

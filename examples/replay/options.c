@@ -57,6 +57,9 @@ void options_usage(FILE *f, const char *prog) {
           "                            sweep.csv and sweep.svg into --out\n"
           "  --out DIR                 output folder of --sweep (default: .)\n"
           "  --json                    print one JSON object instead of the table\n"
+          "  --stop-at N1,N2,...       stop the process (SIGSTOP) once N1, N2, ... requests have\n"
+          "                            finished, in every run; resume it with SIGCONT (for\n"
+          "                            fault-injection tests; at most 8 ascending counts)\n"
           "  --progress / --no-progress\n"
           "                            force the progress bar on stderr on or off (--progress\n"
           "                            also with --json; default: on when stderr is a terminal\n"
@@ -146,7 +149,7 @@ int options_parse(int argc, char **argv, replay_options *o) {
                                           "--concurrency", "--chunk", "--admission", "--max-requests", "--check-every",
                                           "--sweep", "--out", "--evict-rule", "--per-request",
                                           "--host-capacity-tokens", "--host-write-policy", "--storage",
-                                          "--instances"};
+                                          "--instances", "--stop-at"};
     int known = 0;
     for (size_t k = 0; k < sizeof kValued / sizeof kValued[0]; ++k) known |= strcmp(a, kValued[k]) == 0;
     if (!known) return usage_error(prog, "unknown option", a);
@@ -168,6 +171,10 @@ int options_parse(int argc, char **argv, replay_options *o) {
     } else if (strcmp(a, "--host-capacity-tokens") == 0) {
       if (!parse_count(val, (uint64_t)1 << 40, &o->host_capacity)) {
         return usage_error(prog, "bad --host-capacity-tokens (a token count)", val);
+      }
+    } else if (strcmp(a, "--stop-at") == 0) {
+      if (!stop_points_parse(val, &o->stops)) {
+        return usage_error(prog, "--stop-at must be 1 to 8 ascending positive counts, comma-separated", val);
       }
     } else if (strcmp(a, "--instances") == 0) {
       if (!parse_count(val, 4096, &v)) return usage_error(prog, "--instances must be a number from 1 to 4096", val);

@@ -6,6 +6,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "stop_points.h"
+
 /* A capacity value meaning "large enough that nothing is ever evicted". */
 #define CAPACITY_UNBOUNDED UINT64_MAX
 
@@ -33,6 +35,7 @@ typedef struct replay_options {
   const char *out_dir;
   int json;
   int progress;             /* -1 auto (stderr is a terminal), 0 never, 1 always */
+  stop_points stops;        /* --stop-at N1,N2,...: SIGSTOP itself after that many requests */
 } replay_options;
 
 /* Parses argv. Returns 0 to run, 1 when --help was printed (exit 0), 2 on a

@@ -28,6 +28,12 @@ set(cases
   "--trace|${TRACE}|--instances|two"
   "--trace|${TRACE}|--instances|-1"
   "--trace|${TRACE}|--instances|3|--sweep|1M,2M"
+  "--trace|${TRACE}|--stop-at|0"
+  "--trace|${TRACE}|--stop-at|20,10"
+  "--trace|${TRACE}|--stop-at|10,10"
+  "--trace|${TRACE}|--stop-at|10,"
+  "--trace|${TRACE}|--stop-at|ten"
+  "--trace|${TRACE}|--stop-at|1,2,3,4,5,6,7,8,9"
   "--trace")
 foreach(case IN LISTS cases)
   string(REPLACE "|" ";" args "${case}")

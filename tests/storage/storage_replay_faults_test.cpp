@@ -2,9 +2,10 @@
 // redis-server processes (tests/support/server_process.hpp) while a server is killed and
 // restarted on its port, stopped (SIGSTOP: it accepts but never answers) and resumed, or
 // stopped until the replay ends. The replay runs as a child process, as a user runs it;
-// the faults land at points of its progress (the progress bar it draws on stderr), made
-// while the replay itself is frozen (SIGSTOP), so they hit a replay that is using the store
-// at the same point of the trace whatever the machine's speed. Each run must exit 0
+// the faults land at points of its progress: the replay stops itself (--stop-at, SIGSTOP)
+// once given numbers of requests have finished, and the fault is made while it is stopped,
+// so they hit a replay that is using the store at the same point of the trace whatever the
+// machine's speed or load. Each run must exit 0
 // within a bounded time (a hang is killed and fails the test), its --json report must show
 // the fault in the store counters, the hits by tier must add up, a run with faults must not
 // match fewer tokens than the same trace without any store (faults are misses only), and
@@ -44,6 +45,10 @@ void sleep_s(double s) { std::this_thread::sleep_for(std::chrono::duration<doubl
 // Requests replayed per run: long enough that a fault at a fifth of the run still leaves
 // most of it to run against the faulted store (a fault-free run takes 0.5-2 s here).
 constexpr int kRequests = 400;
+// The faults start once a fifth of the requests have finished and (where they end) last for
+// a tenth more.
+constexpr int kFaultAt = kRequests / 5;
+constexpr int kFaultFor = kRequests / 10;
 // A replay that has not exited this long after it started is hung: killed, and the test fails.
 // A run here takes 0.5-8 s (most of it the test's own pauses); the margin is for sanitizer
 // builds run in parallel (scripts/sanitize.sh address runs this test too).
@@ -57,9 +62,9 @@ constexpr double kMemcachedRetryS = 0.2;
 // that what follows talks to the server again.
 double backoff_s(const std::string& backend) { return backend == "memcached" ? kMemcachedRetryS + 0.1 : 1.1; }
 
-// kvpool-replay running as a child process: stdout (the --json report) is collected, and
-// stderr's progress bar ("... 123/400 requests ...", redrawn at most 10 times a second)
-// tells how many requests have finished.
+// kvpool-replay running as a child process: stdout (the --json report) and stderr (its
+// progress bar, shown when a test fails) are collected, and its self-stops are seen through
+// waitpid.
 class ReplayProcess {
  public:
   explicit ReplayProcess(const std::vector<std::string>& args) : start_(Clock::now()) {
@@ -100,44 +105,27 @@ class ReplayProcess {
   }
 
   bool started() const { return pid_ > 0; }
-  int done() const { return done_; }
   double elapsed() const { return seconds_since(start_); }
   const std::string& stdout_text() const { return out_; }
   const std::string& stderr_text() const { return err_; }
 
-  // Freezes and thaws the whole replay (all its threads): a fault made while it is frozen
-  // lands at a known point of its progress, and wall time passes for it as for the servers.
-  void freeze() { ::kill(pid_, SIGSTOP); }
-  void thaw() { ::kill(pid_, SIGCONT); }
-
-  // Lets the replay run until a redraw shows at least `requests` finished, then freezes it
-  // (within milliseconds of that redraw). False if it exited first or the deadline passed.
-  bool run_to(int requests) {
-    while (done_ < requests) {
+  // The replay runs with --stop-at: it stops itself (SIGSTOP, all its threads) once the given
+  // numbers of requests have finished, so a fault made while it is stopped lands at a known
+  // point of its progress, and wall time passes for it as for the servers. (Freezing it from
+  // here when its progress bar showed a count was too coarse: a fast replay finishes hundreds
+  // of requests between two redraws, and a loaded machine delays the freeze further.)
+  // Waits for its next self-stop. False if it exited first or the deadline passed.
+  bool reach_stop() {
+    while (!stopped_) {
       if (exited_ || elapsed() > kReplayDeadlineS) return false;
       pump(20);
     }
-    freeze();
     return true;
   }
-
-  // From frozen to frozen again, `requests` more finished: one scheduler step at a time.
-  // The bar redraws at most every 0.1 s, and a fast replay finishes ~100 requests in that
-  // time; frozen for longer than that, it redraws right after its next step, so thawing
-  // until that redraw moves it by one step (a few requests).
-  bool advance(int requests) {
-    const int target = done_ + requests;
-    while (done_ < target) {
-      sleep_s(0.11);
-      const size_t draws = draws_;
-      thaw();
-      while (draws_ == draws) {
-        if (exited_ || elapsed() > kReplayDeadlineS) return false;
-        pump(5);
-      }
-      freeze();
-    }
-    return true;
+  // Resumes a stopped replay.
+  void thaw() {
+    stopped_ = false;
+    ::kill(pid_, SIGCONT);
   }
 
   // Waits for the exit, until the deadline; a replay still running then is killed (hung).
@@ -164,12 +152,17 @@ class ReplayProcess {
     bool got = false;
     if (::poll(fds, 2, ms) > 0) {
       got |= drain(out_fd_, &out_);
-      if (drain(err_fd_, &err_)) {
-        got = true;
-        parse_progress();
+      got |= drain(err_fd_, &err_);
+    }
+    int status = 0;
+    if (!exited_ && ::waitpid(pid_, &status, WNOHANG | WUNTRACED) == pid_) {
+      if (WIFSTOPPED(status)) {
+        stopped_ = true;
+      } else {
+        exited_ = true;
+        status_ = status;
       }
     }
-    if (!exited_ && ::waitpid(pid_, &status_, WNOHANG) == pid_) exited_ = true;
     return got;
   }
 
@@ -189,26 +182,11 @@ class ReplayProcess {
     }
   }
 
-  // The newest "done/total requests" of the bar (redraws are separated by '\r'), and the
-  // number of redraws so far.
-  void parse_progress() {
-    draws_ = 0;
-    for (size_t at = err_.find(" requests"); at != std::string::npos; at = err_.find(" requests", at + 1)) ++draws_;
-    const size_t at = err_.rfind(" requests");
-    const size_t slash = at == std::string::npos ? at : err_.rfind('/', at);
-    if (slash == std::string::npos) return;
-    size_t b = slash;
-    while (b > 0 && err_[b - 1] >= '0' && err_[b - 1] <= '9') --b;
-    if (b < slash) done_ = std::max(done_, std::atoi(err_.c_str() + b));
-  }
-
   Clock::time_point start_;
   pid_t pid_ = -1;
   int out_fd_ = -1, err_fd_ = -1;
   int status_ = 0;
-  bool exited_ = false, hung_ = false;
-  int done_ = 0;
-  size_t draws_ = 0;
+  bool exited_ = false, hung_ = false, stopped_ = false;
   std::string out_, err_;
 };
 
@@ -267,12 +245,13 @@ std::string write_config(const std::string& backend) {
 // The run of replay.storage_file (a device pool and a host tier far smaller than the
 // working set, so that storage serves hits) at page 256 instead of 64: a quarter of the
 // pages to store, which makes the memcached runs 3-4x faster here; with a progress bar.
-std::vector<std::string> replay_args(const std::string& config, const std::string& storage) {
+std::vector<std::string> replay_args(const std::string& config, const std::string& storage, const std::string& stops) {
   std::vector<std::string> a = {"--trace",  KVPOOL_REPLAY_TRACE, "--config", config, "--max-requests",
                                 std::to_string(kRequests), "--capacity-tokens", "40k", "--host-capacity-tokens",
                                 "100k", "--page-size", "256", "--prompts-only", "--concurrency", "4", "--json",
                                 "--progress"};
   if (!storage.empty()) a.insert(a.end(), {"--storage", storage});
+  if (!stops.empty()) a.insert(a.end(), {"--stop-at", stops});
   return a;
 }
 
@@ -321,7 +300,7 @@ double matched_without_storage() {
     std::ofstream(plain) << R"({"version": 1, "model": {"name": "replay-tiny", "num_layers": 1, "attention": "mha",)"
                          << R"( "kv_heads": 1, "head_dim": 1}, "pool": {"device": "cpu", "kv_dtype": "f16",)"
                          << R"( "page_size": 16}, "prefix_cache": {"kind": "radix", "eviction": "lru"}})";
-    ReplayProcess replay(replay_args(plain, ""));
+    ReplayProcess replay(replay_args(plain, "", ""));
     EXPECT_EQ(replay.wait_exit(), 0) << replay.stderr_text();
     const Report r = parse_report(replay.stdout_text());
     EXPECT_TRUE(r.parsed) << replay.stdout_text();
@@ -353,12 +332,26 @@ class ReplayFaults : public ::testing::TestWithParam<const char*> {
   ServerProcess& faulted() { return *servers_[0]; }
   long stored() { return stored_values(backend_, faulted().port()); }
 
-  // The replay frozen at a fifth of its requests, with pages on the server that is about to
+  // The replay's stop points: a fifth of its requests (the fault), and with `then_more` a
+  // tenth more (the fault's end).
+  static std::string stops(bool then_more) {
+    return std::to_string(kFaultAt) + (then_more ? "," + std::to_string(kFaultAt + kFaultFor) : "");
+  }
+
+  // The replay stopped at a fifth of its requests, with pages on the server that is about to
   // fail (the fault lands while the store is in use, not before it was).
   void reach_first_fault(ReplayProcess& replay) {
     ASSERT_TRUE(replay.started());
-    ASSERT_TRUE(replay.run_to(kRequests / 5)) << "replay ended or hung before the fault\n" << replay.stderr_text();
+    ASSERT_TRUE(replay.reach_stop()) << "replay ended or hung before the fault\n" << replay.stderr_text();
     EXPECT_GT(stored(), 0) << "the server got no pages before its fault";
+  }
+
+  // From the fault's start to its end: the replay runs a tenth of its requests against the
+  // faulted server and stops again.
+  void run_through_fault(ReplayProcess& replay, const char* what) {
+    replay.thaw();
+    ASSERT_TRUE(replay.reach_stop()) << "the replay ended or hung with the server " << what << "\n"
+                                     << replay.stderr_text();
   }
 
   // Waits for the exit and checks the report: exit 0 within the deadline, kvpool_check ok,
@@ -389,36 +382,38 @@ class ReplayFaults : public ::testing::TestWithParam<const char*> {
 // Killed mid-replay (refused connections, a dead node ejected), then restarted empty on the
 // same port: the replay goes on with misses, and the new server takes pages again.
 TEST_P(ReplayFaults, ServerKilledAndRestarted) {
-  ReplayProcess replay(replay_args(config_, spec_));
+  ReplayProcess replay(replay_args(config_, spec_, stops(true)));
   ASSERT_NO_FATAL_FAILURE(reach_first_fault(replay));
   faulted().kill();
-  const int killed_at = replay.done();
-  ASSERT_TRUE(replay.advance(kRequests / 10)) << "the replay ended or hung with the server dead\n" << replay.stderr_text();
+  ASSERT_NO_FATAL_FAILURE(run_through_fault(replay, "dead"));
   std::string error;
   ASSERT_TRUE(faulted().restart(&error)) << error;
-  std::printf("[ %s ] killed for requests %d to %d\n", backend_.c_str(), killed_at, replay.done());
+  std::printf("[ %s ] killed for requests %d to %d\n", backend_.c_str(), kFaultAt, kFaultAt + kFaultFor);
   sleep_s(backoff_s(backend_));
   replay.thaw();
   const Report r = finish(replay);
   EXPECT_GT(r.server_errors + r.timeouts, 0) << "the dead server shows in the counters";
   EXPECT_GT(r.ejected, 0);
-  EXPECT_GT(r.put_errors + r.failures, 0) << "backups to the dead server failed";
+  // redis: the one primary is dead, so backups fail. memcached: whether a backup reached the
+  // dead node before a get ejected it (then the ring sends everything to the live one) is
+  // timing, not behaviour; the errors and the ejection above are what must show.
+  if (backend_ == "redis") {
+    EXPECT_GT(r.put_errors + r.failures, 0) << "backups to the dead server failed";
+  }
   EXPECT_GT(stored(), 0) << "the restarted server took no pages";
 }
 
 // Stopped (accepts, never answers) for part of the run, then resumed: every wait ends at
 // the timeout, the replay goes on, and the server takes pages again afterwards.
 TEST_P(ReplayFaults, ServerStoppedThenResumed) {
-  ReplayProcess replay(replay_args(config_, spec_));
+  ReplayProcess replay(replay_args(config_, spec_, stops(true)));
   ASSERT_NO_FATAL_FAILURE(reach_first_fault(replay));
   faulted().pause();
   const auto stopped = Clock::now();
-  const int stopped_at = replay.done();
-  ASSERT_TRUE(replay.advance(kRequests / 10)) << "the replay ended or hung with the server stopped\n"
-                                              << replay.stderr_text();
+  ASSERT_NO_FATAL_FAILURE(run_through_fault(replay, "stopped"));
   faulted().resume();
-  std::printf("[ %s ] stopped for %.2f s, requests %d to %d\n", backend_.c_str(), seconds_since(stopped), stopped_at,
-              replay.done());
+  std::printf("[ %s ] stopped for %.2f s, requests %d to %d\n", backend_.c_str(), seconds_since(stopped), kFaultAt,
+              kFaultAt + kFaultFor);
   // What the server holds once it has worked off what reached it while stopped.
   sleep_s(backoff_s(backend_));
   const long before = stored();
@@ -432,7 +427,7 @@ TEST_P(ReplayFaults, ServerStoppedThenResumed) {
 // Stopped until the replay ends, then killed: the rest of the run, its final flush and the
 // pool's destruction all wait at most a timeout per try.
 TEST_P(ReplayFaults, ServerStoppedUntilTheEnd) {
-  ReplayProcess replay(replay_args(config_, spec_));
+  ReplayProcess replay(replay_args(config_, spec_, stops(false)));
   ASSERT_NO_FATAL_FAILURE(reach_first_fault(replay));
   faulted().pause();
   replay.thaw();
