@@ -778,6 +778,18 @@ void run_seq_rounds(kvpool* pool, const SeqPath& path, int bs, int prompt, int s
                     cudaStream_t stream, SeqTimes* times) {
   SeqTimes scratch;
   SeqTimes& t = times != nullptr ? *times : scratch;
+  const int warm_us = env_int("GPU_BENCH_SEQ_WARM_US", 0);
+  // GPU_BENCH_SEQ_WARM_US=N: after each wait for the device, the thread spins N µs on the CPU
+  // before the next timed call (a diagnostic: the first call after a wait in the CUDA driver
+  // runs several times slower than the same call on a thread that kept working).
+  auto device_wait = [warm_us] {
+    CHECK_CUDA(cudaDeviceSynchronize());
+    if (warm_us > 0) {
+      const auto until = Clock::now() + std::chrono::microseconds(warm_us);
+      while (Clock::now() < until) {
+      }
+    }
+  };
   cudaStream_t s = path.async ? stream : nullptr;  // the host-array calls use the legacy default stream
   std::mt19937 rng(static_cast<unsigned>(bs * 7919 + prompt));
   std::uniform_int_distribution<int32_t> tok(0, 120000);
@@ -802,7 +814,7 @@ void run_seq_rounds(kvpool* pool, const SeqPath& path, int bs, int prompt, int s
     }
     std::vector<uint64_t> ids(static_cast<size_t>(bs));
     std::vector<int64_t> chunks(static_cast<size_t>(bs));
-    CHECK_CUDA(cudaDeviceSynchronize());
+    device_wait();
     double t_begin = 0;
     size_t total = 0;
     for (int i = 0; i < bs; ++i) {
@@ -814,7 +826,7 @@ void run_seq_rounds(kvpool* pool, const SeqPath& path, int bs, int prompt, int s
       chunks[static_cast<size_t>(i)] = prompt - static_cast<int64_t>(cached);
       total += static_cast<size_t>(chunks[static_cast<size_t>(i)]);
     }
-    CHECK_CUDA(cudaDeviceSynchronize());
+    device_wait();
     spin_kernel<<<1, 1, 0, s>>>(static_cast<long long>(extend_spin_us) * cycles_per_us);
     auto t0 = Clock::now();
     if (path.async) {
@@ -827,7 +839,7 @@ void run_seq_rounds(kvpool* pool, const SeqPath& path, int bs, int prompt, int s
     std::vector<int32_t> next(static_cast<size_t>(bs));
     for (int step = 0; step < 8; ++step) {
       for (auto& x : next) x = tok(rng);
-      CHECK_CUDA(cudaDeviceSynchronize());
+      device_wait();
       spin_kernel<<<1, 1, 0, s>>>(static_cast<long long>(decode_spin_us) * cycles_per_us);
       t0 = Clock::now();
       if (path.async) {
@@ -841,7 +853,7 @@ void run_seq_rounds(kvpool* pool, const SeqPath& path, int bs, int prompt, int s
         t.decode_synced += waited(us, decode_spin_us) ? 1 : 0;
       }
     }
-    CHECK_CUDA(cudaDeviceSynchronize());
+    device_wait();
     double t_finish = 0;
     for (int i = 0; i < bs; ++i) {
       const auto t1 = Clock::now();
