@@ -61,7 +61,7 @@ void StorageTier::start() {
     prefetch_thread_ = std::thread([this] { prefetch_loop(); });
   } catch (...) {  // both or neither: stop the first one again
     stopping_ = true;
-    wake_.notify_all();
+    backup_wake_.notify_all();
     mu_.unlock();
     backup.join();
     mu_.lock();
@@ -77,7 +77,8 @@ StorageTier::~StorageTier() {
     std::lock_guard<std::mutex> lk(mu_);
     stopping_ = true;
   }
-  wake_.notify_all();
+  backup_wake_.notify_all();
+  prefetch_wake_.notify_all();
   if (backup_thread_.joinable()) backup_thread_.join();
   if (prefetch_thread_.joinable()) prefetch_thread_.join();
 }
@@ -96,7 +97,7 @@ uint64_t StorageTier::backup(std::vector<int64_t> pages, std::vector<cache::Dige
     ++next_id_;
   }
   counters_.backups.fetch_add(1, std::memory_order_relaxed);
-  wake_.notify_all();
+  backup_wake_.notify_one();
   return id;
 }
 
@@ -116,7 +117,7 @@ void StorageTier::backup_loop() {
     BackupJob job;
     {
       std::unique_lock<std::mutex> lk(mu_);
-      wake_.wait(lk, [this] { return stopping_ || !backups_.empty(); });
+      backup_wake_.wait(lk, [this] { return stopping_ || !backups_.empty(); });
       if (stopping_) return;
       job = std::move(backups_.front());
       backups_.pop_front();
@@ -228,7 +229,7 @@ uint64_t StorageTier::commit_prefetch(StagedPrefetch staged) noexcept {
     prefetch_queue_.push_back(std::move(staged.job));  // within the capacity stage_prefetch() reserved
   }
   counters_.prefetches.fetch_add(1, std::memory_order_relaxed);
-  wake_.notify_all();
+  prefetch_wake_.notify_one();
   return id;
 }
 
@@ -295,7 +296,7 @@ void StorageTier::prefetch_loop() {
     std::shared_ptr<PrefetchJob> job;
     {
       std::unique_lock<std::mutex> lk(mu_);
-      wake_.wait(lk, [this] { return stopping_ || !prefetch_queue_.empty(); });
+      prefetch_wake_.wait(lk, [this] { return stopping_ || !prefetch_queue_.empty(); });
       if (stopping_) return;
       job = std::move(prefetch_queue_.front());
       prefetch_queue_.erase(prefetch_queue_.begin());  // a handful of queued jobs at most

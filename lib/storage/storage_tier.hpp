@@ -178,7 +178,10 @@ class StorageTier {
   size_t stored_bytes_;
 
   mutable std::mutex mu_;
-  std::condition_variable wake_, idle_;
+  // One wake-up per thread: a prefetch wakes only the prefetch thread (a shared one woke the
+  // backup thread too, which then contended for mu_ with the prefetch it had no part in: a
+  // context switch per job on a 2-core machine). idle_: wait_idle().
+  std::condition_variable backup_wake_, prefetch_wake_, idle_;
   std::atomic<bool> stopping_{false};
   uint64_t next_id_ = 1;
   std::deque<BackupJob> backups_;
