@@ -139,18 +139,24 @@ void StorageTier::run_backup(const BackupJob& job) {
     return;
   }
   // Staging for the job's pages only, up to a batch: a one-page job of 8 MiB pages would
-  // otherwise allocate and fault in 56 MiB (bench_storage_file's staged tier rows).
+  // otherwise fault in 56 MiB the first time (bench_storage_file's staged tier rows).
   const size_t n = job.pages.size(), per = std::min(batch_pages(), n);
-  std::vector<uint8_t> staging(per * stored_bytes_);
+  uint8_t* const staging = backup_staging_.reserve(per * stored_bytes_);
+  if (staging == nullptr) {
+    counters_.backup_pages_failed.fetch_add(n, std::memory_order_relaxed);
+    KVPOOL_LOG(KVPOOL_LOG_WARN, "storage backup of " + std::to_string(n) +
+                                    " pages not stored: no memory to stage them in");
+    return;
+  }
   std::vector<std::string> keys(per);
   std::vector<const uint8_t*> values(per);
   std::vector<size_t> sizes(per, stored_bytes_);
   std::vector<BlobResult> results(per);
-  for (size_t i = 0; i < per; ++i) values[i] = staging.data() + i * stored_bytes_;
+  for (size_t i = 0; i < per; ++i) values[i] = staging + i * stored_bytes_;
   for (size_t start = 0; start < n && !stopping_; start += per) {
     const size_t k = std::min(per, n - start);
     for (size_t i = 0; i < k; ++i) {
-      uint8_t* page = staging.data() + i * stored_bytes_;
+      uint8_t* page = staging + i * stored_bytes_;
       const uint64_t hash = gather_page_hashed(g_, host_, job.pages[start + i], page + kPageHeaderBytes);
       seal_page_hashed(page, payload_bytes_, hash, job.fp, job.digests[start + i]);
       keys[i] = page_key(job.fp, job.digests[start + i]);
@@ -339,11 +345,16 @@ void StorageTier::run_prefetch(PrefetchJob& job) {
     return;
   }
   const size_t per = std::min(batch_pages(), hits);  // staging for the hits only, up to a batch
-  std::vector<uint8_t> staging(per * stored_bytes_);
+  uint8_t* const staging = prefetch_staging_.reserve(per * stored_bytes_);
+  if (staging == nullptr) {  // nothing read: the prefix ends before its first page
+    counters_.read_failures.fetch_add(1, std::memory_order_relaxed);
+    KVPOOL_LOG(KVPOOL_LOG_WARN, "storage prefetch: no memory to stage the pages in; nothing loaded");
+    return;
+  }
   std::vector<uint8_t*> dst(per);
   std::vector<size_t> capacity(per, stored_bytes_), sizes(per);
   std::vector<BlobResult> results(per);
-  for (size_t i = 0; i < per; ++i) dst[i] = staging.data() + i * stored_bytes_;
+  for (size_t i = 0; i < per; ++i) dst[i] = staging + i * stored_bytes_;
   for (size_t start = 0; start < hits; start += per) {
     if (stopping_ || job.stop.load(std::memory_order_acquire)) return;
     const size_t k = std::min(per, hits - start);

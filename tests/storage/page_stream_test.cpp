@@ -855,4 +855,36 @@ TEST(StorageTierStaged, AFlippedByteAtAnyPieceBoundaryIsNeverLoaded) {
   EXPECT_EQ(head.stats.pages_corrupt + head.stats.pages_foreign, 1u);
 }
 
+TEST(StorageTierStaged, TheKeptStagingBufferNeverPassesOffAnEarlierPage) {
+  // The staging buffer outlives each prefetch. Here it still holds the whole, valid page from
+  // the first prefetch when the second reads the same page cut short: the short value must be
+  // a miss, not the earlier bytes taken for the page.
+  TempDir tmp;
+  HostGeometry g = geometry(HostLayout::kLayerFirst);
+  std::vector<uint8_t> host = random_host(g, 34);
+  kvp::storage::StorageTier tier(std::make_unique<kvtest::UnstreamedStore>(open_store(tmp.path())), g, host.data());
+  const std::vector<Digest> digests{digest_of(90)};
+  tier.backup({0}, digests, fingerprint());
+  tier.wait_idle();
+  ASSERT_EQ(tier.stats().backup_pages, 1u);
+  const auto prefetch_into = [&](int64_t page) {
+    kvp::storage::StorageTier::StagedPrefetch staged = tier.stage_prefetch(digests, fingerprint(), 1);
+    staged.pages[0] = page;
+    const uint64_t id = tier.commit_prefetch(std::move(staged));
+    tier.wait_idle();
+    const size_t landed = tier.finish_prefetch(id);
+    std::vector<int64_t> released;
+    tier.take_released(&released);
+    EXPECT_EQ(landed + released.size(), 1u);
+    return landed;
+  };
+  ASSERT_EQ(prefetch_into(1), 1u);
+  EXPECT_TRUE(payload_of(g, host, 1) == payload_of(g, host, 0));
+  const off_t cut = off_t(kPageHeaderBytes + kvp::storage::page_payload_bytes(g) / 2);
+  ASSERT_EQ(::truncate(path_of(tmp.path(), digests[0]).c_str(), cut), 0);
+  EXPECT_EQ(prefetch_into(2), 0u);
+  EXPECT_EQ(tier.stats().pages_truncated, 1u);
+  EXPECT_EQ(tier.stats().prefetch_pages, 1u);
+}
+
 }  // namespace
