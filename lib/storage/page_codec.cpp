@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "storage/payload_hash.hpp"
+#include "util/stream_copy.hpp"
 
 namespace kvp::storage {
 namespace {
@@ -44,21 +45,19 @@ uint64_t page_payload_bytes(const host::HostGeometry& g) {
 
 namespace {
 
-// Runs are hashed in pieces of at most 256 KiB right after they are copied, so the hash
-// reads them from L2 rather than from memory.
+// gather_page_hashed: runs are hashed in pieces of at most 256 KiB right after they are
+// copied, so the hash reads them from L2 rather than from memory.
 constexpr uint64_t kHashPiece = 256 << 10;
 
-// Visits the runs in payload order like for_each_run, handing `copy` pieces of at most
-// kHashPiece bytes (payload offset, host offset, bytes) and hashing each payload piece
-// right after its copy.
-template <class Copy>
-uint64_t hashed_runs(const host::HostGeometry& g, int64_t page, const uint8_t* payload, Copy&& copy) {
+}  // namespace
+
+uint64_t gather_page_hashed(const host::HostGeometry& g, const uint8_t* host, int64_t page, uint8_t* payload) {
   PayloadHash hash;
   uint64_t done = 0;
   for_each_run(g, page, [&](uint64_t at, uint64_t bytes) {
     for (uint64_t off = 0; off < bytes; off += kHashPiece) {
       const uint64_t n = bytes - off < kHashPiece ? bytes - off : kHashPiece;
-      copy(done, at + off, n);
+      std::memcpy(payload + done, host + at + off, n);
       hash.update(payload + done, n);
       done += n;
     }
@@ -66,14 +65,23 @@ uint64_t hashed_runs(const host::HostGeometry& g, int64_t page, const uint8_t* p
   return hash.digest();
 }
 
-}  // namespace
-
-uint64_t gather_page_hashed(const host::HostGeometry& g, const uint8_t* host, int64_t page, uint8_t* payload) {
-  return hashed_runs(g, page, payload, [&](uint64_t p, uint64_t h, uint64_t n) { std::memcpy(payload + p, host + h, n); });
+uint64_t scatter_page_hashed(const host::HostGeometry& g, uint8_t* host, int64_t page, const uint8_t* payload) {
+  PayloadHash hash;
+  const uint8_t* from = payload;
+  for_each_run(g, page, [&](uint64_t at, uint64_t bytes) {
+    copy_hashed(host + at, from, size_t(bytes), &hash);
+    from += bytes;
+  });
+  util::stream_fence();  // the page's streamed stores before whoever reads it next
+  return hash.digest();
 }
 
-uint64_t scatter_page_hashed(const host::HostGeometry& g, uint8_t* host, int64_t page, const uint8_t* payload) {
-  return hashed_runs(g, page, payload, [&](uint64_t p, uint64_t h, uint64_t n) { std::memcpy(host + h, payload + p, n); });
+void copy_hashed(uint8_t* dst, const uint8_t* src, size_t bytes, PayloadHash* hash) {
+  for (size_t at = 0; at < bytes; at += kCopyHashPieceBytes) {
+    const size_t n = bytes - at < kCopyHashPieceBytes ? bytes - at : kCopyHashPieceBytes;
+    util::copy_streaming(dst + at, src + at, n);
+    hash->update(src + at, n);
+  }
 }
 
 bool for_each_payload_chunk(const host::HostGeometry& g, uint8_t* host, int64_t page, uint64_t max_bytes,

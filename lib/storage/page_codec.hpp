@@ -16,12 +16,24 @@ namespace kvp::storage {
 // Payload bytes of one page of this tier.
 uint64_t page_payload_bytes(const host::HostGeometry& g);
 
+class PayloadHash;
+
 // Copies host page `page` of the host buffer at `host` into `payload` (page_payload_bytes
 // long) and returns the payload's XXH3-64 (page_format.hpp's payload checksum), computed
 // run by run while each run is still in cache: one pass over the bytes, not two.
-// scatter_page_hashed() is the inverse: writes `payload` into host page `page`.
+// scatter_page_hashed() is the inverse: writes `payload` into host page `page`, through
+// copy_hashed() (the page's stores are ordered before the return).
 uint64_t gather_page_hashed(const host::HostGeometry& g, const uint8_t* host, int64_t page, uint8_t* payload);
 uint64_t scatter_page_hashed(const host::HostGeometry& g, uint8_t* host, int64_t page, const uint8_t* payload);
+
+// A checked read's copy into a host page: memcpy(dst, src, bytes), and `hash` updated with
+// the bytes, in pieces of kCopyHashPieceBytes, each hashed right after its copy, while it
+// is in L1: the check then costs a fraction of the copy, where hashing a finished buffer
+// reads it from memory a second time. The stores stream (the host page is not read back
+// here), which spares the read-for-ownership of its lines; call util::stream_fence()
+// before another thread may read dst.
+constexpr size_t kCopyHashPieceBytes = size_t(4) << 10;
+void copy_hashed(uint8_t* dst, const uint8_t* src, size_t bytes, PayloadHash* hash);
 
 // A piece of a page's payload as spans of host memory (the streamed path, page_stream.hpp).
 struct PayloadChunk {

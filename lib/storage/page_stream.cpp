@@ -61,25 +61,17 @@ class ReadThenHash final : public ChunkVisitor {
   ValueReader& reader_;
 };
 
-// Copy a chunk from the mapped value into the host page a piece at a time, hashing each
-// piece of the value right after its copy: the piece is then in L1, so the check costs a
-// fraction of the copy, where hashing after a read() re-reads the page from memory. The
-// stores stream (the host page is not read back here): no read-for-ownership of its lines,
-// which made the copy faster than the kernel's copy of a plain read() (bench_storage_file).
+// Copy a chunk from the mapped value into the host page, hashing it as it goes
+// (copy_hashed: each piece of the value right after its copy, with streaming stores, which
+// made the copy faster than the kernel's copy of a plain read(): bench_storage_file).
 class CopyThenHash final : public ChunkVisitor {
  public:
   CopyThenHash(PayloadHash* hash, const uint8_t* payload) : hash_(hash), payload_(payload) {}
   bool visit(const PayloadChunk& chunk) override {
     const uint8_t* src = payload_ + chunk.offset;
     for (int i = 0; i < chunk.count; ++i) {
-      auto* dst = static_cast<uint8_t*>(chunk.spans[i].iov_base);
-      const size_t bytes = chunk.spans[i].iov_len;
-      for (size_t at = 0; at < bytes; at += kMappedPieceBytes) {
-        const size_t n = bytes - at < kMappedPieceBytes ? bytes - at : kMappedPieceBytes;
-        util::copy_streaming(dst + at, src + at, n);
-        hash_->update(src + at, n);
-      }
-      src += bytes;
+      copy_hashed(static_cast<uint8_t*>(chunk.spans[i].iov_base), src, chunk.spans[i].iov_len, hash_);
+      src += chunk.spans[i].iov_len;
     }
     return true;
   }

@@ -49,13 +49,12 @@ constexpr uint64_t kReadChunkBytes = uint64_t(256) << 10;
 constexpr uint64_t kPipelinedReadFrom = 4 * kReadChunkBytes;
 // Payloads from this size on, when no PayloadHasher that keeps up is given, are copied from a
 // mapping of the value when its reader offers one (ValueReader::mapped: a file whose pages are
-// all cached), in pieces of
-// kMappedPieceBytes, each hashed right after its copy. bench_storage_file's tier_read rows
+// all cached), through copy_hashed (page_codec.hpp: 4 KiB pieces, each hashed right after its
+// copy). bench_storage_file's tier_read rows
 // on this project's 2-core VM: a checked 8 MiB read at 84-96 % of a plain read() with 4 KiB
 // pieces against ~70 % for read-then-hash; smaller payloads save too little to pay for the
 // mapping's system calls.
 constexpr uint64_t kMappedReadFrom = uint64_t(1) << 20;
-constexpr size_t kMappedPieceBytes = size_t(4) << 10;
 
 // A thread that hashes a page's payload while read_stored_page() reads it, one page at a
 // time, in payload order, following the reads; the reading thread hashes what the thread

@@ -22,7 +22,8 @@ class ResidentMapping {
   ~ResidentMapping() { reset(); }
 
   // Maps the first `size` bytes of `fd` (size > 0) when all of them are resident; returns
-  // the mapping or NULL (nothing is mapped then).
+  // the mapping or NULL (nothing is mapped then). Allocates nothing once the calling thread
+  // has mapped a file this large (mincore's answer goes to a buffer of the thread's).
   const uint8_t* map(int fd, uint64_t size);
   const uint8_t* data() const { return data_; }
   void reset();

@@ -61,7 +61,7 @@ void StorageTier::start() {
     prefetch_thread_ = std::thread([this] { prefetch_loop(); });
   } catch (...) {  // both or neither: stop the first one again
     stopping_ = true;
-    wake_.notify_all();
+    backup_wake_.notify_all();
     mu_.unlock();
     backup.join();
     mu_.lock();
@@ -77,7 +77,8 @@ StorageTier::~StorageTier() {
     std::lock_guard<std::mutex> lk(mu_);
     stopping_ = true;
   }
-  wake_.notify_all();
+  backup_wake_.notify_all();
+  prefetch_wake_.notify_all();
   if (backup_thread_.joinable()) backup_thread_.join();
   if (prefetch_thread_.joinable()) prefetch_thread_.join();
 }
@@ -96,7 +97,7 @@ uint64_t StorageTier::backup(std::vector<int64_t> pages, std::vector<cache::Dige
     ++next_id_;
   }
   counters_.backups.fetch_add(1, std::memory_order_relaxed);
-  wake_.notify_all();
+  backup_wake_.notify_one();
   return id;
 }
 
@@ -116,7 +117,7 @@ void StorageTier::backup_loop() {
     BackupJob job;
     {
       std::unique_lock<std::mutex> lk(mu_);
-      wake_.wait(lk, [this] { return stopping_ || !backups_.empty(); });
+      backup_wake_.wait(lk, [this] { return stopping_ || !backups_.empty(); });
       if (stopping_) return;
       job = std::move(backups_.front());
       backups_.pop_front();
@@ -138,18 +139,24 @@ void StorageTier::run_backup(const BackupJob& job) {
     return;
   }
   // Staging for the job's pages only, up to a batch: a one-page job of 8 MiB pages would
-  // otherwise allocate and fault in 56 MiB (bench_storage_file's staged tier rows).
+  // otherwise fault in 56 MiB the first time (bench_storage_file's staged tier rows).
   const size_t n = job.pages.size(), per = std::min(batch_pages(), n);
-  std::vector<uint8_t> staging(per * stored_bytes_);
+  uint8_t* const staging = backup_staging_.reserve(per * stored_bytes_);
+  if (staging == nullptr) {
+    counters_.backup_pages_failed.fetch_add(n, std::memory_order_relaxed);
+    KVPOOL_LOG(KVPOOL_LOG_WARN, "storage backup of " + std::to_string(n) +
+                                    " pages not stored: no memory to stage them in");
+    return;
+  }
   std::vector<std::string> keys(per);
   std::vector<const uint8_t*> values(per);
   std::vector<size_t> sizes(per, stored_bytes_);
   std::vector<BlobResult> results(per);
-  for (size_t i = 0; i < per; ++i) values[i] = staging.data() + i * stored_bytes_;
+  for (size_t i = 0; i < per; ++i) values[i] = staging + i * stored_bytes_;
   for (size_t start = 0; start < n && !stopping_; start += per) {
     const size_t k = std::min(per, n - start);
     for (size_t i = 0; i < k; ++i) {
-      uint8_t* page = staging.data() + i * stored_bytes_;
+      uint8_t* page = staging + i * stored_bytes_;
       const uint64_t hash = gather_page_hashed(g_, host_, job.pages[start + i], page + kPageHeaderBytes);
       seal_page_hashed(page, payload_bytes_, hash, job.fp, job.digests[start + i]);
       keys[i] = page_key(job.fp, job.digests[start + i]);
@@ -228,7 +235,7 @@ uint64_t StorageTier::commit_prefetch(StagedPrefetch staged) noexcept {
     prefetch_queue_.push_back(std::move(staged.job));  // within the capacity stage_prefetch() reserved
   }
   counters_.prefetches.fetch_add(1, std::memory_order_relaxed);
-  wake_.notify_all();
+  prefetch_wake_.notify_one();
   return id;
 }
 
@@ -295,7 +302,7 @@ void StorageTier::prefetch_loop() {
     std::shared_ptr<PrefetchJob> job;
     {
       std::unique_lock<std::mutex> lk(mu_);
-      wake_.wait(lk, [this] { return stopping_ || !prefetch_queue_.empty(); });
+      prefetch_wake_.wait(lk, [this] { return stopping_ || !prefetch_queue_.empty(); });
       if (stopping_) return;
       job = std::move(prefetch_queue_.front());
       prefetch_queue_.erase(prefetch_queue_.begin());  // a handful of queued jobs at most
@@ -338,11 +345,16 @@ void StorageTier::run_prefetch(PrefetchJob& job) {
     return;
   }
   const size_t per = std::min(batch_pages(), hits);  // staging for the hits only, up to a batch
-  std::vector<uint8_t> staging(per * stored_bytes_);
+  uint8_t* const staging = prefetch_staging_.reserve(per * stored_bytes_);
+  if (staging == nullptr) {  // nothing read: the prefix ends before its first page
+    counters_.read_failures.fetch_add(1, std::memory_order_relaxed);
+    KVPOOL_LOG(KVPOOL_LOG_WARN, "storage prefetch: no memory to stage the pages in; nothing loaded");
+    return;
+  }
   std::vector<uint8_t*> dst(per);
   std::vector<size_t> capacity(per, stored_bytes_), sizes(per);
   std::vector<BlobResult> results(per);
-  for (size_t i = 0; i < per; ++i) dst[i] = staging.data() + i * stored_bytes_;
+  for (size_t i = 0; i < per; ++i) dst[i] = staging + i * stored_bytes_;
   for (size_t start = 0; start < hits; start += per) {
     if (stopping_ || job.stop.load(std::memory_order_acquire)) return;
     const size_t k = std::min(per, hits - start);

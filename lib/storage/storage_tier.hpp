@@ -11,8 +11,9 @@
 // worker, whose release the caller sees through take_released().
 //
 // Pages go in batches of at most 128 pages (SGLang's storage_batch_size) and at
-// most 64 MiB of staging memory per thread; backends that stream (the file
-// backend) take each page straight from or into its host page, without staging.
+// most 64 MiB of staging memory per thread (or one page, if larger), kept from one
+// job to the next (staging_buffer.hpp); backends that stream (the file backend)
+// take each page straight from or into its host page, without staging.
 #pragma once
 
 #include <atomic>
@@ -32,6 +33,7 @@
 #include "storage/page_format.hpp"
 #include "storage/page_key.hpp"
 #include "storage/page_stream.hpp"
+#include "storage/staging_buffer.hpp"
 
 namespace kvp::storage {
 
@@ -178,7 +180,10 @@ class StorageTier {
   size_t stored_bytes_;
 
   mutable std::mutex mu_;
-  std::condition_variable wake_, idle_;
+  // One wake-up per thread: a prefetch wakes only the prefetch thread (a shared one woke the
+  // backup thread too, which then contended for mu_ with the prefetch it had no part in: a
+  // context switch per job on a 2-core machine). idle_: wait_idle().
+  std::condition_variable backup_wake_, prefetch_wake_, idle_;
   std::atomic<bool> stopping_{false};
   uint64_t next_id_ = 1;
   std::deque<BackupJob> backups_;
@@ -203,6 +208,9 @@ class StorageTier {
   // kPipelinedReadFrom bytes); stopped after that thread, in the destructor.
   std::unique_ptr<PayloadHasher> hasher_;
   bool hasher_tried_ = false;  // not tried again when it failed (one core, no thread): the reads work without it
+
+  // Staging for backends that do not stream: each thread's own.
+  StagingBuffer backup_staging_, prefetch_staging_;
 
   bool started_ = false;  // under mu_
   std::thread backup_thread_, prefetch_thread_;

@@ -8,6 +8,10 @@
 //   read/plain                    open(), read() of the whole file, close()
 //   read/file_store               BlobStore::get into one buffer
 //   read/file_store+check_page    get then check_page over a finished buffer
+//   read/file_store+into_host     get into a buffer, then check the header and copy the
+//                                 payload into a host-tier page, hashing it on the way
+//                                 (scatter_page_hashed): the tier's path for backends that
+//                                 do not stream (memcached, redis, callbacks)
 //   tier_write, tier_read         the tier's real path for host-tier pages, each iteration
 //                                 against plain I/O of the same bytes
 //                                 (bench_storage_file_tier.cpp)
@@ -34,7 +38,9 @@
 #include <string>
 #include <vector>
 
+#include "host/host_geometry.hpp"
 #include "storage/file_store.hpp"
+#include "storage/page_codec.hpp"
 #include "storage/page_format.hpp"
 #include "storage/page_key.hpp"
 
@@ -113,7 +119,25 @@ bool read_plain(const std::string& path, uint8_t* dst, size_t n) {
   return done == n;
 }
 
-enum class Variant { kPlain, kStore, kStoreFormat };
+enum class Variant { kPlain, kStore, kStoreFormat, kStoreIntoHost };
+
+// A host tier of one page whose payload is exactly the bench pages' (one per-page row of
+// kPayload bytes): where kStoreIntoHost lands its pages.
+struct OnePageHost {
+  kvp::host::HostGeometry g;
+  std::vector<uint8_t> bytes;
+  OnePageHost() {
+    g.layout = kvp::host::HostLayout::kPageFirst;
+    g.page_size = 1;
+    g.pages = 1;
+    g.layers = 1;
+    g.parts.resize(1);
+    g.parts[0].item_bytes = kPayload;
+    g.parts[0].per_page = true;
+    (void)kvp::host::finish_geometry(&g);
+    bytes.assign(g.bytes, uint8_t(1));  // touched: no page faults while timed
+  }
+};
 
 void BM_Write(benchmark::State& state, Variant variant) {
   Bench& b = bench();
@@ -181,6 +205,8 @@ void BM_Read(benchmark::State& state, Variant variant) {
   }
   uint8_t* dst = b.read_buffer.data();
   const size_t capacity = b.read_buffer.size();
+  std::unique_ptr<OnePageHost> host;
+  if (variant == Variant::kStoreIntoHost) host = std::make_unique<OnePageHost>();
   for (auto _ : state) {
     const auto t0 = Clock::now();
     bool ok = true;
@@ -195,6 +221,13 @@ void BM_Read(benchmark::State& state, Variant variant) {
         if (variant == Variant::kStoreFormat) {
           ok = ok && kvp::storage::check_page(dst, size, b.fp, b.digests[i], kPayload) ==
                          kvp::storage::PageCheck::kOk;
+        }
+        if (variant == Variant::kStoreIntoHost) {  // as StorageTier::run_prefetch does
+          uint64_t expected = 0;
+          ok = ok && kvp::storage::check_page_header(dst, size, b.fp, b.digests[i], kPayload, &expected) ==
+                         kvp::storage::PageCheck::kOk;
+          ok = ok && kvp::storage::scatter_page_hashed(host->g, host->bytes.data(), 0,
+                                                       dst + kvp::storage::kPageHeaderBytes) == expected;
         }
       }
       benchmark::DoNotOptimize(dst);
@@ -249,7 +282,9 @@ class RatioReporter : public benchmark::ConsoleReporter {
                 "(medians with --benchmark_repetitions > 1, else means):\n");
     std::printf("  %-5s %-22s %-22s %8s %8s\n", "op", "variant", "args", "real", "cpu");
     for (const char* op : {"write", "read"}) {
-      for (const char* what : {"file_store", op[0] == 'w' ? "file_store+seal_page" : "file_store+check_page"}) {
+      for (const char* what : {"file_store", op[0] == 'w' ? "file_store+seal_page" : "file_store+check_page",
+                               op[0] == 'w' ? "" : "file_store+into_host"}) {
+        if (*what == '\0') continue;
         for (const auto& kv : times_) {
           const std::string prefix = std::string(op) + "/" + what + "/";
           if (kv.first.compare(0, prefix.size(), prefix) != 0) continue;
@@ -334,6 +369,7 @@ int main(int argc, char** argv) {
       {"read/plain", BM_Read, Variant::kPlain},
       {"read/file_store", BM_Read, Variant::kStore},
       {"read/file_store+check_page", BM_Read, Variant::kStoreFormat},
+      {"read/file_store+into_host", BM_Read, Variant::kStoreIntoHost},
   };
   for (const Row& row : rows) {
     benchmark::RegisterBenchmark(row.name, row.fn, row.variant)

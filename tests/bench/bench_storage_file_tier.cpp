@@ -40,6 +40,7 @@
 #include <string>
 #include <vector>
 
+#include "../support/unstreamed_store.hpp"
 #include "host/host_geometry.hpp"
 #include "storage/file_store.hpp"
 #include "storage/page_codec.hpp"
@@ -84,27 +85,6 @@ bool read_file(const std::string& path, uint8_t* dst, size_t n) {
   ::close(fd);
   return done == n;
 }
-
-// The file backend without its streamed calls: the tier's staging path.
-class Unstreamed final : public kvp::storage::BlobStore {
- public:
-  explicit Unstreamed(std::unique_ptr<kvp::storage::BlobStore> inner) : inner_(std::move(inner)) {}
-  std::string describe() const override { return inner_->describe(); }
-  void put(const std::string* keys, const uint8_t* const* values, const size_t* sizes, size_t n,
-           kvp::storage::BlobResult* out) override {
-    inner_->put(keys, values, sizes, n, out);
-  }
-  void get(const std::string* keys, uint8_t* const* dst, const size_t* capacity, size_t n, size_t* sizes,
-           kvp::storage::BlobResult* out) override {
-    inner_->get(keys, dst, capacity, n, sizes, out);
-  }
-  size_t exists_prefix(const std::string* keys, size_t n) override { return inner_->exists_prefix(keys, n); }
-  kvp::Status clear() override { return inner_->clear(); }
-  kvp::storage::BlobStats stats() const override { return inner_->stats(); }
-
- private:
-  std::unique_ptr<kvp::storage::BlobStore> inner_;
-};
 
 // One row's world: a host buffer of 2N pages (N sources, N prefetch destinations), a
 // StorageTier on a file store in the bench directory, and the stored bytes of the N
@@ -165,7 +145,7 @@ struct World {
       error = st.message();
       return;
     }
-    if (!streamed) store = std::make_unique<Unstreamed>(std::move(store));
+    if (!streamed) store = std::make_unique<kvtest::UnstreamedStore>(std::move(store));
     tier = std::make_unique<kvp::storage::StorageTier>(std::move(store), g, host.data());
     tier->set_pipelined_reads(pipelined);
     this->pipelined = pipelined;

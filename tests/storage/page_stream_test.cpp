@@ -4,7 +4,8 @@
 // page intact, and a damaged, truncated, extended, foreign or unreadable value is
 // never reported whole, wherever the damage falls relative to the read chunks; the
 // same with the payload hashed on a PayloadHasher's thread beside the reads (and through
-// StorageTier's prefetch thread, pipelined or not).
+// StorageTier's prefetch thread, pipelined or not, and staged as for backends that do not
+// stream: the payload checked as it is copied into its host page).
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -19,13 +20,16 @@
 #include <vector>
 
 #include "../support/temp_dir.hpp"
+#include "../support/unstreamed_store.hpp"
 #include "host/host_geometry.hpp"
 #include "storage/file_store.hpp"
 #include "storage/page_codec.hpp"
 #include "storage/page_format.hpp"
 #include "storage/page_key.hpp"
 #include "storage/page_stream.hpp"
+#include "storage/payload_hash.hpp"
 #include "storage/storage_tier.hpp"
+#include "util/stream_copy.hpp"
 
 namespace {
 
@@ -279,7 +283,7 @@ TEST(PageStreamMapped, AFlippedByteAtAnyPieceOrChunkBoundaryIsCorrupt) {
   const HostGeometry g = geometry(HostLayout::kPageFirst);  // 2 KiB spans: pieces cross them
   std::vector<uint8_t> host = random_host(g, 22);
   const std::vector<uint8_t> good = sealed(g, host, 0, digest_of(1));
-  const uint64_t payload = kvp::storage::page_payload_bytes(g), piece = kvp::storage::kMappedPieceBytes;
+  const uint64_t payload = kvp::storage::page_payload_bytes(g), piece = kvp::storage::kCopyHashPieceBytes;
   for (const uint64_t at : {uint64_t(0), piece - 1, piece, 3 * piece + 17, kReadChunkBytes - 1, kReadChunkBytes,
                             payload / 2, payload - 1}) {
     MemoryValue value(good);
@@ -684,14 +688,19 @@ struct PrefetchOutcome {
   bool intact = true;  // the landed pages hold the stored payloads
 };
 
+// `unstreamed`: through the file backend with its streamed calls hidden (kvtest::UnstreamedStore),
+// so that the tier takes the path of memcached, redis and callback backends.
 template <class Damage>
-PrefetchOutcome prefetch_after_damage(bool pipelined, HostLayout layout, size_t pages, size_t bad, Damage damage) {
+PrefetchOutcome prefetch_after_damage(bool pipelined, HostLayout layout, size_t pages, size_t bad, Damage damage,
+                                      bool unstreamed = false) {
   TempDir tmp;
   HostGeometry g = geometry(layout);
   g.pages = 2 * pages;
   EXPECT_EQ(kvp::host::finish_geometry(&g), "");
   std::vector<uint8_t> host = random_host(g, 16);
-  kvp::storage::StorageTier tier(open_store(tmp.path()), g, host.data());
+  std::unique_ptr<BlobStore> store = open_store(tmp.path());
+  if (unstreamed) store = std::make_unique<kvtest::UnstreamedStore>(std::move(store));
+  kvp::storage::StorageTier tier(std::move(store), g, host.data());
   tier.set_pipelined_reads(pipelined);
   std::vector<int64_t> sources;
   std::vector<Digest> digests;
@@ -772,6 +781,110 @@ TEST(StorageTierStreamed, ADamagedOrShortPageEndsThePrefetchThereAndIsNotLoaded)
     EXPECT_EQ(cut.stats.pages_truncated, 1u);
     EXPECT_EQ(cut.stats.pages_corrupt, 0u);
   }
+}
+
+// ---- the staged path (backends that do not stream): checked while copied into the host page ----
+
+TEST(CopyHashed, CopiesAndHashesAnyLengthAtAnyAlignment) {
+  std::vector<uint8_t> src = random_host(geometry(HostLayout::kLayerFirst), 31);
+  const size_t piece = kvp::storage::kCopyHashPieceBytes;
+  for (const size_t bytes : {size_t(0), size_t(1), size_t(63), piece - 1, piece, piece + 1, 3 * piece + 65,
+                             size_t(1) << 20}) {
+    for (const size_t misalign : {size_t(0), size_t(1), size_t(33)}) {
+      std::vector<uint8_t> dst(bytes + misalign + 1, 0xEE);
+      kvp::storage::PayloadHash hash;
+      kvp::storage::copy_hashed(dst.data() + misalign, src.data() + 7, bytes, &hash);
+      kvp::util::stream_fence();
+      EXPECT_EQ(hash.digest(), kvp::storage::PayloadHash::of(src.data() + 7, bytes)) << bytes << "+" << misalign;
+      EXPECT_EQ(std::memcmp(dst.data() + misalign, src.data() + 7, bytes), 0) << bytes << "+" << misalign;
+      EXPECT_EQ(dst[misalign + bytes], 0xEE) << "nothing written past the end";
+      if (misalign > 0) {
+        EXPECT_EQ(dst[misalign - 1], 0xEE) << "nothing written before the start";
+      }
+    }
+  }
+}
+
+TEST(CopyHashed, ScatterWritesOnlyItsPageAndReturnsThePayloadsChecksum) {
+  for (const HostLayout layout : {HostLayout::kLayerFirst, HostLayout::kPageFirst, HostLayout::kPageFirstDirect}) {
+    SCOPED_TRACE(kvp::host::host_layout_name(layout));
+    const HostGeometry g = geometry(layout);
+    const std::vector<uint8_t> source = random_host(g, 32);
+    std::vector<uint8_t> host = random_host(g, 33);
+    const std::vector<uint8_t> payload = payload_of(g, source, 1);
+    const std::vector<uint8_t> page0 = payload_of(g, host, 0), page2 = payload_of(g, host, 2);
+    EXPECT_EQ(kvp::storage::scatter_page_hashed(g, host.data(), 1, payload.data()),
+              kvp::storage::PayloadHash::of(payload.data(), payload.size()));
+    EXPECT_TRUE(payload_of(g, host, 1) == payload);
+    EXPECT_TRUE(payload_of(g, host, 0) == page0);
+    EXPECT_TRUE(payload_of(g, host, 2) == page2);
+  }
+}
+
+TEST(StorageTierStaged, PagesLandIntactUnderEveryLayout) {
+  for (const HostLayout layout : {HostLayout::kLayerFirst, HostLayout::kPageFirst, HostLayout::kPageFirstDirect}) {
+    for (const size_t pages : {size_t(1), size_t(4)}) {
+      SCOPED_TRACE(std::string(kvp::host::host_layout_name(layout)) + " pages " + std::to_string(pages));
+      const PrefetchOutcome whole =
+          prefetch_after_damage(false, layout, pages, pages, [](const std::string&) {}, /*unstreamed=*/true);
+      EXPECT_EQ(whole.landed, pages);
+      EXPECT_TRUE(whole.intact);
+      EXPECT_EQ(whole.stats.prefetch_pages, pages);
+      EXPECT_EQ(whole.stats.pages_corrupt + whole.stats.pages_truncated + whole.stats.read_failures, 0u);
+    }
+  }
+}
+
+TEST(StorageTierStaged, AFlippedByteAtAnyPieceBoundaryIsNeverLoaded) {
+  // The payload is hashed piece by piece as it is copied into the host page: a damaged byte
+  // in the first, a middle or the last piece, or right at a piece's edge, still makes the
+  // page a miss, and the prefetch ends before it (the earlier page stays loaded).
+  const off_t piece = off_t(kvp::storage::kCopyHashPieceBytes), header = off_t(kPageHeaderBytes);
+  for (const off_t at : {header, header + piece - 1, header + piece, header + 37 * piece + 5, off_t(-1)}) {
+    const PrefetchOutcome o = prefetch_after_damage(
+        false, HostLayout::kPageFirst, 4, 1, [&](const std::string& path) { flip_byte(path, at); }, true);
+    EXPECT_EQ(o.landed, 1u) << at;
+    EXPECT_TRUE(o.intact) << at;
+    EXPECT_EQ(o.stats.pages_corrupt, 1u) << at;
+    EXPECT_EQ(o.stats.prefetch_pages, 1u) << at;
+  }
+  // A damaged header: refused before any payload byte is copied.
+  const PrefetchOutcome head = prefetch_after_damage(
+      false, HostLayout::kLayerFirst, 2, 0, [](const std::string& path) { flip_byte(path, 20); }, true);
+  EXPECT_EQ(head.landed, 0u);
+  EXPECT_EQ(head.stats.pages_corrupt + head.stats.pages_foreign, 1u);
+}
+
+TEST(StorageTierStaged, TheKeptStagingBufferNeverPassesOffAnEarlierPage) {
+  // The staging buffer outlives each prefetch. Here it still holds the whole, valid page from
+  // the first prefetch when the second reads the same page cut short: the short value must be
+  // a miss, not the earlier bytes taken for the page.
+  TempDir tmp;
+  HostGeometry g = geometry(HostLayout::kLayerFirst);
+  std::vector<uint8_t> host = random_host(g, 34);
+  kvp::storage::StorageTier tier(std::make_unique<kvtest::UnstreamedStore>(open_store(tmp.path())), g, host.data());
+  const std::vector<Digest> digests{digest_of(90)};
+  tier.backup({0}, digests, fingerprint());
+  tier.wait_idle();
+  ASSERT_EQ(tier.stats().backup_pages, 1u);
+  const auto prefetch_into = [&](int64_t page) {
+    kvp::storage::StorageTier::StagedPrefetch staged = tier.stage_prefetch(digests, fingerprint(), 1);
+    staged.pages[0] = page;
+    const uint64_t id = tier.commit_prefetch(std::move(staged));
+    tier.wait_idle();
+    const size_t landed = tier.finish_prefetch(id);
+    std::vector<int64_t> released;
+    tier.take_released(&released);
+    EXPECT_EQ(landed + released.size(), 1u);
+    return landed;
+  };
+  ASSERT_EQ(prefetch_into(1), 1u);
+  EXPECT_TRUE(payload_of(g, host, 1) == payload_of(g, host, 0));
+  const off_t cut = off_t(kPageHeaderBytes + kvp::storage::page_payload_bytes(g) / 2);
+  ASSERT_EQ(::truncate(path_of(tmp.path(), digests[0]).c_str(), cut), 0);
+  EXPECT_EQ(prefetch_into(2), 0u);
+  EXPECT_EQ(tier.stats().pages_truncated, 1u);
+  EXPECT_EQ(tier.stats().prefetch_pages, 1u);
 }
 
 }  // namespace
