@@ -544,7 +544,9 @@ Status Sequences::cache_computed_pages(Request* r) {
   cache_->tree().set_count_hits(r->slots.size() >= r->tokens.size());
   Status inserted;
   try {
-    inserted = cache_->insert(r->tokens.data(), aligned, r->slots.data(), r->extra_key, 0, &prefix, nullptr);
+    // Inside place_chunks, slots from chunk_from_ on are pages this call's allocation just
+    // filled in order (SIZE_MAX elsewhere: every slot is checked).
+    inserted = cache_->insert(r->tokens.data(), aligned, r->slots.data(), r->extra_key, 0, &prefix, nullptr, chunk_from_);
   } catch (...) {
     cache_->tree().set_count_hits(true);
     throw;
