@@ -83,13 +83,20 @@ Status PrefixCache::check_handover(const int64_t* slots, size_t n, size_t in_ord
 
 Status PrefixCache::insert(const int32_t* tokens, size_t n, const int64_t* slots, const std::string& extra_key,
                            int32_t priority, size_t* prefix_len, NodeHandle* node, size_t in_order_from) {
+  size_t device = 0;
+  const size_t walked = tree_.walk_prefix(tokens, n, extra_key, &device);
+  return insert_walked(tokens, n, slots, extra_key, priority, prefix_len, node, in_order_from, walked, device);
+}
+
+Status PrefixCache::insert_walked(const int32_t* tokens, size_t n, const int64_t* slots, const std::string& extra_key,
+                                  int32_t priority, size_t* prefix_len, NodeHandle* node, size_t in_order_from,
+                                  size_t walked, size_t device) {
   const size_t P = static_cast<size_t>(page_size());
   if (n % P != 0) {
     return Status::invalid("key length " + std::to_string(n) + " is not a multiple of page_size " + std::to_string(P));
   }
   // The tree takes the slots past its device part (host-only nodes on the path adopt theirs).
-  size_t prefix = 0;
-  const size_t walked = tree_.walk_prefix(tokens, n, extra_key, &prefix);
+  const size_t prefix = device;
   if (host_ != nullptr && pending_.size() == pending_.capacity()) pending_.reserve(2 * pending_.capacity());
   KVPOOL_RETURN_IF_ERROR(check_handover(slots + prefix, n - prefix, in_order_from > prefix ? in_order_from - prefix : 0));
   NodeHandle last = 0;

@@ -85,6 +85,11 @@ class PrefixCache {
   // not the tree's, none twice), not each slot of them.
   Status insert(const int32_t* tokens, size_t n, const int64_t* slots, const std::string& extra_key, int32_t priority,
                 size_t* prefix_len, NodeHandle* node, size_t in_order_from = SIZE_MAX);
+  // insert() of a key whose walk the caller made, with nothing changed since: `walked` and
+  // `device` are tree().walk_prefix() of it and its *device.
+  Status insert_walked(const int32_t* tokens, size_t n, const int64_t* slots, const std::string& extra_key,
+                       int32_t priority, size_t* prefix_len, NodeHandle* node, size_t in_order_from, size_t walked,
+                       size_t device);
   Status evict(size_t tokens, size_t* evicted);
   Status reset();
   // Device tokens evicted from the tree since creation (every cause: radix_evict, kvseq's
