@@ -588,31 +588,12 @@ size_t RadixTree::cached_prefix(const int32_t* tokens, size_t n, const std::stri
   return pos;
 }
 
-size_t RadixTree::walk_prefix(const int32_t* tokens, size_t n, const std::string& extra_key, size_t* device) const {
+size_t RadixTree::walk_prefix(const int32_t* tokens, size_t n, const std::string& extra_key, size_t* device,
+                              std::vector<int64_t>* append) const {
   if (device != nullptr) *device = 0;
   auto ns = namespaces_.find(extra_key);
   if (ns == namespaces_.end()) return 0;
-  int32_t cur = kRoot;
-  size_t pos = 0;
-  while (pos + static_cast<size_t>(page_) <= n) {
-    const int32_t c = find_child(cur, ns->second, tokens + pos);
-    if (c < 0) break;
-    const Node& node = nodes_[static_cast<size_t>(c)];
-    const size_t len = match_len(node, tokens + pos, n - pos);
-    pos += len;
-    if (device != nullptr && !node.evicted) *device = pos;
-    if (len < node.key.size()) break;
-    cur = c;
-  }
-  return pos;
-}
-
-size_t RadixTree::walk_prefix_appending(const int32_t* tokens, size_t n, const std::string& extra_key, size_t* device,
-                                        std::vector<int64_t>* out) const {
-  *device = 0;
-  auto ns = namespaces_.find(extra_key);
-  if (ns == namespaces_.end()) return 0;
-  const size_t from = out->size();
+  const size_t from = append != nullptr ? append->size() : SIZE_MAX;
   int32_t cur = kRoot;
   size_t pos = 0;
   while (pos + static_cast<size_t>(page_) <= n) {
@@ -621,8 +602,9 @@ size_t RadixTree::walk_prefix_appending(const int32_t* tokens, size_t n, const s
     const Node& node = nodes_[static_cast<size_t>(c)];
     const size_t len = match_len(node, tokens + pos, n - pos);
     if (!node.evicted) {  // device nodes form a prefix of the path
-      if (pos + len > from) append_slots(node, std::max(pos, from) - pos, pos + len - std::max(pos, from), out);
-      *device = pos + len;
+      const size_t start = std::max(pos, from);
+      if (pos + len > start) append_slots(node, start - pos, pos + len - start, append);
+      if (device != nullptr) *device = pos + len;
     }
     pos += len;
     if (len < node.key.size()) break;

@@ -213,12 +213,11 @@ class RadixTree {
 
   // Tokens of the key matched by the tree's nodes, host-only ones included (a host-tier
   // tree: *device receives the device part, what cached_prefix() returns); no change.
-  size_t walk_prefix(const int32_t* tokens, size_t n, const std::string& extra_key, size_t* device) const;
-  // walk_prefix() that also appends to *out (which holds `from` slots, a page multiple) the
-  // slots of the device part's tokens [from, *device): a caller about to insert the key
-  // learns its duplicates' replacements in the walk the insert needs anyway (kvseq_extend).
-  size_t walk_prefix_appending(const int32_t* tokens, size_t n, const std::string& extra_key, size_t* device,
-                               std::vector<int64_t>* out) const;
+  // With `append` (holding `from` slots, a page multiple), the slots of the device part's
+  // tokens [from, *device) are appended to it: a caller about to insert the key learns its
+  // duplicates' replacements in the walk the insert needs anyway (kvseq_extend).
+  size_t walk_prefix(const int32_t* tokens, size_t n, const std::string& extra_key, size_t* device,
+                     std::vector<int64_t>* append = nullptr) const;
 
   // Inserts an aligned key with its slots. *prefix_len receives the tokens that
   // were already cached (the caller keeps owning slots[0, prefix_len)); the tree

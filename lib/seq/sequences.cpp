@@ -391,7 +391,7 @@ void Sequences::append_chunk(Request* r, const int64_t* fresh, size_t n) {
   // written once; the duplicates themselves stay in `fresh`, where stage_redirect frees them.
   const size_t pre = r->slots.size(), end = pre + n, aligned = end - end % page_;
   if (cache_ != nullptr && r->cached == pre && aligned > pre) {
-    walked_ = cache_->tree().walk_prefix_appending(r->tokens.data(), aligned, r->extra_key, &walked_device_, &r->slots);
+    walked_ = cache_->tree().walk_prefix(r->tokens.data(), aligned, r->extra_key, &walked_device_, &r->slots);
     chunk_values_ = fresh;
   }
   const size_t have = r->slots.size() - pre;  // the duplicates' replacements (at most the chunk)
