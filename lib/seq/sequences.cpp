@@ -390,6 +390,8 @@ void Sequences::append_chunk(Request* r, const int64_t* fresh, size_t n) {
   // walk the insert needs anyway appends the tree's slots for them here, so that they are
   // written once; the duplicates themselves stay in `fresh`, where stage_redirect frees them.
   const size_t pre = r->slots.size(), end = pre + n, aligned = end - end % page_;
+  walked_ = SIZE_MAX;  // also after an earlier call that threw between its walk and its insert
+  chunk_values_ = nullptr;
   if (cache_ != nullptr && r->cached == pre && aligned > pre) {
     walked_ = cache_->tree().walk_prefix(r->tokens.data(), aligned, r->extra_key, &walked_device_, &r->slots);
     chunk_values_ = fresh;
