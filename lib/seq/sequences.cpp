@@ -455,7 +455,7 @@ void Sequences::stage_redirect(Request* r, size_t n) {
     // The duplicates are in `out` when append_chunk() left them out of the request.
     const int64_t* duplicates = chunk_values_ != nullptr ? chunk_values_ : own;
     // The row is written after this caching (place_chunks): it never names the duplicates,
-    // so they are freed now, straight from the request (the allocator sees the same frees
+    // so they are freed now, straight from where they are (the allocator sees the same frees
     // in the same order as from flush_redirects: nothing else frees or allocates in between).
     // Duplicates past the chunk's start are whole pages this call's allocation just took
     // (cached is page-aligned, and the allocator hands out new pages whole from there): one
