@@ -75,7 +75,17 @@ void IdAllocator::prepare(size_t n, bool merge_hint) {
 }
 
 void IdAllocator::consume(size_t n) {
-  for (size_t i = 0; i < n; ++i) set_owned(free_.at(i), true);
+  if (log_.active()) {
+    for (size_t i = 0; i < n; ++i) set_owned(free_.at(i), true);
+  } else {  // nothing to record: the owned bytes straight from the ring's (at most two) parts
+    const int64_t *a = nullptr, *b = nullptr;
+    size_t na = 0, nb = 0;
+    free_.parts(&a, &na, &b, &nb);
+    uint8_t* owned = owned_.data();  // a local: a byte store could alias the vector's pointer
+    const size_t from_a = std::min(n, na);
+    for (size_t i = 0; i < from_a; ++i) owned[static_cast<size_t>(a[i])] = 1;
+    for (size_t i = 0; i < n - from_a; ++i) owned[static_cast<size_t>(b[i])] = 1;
+  }
   free_.pop_front(n);
   held_ += n;
 }

@@ -1,5 +1,6 @@
 #include "alloc/paged_allocator.hpp"
 
+#include <algorithm>
 #include <string>
 
 #include "alloc/page_scan.hpp"
@@ -88,10 +89,23 @@ Status PagedAllocator::free(const int64_t* slots, size_t n) {
   PageList list;
   list.owned = pages_.owned_bits();
   KVPOOL_RETURN_IF_ERROR(collect_pages(slots, n, &scratch_pages_, &list));
-  // The usual free (held pages, strictly ascending) was checked while the pages were
-  // collected; anything else goes through give_back's check, which words the error.
-  if (list.all_owned && list.ascending) return pages_.give_back_held(scratch_pages_.data(), list.count);
-  return pages_.give_back(scratch_pages_.data(), list.count, true);  // a page freed once
+  return give_back_collected(&list);
+}
+
+Status PagedAllocator::give_back_collected(PageList* list) {
+  // Held pages were checked while they were collected: only their order is left. The
+  // free list takes them ascending, repeats collapsed (a page freed once), which is what
+  // give_back() would make of them, without its second ownership pass and copy (the
+  // duplicates kvseq_extend frees are pages in free-list order, rarely ascending).
+  // Anything else goes through give_back's check, which words the error.
+  if (!list->all_owned) return pages_.give_back(scratch_pages_.data(), list->count, true);
+  size_t count = list->count;
+  if (!list->ascending) {
+    int64_t* pages = scratch_pages_.data();
+    std::sort(pages, pages + count);
+    count = static_cast<size_t>(std::unique(pages, pages + count) - pages);
+  }
+  return pages_.give_back_held(scratch_pages_.data(), count);
 }
 
 Status PagedAllocator::free_whole_pages(const int64_t* slots, size_t n) {
@@ -107,8 +121,7 @@ Status PagedAllocator::free_whole_pages(const int64_t* slots, size_t n) {
     if (s < page_size_ || s >= slot_limit() || in_page(s) != 0) return free(slots, n);
     list.note(s / page_size_);
   }
-  if (list.all_owned && list.ascending) return pages_.give_back_held(scratch_pages_.data(), list.count);
-  return pages_.give_back(scratch_pages_.data(), list.count, true);
+  return give_back_collected(&list);
 }
 
 Status PagedAllocator::check_extend(const ExtendRequest& r, size_t out_len, size_t* pages_needed) const {

@@ -82,6 +82,9 @@ class PagedAllocator {
  private:
   // decode()'s OUT_OF_MEMORY when `needed` new pages are more than the free ones.
   Status decode_short(size_t needed) const;
+  // Gives back the pages free() collected into scratch_pages_ (page_size > 1: the free
+  // list keeps them sorted), as give_back() with repeats collapsed would.
+  Status give_back_collected(PageList* list);
   // slots_to_pages into list->out, which lives in *room (grown as needed, never shrunk).
   Status collect_pages(const int64_t* slots, size_t n, std::vector<int64_t>* room, PageList* list) const;
 

@@ -18,7 +18,7 @@ PrefixCache::PrefixCache(alloc::PagedAllocator* allocator, EvictionPolicy policy
   handover_.reserve(static_cast<size_t>(allocator->num_pages()));
 }
 
-Status PrefixCache::check_handover(const int64_t* slots, size_t n) const {
+Status PrefixCache::check_handover(const int64_t* slots, size_t n, size_t in_order_from) const {
   const int64_t P = page_size();
   const size_t step = static_cast<size_t>(P);
   const int64_t limit = allocator_->slot_limit();
@@ -43,7 +43,8 @@ Status PrefixCache::check_handover(const int64_t* slots, size_t n) const {
     for (size_t i = 0; i < n; i += step) {
       const int64_t first = slots[i];
       const bool usable = (first >= P) & (first < limit) & (page_shift_ >= 0 ? (first & (P - 1)) == 0 : first % P == 0);
-      const bool in_order = is_consecutive(slots + i, P);
+      // Known pages: one slot read per page (a large extend hands over ~25K pages).
+      const bool in_order = i >= in_order_from || is_consecutive(slots + i, P);
       const int64_t page = usable ? page_of(first) : 0;
       good &= in_order & (allocated[page] != 0) & (cached[page] == 0);
       ascending &= page > last;
@@ -81,16 +82,23 @@ Status PrefixCache::check_handover(const int64_t* slots, size_t n) const {
 }
 
 Status PrefixCache::insert(const int32_t* tokens, size_t n, const int64_t* slots, const std::string& extra_key,
-                           int32_t priority, size_t* prefix_len, NodeHandle* node) {
+                           int32_t priority, size_t* prefix_len, NodeHandle* node, size_t in_order_from) {
+  size_t device = 0;
+  const size_t walked = tree_.walk_prefix(tokens, n, extra_key, &device);
+  return insert_walked(tokens, n, slots, extra_key, priority, prefix_len, node, in_order_from, walked, device);
+}
+
+Status PrefixCache::insert_walked(const int32_t* tokens, size_t n, const int64_t* slots, const std::string& extra_key,
+                                  int32_t priority, size_t* prefix_len, NodeHandle* node, size_t in_order_from,
+                                  size_t walked, size_t device) {
   const size_t P = static_cast<size_t>(page_size());
   if (n % P != 0) {
     return Status::invalid("key length " + std::to_string(n) + " is not a multiple of page_size " + std::to_string(P));
   }
   // The tree takes the slots past its device part (host-only nodes on the path adopt theirs).
-  size_t prefix = 0;
-  const size_t walked = tree_.walk_prefix(tokens, n, extra_key, &prefix);
+  const size_t prefix = device;
   if (host_ != nullptr && pending_.size() == pending_.capacity()) pending_.reserve(2 * pending_.capacity());
-  KVPOOL_RETURN_IF_ERROR(check_handover(slots + prefix, n - prefix));
+  KVPOOL_RETURN_IF_ERROR(check_handover(slots + prefix, n - prefix, in_order_from > prefix ? in_order_from - prefix : 0));
   NodeHandle last = 0;
   // A passed check_handover() found slots[prefix, n) (walked >= prefix) whole pages in order.
   KVPOOL_RETURN_IF_ERROR(tree_.insert(tokens, n, slots, extra_key, priority, prefix_len, &last, walked, true));

@@ -79,9 +79,17 @@ class PrefixCache {
   bool tree_owns_page(int64_t page) const { return owned_[static_cast<size_t>(page)] != 0; }
 
   MatchResult match(const int32_t* tokens, size_t n, const std::string& extra_key) { return tree_.match(tokens, n, extra_key); }
-  // Checks that slots[prefix, n) may be handed to the tree, then inserts.
+  // Checks that slots[prefix, n) may be handed to the tree, then inserts. `in_order_from`:
+  // the caller knows that slots[in_order_from, n) fill their pages in order (pages an
+  // allocation just handed out, kvseq_extend): their pages are still checked (usable, held,
+  // not the tree's, none twice), not each slot of them.
   Status insert(const int32_t* tokens, size_t n, const int64_t* slots, const std::string& extra_key, int32_t priority,
-                size_t* prefix_len, NodeHandle* node);
+                size_t* prefix_len, NodeHandle* node, size_t in_order_from = SIZE_MAX);
+  // insert() of a key whose walk the caller made, with nothing changed since: `walked` and
+  // `device` are tree().walk_prefix() of it and its *device.
+  Status insert_walked(const int32_t* tokens, size_t n, const int64_t* slots, const std::string& extra_key,
+                       int32_t priority, size_t* prefix_len, NodeHandle* node, size_t in_order_from, size_t walked,
+                       size_t device);
   Status evict(size_t tokens, size_t* evicted);
   Status reset();
   // Device tokens evicted from the tree since creation (every cause: radix_evict, kvseq's
@@ -208,7 +216,9 @@ class PrefixCache {
   std::vector<NodeHandle> tier_handles_;
   std::vector<NodeHandle> pending_;  // last nodes of inserts whose paths may need copies
 
-  Status check_handover(const int64_t* slots, size_t n) const;
+  // slots[0, n) may go to the tree: whole usable pages in order, held, not the tree's, none
+  // twice. Pages from `in_order_from` on are known to be in order (insert()).
+  Status check_handover(const int64_t* slots, size_t n, size_t in_order_from = SIZE_MAX) const;
   // Gives evicted device slots back to the allocator (RadixTree::FreeSlots).
   Status give_back(const int64_t* values, const size_t* ends, size_t runs, bool paged);
   Status evict_tiered(size_t tokens, size_t* evicted);

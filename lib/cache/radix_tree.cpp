@@ -351,6 +351,30 @@ void RadixTree::copy_slots(const Node& n, size_t from, size_t count, int64_t* ou
   for (size_t p = 0; p < count / P; ++p) fill_consecutive(out + p * P, first[p], static_cast<int64_t>(P));
 }
 
+void RadixTree::append_slots(const Node& n, size_t from, size_t count, std::vector<int64_t>* out) const {
+  const size_t P = static_cast<size_t>(page_);
+  // A paged node stores a page's first slot: the slots are made in a small block (in L1)
+  // and appended from there, a few pages at a time, not written twice in the vector.
+  constexpr size_t kBlock = 256;
+  if (!n.paged || P > kBlock) {
+    if (!n.paged) {
+      out->insert(out->end(), n.value.data() + from, n.value.data() + from + count);
+      return;
+    }
+    const size_t at = out->size();
+    out->resize(at + count);
+    copy_slots(n, from, count, out->data() + at);
+    return;
+  }
+  int64_t block[kBlock];
+  const size_t per_block = kBlock / P * P;
+  for (size_t done = 0; done < count; done += per_block) {
+    const size_t k = std::min(per_block, count - done);
+    copy_slots(n, from + done, k, block);
+    out->insert(out->end(), block, block + k);
+  }
+}
+
 RadixTree::OrderKey RadixTree::order_key(const Node& n, int32_t id) const {
   const int64_t access = static_cast<int64_t>(n.last_access), created = static_cast<int64_t>(n.creation);
   switch (policy_) {
@@ -564,10 +588,12 @@ size_t RadixTree::cached_prefix(const int32_t* tokens, size_t n, const std::stri
   return pos;
 }
 
-size_t RadixTree::walk_prefix(const int32_t* tokens, size_t n, const std::string& extra_key, size_t* device) const {
+size_t RadixTree::walk_prefix(const int32_t* tokens, size_t n, const std::string& extra_key, size_t* device,
+                              std::vector<int64_t>* append) const {
   if (device != nullptr) *device = 0;
   auto ns = namespaces_.find(extra_key);
   if (ns == namespaces_.end()) return 0;
+  const size_t from = append != nullptr ? append->size() : SIZE_MAX;
   int32_t cur = kRoot;
   size_t pos = 0;
   while (pos + static_cast<size_t>(page_) <= n) {
@@ -575,8 +601,12 @@ size_t RadixTree::walk_prefix(const int32_t* tokens, size_t n, const std::string
     if (c < 0) break;
     const Node& node = nodes_[static_cast<size_t>(c)];
     const size_t len = match_len(node, tokens + pos, n - pos);
+    if (!node.evicted) {  // device nodes form a prefix of the path
+      const size_t start = std::max(pos, from);
+      if (pos + len > start) append_slots(node, start - pos, pos + len - start, append);
+      if (device != nullptr) *device = pos + len;
+    }
     pos += len;
-    if (device != nullptr && !node.evicted) *device = pos;
     if (len < node.key.size()) break;
     cur = c;
   }

@@ -213,7 +213,11 @@ class RadixTree {
 
   // Tokens of the key matched by the tree's nodes, host-only ones included (a host-tier
   // tree: *device receives the device part, what cached_prefix() returns); no change.
-  size_t walk_prefix(const int32_t* tokens, size_t n, const std::string& extra_key, size_t* device) const;
+  // With `append` (holding `from` slots, a page multiple), the slots of the device part's
+  // tokens [from, *device) are appended to it: a caller about to insert the key learns its
+  // duplicates' replacements in the walk the insert needs anyway (kvseq_extend).
+  size_t walk_prefix(const int32_t* tokens, size_t n, const std::string& extra_key, size_t* device,
+                     std::vector<int64_t>* append = nullptr) const;
 
   // Inserts an aligned key with its slots. *prefix_len receives the tokens that
   // were already cached (the caller keeps owning slots[0, prefix_len)); the tree
@@ -300,6 +304,8 @@ class RadixTree {
   static constexpr uint8_t kDeviceOrder = 1, kHostOrder = 2;
   // Writes the slots of node tokens [from, from + count) (page multiples when paged).
   void copy_slots(const Node& n, size_t from, size_t count, int64_t* out) const;
+  // The same slots appended to *out.
+  void append_slots(const Node& n, size_t from, size_t count, std::vector<int64_t>* out) const;
 
   NodeHandle handle(int32_t id) const;
   int32_t resolve(NodeHandle h) const;  // -1 if stale

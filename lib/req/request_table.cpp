@@ -6,6 +6,7 @@
 #include <string>
 
 #include "kvpool/buffers.h"  // KVPOOL_DEVICE_CPU
+#include "util/narrow.hpp"
 
 namespace kvp::req {
 
@@ -109,7 +110,7 @@ Status RequestTable::write_valid(int32_t row, size_t start, const int64_t* slots
 
 Status RequestTable::store_host(int32_t row, size_t start, const int64_t* slots, size_t n) {
   int32_t* base = table_.as<int32_t>() + static_cast<size_t>(row) * static_cast<size_t>(context_) + start;
-  for (size_t i = 0; i < n; ++i) base[i] = static_cast<int32_t>(slots[i]);  // in range: exact
+  narrow_to_int32(slots, n, base);  // in range: exact
   return Status::ok();
 }
 
@@ -148,16 +149,9 @@ Status RequestTable::cell_error(TableCell cell, int64_t slot) const {
 }
 
 Status RequestTable::narrow_slots(const int64_t* slots, size_t n, int32_t* dst) const {
-  // Narrow and range-check in one branch-free (vectorisable) pass with check_slots' test;
-  // the table stores a valid slot's int32 cast.
-  const uint64_t last = static_cast<uint64_t>(slot_limit_) - 1;
-  uint64_t acc = 0;
-  for (size_t i = 0; i < n; ++i) {
-    const uint64_t s = static_cast<uint64_t>(slots[i]);
-    acc |= s | (last - s);
-    dst[i] = static_cast<int32_t>(s);
-  }
-  if ((acc >> 63) != 0) return check_slots(slots, n);  // names the first bad slot
+  // Narrow and range-check in one branch-free vector pass with check_slots' test; the
+  // table stores a valid slot's int32 cast.
+  if (!narrow_to_int32_in_range(slots, n, dst, slot_limit_)) return check_slots(slots, n);  // names the first bad slot
   return Status::ok();
 }
 

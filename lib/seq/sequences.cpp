@@ -315,12 +315,12 @@ Status Sequences::place_chunks(const std::vector<Request*>& reqs, const int64_t*
   // The request table is device memory on a CUDA pool, so its writes can fail: they all
   // run before the requests change for good, and a failure gives the rows and the slots
   // back exactly as they were taken (the call then changed nothing). A host table's writes
-  // cannot fail once checked: they are checked here (append_checked) and made per request
+  // cannot fail once checked: they are checked here (check_chunks) and made per request
   // after its caching, from its final slots (write_late_: no redirect writes).
   write_late_ = !writes_->deferred();
   Status st = table_->alloc(rows, rows_needed);
   if (st.is_ok()) {
-    st = write_late_ ? append_checked(reqs, chunks, rows, out) : write_chunks(reqs, chunks, rows, out);
+    st = write_late_ ? check_chunks(reqs, chunks, rows, out) : write_chunks(reqs, chunks, rows, out);
     if (!st.is_ok()) table_->undo_alloc(rows_needed);
   }
   if (!st.is_ok()) {
@@ -340,19 +340,25 @@ Status Sequences::place_chunks(const std::vector<Request*>& reqs, const int64_t*
   }
   // Caching the batch's pages may point rows at slots another request cached first: those
   // writes are staged and applied together after the loop (one batch, not one per request),
-  // unless the rows are written late (then each row gets the tree's slots directly).
+  // unless the rows are written late (then each row gets the tree's slots directly, and
+  // each request's new slots join it right before its caching, while in cache).
   stage_redirects_ = true;
   Status cached = assign_rows(reqs, rows), written = Status::ok();
-  size_t next_row = 0, i = 0;
+  size_t next_row = 0, i = 0, o = 0;
   for (; i < reqs.size() && cached.is_ok(); ++i) {
     Request& r = *reqs[i];
-    const size_t pre = r.slots.size() - static_cast<size_t>(chunks[i]);
+    const size_t chunk = static_cast<size_t>(chunks[i]);
+    if (write_late_) append_chunk(&r, out + o, chunk);
+    o += chunk;
+    const size_t pre = r.slots.size() - chunk;
     // The row's columns this call changes: a new row whole, else the new slots and the
     // redirected duplicates, which start at the cached length.
     const size_t from = takes_new_row(r, rows, rows_needed, &next_row) ? 0 : std::min(pre, r.cached);
     chunk_from_ = pre;
     cached = after_chunk(&r);
-    // Checked slots only: append_checked checked the new ones, the rest are the tree's.
+    chunk_values_ = nullptr;
+    walked_ = SIZE_MAX;
+    // Checked slots only: check_chunks checked the new ones, the rest are the tree's.
     if (write_late_ && written.is_ok()) written = writes_->add_valid(r.row, from, r.slots.data() + from, r.slots.size() - from);
   }
   // A failed caching (or row assignment) stopped the loop: the rest of the batch gets its
@@ -360,7 +366,10 @@ Status Sequences::place_chunks(const std::vector<Request*>& reqs, const int64_t*
   // slots), and its requests are left without the new slots, as before this call.
   for (; i < reqs.size(); ++i) {
     Request& r = *reqs[i];
-    const size_t pre = r.slots.size() - static_cast<size_t>(chunks[i]);
+    const size_t chunk = static_cast<size_t>(chunks[i]);
+    if (write_late_) r.slots.insert(r.slots.end(), out + o, out + o + chunk);  // room reserved by the caller
+    o += chunk;
+    const size_t pre = r.slots.size() - chunk;
     const bool new_row = takes_new_row(r, rows, rows_needed, &next_row);
     const size_t from = new_row ? 0 : pre;
     const int32_t row = new_row ? rows[next_row - 1] : r.row;
@@ -375,6 +384,27 @@ Status Sequences::place_chunks(const std::vector<Request*>& reqs, const int64_t*
   return written.is_ok() ? flushed : written;
 }
 
+void Sequences::append_chunk(Request* r, const int64_t* fresh, size_t n) {
+  // When the request's uncached part is this chunk alone, its pages about to be cached may
+  // duplicate pages another request cached first (in this batch, or since its match): the
+  // walk the insert needs anyway appends the tree's slots for them here, so that they are
+  // written once; the duplicates themselves stay in `fresh`, where stage_redirect frees them.
+  const size_t pre = r->slots.size(), end = pre + n, aligned = end - end % page_;
+  walked_ = SIZE_MAX;  // also after an earlier call that threw between its walk and its insert
+  chunk_values_ = nullptr;
+  if (cache_ != nullptr && r->cached == pre && aligned > pre) {
+    walked_ = cache_->tree().walk_prefix(r->tokens.data(), aligned, r->extra_key, &walked_device_, &r->slots);
+    chunk_values_ = fresh;
+  }
+  const size_t have = r->slots.size() - pre;  // the duplicates' replacements (at most the chunk)
+  r->slots.insert(r->slots.end(), fresh + have, fresh + n);  // room reserved by extend()
+}
+
+void Sequences::restore_chunk(Request* r) const {
+  if (chunk_values_ == nullptr || walked_device_ <= r->cached) return;
+  std::copy(chunk_values_, chunk_values_ + (walked_device_ - r->cached), r->slots.begin() + static_cast<std::ptrdiff_t>(r->cached));
+}
+
 bool Sequences::takes_new_row(const Request& r, const int32_t* rows, size_t rows_needed, size_t* next_row) {
   // assign_rows hands the new rows out in request order; a request it did not reach yet
   // still has none. A fresh row is no other request's.
@@ -383,30 +413,25 @@ bool Sequences::takes_new_row(const Request& r, const int32_t* rows, size_t rows
   return fresh;
 }
 
-Status Sequences::append_checked(const std::vector<Request*>& reqs, const int64_t* chunks, const int32_t* rows,
-                                 const int64_t* out) {
-  // write_chunks' writes checked in its order (the same first message), none made: each
-  // request's new slots are checked right after they join it, while in cache (out is read
-  // once). A failure takes the appends back.
-  size_t next_row = 0, o = 0, i = 0;
+Status Sequences::check_chunks(const std::vector<Request*>& reqs, const int64_t* chunks, const int32_t* rows,
+                               const int64_t* out) const {
+  // write_chunks' writes checked in its order (the same first message), none made: the
+  // new slots of each request, then the cached prefixes of new rows.
+  size_t next_row = 0, o = 0;
   Status st = Status::ok();
-  for (; i < reqs.size() && st.is_ok(); ++i) {
-    Request& r = *reqs[i];
+  for (size_t i = 0; i < reqs.size() && st.is_ok(); ++i) {
+    const Request& r = *reqs[i];
     const int32_t row = r.row >= 0 ? r.row : rows[next_row++];
-    const size_t chunk = static_cast<size_t>(chunks[i]), pre = r.slots.size();
-    r.slots.insert(r.slots.end(), out + o, out + o + chunk);  // room reserved by the caller
+    const size_t chunk = static_cast<size_t>(chunks[i]);
+    st = check_held_write(row, r.slots.size(), out + o, chunk);
     o += chunk;
-    st = check_held_write(row, pre, r.slots.data() + pre, chunk);
   }
   next_row = 0;
   for (size_t k = 0; k < reqs.size() && st.is_ok(); ++k) {
     const Request& r = *reqs[k];
-    if (r.row < 0) st = check_held_write(rows[next_row++], 0, r.slots.data(), r.slots.size() - static_cast<size_t>(chunks[k]));
+    if (r.row < 0) st = check_held_write(rows[next_row++], 0, r.slots.data(), r.slots.size());
   }
   if (st.is_ok()) st = writes_->flush(stream_, out, device_out_, o);  // nothing staged: the *_async output copy
-  if (!st.is_ok()) {
-    for (size_t k = 0; k < i; ++k) reqs[k]->slots.resize(reqs[k]->slots.size() - static_cast<size_t>(chunks[k]));
-  }
   return st;
 }
 
@@ -427,13 +452,16 @@ void Sequences::stage_redirect(Request* r, size_t n) {
   const size_t from = r->cached;
   int64_t* own = r->slots.data() + from;
   if (write_late_) {
+    // The duplicates are in `out` when append_chunk() left them out of the request.
+    const int64_t* duplicates = chunk_values_ != nullptr ? chunk_values_ : own;
     // The row is written after this caching (place_chunks): it never names the duplicates,
-    // so they are freed now, straight from the request (the allocator sees the same frees
+    // so they are freed now, straight from where they are (the allocator sees the same frees
     // in the same order as from flush_redirects: nothing else frees or allocates in between).
     // Duplicates past the chunk's start are whole pages this call's allocation just took
     // (cached is page-aligned, and the allocator hands out new pages whole from there): one
     // slot read per page.
-    const Status f = from >= chunk_from_ ? allocator_->free_whole_pages(own, n) : allocator_->free(own, n);
+    const Status f =
+        from >= chunk_from_ ? allocator_->free_whole_pages(duplicates, n) : allocator_->free(duplicates, n);
     if (late_frees_.is_ok() && !f.is_ok()) late_frees_ = f;
     return;
   }
@@ -544,13 +572,23 @@ Status Sequences::cache_computed_pages(Request* r) {
   cache_->tree().set_count_hits(r->slots.size() >= r->tokens.size());
   Status inserted;
   try {
-    inserted = cache_->insert(r->tokens.data(), aligned, r->slots.data(), r->extra_key, 0, &prefix, nullptr);
+    // Inside place_chunks, slots from chunk_from_ on are pages this call's allocation just
+    // filled in order (SIZE_MAX elsewhere: every slot is checked).
+    // append_chunk() may have walked the key already (walked_).
+    inserted = walked_ != SIZE_MAX ? cache_->insert_walked(r->tokens.data(), aligned, r->slots.data(), r->extra_key, 0,
+                                                           &prefix, nullptr, chunk_from_, walked_, walked_device_)
+                                   : cache_->insert(r->tokens.data(), aligned, r->slots.data(), r->extra_key, 0,
+                                                    &prefix, nullptr, chunk_from_);
   } catch (...) {
     cache_->tree().set_count_hits(true);
+    restore_chunk(r);
     throw;
   }
   cache_->tree().set_count_hits(true);
-  KVPOOL_RETURN_IF_ERROR(inserted);
+  if (!inserted.is_ok()) {
+    restore_chunk(r);
+    return inserted;
+  }
   // Another request cached [cached, prefix) first (prefix == what was cached before the
   // insert: the insert added only [prefix, aligned)): ours are duplicates. They leave the
   // request first: freed now, or, inside an extend batch, staged (stage_redirect: the row is
@@ -565,8 +603,14 @@ Status Sequences::cache_computed_pages(Request* r) {
   // the insert walked; nothing here allocates (the tree was prepared). It writes the tree's
   // slots for [cached, prefix) straight over the duplicates: [0, cached) and [prefix, aligned)
   // are the request's own slots already (the tree just took the latter as they are).
+  // With chunk_values_, append_chunk() appended the tree's slots of the duplicates already.
+  if (chunk_values_ != nullptr && prefix != walked_device_) {
+    return Status::internal("the prefix tree's device prefix changed between its walk and the insert (" +
+                            std::to_string(walked_device_) + " then " + std::to_string(prefix) + " tokens)");
+  }
   cache::NodeHandle last_node = 0;
-  const size_t matched = cache_->tree().match_inserted(r->slots.data(), &last_node, r->cached, prefix);
+  const size_t copy_to = chunk_values_ != nullptr ? r->cached : prefix;
+  const size_t matched = cache_->tree().match_inserted(r->slots.data(), &last_node, r->cached, copy_to);
   if (matched != aligned) {
     return Status::internal("the prefix tree lost pages just inserted (" + std::to_string(matched) + " of " +
                             std::to_string(aligned) + " tokens match)");

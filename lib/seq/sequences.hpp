@@ -103,9 +103,10 @@ class Sequences {
   Status plan_extend(const std::vector<Request*>& reqs, const uint64_t* ids, const int64_t* chunks, size_t n,
                      size_t out_len, size_t* total, size_t* pages, size_t* rows) const;
   // Allocates the rows the batch needs and writes the table (write_chunks; a host table is
-  // only checked, by append_checked, and written per request after its after_chunk); if
+  // only checked, by check_chunks, and written per request after its after_chunk); if
   // either fails, gives the rows and the extend's slots back as they were. Then appends the
-  // slots, assigns the rows and runs after_chunk per request.
+  // slots (a host table: each request's right before its after_chunk, by append_chunk),
+  // assigns the rows and runs after_chunk per request.
   Status place_chunks(const std::vector<Request*>& reqs, const int64_t* chunks, int32_t* rows, size_t rows_needed,
                       const int64_t* out);
   // Writes each request's new slots (out, request-major) to its row, and a new row's
@@ -130,10 +131,17 @@ class Sequences {
   // (an unknown id anywhere, then a repeat), then per request in order (tokens not yet
   // computed, a full row). Changes nothing but the requests' batch stamps.
   Status decode_error(const uint64_t* ids, size_t n);
-  // For a host table (written late: place_chunks): appends each request's new slots and
-  // makes write_chunks' checks without its writes; a failure takes the appends back.
-  Status append_checked(const std::vector<Request*>& reqs, const int64_t* chunks, const int32_t* rows,
-                        const int64_t* out);
+  // For a host table (written late: place_chunks): write_chunks' checks without its writes.
+  Status check_chunks(const std::vector<Request*>& reqs, const int64_t* chunks, const int32_t* rows,
+                      const int64_t* out) const;
+  // Inside place_chunks on a host table: appends r's `n` new slots `fresh`. When they are all
+  // of r's uncached slots, the walk its caching needs is made here (walked_), which appends
+  // the tree's slots for those that duplicate cached pages instead of theirs (chunk_values_
+  // then keeps `fresh`, where stage_redirect finds the duplicates to free).
+  void append_chunk(Request* r, const int64_t* fresh, size_t n);
+  // A failed insert after append_chunk() left r's new slots uncached: its own go back over
+  // the tree's that append_chunk() put in their place (the request then holds its own again).
+  void restore_chunk(Request* r) const;
   // table_->check_write() of slots the allocator holds (a request's new or cached slots):
   // skips the slots' range pass when the allocator's slots all fit the table.
   Status check_held_write(int32_t row, size_t start, const int64_t* slots, size_t n) const;
@@ -244,6 +252,11 @@ class Sequences {
   // Inside place_chunks: the first token of the request being cached whose slot this call
   // allocated (SIZE_MAX elsewhere); stage_redirect frees duplicates from there page by page.
   size_t chunk_from_ = SIZE_MAX;
+  // Inside place_chunks, for the request being cached: append_chunk's walk of its key
+  // (walk_prefix(); SIZE_MAX: none made) and the device part, and its new slots when the
+  // duplicates among them were left out of the request (NULL otherwise).
+  size_t walked_ = SIZE_MAX, walked_device_ = 0;
+  const int64_t* chunk_values_ = nullptr;
   std::vector<Redirect> redirects_;
   std::vector<int64_t> duplicates_;
 };

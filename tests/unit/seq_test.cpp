@@ -133,6 +133,43 @@ TEST(Kvseq, ConcurrentRequestsShareChunkedPrefill) {
   expect_accounting(pool);
 }
 
+// One batch whose later requests recompute pages an earlier one caches first (as an engine's
+// prompts sharing a prefix, begun together): each later request ends up with the tree's
+// slots for the shared pages and its own for the rest, its row says the same, and the
+// slots the allocator returned for its duplicates are free again.
+TEST(Kvseq, DuplicatesInOneBatchTakeTheTreesSlots) {
+  Pool pool(config(16, 512));
+  const Tokens shared = range(1000, 40);  // two whole pages and 8 tokens of a third
+  std::vector<uint64_t> ids;
+  for (int32_t tail : {0, 1, 2}) {
+    Tokens prompt = shared;
+    const Tokens own = range(5000 + 100 * tail, 20);
+    prompt.insert(prompt.end(), own.begin(), own.end());
+    size_t cached = 99;
+    ids.push_back(begin(pool, prompt, &cached));
+    EXPECT_EQ(cached, 0u);  // nothing cached yet: all three compute the shared part
+  }
+  Slots out;
+  ASSERT_EQ(extend(pool, ids, {60, 60, 60}, &out), KVPOOL_OK) << kvpool_last_error();
+  ASSERT_EQ(out.size(), 180u);
+  const Slots a = slots_of(pool, ids[0]);
+  EXPECT_EQ(a, Slots(out.begin(), out.begin() + 60));  // the first one caches its own
+  for (size_t k = 1; k < 3; ++k) {
+    const Slots mine(out.begin() + static_cast<std::ptrdiff_t>(60 * k), out.begin() + static_cast<std::ptrdiff_t>(60 * k + 60));
+    const Slots held = slots_of(pool, ids[k]);
+    ASSERT_EQ(held.size(), 60u);
+    EXPECT_EQ(Slots(held.begin(), held.begin() + 32), Slots(a.begin(), a.begin() + 32)) << k;  // the tree's pages
+    EXPECT_EQ(Slots(held.begin() + 32, held.end()), Slots(mine.begin() + 32, mine.end())) << k;  // its own after them
+    EXPECT_NE(mine[0], a[0]) << k;  // it was given pages of its own for the shared part
+    EXPECT_EQ(info(pool, ids[k]).cached, 48u);
+  }
+  // Held: a's 4 pages, 2 more pages each for b and c (their duplicated pages went back).
+  EXPECT_EQ(kvtest::available(pool), 512u - 16u * (4 + 2 + 2));
+  expect_accounting(pool);
+  for (uint64_t id : ids) ASSERT_EQ(kvseq_abort(pool, id), KVPOOL_OK);
+  expect_accounting(pool);
+}
+
 TEST(Kvseq, OutOfMemoryEvictsFirstAndOtherwiseChangesNothing) {
   Pool pool(config(4, 32));
   const uint64_t a = begin(pool, range(1, 16));
