@@ -579,6 +579,8 @@ Status Sequences::cache_computed_pages(Request* r) {
 }
 
 Status Sequences::decode(const uint64_t* ids, const int32_t* tokens, size_t n, int64_t* out) {
+  Status one_pass;
+  if (decode_in_one_pass(ids, tokens, n, out, &one_pass)) return one_pass;
   batch_reqs_.resize(n);
   batch_last_.resize(n);
   decode_cells_.resize(n);
