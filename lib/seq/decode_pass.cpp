@@ -2,9 +2,12 @@
 //
 // The checked path (Sequences::decode after decode_in_one_pass declines) walks the batch
 // three times: gather_decode (lookups, checks, next slots), the allocator's decode_next,
-// place_decoded (table cells, appends). Here one loop does all of it per request, while
-// the request's fields are in registers, and it appends optimistically: a refused batch
-// is rare, and taking its appends back costs less than a second walk over every batch.
+// place_decoded (table cells, appends). Here one loop (walk) does all of it per request
+// while the request's fields are in registers, and it appends optimistically: a refused
+// batch is rare, and taking its appends back costs less than a second walk over every
+// batch. The loop calls nothing (a refusal or a full buffer ends it; the caller grows
+// the buffer and walks on), so that its values stay in registers: a call anywhere in it,
+// even push_back's growth path, pinned them to the few callee-saved ones.
 // The slots are the checked path's: with a free page per request in the free list proper,
 // make_room would evict nothing and decode_next would merge no deferred frees, so both
 // hand out the same pages in the same order.
@@ -16,7 +19,10 @@
 namespace kvp::seq {
 namespace {
 
-// A CPU pool's table is host memory: each cell is written in the pass, and the entry it
+// Where the walk puts request i's table cell: put(i, entry, row, column, slot), entry being
+// row * max_context_len + column; undo(i, entry) takes it back.
+//
+// A CPU pool's table is host memory: each cell is written in the walk, and the entry it
 // replaces is kept so that a refused batch can put it back.
 struct HostCells {
   int32_t* table;
@@ -38,23 +44,7 @@ struct StagedCells {
   void undo(size_t, size_t) const {}
 };
 
-}  // namespace
-
-template <class CellSink>
-void Sequences::undo_pass(const uint64_t* ids, size_t done, CellSink cells) {
-  const IdIndex::Reader index(index_);
-  for (size_t k = 0; k < done; ++k) {
-    Request* r = index.find(ids[k]);  // found: the pass did
-    r->tokens.pop_back();
-    r->slots.pop_back();
-    cells.undo(k, static_cast<size_t>(r->row) * static_cast<size_t>(table_->max_context_len()) + r->tokens.size());
-  }
-}
-
-namespace {
-
-// decode_pass's loop and what it reads, apart from Sequences: the loop has no call in it
-// (a failure or a full buffer ends it), so that its values stay in registers.
+// What decode_pass's loop reads, copied out of Sequences (into registers, in walk).
 struct DecodeWalk {
   const uint64_t* ids;
   const int32_t* tokens;
@@ -124,8 +114,7 @@ template <class CellSink>
 // Room for one more token and slot in r's full buffers. False if memory ran out.
 [[gnu::noinline, gnu::cold]] bool grow_for_next_token(Request* r) noexcept {
   try {
-    reserve_more(&r->tokens, 1);
-    reserve_more(&r->slots, 1);
+    reserve_next_token(r);
     return true;
   } catch (...) {
     return false;
@@ -133,6 +122,17 @@ template <class CellSink>
 }
 
 }  // namespace
+
+template <class CellSink>
+void Sequences::undo_pass(const uint64_t* ids, size_t done, CellSink cells) {
+  const IdIndex::Reader index(index_);
+  for (size_t k = 0; k < done; ++k) {
+    Request* r = index.find(ids[k]);  // found: the pass did
+    r->tokens.pop_back();
+    r->slots.pop_back();
+    cells.undo(k, static_cast<size_t>(r->row) * static_cast<size_t>(table_->max_context_len()) + r->tokens.size());
+  }
+}
 
 template <class CellSink>
 size_t Sequences::decode_pass(const uint64_t* ids, const int32_t* tokens, size_t n, const int64_t* pages,
