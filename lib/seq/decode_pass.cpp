@@ -199,7 +199,7 @@ bool Sequences::decode_in_one_pass(const uint64_t* ids, const int32_t* tokens, s
   }
   allocator_->take_decode_pages(new_pages);
   std::memcpy(out, batch_last_.data(), n * sizeof(int64_t));
-  *st = writes_->add_cells(decode_cells_.data(), out, n);
+  *st = writes_->add_checked_cells(decode_cells_.data(), out, n);  // bounds tested in the walk
   if (st->is_ok()) {
     *st = writes_->flush(stream_, out, device_out_, n);
   } else {
