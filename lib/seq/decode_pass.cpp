@@ -29,7 +29,7 @@ struct HostCells {
   int32_t* replaced;  // one per request
   void put(size_t i, size_t entry, int32_t, size_t, int64_t slot) const {
     replaced[i] = table[entry];
-    table[entry] = static_cast<int32_t>(slot);  // below slot_limit (see decode_pass): exact as int32
+    table[entry] = static_cast<int32_t>(slot);  // below slot_limit (see walk): exact as int32
   }
   void undo(size_t i, size_t entry) const { table[entry] = replaced[i]; }
 };
