@@ -125,37 +125,32 @@ class DeviceTableWrites final : public TableWrites {
   }
 
   Status add_cells(const TableCell* cells, const int64_t* slots, size_t n) override {
-    if (n == 0) return Status::ok();
-    Staging& s = sets_[current_];
-    if (s.cells.capacity < n_cells_ + n || s.values.capacity < n_values_ + n) {
-      return Status::internal("table writes staged beyond their reservation");
-    }
-    // The cells' values must stay one contiguous part of the values (the kernel finds
-    // cell c's at cells_offset + c): no run may come between two add_cells.
-    if (n_cells_ > 0 && cells_offset_ + n_cells_ != n_values_) {
-      return Status::internal("table cells staged apart from the earlier cells");
-    }
     // One pass copies the cells, narrows the slots (the int32 cast is exact for a slot in
     // range) and tests the bounds; a batch with a cell out of bounds is dropped with
     // add()'s message for its first such cell (the caller discards the call's writes).
-    const CellBounds bounds(table_->rows(), table_->max_context_len(), table_->slot_limit());
-    TableCell* staged = static_cast<TableCell*>(s.cells.host) + n_cells_;
-    int32_t* values = static_cast<int32_t*>(s.values.host) + n_values_;
-    bool inside = true;
-    for (size_t i = 0; i < n; ++i) {
-      inside &= bounds.holds(cells[i], slots[i]);
-      staged[i] = cells[i];
-      values[i] = static_cast<int32_t>(slots[i]);
-    }
-    if (!inside) {
-      for (size_t i = 0;; ++i) {
-        if (!bounds.holds(cells[i], slots[i])) return table_->cell_error(cells[i], slots[i]);
+    return stage_cells(n, [&](TableCell* staged, int32_t* values) {
+      const CellBounds bounds(table_->rows(), table_->max_context_len(), table_->slot_limit());
+      bool inside = true;
+      for (size_t i = 0; i < n; ++i) {
+        inside &= bounds.holds(cells[i], slots[i]);
+        staged[i] = cells[i];
+        values[i] = static_cast<int32_t>(slots[i]);
       }
-    }
-    if (n_cells_ == 0) cells_offset_ = n_values_;
-    n_cells_ += n;
-    n_values_ += n;
-    return Status::ok();
+      if (!inside) {
+        for (size_t i = 0;; ++i) {
+          if (!bounds.holds(cells[i], slots[i])) return table_->cell_error(cells[i], slots[i]);
+        }
+      }
+      return Status::ok();
+    });
+  }
+
+  Status add_checked_cells(const TableCell* cells, const int64_t* slots, size_t n) override {
+    return stage_cells(n, [&](TableCell* staged, int32_t* values) {
+      std::memcpy(staged, cells, n * sizeof(TableCell));
+      for (size_t i = 0; i < n; ++i) values[i] = static_cast<int32_t>(slots[i]);  // below slot_limit: exact
+      return Status::ok();
+    });
   }
 
   Status flush(void* stream, const int64_t*, int64_t* out, size_t out_n) override {
@@ -266,6 +261,28 @@ class DeviceTableWrites final : public TableWrites {
     r->host = host;
     r->device = device;
     r->capacity = capacity;
+    return Status::ok();
+  }
+
+  // Stages `n` cells: fill(cells, values) writes them and their int32 slots where they go in
+  // the current set; nothing is counted as staged if it fails.
+  template <class Fill>
+  Status stage_cells(size_t n, Fill fill) {
+    if (n == 0) return Status::ok();
+    Staging& s = sets_[current_];
+    if (s.cells.capacity < n_cells_ + n || s.values.capacity < n_values_ + n) {
+      return Status::internal("table writes staged beyond their reservation");
+    }
+    // The cells' values must stay one contiguous part of the values (the kernel finds
+    // cell c's at cells_offset + c): no run may come between two batches of cells.
+    if (n_cells_ > 0 && cells_offset_ + n_cells_ != n_values_) {
+      return Status::internal("table cells staged apart from the earlier cells");
+    }
+    KVPOOL_RETURN_IF_ERROR(fill(static_cast<TableCell*>(s.cells.host) + n_cells_,
+                                static_cast<int32_t*>(s.values.host) + n_values_));
+    if (n_cells_ == 0) cells_offset_ = n_values_;
+    n_cells_ += n;
+    n_values_ += n;
     return Status::ok();
   }
 

@@ -53,6 +53,18 @@ class IdAllocator {
   // make sure the first `n` ids are in the free list proper, then peek/consume.
   void prepare(size_t n, bool merge_hint);
   int64_t peek(size_t i) const { return free_.at(i); }
+  // The first `n` ids of the free list proper (n <= free_count()), in order, as one array:
+  // the ring's own storage when they do not wrap around its end, else a copy in *scratch.
+  // Valid until the free list or *scratch changes.
+  const int64_t* front(size_t n, std::vector<int64_t>* scratch) const {
+    const int64_t *a = nullptr, *b = nullptr;
+    size_t na = 0, nb = 0;
+    free_.parts(&a, &na, &b, &nb);
+    if (na >= n) return a;
+    scratch->resize(n);
+    free_.copy_front(n, scratch->data());
+    return scratch->data();
+  }
   void consume(size_t n);
   // Undoes the last take/consume of `n` ids (a later step of the caller failed): they
   // return to the front of the free list in the order they were taken, not owned.

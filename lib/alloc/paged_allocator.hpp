@@ -68,6 +68,22 @@ class PagedAllocator {
   // a page, which `new_pages` of them do. The same slots, free-list use, undo and
   // OUT_OF_MEMORY as decode() of those requests' lengths and last slots.
   Status decode_next(const int64_t* next, size_t batch, size_t new_pages, int64_t* out);
+  // decode_next() in two halves, for kvseq_decode's one pass over its batch, when the free
+  // list proper holds a page for every request: then decode_next() of any page count would
+  // neither run short nor merge deferred frees. The pages a decode of `batch` requests
+  // takes, in order (valid until the free list changes), or NULL when the list holds fewer
+  // than `batch` (the caller takes decode_next()).
+  const int64_t* decode_pages(size_t batch) {
+    if (pages_.free_count() < batch) return nullptr;
+    pages_.prepare(batch, false);  // reserves the undo log for any count up to batch: take_decode_pages cannot throw
+    return pages_.front(batch, &decode_scratch_);
+  }
+  // Takes the first `new_pages` of decode_pages()'s pages, as decode_next() would have
+  // (undo_last_allocation() gives them back).
+  void take_decode_pages(size_t new_pages) {
+    pages_.consume(new_pages);
+    last_taken_ = new_pages;
+  }
   // Undoes the last successful extend or decode, which nothing may have followed: its
   // pages return to the free list exactly as they were (kvseq, when writing the request
   // table fails on the device afterwards).
@@ -94,6 +110,7 @@ class PagedAllocator {
   int64_t page_mask_;
   int page_shift_;  // log2(page_size) when page_mask_ >= 0
   std::vector<int64_t> scratch_pages_;
+  std::vector<int64_t> decode_scratch_;  // decode_pages() when the free pages wrap around the ring's end
   size_t last_taken_ = 0;  // pages the last extend/decode took (undo_last_allocation)
 };
 

@@ -119,6 +119,10 @@ Status RequestTable::check_write(int32_t row, size_t start, const int64_t* slots
   return n == 0 ? Status::ok() : check_slots(slots, n);  // narrow_slots' failure is check_slots'
 }
 
+int32_t* RequestTable::host_entries() {
+  return backend_->device_type() == KVPOOL_DEVICE_CPU ? table_.as<int32_t>() : nullptr;
+}
+
 Status RequestTable::write_cells(const TableCell* cells, const int64_t* slots, size_t n) {
   // Each cell is written after its bound test: a cell out of bounds stops the pass with
   // write()'s message, the cells before it written, as n one-slot write() calls would.

@@ -23,6 +23,10 @@ class RequestTable {
   int64_t max_context_len() const { return context_; }
   int64_t slot_limit() const { return slot_limit_; }
   const backend::DeviceMemory& memory() const { return table_; }
+  // The entries, row-major with max_context_len() columns, when they live in host memory
+  // (a CPU backend), else NULL: kvseq_decode stores its cells there itself, having checked
+  // their bounds while it gathered them.
+  int32_t* host_entries();
   alloc::IdAllocator& row_ids() { return rows_; }
   const alloc::IdAllocator& row_ids() const { return rows_; }
   size_t available() const { return rows_.available(); }

@@ -54,6 +54,13 @@ class TableWrites {
   // with a cell out of bounds goes through one add() per cell for add()'s first message.
   // Their slots are staged as one contiguous part of the values (flush()'s `out`).
   virtual Status add_cells(const TableCell* cells, const int64_t* slots, size_t n) = 0;
+  // add_cells() of cells the caller has tested against the table's bounds, with slots below
+  // slot_limit (kvseq_decode's walk: rows it holds, columns below max_context_len, slots it
+  // was given): staged without add_cells' test (a CUDA kernel still tests each cell). The
+  // default is add_cells().
+  virtual Status add_checked_cells(const TableCell* cells, const int64_t* slots, size_t n) {
+    return add_cells(cells, slots, n);
+  }
   // Applies the staged runs on `stream`. When `out` is not NULL it also receives, as
   // int64, the first `out_n` staged values, which the caller staged first and which
   // equal `out_host` (CPU pools copy `out_host`; `out` is then host memory too).

@@ -623,6 +623,8 @@ Status Sequences::cache_computed_pages(Request* r) {
 }
 
 Status Sequences::decode(const uint64_t* ids, const int32_t* tokens, size_t n, int64_t* out) {
+  Status one_pass;
+  if (decode_in_one_pass(ids, tokens, n, out, &one_pass)) return one_pass;
   batch_reqs_.resize(n);
   batch_last_.resize(n);
   decode_cells_.resize(n);
@@ -633,29 +635,12 @@ Status Sequences::decode(const uint64_t* ids, const int32_t* tokens, size_t n, i
   return place_decoded(batch_reqs_, tokens, out);
 }
 
-namespace {
-
-// Room for one more token and slot, out of line: a decode step appends within capacity
-// almost always (begin reserves ahead, and the buffers grow geometrically).
-[[gnu::noinline, gnu::cold]] void grow_for_decode(Request* r) {
+[[gnu::noinline, gnu::cold]] void reserve_next_token(Request* r) {
   reserve_more(&r->tokens, 1);
   reserve_more(&r->slots, 1);
 }
 
-}  // namespace
-
 bool Sequences::gather_decode(const uint64_t* ids, size_t n, size_t* new_pages) {
-  // The page test per request as a mask where it can be (a division costs more than the
-  // rest of a request's checks), chosen once for the loop.
-  const size_t page = page_;
-  if ((page & (page - 1)) == 0) {
-    return gather_decode_with(ids, n, [mask = page - 1](size_t len) { return (len & mask) == 0; }, new_pages);
-  }
-  return gather_decode_with(ids, n, [page](size_t len) { return len % page == 0; }, new_pages);
-}
-
-template <class StartsPage>
-bool Sequences::gather_decode_with(const uint64_t* ids, size_t n, StartsPage starts_page, size_t* new_pages) {
   // Repeats: as in check_batch, each request is stamped with this call's number.
   const uint64_t stamp = ++batch_stamp_;
   const size_t context = static_cast<size_t>(table_->max_context_len());
@@ -663,6 +648,9 @@ bool Sequences::gather_decode_with(const uint64_t* ids, size_t n, StartsPage sta
   int64_t* next = batch_last_.data();
   req::TableCell* cells = decode_cells_.data();
   const IdIndex::Reader index(index_);
+  // Page sizes are powers of two (config_parse.cpp checks): a token at position len starts
+  // a page when len & (page - 1) is 0 (a division would cost more than the rest of the checks).
+  const size_t in_page = page_ - 1;
   size_t pages = 0;
   for (size_t i = 0; i < n; ++i) {
     Request* r = index.find(ids[i]);
@@ -674,11 +662,11 @@ bool Sequences::gather_decode_with(const uint64_t* ids, size_t n, StartsPage sta
     r->batch_stamp = stamp;
     reqs[i] = r;
     cells[i] = req::TableCell{r->row, static_cast<int32_t>(len)};  // len < max_context_len
-    const bool fresh_page = starts_page(len);
+    const bool fresh_page = (len & in_page) == 0;
     next[i] = fresh_page ? -1 : r->slots.back() + 1;  // len 0 starts a page: back() never reads an empty vector
     pages += fresh_page ? 1 : 0;
     // The appends after the allocation cannot throw (growing changes no state).
-    if (r->tokens.capacity() == len || r->slots.capacity() == len) grow_for_decode(r);
+    if (r->tokens.capacity() == len || r->slots.capacity() == len) reserve_next_token(r);
   }
   *new_pages = pages;
   return true;

@@ -49,6 +49,10 @@ struct Request {
   size_t window_from = 0;      // swa: slots[cached, window_from) have no window slot any more
 };
 
+// Room for one more token and slot in r's buffers, out of line: a decode step appends
+// within capacity almost always (begin reserves ahead, and the buffers grow geometrically).
+void reserve_next_token(Request* r);
+
 // The requests of a pool whose KV is fully described by its token slots (mha,
 // mla, nsa, double_sparse), and the base of the variants with a second
 // resource (MambaSequences, SwaSequences), which override the hooks.
@@ -124,13 +128,29 @@ class Sequences {
   // reserves room for the appends. False, without a message, on the first failed check:
   // decode_error() then words it. The three arrays must hold n entries.
   bool gather_decode(const uint64_t* ids, size_t n, size_t* new_pages);
-  // gather_decode's loop with `starts_page(len)`: true when a token at position len starts a page.
-  template <class StartsPage>
-  bool gather_decode_with(const uint64_t* ids, size_t n, StartsPage starts_page, size_t* new_pages);
   // The status of a batch gather_decode refused: the first failure in check_batch's order
   // (an unknown id anywhere, then a repeat), then per request in order (tokens not yet
   // computed, a full row). Changes nothing but the requests' batch stamps.
   Status decode_error(const uint64_t* ids, size_t n);
+  // kvseq_decode's usual case, when the allocator's free list proper holds a page for every
+  // request (then the checked path would neither evict nor merge deferred frees): one pass
+  // over the batch looks each request up, checks it, gives it its slot, writes its cell
+  // (a host table; other tables are written through writes_ after the pass) and appends
+  // its token and slot (decode_pass). False, with nothing changed, when the free pages are
+  // short (the caller takes the checked path); true otherwise, with the call's status in
+  // *st (a refused batch: decode_error()'s).
+  bool decode_in_one_pass(const uint64_t* ids, const int32_t* tokens, size_t n, int64_t* out, Status* st);
+  // decode_in_one_pass's loop: request i's slot goes to batch_last_[i], its table cell to
+  // `cells` (CellSink: decode_pass.cpp); `pages` are the allocator's next free pages
+  // (decode_pages()), *new_pages of which the batch starts. Returns the number of requests
+  // done: n, or the first that fails a check, whose predecessors' appends and cells are
+  // taken back (undo_pass) by then.
+  template <class CellSink>
+  size_t decode_pass(const uint64_t* ids, const int32_t* tokens, size_t n, const int64_t* pages, CellSink cells,
+                     size_t* new_pages);
+  // Takes back the token, slot and cell a decode_pass gave each of the first `done` requests of `ids`.
+  template <class CellSink>
+  void undo_pass(const uint64_t* ids, size_t done, CellSink cells);
   // For a host table (written late: place_chunks): write_chunks' checks without its writes.
   Status check_chunks(const std::vector<Request*>& reqs, const int64_t* chunks, const int32_t* rows,
                       const int64_t* out) const;
@@ -228,6 +248,8 @@ class Sequences {
   std::vector<size_t> batch_inserts_;
   // A decode step's table cells: request i's new slot goes to decode_cells_[i] (place_decoded).
   std::vector<req::TableCell> decode_cells_;
+  // decode_in_one_pass on a host table: the entries its cells replaced (a refused batch puts them back).
+  std::vector<int32_t> decode_replaced_;
   // The table writes of a call; the stream and device output of the *_async forms (NULL: the
   // legacy default stream, no device output).
   std::unique_ptr<req::TableWrites> writes_;

@@ -1,7 +1,8 @@
 // The parts of kvseq_decode's one-pass path that trust kvseq's own state, each against
 // the checked operation it stands in for: the table cells' bound test (req/table_cell.hpp)
 // against the exact range rules, IdIndex::Reader against IdIndex::find, and
-// PagedAllocator::decode_next against PagedAllocator::decode (same slots, same free list).
+// PagedAllocator::decode_next and decode_pages / take_decode_pages against
+// PagedAllocator::decode (same slots, same free list).
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -143,6 +144,65 @@ TEST(PagedAllocatorDecodeNext, SameSlotsAndFreeListAsDecode) {
       }
       ASSERT_EQ(checked.pages().free_list(), trusted.pages().free_list()) << "page " << page << " step " << step;
       ASSERT_EQ(checked.pages().release_list(), trusted.pages().release_list());
+    }
+  }
+}
+
+// decode_pages / take_decode_pages (kvseq_decode's one pass) against decode_next on twin
+// allocators whose free lists are shuffled by frees and wrap around the ring's end: the
+// pages offered only when the free list proper holds one per request, and then the same
+// slots and free list, also after an undo (otherwise both take decode_next, as kvseq
+// does). Between steps both free random pages (with need_sort, into the deferred release
+// list, which only decode_next merges).
+TEST(PagedAllocatorDecodePages, SameSlotsAndFreeListAsDecodeNext) {
+  for (int64_t page : {1, 4, 16}) {
+    for (bool need_sort : {false, true}) {
+      std::mt19937 rng(static_cast<unsigned>(page * 2 + (need_sort ? 1 : 0)));
+      PagedAllocator reference(24, page, need_sort), one_pass(24, page, need_sort);
+      size_t offered = 0, declined = 0;
+      for (int step = 0; step < 400; ++step) {
+        const size_t batch = rng() % 24;
+        std::vector<int64_t> next(batch);
+        size_t new_pages = 0;
+        for (size_t i = 0; i < batch; ++i) {
+          const bool starts = rng() % 3 == 0;
+          next[i] = starts ? -1 : (1 + static_cast<int64_t>(rng() % 24)) * page + static_cast<int64_t>(rng() % page);
+          new_pages += starts ? 1 : 0;
+        }
+        const int64_t* pages = one_pass.decode_pages(batch);
+        if (pages == nullptr) {  // kvseq then takes decode_next on both (merging deferred frees, or short)
+          ++declined;
+          EXPECT_LT(one_pass.pages().free_count(), batch);
+          std::vector<int64_t> expected(batch, -9), got(batch, -9);
+          const kvp::Status a = reference.decode_next(next.data(), batch, new_pages, expected.data());
+          const kvp::Status b = one_pass.decode_next(next.data(), batch, new_pages, got.data());
+          ASSERT_EQ(a.code(), b.code());
+          EXPECT_EQ(got, expected);
+        } else {
+          ++offered;
+          std::vector<int64_t> expected(batch, -9), got(batch, -9);
+          ASSERT_TRUE(reference.decode_next(next.data(), batch, new_pages, expected.data()).is_ok());
+          size_t taken = 0;
+          for (size_t i = 0; i < batch; ++i) got[i] = next[i] >= 0 ? next[i] : pages[taken++] * page;
+          one_pass.take_decode_pages(taken);
+          EXPECT_EQ(got, expected) << "page " << page << " step " << step;
+          if (step % 7 == 0) {
+            reference.undo_last_allocation();
+            one_pass.undo_last_allocation();
+          }
+        }
+        ASSERT_EQ(reference.pages().free_list(), one_pass.pages().free_list()) << "page " << page << " step " << step;
+        ASSERT_EQ(reference.pages().release_list(), one_pass.pages().release_list());
+        // Free a random few held pages from both, in the same order.
+        std::vector<int64_t> held;
+        for (int64_t p = 1; p <= 24; ++p) {
+          if (reference.pages().owned(p) && rng() % 6 == 0) held.push_back(p * page);
+        }
+        ASSERT_TRUE(reference.free(held.data(), held.size()).is_ok());
+        ASSERT_TRUE(one_pass.free(held.data(), held.size()).is_ok());
+      }
+      EXPECT_GT(offered, 50u) << "page " << page << " need_sort " << need_sort;
+      EXPECT_GT(declined, 50u) << "page " << page << " need_sort " << need_sort;
     }
   }
 }

@@ -88,6 +88,36 @@ TEST_P(KvseqDecodeRefusal, SameMessageInCheckOrderAndNothingChanges) {
 
 INSTANTIATE_TEST_SUITE_P(PageSizes, KvseqDecodeRefusal, ::testing::Values(1, 4));
 
+// kvseq_decode appends as it walks the batch and takes the appends back when a later
+// request fails: a refusal after requests that started a page, continued one, or grew
+// their full buffers mid-batch leaves every request, table cell and free page as before.
+TEST_P(KvseqDecodeRefusal, LateRefusalTakesBackEveryEarlierAppend) {
+  Pool pool(config(GetParam()));
+  // a: 5 tokens, decoded to 9 (its buffers, reserved at begin for 9, are then full);
+  // b: 8 tokens (its next token starts a page at page 1, 2, 4 and 8); c: 6 tokens.
+  const uint64_t a = seq_begin(pool, range(100, 5)), b = seq_begin(pool, range(200, 8));
+  const uint64_t c = seq_begin(pool, range(300, 6));
+  ASSERT_EQ(seq_extend(pool, {a, b, c}, {5, 8, 6}), KVPOOL_OK) << kvpool_last_error();
+  for (int32_t t = 0; t < 4; ++t) ASSERT_EQ(seq_decode(pool, {a}, {t}), KVPOOL_OK) << kvpool_last_error();
+  const uint64_t fresh = seq_begin(pool, range(400, 3));  // no row: cannot decode
+  std::vector<int32_t> rows;
+  for (uint64_t id : {a, b, c}) rows.push_back(kvtest::seq_info(pool, id).row);
+  const std::string not_computed = "request " + std::to_string(fresh) + ": has 3 tokens not computed yet; extend it before decoding";
+  expect_refused(pool, {a, b, c, fresh}, rows, {b, a, c, fresh}, KVPOOL_ERR_INVALID_ARGUMENT, not_computed);
+  expect_refused(pool, {a, b, c, fresh}, rows, {c, b, a, c}, KVPOOL_ERR_INVALID_ARGUMENT,
+                 "request " + std::to_string(c) + " appears twice in the batch");
+  expect_refused(pool, {a, b, c, fresh}, rows, {a, b, c, 77}, KVPOOL_ERR_INVALID_ARGUMENT,
+                 "request 77 does not exist (finished, aborted or never begun)");
+  // The same batch without the refused request decodes, a's buffers growing on the way.
+  Slots out;
+  ASSERT_EQ(seq_decode(pool, {b, a, c}, {1, 2, 3}, &out), KVPOOL_OK) << kvpool_last_error();
+  EXPECT_EQ(kvtest::seq_slots(pool, b).back(), out[0]);
+  EXPECT_EQ(kvtest::seq_slots(pool, a).size(), 10u);
+  EXPECT_EQ(kvtest::seq_slots(pool, a).back(), out[1]);
+  EXPECT_EQ(kvtest::seq_slots(pool, c).back(), out[2]);
+  kvtest::expect_consistent(pool);
+}
+
 // A request whose tokens all came from the tree has every slot but no row yet: it must be
 // extended (by nothing new: SGLang recomputes its last token) before it decodes.
 TEST(KvseqDecode, FullyCachedRequestWithoutRowIsRefused) {
