@@ -27,8 +27,9 @@ void MambaRadixTree::reset() {
 
 // The state belongs to the end of the sequence, so the upper part is a
 // tombstone and holds no mamba lock; the lower part keeps the state.
-void MambaRadixTree::on_split(MambaNode& upper, MambaNode& lower) {
+void MambaRadixTree::on_split(MambaNode& upper, MambaNode& lower, MambaNode& parts) {
   (void)lower;
+  (void)parts;
   upper.mamba = -1;
   upper.aux_lock = 0;
 }

@@ -33,22 +33,35 @@ bool SwaRadixTree::is_tombstone(NodeHandle h) const {
   return id > 0 && node(id).tombstone;
 }
 
+namespace {
+// How many of a node's host window rows (they cover its last k tokens) fall in its first
+// `at` tokens, when it is split there.
+size_t window_rows_above(const SwaNode& n, size_t at) {
+  const size_t len = n.key.size(), k = n.host_window.size();
+  return k > len - at ? k - (len - at) : 0;
+}
+}  // namespace
+
+void SwaRadixTree::prepare_split(const SwaNode& lower, size_t at, SwaNode* parts, std::vector<int64_t>&& tail) {
+  const long upper_k = static_cast<long>(window_rows_above(lower, at));
+  parts->host_window = std::move(tail);  // a spare's room for `window` rows: no allocation after a reserve
+  if (upper_k > 0) parts->host_window.assign(lower.host_window.begin(), lower.host_window.begin() + upper_k);
+}
+
 // Both parts keep the tombstone flag and both lock counts (locks below pass
 // through the upper part, so sizes stay unchanged). An SWA lock that stopped
 // at the lower part covered all of it, so its uuid moves up to where that lock
 // now stops. The host copy's window rows cover the node's last tokens: the lower part
-// keeps those that fall in it, the upper part the rest (its own last tokens).
-void SwaRadixTree::on_split(SwaNode& upper, SwaNode& lower) {
+// keeps those that fall in it, the upper part the rest (its own last tokens, copied
+// by prepare_split). Allocates nothing.
+void SwaRadixTree::on_split(SwaNode& upper, SwaNode& lower, SwaNode& parts) {
   upper.tombstone = lower.tombstone;
   upper.aux_lock = lower.aux_lock;
   upper.uuid = lower.uuid;
   lower.uuid = 0;
-  const size_t at = upper.key.size(), len = lower.key.size(), k = lower.host_window.size();  // lower: not cut yet
-  const size_t upper_k = k > len - at ? k - (len - at) : 0;
-  if (upper_k > 0) {
-    upper.host_window.assign(lower.host_window.begin(), lower.host_window.begin() + static_cast<long>(upper_k));
-    lower.host_window.erase(lower.host_window.begin(), lower.host_window.begin() + static_cast<long>(upper_k));
-  }
+  const long upper_k = static_cast<long>(parts.host_window.size());
+  upper.host_window = std::move(parts.host_window);
+  lower.host_window.erase(lower.host_window.begin(), lower.host_window.begin() + upper_k);
 }
 
 namespace {
@@ -93,7 +106,6 @@ SwaRadixTree::InsertPreview SwaRadixTree::preview_insert(const int32_t* tokens, 
     const int32_t c = find_edge(cur, ns, tokens + pos, n - pos, &len);
     if (c < 0) break;
     const Node& x = node(c);
-    if (x.evicted) r.host_only = true;
     // Only [pos, pos + len) matters: a split there keeps the flag and the locks in the upper part.
     const size_t end = pos + len;
     if (x.tombstone && x.full_lock > 0 && end > windowed_from) r.frees_windowed = true;

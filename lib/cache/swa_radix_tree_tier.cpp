@@ -170,27 +170,30 @@ Status SwaRadixTree::host_chain_tokens(NodeHandle h, size_t* tokens) const {
 }
 
 Status SwaRadixTree::plan_restore(NodeHandle h, SwaRestorePlan* plan) {
-  int32_t id = nodes_.resolve(h);
+  const int32_t id = nodes_.resolve(h);
   if (id < 0) return Status::invalid("node handle " + std::to_string(h) + " is stale or unknown");
   plan->chain.clear();
   plan->live.clear();
   plan->host_full.clear();
   plan->host_window.clear();
   plan->tokens = plan->live_tokens = 0;
+  plan->split_node = 0;
+  plan->split_at = 0;
   // From the chain's end upward: nodes whose window rows cover them whole stay live while
-  // fewer than `window` tokens are covered; the first covered only at its end is split
-  // there (its upper part, and everything above, come back as tombstones).
+  // fewer than `window` tokens are covered; the first covered only at its end is to be
+  // split there (its upper part, and everything above, come back as tombstones). The
+  // split waits for restore_chain: a load refused for want of device room changes no node.
   size_t covered = 0;
   int32_t top_live = -1;
   for (int32_t x = id; x != kRoot && node(x).evicted && covered < window_; x = node(x).parent) {
     const size_t k = node(x).host_window.size(), len = node(x).key.size();
     if (k == 0) break;
+    top_live = x;
     if (k < len) {
-      split(x, len - k);  // `x` is now the lower part: its rows are all windowed
-      top_live = x;
+      plan->split_node = nodes_.handle(x);
+      plan->split_at = len - k;
       break;
     }
-    top_live = x;
     covered += len;
   }
   std::vector<int32_t> ids;
@@ -206,10 +209,12 @@ Status SwaRadixTree::plan_restore(NodeHandle h, SwaRestorePlan* plan) {
     plan->tokens += n.key.size();
     plan->host_full.insert(plan->host_full.end(), n.host.begin(), n.host.end());
     if (live) {
-      plan->live_tokens += n.key.size();
+      // A split node's window rows all lie in its lower part, the part that comes back live.
+      plan->live_tokens += x == top_live ? n.key.size() - plan->split_at : n.key.size();
       plan->host_window.insert(plan->host_window.end(), n.host_window.begin(), n.host_window.end());
     }
   }
+  if (plan->split_at > 0) reserve_split(plan->split_at);  // its upper part's buffers hold split_at slots
   return Status::ok();
 }
 
@@ -225,9 +230,20 @@ Status SwaRadixTree::restore_chain(const SwaRestorePlan& plan, const int64_t* sl
     if (node(id).value.capacity() < node(id).key.size()) node(id).value.reserve(node(id).key.size());  // before any change
     above = id;
   }
+  const int32_t split_id = plan.split_at > 0 ? nodes_.resolve(plan.split_node) : -1;
+  if (plan.split_at > 0 && (split_id <= kRoot || plan.split_at >= node(split_id).key.size())) {
+    return Status::invalid("the planned split does not cut a node of the chain");
+  }
   size_t at = 0;
   for (size_t i = 0; i < plan.chain.size(); ++i) {
     const int32_t id = nodes_.resolve(plan.chain[i]);
+    if (id == split_id) {
+      // The planned split (plan_restore reserved its memory): the upper part comes back a
+      // tombstone, the lower part, which holds the window rows, live.
+      const int32_t upper = split(id, plan.split_at);
+      adopt(upper, slots + at, false);
+      at += plan.split_at;
+    }
     adopt(id, slots + at, plan.live[i] != 0);
     at += node(id).key.size();
   }

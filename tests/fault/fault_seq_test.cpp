@@ -342,6 +342,36 @@ TEST(FaultSeq, HybridLinearMamba) {
   t.sum.print();
 }
 
+// swa with the host tier: begins load host-only chains back (a planned split of the top
+// live node, device eviction, two host pools), inserts copy window tails; a backup that ran
+// out of memory inside a successful call is retried by kvhost_poll, so the picture first
+// retries (without injection) in both pools alike.
+void run_swa_host_tier(const char* policy) {
+  std::string json = kvtest::swa_radix_config(96, 48, 4, 8, 512);
+  json.insert(json.size() - 1, std::string(R"(, "host_cache": {"ratio": 3, "headroom_bytes": 0, "write_policy": ")") +
+                                   policy + "\"}");
+  Twin t(json, std::string("kvseq swa host tier ") + policy);
+  t.extra = [](kvpool* p) {
+    if (kvhost_poll(p, 0, nullptr) != KVPOOL_OK) return std::string(" poll: ") + kvpool_last_error();
+    kvhost_stats s = KVHOST_STATS_INIT;
+    if (kvhost_get_stats(p, &s) != KVPOOL_OK) return std::string(" host: ") + kvpool_last_error();
+    return " host used " + std::to_string(s.used_tokens) + " host-only " + std::to_string(s.host_only_tokens) +
+           " backups " + std::to_string(s.backup_tokens) + " loads " + std::to_string(s.load_tokens);
+  };
+  auto seen = run(t, 3, 400, {9, 16, 8, 5});
+  expect_ops(seen, {"begin", "extend", "decode", "finish", "abort"}, t.sum.name);
+  kvhost_stats s = KVHOST_STATS_INIT;
+  ASSERT_EQ(kvhost_get_stats(t.a(), &s), KVPOOL_OK);
+  EXPECT_GT(s.load_tokens, 0u) << "the workload must load prefixes back from the host";
+  t.sum.print();
+}
+
+TEST(FaultSeq, SwaHostTierWriteThrough) { run_swa_host_tier("write_through"); }
+// Not write_through_selective (this workload's prompts are not hit twice before they are
+// evicted: nothing would be loaded back). Not write_back: a device eviction whose keeping
+// copy runs out of host memory deletes the node instead (docs/host-tier.md), so the call
+// succeeds with another tree than the reference's, which this driver reports.
+
 TEST(FaultSeq, Mla) {
   const std::string json =
       R"({"model": {"num_layers": 2, "attention": "mla", "kv_lora_rank": 16, "qk_rope_head_dim": 8},
