@@ -34,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "cache/kv_events.hpp"
 #include "cache/lru_list.hpp"
 #include "cache/node_arena.hpp"
 #include "util/status.hpp"
@@ -54,6 +55,7 @@ struct DualNodeBase : TreeNodeBase {
   uint32_t write_hits = 0;      // hits counted for the write policy
   std::vector<int64_t> host;    // host slot per token; empty: no host copy
   LruLinks host_lru;
+  Digest tail{};  // KV events: the digest of the node's last token (the chain from the root)
 };
 
 template <class Derived, class Node>
@@ -81,7 +83,12 @@ class DualLruTree {
   // past the caller's cached prefix, so bounds[i] bounds each of them.
   void reserve_inserts(const size_t* bounds, size_t inserts) {
     std::vector<size_t> needs;
-    for (size_t i = 0; i < inserts; ++i) needs.insert(needs.end(), Derived::kNodesPerInsert, bounds[i]);
+    size_t tokens = 0;
+    for (size_t i = 0; i < inserts; ++i) {
+      needs.insert(needs.end(), Derived::kNodesPerInsert, bounds[i]);
+      tokens += bounds[i];
+    }
+    reserve_events(tokens, tokens);  // and the evictions a kvseq call makes after its inserts
     prepare(needs.size());
     reserve_buffers(needs.data(), needs.size());
   }
@@ -98,6 +105,18 @@ class DualLruTree {
     prepare(1);
     reserve_buffers(&at, 1);
   }
+  // ---- KV events (prefix_cache.events; docs/prefix_cache.md#kv-events) ----
+  // One event per token (page size 1): BlockStored when a node's device KV appears (insert,
+  // load-back, an insert over a host-only node), BlockRemoved when it goes (deleted, or
+  // evicted to the host), HostStored / HostRemoved when its host copy is made / dropped,
+  // AllBlocksCleared at reset. Window or mamba-state loss (tombstones) is not an event.
+  // Call once, on an empty tree.
+  void enable_events() { events_on_ = true; }
+  bool events_enabled() const { return events_on_; }
+  const std::vector<KvEvent>& queued_events() const { return events_.events(); }
+  const std::vector<int32_t>& queued_event_tokens() const { return events_.tokens(); }
+  void clear_events() { events_.clear(); }
+
   // Interns a namespace ahead of an insert. Invisible: a namespace without nodes matches nothing.
   void reserve_namespace(const std::string& extra_key) { (void)nodes_.intern(extra_key); }
 
@@ -144,6 +163,45 @@ class DualLruTree {
   void enable_host_spares(size_t tail_room) {
     host_spares_ = true;
     tail_room_ = tail_room;
+  }
+
+  // KV events: room, before a call's first change, for every event it can queue: `more`
+  // stored tokens, and for each token the tree holds (after `growth` more come in) a device
+  // removal, a write_back copy and a host removal (evictions), plus one (a reset).
+  void reserve_events(size_t more, size_t growth = 0) {
+    if (!events_on_) return;
+    const size_t held = full_evictable_ + full_protected_ + static_cast<const Derived*>(this)->host_size() + growth;
+    events_.reserve(3 * held + more + 1);
+  }
+  // Queues one event of `type` per token of node `id` (its parent still linked).
+  void emit(int32_t id, EventType type) {
+    if (!events_on_) return;
+    const Node& n = node(id);
+    Digest prev{}, digest{};
+    bool has_prev = n.parent != kRoot;
+    if (has_prev) prev = node(n.parent).tail;
+    for (int32_t token : n.key) {
+      digest = page_digest(has_prev ? &prev : nullptr, &token, 1);
+      events_.push(type, has_prev ? &prev : nullptr, digest, token);
+      prev = digest;
+      has_prev = true;
+    }
+  }
+  // Sets node `id`'s tail digest from its parent's (after it is linked or its key changed).
+  void set_tail(int32_t id) {
+    if (!events_on_) return;
+    Node& n = node(id);
+    const int32_t parent = n.parent;
+    const Digest* prev = parent == kRoot ? nullptr : &node(parent).tail;
+    Digest d{};
+    for (int32_t token : n.key) {
+      d = page_digest(prev, &token, 1);
+      prev = &d;
+    }
+    n.tail = d;
+  }
+  void emit_cleared() {
+    if (events_on_) events_.push_cleared();
   }
 
   // Forgets every node; the root holds both locks so nothing treats it as evictable.
@@ -345,6 +403,7 @@ class DualLruTree {
     if (!evicted) c.value.erase(c.value.begin(), c.value.begin() + static_cast<long>(at));
     if (!c.host.empty()) c.host.erase(c.host.begin(), c.host.begin() + static_cast<long>(at));
     nodes_.link(upper, child);
+    set_tail(upper);  // the lower part's tail is the node's as before
     if (evicted) {
       host_lru_.push_mru(upper);
       host_lru_.push_mru(child);
@@ -364,6 +423,7 @@ class DualLruTree {
   // before its first change.
   template <class Init>
   int32_t add_leaf(int32_t parent, int32_t ns, const int32_t* tokens, const int64_t* slots, size_t n, Init&& init) {
+    if (events_on_) events_.reserve(n);
     std::vector<int32_t> key;
     std::vector<int64_t> value;
     take_buffers(tokens, slots, n, &key, &value);
@@ -375,6 +435,8 @@ class DualLruTree {
     l.value = std::move(value);
     init(l);
     nodes_.link(parent, leaf);
+    set_tail(leaf);
+    emit(leaf, EventType::kBlockStored);
     full_lru_.push_mru(leaf);
     if (has_aux(leaf)) aux_lru_.push_mru(leaf);
     full_evictable_ += n;
@@ -391,6 +453,8 @@ class DualLruTree {
   Status remove_leaf_cascade(int32_t id, size_t* full_evicted, FreeTombstone&& free_tombstone) {
     int32_t x = id;
     while (true) {
+      if (!node(x).evicted) emit(x, EventType::kBlockRemoved);
+      if (!node(x).host.empty()) emit(x, EventType::kHostRemoved);
       Node& n = node(x);
       const int32_t parent = n.parent;
       if (n.evicted) {
@@ -523,6 +587,8 @@ class DualLruTree {
   }
   std::vector<Buffer> spares_;   // key/slot buffers for nodes to come (reserve_buffers)
   std::vector<int32_t> path_;    // touch_path's scratch
+  bool events_on_ = false;
+  TokenEventQueue events_;
   bool host_spares_ = false;     // enable_host_spares
   size_t tail_room_ = 0;
 };

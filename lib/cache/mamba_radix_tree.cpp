@@ -20,7 +20,9 @@ Status MambaRadixTree::create(int64_t page_size, Callbacks callbacks, std::uniqu
 MambaRadixTree::MambaRadixTree(Callbacks callbacks) : cb_(std::move(callbacks)) { reset(); }
 
 void MambaRadixTree::reset() {
+  reserve_events(0);
   reset_structure();
+  emit_cleared();
   mamba_evictable_ = mamba_protected_ = 0;
   host_tokens_ = host_only_tokens_ = 0;
 }
@@ -125,6 +127,7 @@ Status MambaRadixTree::insert(const int32_t* tokens, size_t n, const int64_t* sl
   prepare(kNodesPerInsert);
   const size_t needs[kNodesPerInsert] = {partial, n - cached};
   reserve_buffers(needs, kNodesPerInsert);
+  size_t stored = n - cached;  // KV events: the new leaf's tokens and the adopted host-only ones
   if (tiered_) {  // room for the device copies host-only nodes on the path take back
     int32_t at = kRoot;
     size_t p = 0;
@@ -132,12 +135,16 @@ Status MambaRadixTree::insert(const int32_t* tokens, size_t n, const int64_t* sl
       size_t len = 0;
       const int32_t c = find_edge(at, ns, tokens + p, n - p, &len);
       if (c < 0) break;
-      if (node(c).evicted) node(c).value.reserve(node(c).key.size());
+      if (node(c).evicted) {
+        node(c).value.reserve(node(c).key.size());
+        stored += len;
+      }
       p += len;
       at = c;
       if (len < node(c).key.size()) break;
     }
   }
+  reserve_events(stored);
   int32_t cur = kRoot;
   size_t pos = 0, adopted_from = SIZE_MAX;
   while (pos < n) {
@@ -258,6 +265,7 @@ Status MambaRadixTree::free_node_slots(const MambaNode& n) {
 Status MambaRadixTree::evict(size_t full_tokens, size_t* full_evicted, size_t* mamba_evicted) {
   size_t states = 0;
   *full_evicted = 0;
+  reserve_events(0);
   while (*full_evicted < full_tokens) {
     const int32_t victim = full_lru_.oldest_candidate();
     if (victim < 0) break;
@@ -270,6 +278,7 @@ Status MambaRadixTree::evict(size_t full_tokens, size_t* full_evicted, size_t* m
 Status MambaRadixTree::evict_mamba(size_t states, size_t* mamba_evicted, size_t* full_evicted) {
   size_t tokens = 0;
   *mamba_evicted = 0;
+  reserve_events(0);
   while (*mamba_evicted < states) {
     const int32_t victim = aux_lru_.oldest_candidate();
     if (victim < 0) break;

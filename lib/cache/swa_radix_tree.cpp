@@ -23,7 +23,9 @@ Status SwaRadixTree::create(int64_t page_size, size_t window, Callbacks callback
 SwaRadixTree::SwaRadixTree(size_t window, Callbacks callbacks) : window_(window), cb_(std::move(callbacks)) { reset(); }
 
 void SwaRadixTree::reset() {
+  reserve_events(0);
   reset_structure();
+  emit_cleared();
   swa_evictable_ = swa_protected_ = 0;
   host_tokens_ = host_only_tokens_ = 0;
 }
@@ -281,9 +283,10 @@ size_t SwaRadixTree::plan_insert(const int32_t* tokens, size_t n, int32_t ns, si
 
 void SwaRadixTree::reserve_planned(size_t pos, size_t n, size_t swa_evicted_len) {
   size_t needs[kNodesPerInsert] = {0, 0, 0, 0};  // the two splits, the two parts of the tail
-  size_t freed = 0, nodes = 0;
+  size_t freed = 0, nodes = 0, adopted = 0;
   for (const InsertStep& s : steps_) {
     if (s.drop) break;
+    if (s.adopt) adopted += s.len;
     if (s.split) needs[0] = s.len;
     if (s.revive && s.windowed > 0) needs[1] = s.windowed;
     if (s.adopt && s.windowed > 0 && s.windowed < s.len) needs[1] = s.windowed;  // one windowed boundary per insert
@@ -299,6 +302,7 @@ void SwaRadixTree::reserve_planned(size_t pos, size_t n, size_t swa_evicted_len)
   prepare(nodes);
   reserve_buffers(needs, kNodesPerInsert);
   if (freed_.capacity() < freed) freed_.reserve(freed);
+  reserve_events(n - pos + adopted);  // KV events: the new leaves' tokens and the adopted host-only ones
 }
 
 void SwaRadixTree::reserve_inserts(const size_t* bounds, size_t inserts) {
@@ -493,6 +497,7 @@ Status SwaRadixTree::tombstone(int32_t id, size_t* swa_evicted) {
 
 Status SwaRadixTree::evict(size_t full_tokens, size_t swa_tokens, size_t* full_evicted, size_t* swa_evicted) {
   *full_evicted = *swa_evicted = 0;
+  reserve_events(0);
   while (*full_evicted < full_tokens) {
     const int32_t victim = full_lru_.oldest_candidate();
     if (victim < 0) break;

@@ -17,6 +17,7 @@ void SwaRadixTree::drop_to_host(int32_t id) {
   n.value.clear();  // capacity kept: a load-back reuses it
   n.evicted = true;
   n.tombstone = true;  // its window slots went with its device KV
+  emit(id, EventType::kBlockRemoved);
   host_lru_.push_mru(id);
   host_only_tokens_ += n.key.size();
   ++node(n.parent).host_children;
@@ -28,6 +29,7 @@ void SwaRadixTree::adopt(int32_t id, const int64_t* slots, bool live) {
   Node& n = node(id);
   n.value.assign(slots, slots + n.key.size());  // capacity reserved by the caller
   n.evicted = false;
+  emit(id, EventType::kBlockStored);
   host_lru_.remove(id);
   full_lru_.push_mru(id);
   host_only_tokens_ -= n.key.size();
@@ -137,6 +139,7 @@ void SwaRadixTree::reserve_host(NodeHandle h) {
   if (id <= kRoot) return;
   node(id).host.reserve(node(id).key.size());
   node(id).host_window.reserve(std::min(window_, node(id).key.size()));
+  reserve_events(node(id).key.size());
 }
 
 size_t SwaRadixTree::window_tail(NodeHandle h) const {
@@ -158,6 +161,7 @@ Status SwaRadixTree::attach_host(NodeHandle h, const int64_t* full, size_t n, co
   x.host.assign(full, full + n);
   x.host_window.assign(window, window + k);
   host_tokens_ += n;
+  emit(id, EventType::kHostStored);
   return Status::ok();
 }
 
@@ -215,6 +219,7 @@ Status SwaRadixTree::plan_restore(NodeHandle h, SwaRestorePlan* plan) {
     }
   }
   if (plan->split_at > 0) reserve_split(plan->split_at);  // its upper part's buffers hold split_at slots
+  reserve_events(plan->tokens);
   return Status::ok();
 }
 
@@ -252,6 +257,7 @@ Status SwaRadixTree::restore_chain(const SwaRestorePlan& plan, const int64_t* sl
 
 Status SwaRadixTree::evict_host(size_t tokens, size_t* evicted) {
   *evicted = 0;
+  reserve_events(0);
   size_t device_freed = 0;
   while (*evicted < tokens) {
     const int32_t victim = host_lru_.oldest_candidate();
