@@ -94,6 +94,19 @@ void expect_events(const Drained& d, radix_event_type type, const std::vector<in
   }
 }
 
+// A request computes `prompt` (and would go on with one more token); finish caches it.
+void compute_and_finish(kvpool* pool, const std::vector<int32_t>& prompt) {
+  std::vector<int32_t> longer = prompt;
+  longer.push_back(9);
+  uint64_t seq = 0;
+  size_t cached = 0;
+  ASSERT_EQ(kvseq_begin(pool, longer.data(), longer.size(), nullptr, &seq, &cached), KVPOOL_OK) << kvpool_last_error();
+  int64_t chunk = static_cast<int64_t>(prompt.size());
+  std::vector<int64_t> slots(prompt.size());
+  ASSERT_EQ(kvseq_extend(pool, &seq, 1, &chunk, 1, slots.data(), slots.size()), KVPOOL_OK) << kvpool_last_error();
+  ASSERT_EQ(kvseq_finish(pool, seq, prompt.size()), KVPOOL_OK) << kvpool_last_error();
+}
+
 void expect_clean(kvpool* pool) {
   char report[2048] = {0};
   EXPECT_EQ(kvpool_check(pool, report, sizeof(report)), KVPOOL_OK) << report;
@@ -106,14 +119,9 @@ TEST_P(HostTierEvents, BackupEvictionLoadBackAndHostEvictionAreReported) {
   const std::vector<int32_t> prompt = tokens_from(300, 24);
   std::vector<int32_t> longer = prompt;
   longer.push_back(9);
-  // A request computes the prompt; finish caches it (BlockStored) and write_through copies it.
-  uint64_t seq = 0;
-  size_t cached = 0;
-  ASSERT_EQ(kvseq_begin(pool, longer.data(), longer.size(), nullptr, &seq, &cached), KVPOOL_OK) << kvpool_last_error();
-  int64_t chunk = 24;
-  std::vector<int64_t> slots(24);
-  ASSERT_EQ(kvseq_extend(pool, &seq, 1, &chunk, 1, slots.data(), slots.size()), KVPOOL_OK) << kvpool_last_error();
-  ASSERT_EQ(kvseq_finish(pool, seq, 24), KVPOOL_OK) << kvpool_last_error();
+  // Finish caches the prompt (BlockStored) and write_through copies it (HostStored).
+  compute_and_finish(pool, prompt);
+  ASSERT_FALSE(HasFailure());
   Drained d = take_events(pool);
   ASSERT_EQ(d.events.size(), 48u);
   expect_events(Drained{{d.events.begin(), d.events.begin() + 24}, d.tokens}, RADIX_EVENT_BLOCK_STORED, prompt, "finish");
@@ -152,16 +160,8 @@ TEST_P(HostTierEvents, NoEventsUnlessAskedFor) {
   std::string json = events_config(GetParam());
   json.replace(json.find(R"("events": true)"), 14, R"("events": false)");
   Pool pool(json);
-  const std::vector<int32_t> prompt = tokens_from(300, 16);
-  std::vector<int32_t> longer = prompt;
-  longer.push_back(9);
-  uint64_t seq = 0;
-  size_t cached = 0;
-  ASSERT_EQ(kvseq_begin(pool, longer.data(), longer.size(), nullptr, &seq, &cached), KVPOOL_OK) << kvpool_last_error();
-  int64_t chunk = 16;
-  std::vector<int64_t> slots(16);
-  ASSERT_EQ(kvseq_extend(pool, &seq, 1, &chunk, 1, slots.data(), slots.size()), KVPOOL_OK) << kvpool_last_error();
-  ASSERT_EQ(kvseq_finish(pool, seq, 16), KVPOOL_OK) << kvpool_last_error();
+  compute_and_finish(pool, tokens_from(300, 16));
+  ASSERT_FALSE(HasFailure());
   size_t evicted = 0;
   ASSERT_EQ(radix_evict(pool, 64, &evicted), KVPOOL_OK) << kvpool_last_error();
   EXPECT_TRUE(take_events(pool).events.empty());

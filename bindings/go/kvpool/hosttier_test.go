@@ -327,32 +327,43 @@ const hybridHostConfig = `{"model":{"num_layers":4,"attention":"hybrid_linear","
 	`"pool":{"kv_dtype":"f32","max_total_tokens":64,"max_running_requests":2,"mamba_cache_size":10,"max_context_len":64},` +
 	`"prefix_cache":{"kind":"radix"},"host_cache":{"ratio":4,"headroom_bytes":0}}`
 
-func TestHostTierHybridBeginLoadsTheFullAttentionKvBack(t *testing.T) {
-	p := open(t, hybridHostConfig)
-	prompt := tokenRange(300, 24)
+// computeThenEvict runs a request over prompt on an empty write_through pool of 64 device
+// tokens, writes kvPattern rows into `layers`, finishes it (which copies it to the host) and
+// evicts it from the device: the prompt is host-only afterwards.
+func computeThenEvict(t *testing.T, p *kvpool.Pool, prompt []int32, layers []int) {
+	t.Helper()
+	n := len(prompt)
 	seq, cached, err := p.Begin(prompt, "")
 	must(t, err)
 	if cached != 0 {
 		t.Fatalf("Begin on an empty cache found %d tokens", cached)
 	}
-	slots, err := p.SeqExtend([]uint64{seq}, []int64{24})
+	slots, err := p.SeqExtend([]uint64{seq}, []int64{int64(n)})
 	must(t, err)
-	k, v := kvPattern(24, 3, 0), kvPattern(24, 3, 1)
-	must(t, p.SetKV(3, slots, k, v, kvpool.DTypeF32, 1, 1))
-	must(t, p.Finish(seq, 24))
-	if s := hostStats(t, p); s.UsedTokens != 24 {
-		t.Fatalf("HostStats after Finish = %+v, want the 24 tokens copied (write_through)", s)
+	for _, layer := range layers {
+		must(t, p.SetKV(layer, slots, kvPattern(n, layer, 0), kvPattern(n, layer, 1), kvpool.DTypeF32, 1, 1))
+	}
+	must(t, p.Finish(seq, n))
+	if s := hostStats(t, p); s.UsedTokens != uint64(n) {
+		t.Fatalf("HostStats after Finish = %+v, want the %d tokens copied (write_through)", s, n)
 	}
 	evicted, err := p.Evict(64)
 	must(t, err)
-	if evicted != 24 {
-		t.Fatalf("Evict freed %d device tokens, want 24", evicted)
+	if evicted != n {
+		t.Fatalf("Evict freed %d device tokens, want %d", evicted, n)
 	}
-	if s := hostStats(t, p); s.HostOnlyTokens != 24 {
-		t.Fatalf("HostStats after Evict = %+v, want 24 host-only tokens", s)
+	if s := hostStats(t, p); s.HostOnlyTokens != uint64(n) {
+		t.Fatalf("HostStats after Evict = %+v, want %d host-only tokens", s, n)
 	}
+}
+
+func TestHostTierHybridBeginLoadsTheFullAttentionKvBack(t *testing.T) {
+	p := open(t, hybridHostConfig)
+	prompt := tokenRange(300, 24)
+	computeThenEvict(t, p, prompt, []int{3})
+	k, v := kvPattern(24, 3, 0), kvPattern(24, 3, 1)
 	longer := append(append([]int32{}, prompt...), 9)
-	seq, cached, err = p.Begin(longer, "")
+	seq, cached, err := p.Begin(longer, "")
 	must(t, err)
 	if info := seqInfo(t, p, seq); cached != 24 || info.HostHit != 24 {
 		t.Fatalf("Begin after eviction: cached %d, SeqInfo %+v, want 24 tokens loaded from the host", cached, info)
@@ -385,22 +396,7 @@ const swaHostConfig = `{"model":{"num_layers":4,"attention":"swa","kv_heads":2,"
 func TestHostTierSwaEvictMatchLoadBackHostEvict(t *testing.T) {
 	p := open(t, swaHostConfig)
 	prompt := tokenRange(300, 24)
-	seq, _, err := p.Begin(prompt, "")
-	must(t, err)
-	slots, err := p.SeqExtend([]uint64{seq}, []int64{24})
-	must(t, err)
-	for layer := 0; layer < 4; layer++ {
-		must(t, p.SetKV(layer, slots, kvPattern(24, layer, 0), kvPattern(24, layer, 1), kvpool.DTypeF32, 1, 1))
-	}
-	must(t, p.Finish(seq, 24))
-	if s := hostStats(t, p); s.UsedTokens != 24 {
-		t.Fatalf("HostStats after Finish = %+v, want the 24 tokens copied (write_through)", s)
-	}
-	evicted, err := p.Evict(64)
-	must(t, err)
-	if evicted != 24 {
-		t.Fatalf("Evict freed %d device tokens, want 24", evicted)
-	}
+	computeThenEvict(t, p, prompt, []int{0, 1, 2, 3})
 	longer := append(append([]int32{}, prompt...), 9)
 	m, err := p.HostMatch(longer, "")
 	must(t, err)
@@ -438,7 +434,7 @@ func TestHostTierSwaEvictMatchLoadBackHostEvict(t *testing.T) {
 	wantInts(t, "Match after HostLoadBack", got, loaded)
 
 	// Out of the device again, then out of the host.
-	evicted, err = p.Evict(64)
+	evicted, err := p.Evict(64)
 	must(t, err)
 	if evicted != 24 {
 		t.Fatalf("Evict freed %d device tokens, want 24", evicted)
