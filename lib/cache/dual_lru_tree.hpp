@@ -175,30 +175,11 @@ class DualLruTree {
   }
   // Queues one event of `type` per token of node `id` (its parent still linked).
   void emit(int32_t id, EventType type) {
-    if (!events_on_) return;
-    const Node& n = node(id);
-    Digest prev{}, digest{};
-    bool has_prev = n.parent != kRoot;
-    if (has_prev) prev = node(n.parent).tail;
-    for (int32_t token : n.key) {
-      digest = page_digest(has_prev ? &prev : nullptr, &token, 1);
-      events_.push(type, has_prev ? &prev : nullptr, digest, token);
-      prev = digest;
-      has_prev = true;
-    }
+    if (events_on_) emit_events(id, type);
   }
   // Sets node `id`'s tail digest from its parent's (after it is linked or its key changed).
   void set_tail(int32_t id) {
-    if (!events_on_) return;
-    Node& n = node(id);
-    const int32_t parent = n.parent;
-    const Digest* prev = parent == kRoot ? nullptr : &node(parent).tail;
-    Digest d{};
-    for (int32_t token : n.key) {
-      d = page_digest(prev, &token, 1);
-      prev = &d;
-    }
-    n.tail = d;
+    if (events_on_) compute_tail(id);
   }
   void emit_cleared() {
     if (events_on_) events_.push_cleared();
@@ -206,6 +187,7 @@ class DualLruTree {
 
   // Forgets every node; the root holds both locks so nothing treats it as evictable.
   void reset_structure() {
+
     nodes_.reset();
     full_lru_.clear();
     aux_lru_.clear();
@@ -589,6 +571,32 @@ class DualLruTree {
   std::vector<int32_t> path_;    // touch_path's scratch
   bool events_on_ = false;
   TokenEventQueue events_;
+
+  // The events-on paths of emit() and set_tail(), kept out of line: the hot paths that call
+  // them (inserts, splits, evictions) compile as they did without events.
+  [[gnu::cold, gnu::noinline]] void emit_events(int32_t id, EventType type) {
+    const Node& n = node(id);
+    Digest prev{}, digest{};
+    bool has_prev = n.parent != kRoot;
+    if (has_prev) prev = node(n.parent).tail;
+    for (int32_t token : n.key) {
+      digest = page_digest(has_prev ? &prev : nullptr, &token, 1);
+      events_.push(type, has_prev ? &prev : nullptr, digest, token);
+      prev = digest;
+      has_prev = true;
+    }
+  }
+  [[gnu::cold, gnu::noinline]] void compute_tail(int32_t id) {
+    Node& n = node(id);
+    const int32_t parent = n.parent;
+    const Digest* prev = parent == kRoot ? nullptr : &node(parent).tail;
+    Digest d{};
+    for (int32_t token : n.key) {
+      d = page_digest(prev, &token, 1);
+      prev = &d;
+    }
+    n.tail = d;
+  }
   bool host_spares_ = false;     // enable_host_spares
   size_t tail_room_ = 0;
 };

@@ -114,6 +114,21 @@ void MambaRadixTree::match_into(const int32_t* tokens, size_t n, const std::stri
   }
 }
 
+size_t MambaRadixTree::host_only_on_path(int32_t ns, const int32_t* tokens, size_t n) const {
+  size_t host_only = 0;
+  int32_t at = kRoot;
+  for (size_t p = 0; p < n;) {
+    size_t len = 0;
+    const int32_t c = find_edge(at, ns, tokens + p, n - p, &len);
+    if (c < 0) break;
+    if (node(c).evicted) host_only += len;
+    p += len;
+    at = c;
+    if (len < node(c).key.size()) break;
+  }
+  return host_only;
+}
+
 Status MambaRadixTree::insert(const int32_t* tokens, size_t n, const int64_t* slots, int32_t mamba_slot,
                               const std::string& extra_key, size_t* prefix_len, bool* mamba_exist,
                               NodeHandle* last_node, bool count_hit) {
@@ -127,7 +142,6 @@ Status MambaRadixTree::insert(const int32_t* tokens, size_t n, const int64_t* sl
   prepare(kNodesPerInsert);
   const size_t needs[kNodesPerInsert] = {partial, n - cached};
   reserve_buffers(needs, kNodesPerInsert);
-  size_t stored = n - cached;  // KV events: the new leaf's tokens and the adopted host-only ones
   if (tiered_) {  // room for the device copies host-only nodes on the path take back
     int32_t at = kRoot;
     size_t p = 0;
@@ -135,16 +149,14 @@ Status MambaRadixTree::insert(const int32_t* tokens, size_t n, const int64_t* sl
       size_t len = 0;
       const int32_t c = find_edge(at, ns, tokens + p, n - p, &len);
       if (c < 0) break;
-      if (node(c).evicted) {
-        node(c).value.reserve(node(c).key.size());
-        stored += len;
-      }
+      if (node(c).evicted) node(c).value.reserve(node(c).key.size());
       p += len;
       at = c;
       if (len < node(c).key.size()) break;
     }
   }
-  reserve_events(stored);
+  // KV events: the new leaf's tokens and the host-only ones the insert adopts.
+  if (events_enabled()) reserve_events(n - cached + host_only_on_path(ns, tokens, n));
   int32_t cur = kRoot;
   size_t pos = 0, adopted_from = SIZE_MAX;
   while (pos < n) {

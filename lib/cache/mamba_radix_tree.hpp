@@ -173,6 +173,8 @@ class MambaRadixTree : public DualLruTree<MambaRadixTree, MambaNode> {
   Status evict_leaf(int32_t id, size_t* full_evicted, size_t* mamba_evicted);
   // Frees a node's slots: device KV (device nodes) and its host copy.
   Status free_node_slots(const MambaNode& n);
+  // Tokens of tokens[0, n) that lie in host-only nodes (what an insert of them adopts).
+  size_t host_only_on_path(int32_t ns, const int32_t* tokens, size_t n) const;
   void drop_to_host(int32_t id);  // device KV freed by the caller; host copy and state stay
   void adopt(int32_t id, const int64_t* slots);  // a host-only node takes device slots
   void pin_path(int32_t id, int delta);
