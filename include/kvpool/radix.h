@@ -22,7 +22,9 @@
  * insert (the tree frees the caller's duplicates and revives tombstones), and
  * radix_evict_swa() can drop window KV only (tombstoning). On these pools
  * radix_sizes() reports full-pool tokens, radix_state_sizes() the second resource,
- * and no KV events are emitted.
+ * and KV events (prefix_cache.events) come one per token (page size 1): a node's full
+ * KV stored or removed, its host copy made or dropped; losing window KV or a mamba
+ * state (tombstoning) is no event.
  *
  * Keys are token ids (int32) in a namespace (`extra_key`: a LoRA id or cache
  * salt; NULL or "" is the default namespace). With page_size P, only whole

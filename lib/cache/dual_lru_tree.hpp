@@ -9,7 +9,10 @@
 // tombstone. Tombstones are only in the full list. The derived tree (CRTP)
 // provides:
 //   static bool has_aux(const Node&);
-//   static void on_split(Node& upper, Node& lower);  // fields beyond key, value, ns, full_lock
+//   // May allocate; `tail` is a spare buffer for host rows of the node's tail (see
+//   // enable_host_spares), whose room the derived tree may use.
+//   static void prepare_split(const Node& lower, size_t at, Node* parts, std::vector<int64_t>&& tail);
+//   static void on_split(Node& upper, Node& lower, Node& parts);  // fields beyond key, value, ns, full_lock
 //   static constexpr bool kHostTombstoneLeaves;      // may a host-only leaf be a tombstone
 //
 // Host memory (DESIGN.md: a failed call changes nothing): every step that
@@ -19,7 +22,9 @@
 // the nodes a call will make. split() and add_leaf() prepare for themselves,
 // before they change anything, so a call that makes one node is safe as it is;
 // a call that makes several, or that changes a pool first (kvseq), reserves
-// beforehand (reserve_inserts()).
+// beforehand (reserve_inserts(), reserve_split()). A split's derived fields
+// take their memory in Derived::prepare_split, before the split's first change,
+// so on_split only moves what it got.
 #pragma once
 
 #include <cstddef>
@@ -29,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "cache/kv_events.hpp"
 #include "cache/lru_list.hpp"
 #include "cache/node_arena.hpp"
 #include "util/status.hpp"
@@ -49,6 +55,7 @@ struct DualNodeBase : TreeNodeBase {
   uint32_t write_hits = 0;      // hits counted for the write policy
   std::vector<int64_t> host;    // host slot per token; empty: no host copy
   LruLinks host_lru;
+  Digest tail{};  // KV events: the digest of the node's last token (the chain from the root)
 };
 
 template <class Derived, class Node>
@@ -76,7 +83,12 @@ class DualLruTree {
   // past the caller's cached prefix, so bounds[i] bounds each of them.
   void reserve_inserts(const size_t* bounds, size_t inserts) {
     std::vector<size_t> needs;
-    for (size_t i = 0; i < inserts; ++i) needs.insert(needs.end(), Derived::kNodesPerInsert, bounds[i]);
+    size_t tokens = 0;
+    for (size_t i = 0; i < inserts; ++i) {
+      needs.insert(needs.end(), Derived::kNodesPerInsert, bounds[i]);
+      tokens += bounds[i];
+    }
+    reserve_events(tokens, tokens);  // and the evictions a kvseq call makes after its inserts
     prepare(needs.size());
     reserve_buffers(needs.data(), needs.size());
   }
@@ -86,6 +98,25 @@ class DualLruTree {
     prepare(1);
     reserve_buffers(&tokens, 1);
   }
+  // Room for one split of `at` tokens off a node (with its host slots) that then
+  // allocates nothing, for callers that split after a change they cannot undo (a
+  // load-back's planned split, once the device slots are taken). Changes nothing visible.
+  void reserve_split(size_t at) {
+    prepare(1);
+    reserve_buffers(&at, 1);
+  }
+  // ---- KV events (prefix_cache.events; docs/prefix_cache.md#kv-events) ----
+  // One event per token (page size 1): BlockStored when a node's device KV appears (insert,
+  // load-back, an insert over a host-only node), BlockRemoved when it goes (deleted, or
+  // evicted to the host), HostStored / HostRemoved when its host copy is made / dropped,
+  // AllBlocksCleared at reset. Window or mamba-state loss (tombstones) is not an event.
+  // Call once, on an empty tree.
+  void enable_events() { events_on_ = true; }
+  bool events_enabled() const { return events_on_; }
+  const std::vector<KvEvent>& queued_events() const { return events_.events(); }
+  const std::vector<int32_t>& queued_event_tokens() const { return events_.tokens(); }
+  void clear_events() { events_.clear(); }
+
   // Interns a namespace ahead of an insert. Invisible: a namespace without nodes matches nothing.
   void reserve_namespace(const std::string& extra_key) { (void)nodes_.intern(extra_key); }
 
@@ -126,8 +157,37 @@ class DualLruTree {
     return true;
   }
 
+  // Host tier: the spare buffers also get room for a node's host slots, and for
+  // `tail_room` host rows of its tail (the swa tree's window rows), so that the splits
+  // of an insert or a load-back whose memory was reserved allocate nothing either.
+  void enable_host_spares(size_t tail_room) {
+    host_spares_ = true;
+    tail_room_ = tail_room;
+  }
+
+  // KV events: room, before a call's first change, for every event it can queue: `more`
+  // stored tokens, and for each token the tree holds (after `growth` more come in) a device
+  // removal, a write_back copy and a host removal (evictions), plus one (a reset).
+  void reserve_events(size_t more, size_t growth = 0) {
+    if (!events_on_) return;
+    const size_t held = full_evictable_ + full_protected_ + static_cast<const Derived*>(this)->host_size() + growth;
+    events_.reserve(3 * held + more + 1);
+  }
+  // Queues one event of `type` per token of node `id` (its parent still linked).
+  void emit(int32_t id, EventType type) {
+    if (events_on_) emit_events(id, type);
+  }
+  // Sets node `id`'s tail digest from its parent's (after it is linked or its key changed).
+  void set_tail(int32_t id) {
+    if (events_on_) compute_tail(id);
+  }
+  void emit_cleared() {
+    if (events_on_) events_.push_cleared();
+  }
+
   // Forgets every node; the root holds both locks so nothing treats it as evictable.
   void reset_structure() {
+
     nodes_.reset();
     full_lru_.clear();
     aux_lru_.clear();
@@ -184,17 +244,21 @@ class DualLruTree {
     std::vector<size_t> needs(sizes, sizes + count);
     needs.erase(std::remove(needs.begin(), needs.end(), size_t{0}), needs.end());
     std::sort(needs.begin(), needs.end(), std::greater<size_t>());
-    std::sort(spares_.begin(), spares_.end(), [](const Buffer& a, const Buffer& b) { return a.room() > b.room(); });
+    std::sort(spares_.begin(), spares_.end(), [this](const Buffer& a, const Buffer& b) { return room(a) > room(b); });
     std::vector<Buffer> next(needs.size());
     std::vector<bool> reused(needs.size(), false);
     size_t j = 0;  // the largest spares serve the largest needs
     for (size_t i = 0; i < needs.size(); ++i) {
-      if (j < spares_.size() && spares_[j].room() >= needs[i]) {
+      if (j < spares_.size() && room(spares_[j]) >= needs[i]) {
         reused[i] = true;
         ++j;
       } else {
         next[i].key.reserve(needs[i]);
         next[i].value.reserve(needs[i]);
+        if (host_spares_) {
+          next[i].host.reserve(needs[i]);
+          next[i].tail.reserve(std::min(needs[i], tail_room_));
+        }
       }
     }
     j = 0;
@@ -212,23 +276,27 @@ class DualLruTree {
       if (sizes[i] == 0) continue;
       const size_t wanted = static_cast<size_t>(std::count_if(sizes, sizes + count, [&](size_t x) { return x >= sizes[i]; }));
       const size_t have = static_cast<size_t>(
-          std::count_if(spares_.begin(), spares_.end(), [&](const Buffer& b) { return b.room() >= sizes[i]; }));
+          std::count_if(spares_.begin(), spares_.end(), [&](const Buffer& b) { return room(b) >= sizes[i]; }));
       if (have < wanted) return false;
     }
     return true;
   }
 
   // Key and slot buffers for a node of `n` tokens, filled from tokens/slots:
-  // the smallest spare with room, else fresh ones (allocating).
+  // the smallest spare with room, else fresh ones (allocating). `host` and `tail`, when
+  // given, get the spare's empty host buffers (a split's upper part fills them).
   void take_buffers(const int32_t* tokens, const int64_t* slots, size_t n, std::vector<int32_t>* key,
-                    std::vector<int64_t>* value) {
+                    std::vector<int64_t>* value, std::vector<int64_t>* host = nullptr,
+                    std::vector<int64_t>* tail = nullptr) {
     size_t best = spares_.size();
     for (size_t i = 0; i < spares_.size(); ++i) {
-      if (spares_[i].room() >= n && (best == spares_.size() || spares_[i].room() < spares_[best].room())) best = i;
+      if (room(spares_[i]) >= n && (best == spares_.size() || room(spares_[i]) < room(spares_[best]))) best = i;
     }
     if (best < spares_.size()) {
       *key = std::move(spares_[best].key);
       *value = std::move(spares_[best].value);
+      if (host != nullptr) *host = std::move(spares_[best].host);
+      if (tail != nullptr) *tail = std::move(spares_[best].tail);
       std::swap(spares_[best], spares_.back());
       spares_.pop_back();
     }
@@ -236,7 +304,10 @@ class DualLruTree {
     if (slots != nullptr) {
       value->assign(slots, slots + n);
     } else {
-      value->clear();  // capacity kept: a later load-back fills it
+      // A host-only part: room for its device slots now, so that a load-back or an insert
+      // that adopts it allocates nothing after its first change.
+      value->clear();
+      value->reserve(n);
     }
   }
 
@@ -275,13 +346,15 @@ class DualLruTree {
   // part copies the full lock (locks below pass through it) so sizes stay
   // unchanged; Derived::on_split sets the rest. The lower part is re-listed
   // after the upper one: descendants stay newer.
-  // Takes its memory before its first change.
+  // Takes its memory before its first change (none after reserve_split(at)).
   int32_t split(int32_t child, size_t at) {
-    std::vector<int32_t> key;
-    std::vector<int64_t> value, host;
+    Node parts;  // the upper part's buffers, filled before anything changes
+    std::vector<int64_t> tail;
     const bool evicted = node(child).evicted;
-    take_buffers(node(child).key.data(), evicted ? nullptr : node(child).value.data(), at, &key, &value);
-    if (!node(child).host.empty()) host.assign(node(child).host.begin(), node(child).host.begin() + static_cast<long>(at));
+    take_buffers(node(child).key.data(), evicted ? nullptr : node(child).value.data(), at, &parts.key, &parts.value,
+                 &parts.host, &tail);
+    if (!node(child).host.empty()) parts.host.assign(node(child).host.begin(), node(child).host.begin() + static_cast<long>(at));
+    Derived::prepare_split(node(child), at, &parts, std::move(tail));
     prepare(1);
     const int32_t upper = nodes_.create();  // may grow the storage: index from here on
     const bool child_aux = has_aux(child);
@@ -295,14 +368,14 @@ class DualLruTree {
       Node& u = node(upper);
       Node& c = node(child);
       u.ns = c.ns;
-      u.key = std::move(key);
-      u.value = std::move(value);
+      u.key = std::move(parts.key);
+      u.value = std::move(parts.value);
       u.full_lock = c.full_lock;
       u.evicted = evicted;
       u.host_children = evicted ? 1 : 0;  // the lower part
       u.write_hits = c.write_hits;
-      u.host = std::move(host);
-      Derived::on_split(u, c);
+      u.host = std::move(parts.host);
+      Derived::on_split(u, c, parts);
     }
     const int32_t parent = node(child).parent;
     nodes_.unlink(child);
@@ -312,6 +385,7 @@ class DualLruTree {
     if (!evicted) c.value.erase(c.value.begin(), c.value.begin() + static_cast<long>(at));
     if (!c.host.empty()) c.host.erase(c.host.begin(), c.host.begin() + static_cast<long>(at));
     nodes_.link(upper, child);
+    set_tail(upper);  // the lower part's tail is the node's as before
     if (evicted) {
       host_lru_.push_mru(upper);
       host_lru_.push_mru(child);
@@ -331,6 +405,7 @@ class DualLruTree {
   // before its first change.
   template <class Init>
   int32_t add_leaf(int32_t parent, int32_t ns, const int32_t* tokens, const int64_t* slots, size_t n, Init&& init) {
+    if (events_on_) events_.reserve(n);
     std::vector<int32_t> key;
     std::vector<int64_t> value;
     take_buffers(tokens, slots, n, &key, &value);
@@ -342,6 +417,8 @@ class DualLruTree {
     l.value = std::move(value);
     init(l);
     nodes_.link(parent, leaf);
+    set_tail(leaf);
+    emit(leaf, EventType::kBlockStored);
     full_lru_.push_mru(leaf);
     if (has_aux(leaf)) aux_lru_.push_mru(leaf);
     full_evictable_ += n;
@@ -358,6 +435,8 @@ class DualLruTree {
   Status remove_leaf_cascade(int32_t id, size_t* full_evicted, FreeTombstone&& free_tombstone) {
     int32_t x = id;
     while (true) {
+      if (!node(x).evicted) emit(x, EventType::kBlockRemoved);
+      if (!node(x).host.empty()) emit(x, EventType::kHostRemoved);
       Node& n = node(x);
       const int32_t parent = n.parent;
       if (n.evicted) {
@@ -477,10 +556,49 @@ class DualLruTree {
   struct Buffer {
     std::vector<int32_t> key;
     std::vector<int64_t> value;
-    size_t room() const { return std::min(key.capacity(), value.capacity()); }
+    std::vector<int64_t> host, tail;  // with enable_host_spares only
   };
+  // The most tokens a node made from the spare can have without allocating.
+  size_t room(const Buffer& b) const {
+    size_t r = std::min(b.key.capacity(), b.value.capacity());
+    if (host_spares_) {
+      r = std::min(r, b.host.capacity());
+      if (b.tail.capacity() < tail_room_) r = std::min(r, b.tail.capacity());
+    }
+    return r;
+  }
   std::vector<Buffer> spares_;   // key/slot buffers for nodes to come (reserve_buffers)
   std::vector<int32_t> path_;    // touch_path's scratch
+  bool events_on_ = false;
+  TokenEventQueue events_;
+
+  // The events-on paths of emit() and set_tail(), kept out of line: the hot paths that call
+  // them (inserts, splits, evictions) compile as they did without events.
+  [[gnu::cold, gnu::noinline]] void emit_events(int32_t id, EventType type) {
+    const Node& n = node(id);
+    Digest prev{}, digest{};
+    bool has_prev = n.parent != kRoot;
+    if (has_prev) prev = node(n.parent).tail;
+    for (int32_t token : n.key) {
+      digest = page_digest(has_prev ? &prev : nullptr, &token, 1);
+      events_.push(type, has_prev ? &prev : nullptr, digest, token);
+      prev = digest;
+      has_prev = true;
+    }
+  }
+  [[gnu::cold, gnu::noinline]] void compute_tail(int32_t id) {
+    Node& n = node(id);
+    const int32_t parent = n.parent;
+    const Digest* prev = parent == kRoot ? nullptr : &node(parent).tail;
+    Digest d{};
+    for (int32_t token : n.key) {
+      d = page_digest(prev, &token, 1);
+      prev = &d;
+    }
+    n.tail = d;
+  }
+  bool host_spares_ = false;     // enable_host_spares
+  size_t tail_room_ = 0;
 };
 
 }  // namespace kvp::cache

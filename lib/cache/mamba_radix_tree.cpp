@@ -20,15 +20,18 @@ Status MambaRadixTree::create(int64_t page_size, Callbacks callbacks, std::uniqu
 MambaRadixTree::MambaRadixTree(Callbacks callbacks) : cb_(std::move(callbacks)) { reset(); }
 
 void MambaRadixTree::reset() {
+  reserve_events(0);
   reset_structure();
+  emit_cleared();
   mamba_evictable_ = mamba_protected_ = 0;
   host_tokens_ = host_only_tokens_ = 0;
 }
 
 // The state belongs to the end of the sequence, so the upper part is a
 // tombstone and holds no mamba lock; the lower part keeps the state.
-void MambaRadixTree::on_split(MambaNode& upper, MambaNode& lower) {
+void MambaRadixTree::on_split(MambaNode& upper, MambaNode& lower, MambaNode& parts) {
   (void)lower;
+  (void)parts;
   upper.mamba = -1;
   upper.aux_lock = 0;
 }
@@ -111,6 +114,21 @@ void MambaRadixTree::match_into(const int32_t* tokens, size_t n, const std::stri
   }
 }
 
+size_t MambaRadixTree::host_only_on_path(int32_t ns, const int32_t* tokens, size_t n) const {
+  size_t host_only = 0;
+  int32_t at = kRoot;
+  for (size_t p = 0; p < n;) {
+    size_t len = 0;
+    const int32_t c = find_edge(at, ns, tokens + p, n - p, &len);
+    if (c < 0) break;
+    if (node(c).evicted) host_only += len;
+    p += len;
+    at = c;
+    if (len < node(c).key.size()) break;
+  }
+  return host_only;
+}
+
 Status MambaRadixTree::insert(const int32_t* tokens, size_t n, const int64_t* slots, int32_t mamba_slot,
                               const std::string& extra_key, size_t* prefix_len, bool* mamba_exist,
                               NodeHandle* last_node, bool count_hit) {
@@ -137,6 +155,8 @@ Status MambaRadixTree::insert(const int32_t* tokens, size_t n, const int64_t* sl
       if (len < node(c).key.size()) break;
     }
   }
+  // KV events: the new leaf's tokens and the host-only ones the insert adopts.
+  if (events_enabled()) reserve_events(n - cached + host_only_on_path(ns, tokens, n));
   int32_t cur = kRoot;
   size_t pos = 0, adopted_from = SIZE_MAX;
   while (pos < n) {
@@ -257,6 +277,7 @@ Status MambaRadixTree::free_node_slots(const MambaNode& n) {
 Status MambaRadixTree::evict(size_t full_tokens, size_t* full_evicted, size_t* mamba_evicted) {
   size_t states = 0;
   *full_evicted = 0;
+  reserve_events(0);
   while (*full_evicted < full_tokens) {
     const int32_t victim = full_lru_.oldest_candidate();
     if (victim < 0) break;
@@ -269,6 +290,7 @@ Status MambaRadixTree::evict(size_t full_tokens, size_t* full_evicted, size_t* m
 Status MambaRadixTree::evict_mamba(size_t states, size_t* mamba_evicted, size_t* full_evicted) {
   size_t tokens = 0;
   *mamba_evicted = 0;
+  reserve_events(0);
   while (*mamba_evicted < states) {
     const int32_t victim = aux_lru_.oldest_candidate();
     if (victim < 0) break;

@@ -62,7 +62,8 @@ class MambaRadixTree : public DualLruTree<MambaRadixTree, MambaNode> {
   static bool has_aux(const MambaNode& n) { return n.mamba >= 0; }
   static constexpr bool kHostTombstoneLeaves = false;  // a host-only leaf keeps its state
   static constexpr size_t kNodesPerInsert = 2;  // a split's upper part and a leaf
-  static void on_split(MambaNode& upper, MambaNode& lower);
+  static void prepare_split(const MambaNode&, size_t, MambaNode*, std::vector<int64_t>&&) {}  // nothing more to take
+  static void on_split(MambaNode& upper, MambaNode& lower, MambaNode& parts);
 
   size_t mamba_evictable_size() const { return mamba_evictable_; }
   size_t mamba_protected_size() const { return mamba_protected_; }
@@ -121,6 +122,7 @@ class MambaRadixTree : public DualLruTree<MambaRadixTree, MambaNode> {
   using FreeHost = std::function<void(const int64_t* host_slots, size_t n)>;
   void enable_host_tier(FreeHost free_host) {
     tiered_ = true;
+    enable_host_spares(0);  // splits of nodes with host copies: their host slots
     free_host_ = std::move(free_host);
   }
   bool host_tier() const { return tiered_; }
@@ -171,6 +173,8 @@ class MambaRadixTree : public DualLruTree<MambaRadixTree, MambaNode> {
   Status evict_leaf(int32_t id, size_t* full_evicted, size_t* mamba_evicted);
   // Frees a node's slots: device KV (device nodes) and its host copy.
   Status free_node_slots(const MambaNode& n);
+  // Tokens of tokens[0, n) that lie in host-only nodes (what an insert of them adopts).
+  size_t host_only_on_path(int32_t ns, const int32_t* tokens, size_t n) const;
   void drop_to_host(int32_t id);  // device KV freed by the caller; host copy and state stay
   void adopt(int32_t id, const int64_t* slots);  // a host-only node takes device slots
   void pin_path(int32_t id, int delta);

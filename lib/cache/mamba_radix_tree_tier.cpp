@@ -14,6 +14,7 @@ void MambaRadixTree::drop_to_host(int32_t id) {
   full_lru_.remove(id);
   n.value.clear();  // capacity kept: a load-back reuses it
   n.evicted = true;
+  emit(id, EventType::kBlockRemoved);
   host_lru_.push_mru(id);
   host_only_tokens_ += n.key.size();
   ++node(n.parent).host_children;
@@ -25,6 +26,7 @@ void MambaRadixTree::adopt(int32_t id, const int64_t* slots) {
   Node& n = node(id);
   n.value.assign(slots, slots + n.key.size());
   n.evicted = false;
+  emit(id, EventType::kBlockStored);
   host_lru_.remove(id);
   full_lru_.push_mru(id);
   host_only_tokens_ -= n.key.size();
@@ -99,7 +101,9 @@ Status MambaRadixTree::evict_device_leaf(int32_t id, size_t* full_evicted, size_
 
 void MambaRadixTree::reserve_host(NodeHandle h) {
   const int32_t id = nodes_.resolve(h);
-  if (id > kRoot) node(id).host.reserve(node(id).key.size());
+  if (id <= kRoot) return;
+  node(id).host.reserve(node(id).key.size());
+  reserve_events(node(id).key.size());
 }
 
 Status MambaRadixTree::attach_host(NodeHandle h, const int64_t* host_slots, size_t n) {
@@ -113,6 +117,7 @@ Status MambaRadixTree::attach_host(NodeHandle h, const int64_t* host_slots, size
   }
   x.host.assign(host_slots, host_slots + n);
   host_tokens_ += n;
+  emit(id, EventType::kHostStored);
   return Status::ok();
 }
 
@@ -150,6 +155,7 @@ Status MambaRadixTree::restore_chain(const std::vector<NodeHandle>& chain, const
     total += node(id).key.size();
   }
   if (total != n) return Status::invalid("the chain has " + std::to_string(total) + " tokens, got " + std::to_string(n) + " slots");
+  reserve_events(n);
   size_t at = 0;
   for (NodeHandle h : chain) {
     const int32_t id = nodes_.resolve(h);
@@ -161,6 +167,7 @@ Status MambaRadixTree::restore_chain(const std::vector<NodeHandle>& chain, const
 
 Status MambaRadixTree::evict_host(size_t tokens, size_t* evicted) {
   *evicted = 0;
+  reserve_events(0);
   size_t device_freed = 0;
   while (*evicted < tokens) {
     const int32_t victim = host_lru_.oldest_candidate();

@@ -23,6 +23,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cache/kv_events.hpp"
 #include "cache/page_hash.hpp"
 #include "util/status.hpp"
 
@@ -33,22 +34,6 @@ size_t common_tokens(const int32_t* a, const int32_t* b, size_t n);
 
 enum class EvictionPolicy { kLru, kLfu, kFifo, kMru, kFilo, kPriority };
 bool parse_eviction_policy(const std::string& name, EvictionPolicy* out);
-
-// BlockStored / BlockRemoved: a page entered / left the device tier; HostStored /
-// HostRemoved: a page's host-tier copy was made / dropped (host tier only).
-enum class EventType : int32_t { kBlockStored = 0, kBlockRemoved = 1, kAllBlocksCleared = 2, kHostStored = 3, kHostRemoved = 4 };
-
-// A queued event. A BlockStored event's tokens are [token_offset, token_offset +
-// token_count) of the tree's flat token queue (one array for all events: no buffer
-// per event), which starts empty after every drain.
-struct KvEvent {
-  EventType type;
-  int64_t block_hash = 0;
-  int64_t parent_hash = 0;
-  bool has_parent = false;
-  size_t token_offset = 0;
-  size_t token_count = 0;
-};
 
 // An event with its own copy of its tokens (take_events(), for tests and tools).
 struct TakenEvent {

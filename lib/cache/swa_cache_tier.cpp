@@ -177,43 +177,51 @@ Status SwaCache::load_back(NodeHandle host_node, std::vector<int64_t>* slots, si
   slots->reserve(slots->size() + plan.tokens);
   // The chain and the device part above it stay while room is made.
   KVPOOL_RETURN_IF_ERROR(tree_->pin(host_node));
-  Status st = Status::ok();
-  const size_t full_free = allocator_->full().available(), window_free = allocator_->swa().available();
-  if (full_free < plan.tokens || window_free < live) {
-    size_t full_evicted = 0, window_evicted = 0;
-    st = evict(plan.tokens > full_free ? plan.tokens - full_free : 0, live > window_free ? live - window_free : 0,
-               &full_evicted, &window_evicted);
-    stats_.load_evicted_tokens += full_evicted;
-  }
-  bool allocated = false;
-  if (st.is_ok() && allocator_->full().available() >= plan.tokens && allocator_->swa().available() >= live) {
-    // Tombstone nodes come first in the chain: their slots get no window slot.
-    st = allocator_->alloc_full_only(dead, fresh.data());
-    if (st.is_ok()) {
-      st = allocator_->alloc(live, fresh.data() + dead);
-      if (!st.is_ok()) (void)allocator_->free_full_only(fresh.data(), dead);
+  bool allocated = false, pinned = true;
+  const auto give_back = [&] {
+    (void)allocator_->free_full_only(fresh.data(), dead);
+    (void)allocator_->free(fresh.data() + dead, live);
+  };
+  Status st = Status::ok(), unpinned = Status::ok();
+  try {
+    const size_t full_free = allocator_->full().available(), window_free = allocator_->swa().available();
+    if (full_free < plan.tokens || window_free < live) {
+      size_t full_evicted = 0, window_evicted = 0;
+      st = evict(plan.tokens > full_free ? plan.tokens - full_free : 0, live > window_free ? live - window_free : 0,
+                 &full_evicted, &window_evicted);
+      stats_.load_evicted_tokens += full_evicted;
     }
-    allocated = st.is_ok();
-  }
-  if (st.is_ok() && allocated) {
-    st = allocator_->translate(fresh.data() + dead, live, device_window.data());
-    uint64_t ticket = 0;
-    if (st.is_ok()) st = transfer_->load(plan.host_full.data(), fresh.data(), plan.tokens, load_set_, &ticket);
-    if (st.is_ok()) st = transfer_->wait(ticket);
-    if (st.is_ok()) st = window_transfer_->load(plan.host_window.data(), device_window.data(), live, load_set_, &ticket);
-    if (st.is_ok()) st = window_transfer_->wait(ticket);
-    if (!st.is_ok()) {
-      (void)allocator_->free_full_only(fresh.data(), dead);
-      (void)allocator_->free(fresh.data() + dead, live);
+    if (st.is_ok() && allocator_->full().available() >= plan.tokens && allocator_->swa().available() >= live) {
+      // Tombstone nodes come first in the chain: their slots get no window slot.
+      st = allocator_->alloc_full_only(dead, fresh.data());
+      if (st.is_ok()) {
+        st = allocator_->alloc(live, fresh.data() + dead);
+        if (!st.is_ok()) (void)allocator_->free_full_only(fresh.data(), dead);
+      }
+      allocated = st.is_ok();
     }
-  }
-  const Status unpinned = tree_->unpin(host_node);
-  if (st.is_ok() && allocated && unpinned.is_ok()) {
-    st = tree_->restore_chain(plan, fresh.data());
-    if (!st.is_ok()) {
-      (void)allocator_->free_full_only(fresh.data(), dead);
-      (void)allocator_->free(fresh.data() + dead, live);
+    if (st.is_ok() && allocated) {
+      st = allocator_->translate(fresh.data() + dead, live, device_window.data());
+      uint64_t ticket = 0;
+      if (st.is_ok()) st = transfer_->load(plan.host_full.data(), fresh.data(), plan.tokens, load_set_, &ticket);
+      if (st.is_ok()) st = transfer_->wait(ticket);
+      if (st.is_ok()) st = window_transfer_->load(plan.host_window.data(), device_window.data(), live, load_set_, &ticket);
+      if (st.is_ok()) st = window_transfer_->wait(ticket);
+      if (!st.is_ok()) give_back();
     }
+    unpinned = tree_->unpin(host_node);
+    pinned = false;
+    if (st.is_ok() && allocated && unpinned.is_ok()) {
+      // The planned split happens here, once the load is certain (its memory was reserved).
+      st = tree_->restore_chain(plan, fresh.data());
+      if (!st.is_ok()) give_back();
+    }
+  } catch (...) {
+    // Out of host memory part-way (nothing above should allocate): the slots not given
+    // to the tree go back, and the pin goes (restore_chain makes no change before it throws).
+    if (allocated && st.is_ok()) give_back();
+    if (pinned) (void)tree_->unpin(host_node);
+    throw;
   }
   KVPOOL_RETURN_IF_ERROR(st);
   KVPOOL_RETURN_IF_ERROR(unpinned);

@@ -23,7 +23,9 @@ Status SwaRadixTree::create(int64_t page_size, size_t window, Callbacks callback
 SwaRadixTree::SwaRadixTree(size_t window, Callbacks callbacks) : window_(window), cb_(std::move(callbacks)) { reset(); }
 
 void SwaRadixTree::reset() {
+  reserve_events(0);
   reset_structure();
+  emit_cleared();
   swa_evictable_ = swa_protected_ = 0;
   host_tokens_ = host_only_tokens_ = 0;
 }
@@ -33,22 +35,35 @@ bool SwaRadixTree::is_tombstone(NodeHandle h) const {
   return id > 0 && node(id).tombstone;
 }
 
+namespace {
+// How many of a node's host window rows (they cover its last k tokens) fall in its first
+// `at` tokens, when it is split there.
+size_t window_rows_above(const SwaNode& n, size_t at) {
+  const size_t len = n.key.size(), k = n.host_window.size();
+  return k > len - at ? k - (len - at) : 0;
+}
+}  // namespace
+
+void SwaRadixTree::prepare_split(const SwaNode& lower, size_t at, SwaNode* parts, std::vector<int64_t>&& tail) {
+  const long upper_k = static_cast<long>(window_rows_above(lower, at));
+  parts->host_window = std::move(tail);  // a spare's room for `window` rows: no allocation after a reserve
+  if (upper_k > 0) parts->host_window.assign(lower.host_window.begin(), lower.host_window.begin() + upper_k);
+}
+
 // Both parts keep the tombstone flag and both lock counts (locks below pass
 // through the upper part, so sizes stay unchanged). An SWA lock that stopped
 // at the lower part covered all of it, so its uuid moves up to where that lock
 // now stops. The host copy's window rows cover the node's last tokens: the lower part
-// keeps those that fall in it, the upper part the rest (its own last tokens).
-void SwaRadixTree::on_split(SwaNode& upper, SwaNode& lower) {
+// keeps those that fall in it, the upper part the rest (its own last tokens, copied
+// by prepare_split). Allocates nothing.
+void SwaRadixTree::on_split(SwaNode& upper, SwaNode& lower, SwaNode& parts) {
   upper.tombstone = lower.tombstone;
   upper.aux_lock = lower.aux_lock;
   upper.uuid = lower.uuid;
   lower.uuid = 0;
-  const size_t at = upper.key.size(), len = lower.key.size(), k = lower.host_window.size();  // lower: not cut yet
-  const size_t upper_k = k > len - at ? k - (len - at) : 0;
-  if (upper_k > 0) {
-    upper.host_window.assign(lower.host_window.begin(), lower.host_window.begin() + static_cast<long>(upper_k));
-    lower.host_window.erase(lower.host_window.begin(), lower.host_window.begin() + static_cast<long>(upper_k));
-  }
+  const long upper_k = static_cast<long>(parts.host_window.size());
+  upper.host_window = std::move(parts.host_window);
+  lower.host_window.erase(lower.host_window.begin(), lower.host_window.begin() + upper_k);
 }
 
 namespace {
@@ -93,7 +108,6 @@ SwaRadixTree::InsertPreview SwaRadixTree::preview_insert(const int32_t* tokens, 
     const int32_t c = find_edge(cur, ns, tokens + pos, n - pos, &len);
     if (c < 0) break;
     const Node& x = node(c);
-    if (x.evicted) r.host_only = true;
     // Only [pos, pos + len) matters: a split there keeps the flag and the locks in the upper part.
     const size_t end = pos + len;
     if (x.tombstone && x.full_lock > 0 && end > windowed_from) r.frees_windowed = true;
@@ -269,9 +283,10 @@ size_t SwaRadixTree::plan_insert(const int32_t* tokens, size_t n, int32_t ns, si
 
 void SwaRadixTree::reserve_planned(size_t pos, size_t n, size_t swa_evicted_len) {
   size_t needs[kNodesPerInsert] = {0, 0, 0, 0};  // the two splits, the two parts of the tail
-  size_t freed = 0, nodes = 0;
+  size_t freed = 0, nodes = 0, adopted = 0;
   for (const InsertStep& s : steps_) {
     if (s.drop) break;
+    if (s.adopt) adopted += s.len;
     if (s.split) needs[0] = s.len;
     if (s.revive && s.windowed > 0) needs[1] = s.windowed;
     if (s.adopt && s.windowed > 0 && s.windowed < s.len) needs[1] = s.windowed;  // one windowed boundary per insert
@@ -287,6 +302,7 @@ void SwaRadixTree::reserve_planned(size_t pos, size_t n, size_t swa_evicted_len)
   prepare(nodes);
   reserve_buffers(needs, kNodesPerInsert);
   if (freed_.capacity() < freed) freed_.reserve(freed);
+  reserve_events(n - pos + adopted);  // KV events: the new leaves' tokens and the adopted host-only ones
 }
 
 void SwaRadixTree::reserve_inserts(const size_t* bounds, size_t inserts) {
@@ -481,6 +497,7 @@ Status SwaRadixTree::tombstone(int32_t id, size_t* swa_evicted) {
 
 Status SwaRadixTree::evict(size_t full_tokens, size_t swa_tokens, size_t* full_evicted, size_t* swa_evicted) {
   *full_evicted = *swa_evicted = 0;
+  reserve_events(0);
   while (*full_evicted < full_tokens) {
     const int32_t victim = full_lru_.oldest_candidate();
     if (victim < 0) break;

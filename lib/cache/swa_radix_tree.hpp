@@ -67,6 +67,10 @@ struct SwaRestorePlan {
   size_t live_tokens = 0;             // ... of live nodes
   std::vector<int64_t> host_full;     // full-layer host slots, every chain token
   std::vector<int64_t> host_window;   // window-layer host slots, the live nodes' tokens
+  // The topmost live node when its window rows cover only its last tokens: restore_chain
+  // splits it `split_at` tokens in (the upper part comes back as a tombstone). 0: no split.
+  NodeHandle split_node = 0;
+  size_t split_at = 0;
 };
 
 class SwaRadixTree : public DualLruTree<SwaRadixTree, SwaNode> {
@@ -94,7 +98,10 @@ class SwaRadixTree : public DualLruTree<SwaRadixTree, SwaNode> {
   static constexpr bool kHostTombstoneLeaves = true;
   // Splits of the last matched node and of a revived tombstone, a tombstone leaf and a live leaf.
   static constexpr size_t kNodesPerInsert = 4;
-  static void on_split(SwaNode& upper, SwaNode& lower);
+  // The upper part's window rows (those of the host copy's tail that fall in it) go into
+  // parts->host_window before the split changes anything; on_split moves them over.
+  static void prepare_split(const SwaNode& lower, size_t at, SwaNode* parts, std::vector<int64_t>&& tail);
+  static void on_split(SwaNode& upper, SwaNode& lower, SwaNode& parts);
 
   size_t swa_evictable_size() const { return swa_evictable_; }
   size_t swa_protected_size() const { return swa_protected_; }
@@ -147,8 +154,6 @@ class SwaRadixTree : public DualLruTree<SwaRadixTree, SwaNode> {
     // protected without a window slot of the caller coming back: live,
     // SWA-unlocked nodes over the caller's windowless tokens.
     size_t window_locked = 0;
-    // Host tier: a host-only node lies on the path (insert would adopt or drop it).
-    bool host_only = false;
   };
   InsertPreview preview_insert(const int32_t* tokens, size_t n, const std::string& extra_key, size_t prev_prefix_len,
                                size_t swa_evicted_len) const;
@@ -186,6 +191,7 @@ class SwaRadixTree : public DualLruTree<SwaRadixTree, SwaNode> {
   using FreeHost = std::function<void(const int64_t* full, size_t n, const int64_t* window, size_t k)>;
   void enable_host_tier(FreeHost free_host) {
     tiered_ = true;
+    enable_host_spares(window_);  // a split's upper part gets at most `window` window rows
     free_host_ = std::move(free_host);
   }
   bool host_tier() const { return tiered_; }
@@ -207,11 +213,15 @@ class SwaRadixTree : public DualLruTree<SwaRadixTree, SwaNode> {
   // The host-only nodes from `node` up to (excluded) the first device node: their tokens.
   Status host_chain_tokens(NodeHandle node, size_t* tokens) const;
   // Plans bringing the host chain that ends at `node` back: the nodes covering the last
-  // `window` tokens that have window rows come back live, the rest as tombstones. May split
-  // the topmost live node where its window rows begin (a change that keeps every match).
+  // `window` tokens that have window rows come back live, the rest as tombstones; the
+  // topmost live node is to be split where its window rows begin. Changes nothing visible
+  // (it reserves what restore_chain needs), so a load that is then refused leaves the tree
+  // as it was.
   Status plan_restore(NodeHandle node, SwaRestorePlan* plan);
-  // Gives the planned chain its device slots (one per chain token; live nodes' slots with
-  // window slots, the others without).
+  // Gives the planned chain its device slots (one per chain token, in chain order; the
+  // tombstone part's slots without window slots, the live part's with them), making the
+  // planned split first. Allocates nothing when no tree call came between it and
+  // plan_restore.
   Status restore_chain(const SwaRestorePlan& plan, const int64_t* slots);
   // Locks the full KV of node and its ancestors, host-only ones included, and the window KV
   // of the last `window` live device tokens above the host-only part: a load-back keeps its

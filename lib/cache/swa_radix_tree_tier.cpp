@@ -17,6 +17,7 @@ void SwaRadixTree::drop_to_host(int32_t id) {
   n.value.clear();  // capacity kept: a load-back reuses it
   n.evicted = true;
   n.tombstone = true;  // its window slots went with its device KV
+  emit(id, EventType::kBlockRemoved);
   host_lru_.push_mru(id);
   host_only_tokens_ += n.key.size();
   ++node(n.parent).host_children;
@@ -28,6 +29,7 @@ void SwaRadixTree::adopt(int32_t id, const int64_t* slots, bool live) {
   Node& n = node(id);
   n.value.assign(slots, slots + n.key.size());  // capacity reserved by the caller
   n.evicted = false;
+  emit(id, EventType::kBlockStored);
   host_lru_.remove(id);
   full_lru_.push_mru(id);
   host_only_tokens_ -= n.key.size();
@@ -137,6 +139,7 @@ void SwaRadixTree::reserve_host(NodeHandle h) {
   if (id <= kRoot) return;
   node(id).host.reserve(node(id).key.size());
   node(id).host_window.reserve(std::min(window_, node(id).key.size()));
+  reserve_events(node(id).key.size());
 }
 
 size_t SwaRadixTree::window_tail(NodeHandle h) const {
@@ -158,6 +161,7 @@ Status SwaRadixTree::attach_host(NodeHandle h, const int64_t* full, size_t n, co
   x.host.assign(full, full + n);
   x.host_window.assign(window, window + k);
   host_tokens_ += n;
+  emit(id, EventType::kHostStored);
   return Status::ok();
 }
 
@@ -170,27 +174,30 @@ Status SwaRadixTree::host_chain_tokens(NodeHandle h, size_t* tokens) const {
 }
 
 Status SwaRadixTree::plan_restore(NodeHandle h, SwaRestorePlan* plan) {
-  int32_t id = nodes_.resolve(h);
+  const int32_t id = nodes_.resolve(h);
   if (id < 0) return Status::invalid("node handle " + std::to_string(h) + " is stale or unknown");
   plan->chain.clear();
   plan->live.clear();
   plan->host_full.clear();
   plan->host_window.clear();
   plan->tokens = plan->live_tokens = 0;
+  plan->split_node = 0;
+  plan->split_at = 0;
   // From the chain's end upward: nodes whose window rows cover them whole stay live while
-  // fewer than `window` tokens are covered; the first covered only at its end is split
-  // there (its upper part, and everything above, come back as tombstones).
+  // fewer than `window` tokens are covered; the first covered only at its end is to be
+  // split there (its upper part, and everything above, come back as tombstones). The
+  // split waits for restore_chain: a load refused for want of device room changes no node.
   size_t covered = 0;
   int32_t top_live = -1;
   for (int32_t x = id; x != kRoot && node(x).evicted && covered < window_; x = node(x).parent) {
     const size_t k = node(x).host_window.size(), len = node(x).key.size();
     if (k == 0) break;
+    top_live = x;
     if (k < len) {
-      split(x, len - k);  // `x` is now the lower part: its rows are all windowed
-      top_live = x;
+      plan->split_node = nodes_.handle(x);
+      plan->split_at = len - k;
       break;
     }
-    top_live = x;
     covered += len;
   }
   std::vector<int32_t> ids;
@@ -206,10 +213,13 @@ Status SwaRadixTree::plan_restore(NodeHandle h, SwaRestorePlan* plan) {
     plan->tokens += n.key.size();
     plan->host_full.insert(plan->host_full.end(), n.host.begin(), n.host.end());
     if (live) {
-      plan->live_tokens += n.key.size();
+      // A split node's window rows all lie in its lower part, the part that comes back live.
+      plan->live_tokens += x == top_live ? n.key.size() - plan->split_at : n.key.size();
       plan->host_window.insert(plan->host_window.end(), n.host_window.begin(), n.host_window.end());
     }
   }
+  if (plan->split_at > 0) reserve_split(plan->split_at);  // its upper part's buffers hold split_at slots
+  reserve_events(plan->tokens);
   return Status::ok();
 }
 
@@ -225,9 +235,20 @@ Status SwaRadixTree::restore_chain(const SwaRestorePlan& plan, const int64_t* sl
     if (node(id).value.capacity() < node(id).key.size()) node(id).value.reserve(node(id).key.size());  // before any change
     above = id;
   }
+  const int32_t split_id = plan.split_at > 0 ? nodes_.resolve(plan.split_node) : -1;
+  if (plan.split_at > 0 && (split_id <= kRoot || plan.split_at >= node(split_id).key.size())) {
+    return Status::invalid("the planned split does not cut a node of the chain");
+  }
   size_t at = 0;
   for (size_t i = 0; i < plan.chain.size(); ++i) {
     const int32_t id = nodes_.resolve(plan.chain[i]);
+    if (id == split_id) {
+      // The planned split (plan_restore reserved its memory): the upper part comes back a
+      // tombstone, the lower part, which holds the window rows, live.
+      const int32_t upper = split(id, plan.split_at);
+      adopt(upper, slots + at, false);
+      at += plan.split_at;
+    }
     adopt(id, slots + at, plan.live[i] != 0);
     at += node(id).key.size();
   }
@@ -236,6 +257,7 @@ Status SwaRadixTree::restore_chain(const SwaRestorePlan& plan, const int64_t* sl
 
 Status SwaRadixTree::evict_host(size_t tokens, size_t* evicted) {
   *evicted = 0;
+  reserve_events(0);
   size_t device_freed = 0;
   while (*evicted < tokens) {
     const int32_t victim = host_lru_.oldest_candidate();

@@ -178,6 +178,7 @@ Status build_pool(::kvpool* pool) {
   if (c.model.attention == config::Attention::kSWA) {
     const size_t window = static_cast<size_t>(c.model.sliding_window);
     if (radix) KVPOOL_RETURN_IF_ERROR(cache::SwaCache::make(pool->swa.get(), window, &pool->swa_cache));
+    if (radix && c.prefix_cache.events) pool->swa_cache->tree().enable_events();
     if (radix && pool->host_transfer) {
       cache::WritePolicy write = cache::WritePolicy::kWriteThrough;
       cache::parse_write_policy(c.host_cache.write_policy, &write);  // validated by the config parser
@@ -189,6 +190,7 @@ Status build_pool(::kvpool* pool) {
   // SGLang's extra_buffer mode (ping-pong state snapshots) is not implemented by the mamba tree or kvseq.
   if (c.model.attention == config::Attention::kHybridLinear && !c.pool.mamba_extra_buffer) {
     if (radix) KVPOOL_RETURN_IF_ERROR(cache::MambaCache::make(pool->paged.get(), pool->mamba.get(), &pool->mamba_cache));
+    if (radix && c.prefix_cache.events) pool->mamba_cache->tree().enable_events();
     if (radix && pool->host_transfer) {  // the full-attention layers' KV; mamba states stay on the device
       cache::WritePolicy write = cache::WritePolicy::kWriteThrough;
       cache::parse_write_policy(c.host_cache.write_policy, &write);  // validated by the config parser

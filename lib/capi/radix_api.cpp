@@ -156,29 +156,33 @@ KVPOOL_API kvpool_status radix_take_events(kvpool* pool, radix_event* events, si
     KVPOOL_RETURN_IF_ERROR(check_array(tokens, tokens_cap, "tokens"));
     KVPOOL_RETURN_IF_ERROR(check_out(events_len, "events_len"));
     KVPOOL_RETURN_IF_ERROR(check_out(tokens_len, "tokens_len"));
-    if (!p->cache) {  // the mamba and swa trees emit no KV events
+    // Copied straight from the tree's queue (tokens in one block), and drained only once
+    // they fit: a caller whose buffers are too small loses nothing.
+    const auto drain = [&](auto& tree) -> Status {
+      const std::vector<kvp::cache::KvEvent>& queued = tree.queued_events();
+      const std::vector<int32_t>& queued_tokens = tree.queued_event_tokens();
+      *events_len = queued.size();
+      *tokens_len = queued_tokens.size();
+      if (queued.size() > events_cap || queued_tokens.size() > tokens_cap) {
+        return Status(KVPOOL_ERR_BUFFER_TOO_SMALL, "need room for " + std::to_string(*events_len) + " events and " +
+                                                       std::to_string(*tokens_len) + " tokens");
+      }
+      for (size_t i = 0; i < queued.size(); ++i) {
+        const auto& e = queued[i];
+        events[i] = radix_event{static_cast<int32_t>(e.type), e.has_parent ? 1 : 0, e.block_hash, e.parent_hash,
+                                e.token_offset, e.token_count};
+      }
+      if (!queued_tokens.empty()) std::memcpy(tokens, queued_tokens.data(), queued_tokens.size() * sizeof(int32_t));
+      tree.clear_events();
+      return Status::ok();
+    };
+    if (p->swa_cache) return drain(p->swa_cache->tree());
+    if (p->mamba_cache) return drain(p->mamba_cache->tree());
+    if (!p->cache) {
       *events_len = *tokens_len = 0;
       return Status::ok();
     }
-    // Copied straight from the tree's queue (tokens in one block), and drained only once
-    // they fit: a caller whose buffers are too small loses nothing.
-    kvp::cache::RadixTree& tree = p->cache->tree();
-    const std::vector<kvp::cache::KvEvent>& queued = tree.queued_events();
-    const std::vector<int32_t>& queued_tokens = tree.queued_event_tokens();
-    *events_len = queued.size();
-    *tokens_len = queued_tokens.size();
-    if (queued.size() > events_cap || queued_tokens.size() > tokens_cap) {
-      return Status(KVPOOL_ERR_BUFFER_TOO_SMALL, "need room for " + std::to_string(*events_len) + " events and " +
-                                                     std::to_string(*tokens_len) + " tokens");
-    }
-    for (size_t i = 0; i < queued.size(); ++i) {
-      const auto& e = queued[i];
-      events[i] = radix_event{static_cast<int32_t>(e.type), e.has_parent ? 1 : 0, e.block_hash, e.parent_hash, e.token_offset,
-                              e.token_count};
-    }
-    if (!queued_tokens.empty()) std::memcpy(tokens, queued_tokens.data(), queued_tokens.size() * sizeof(int32_t));
-    tree.clear_events();
-    return Status::ok();
+    return drain(p->cache->tree());
   });
 }
 

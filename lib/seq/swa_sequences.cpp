@@ -71,8 +71,9 @@ Status SwaSequences::cache_unfinished(Request* r, size_t need) {
   // slots[cached, swa_evicted) lost their window slots; the rest (at least the last window) still have them.
   const size_t swa_evicted = std::max(r->cached, r->window_from);
   const cache::SwaRadixTree::InsertPreview p = scache_->tree().preview_insert(r->tokens.data(), n, r->extra_key, r->cached, swa_evicted);
-  // Host-only nodes on the path: the request's tokens are cached when it finishes.
-  if (p.frees_windowed || p.host_only) return Status::ok();
+  // Host-only nodes on the path take the request's slots as their device copy (its last
+  // window is windowed, so the insert never drops them: docs/host-tier.md).
+  if (p.frees_windowed) return Status::ok();
   const size_t window = swa_->swa().available() + (swa_->full().in_group() ? 0 : scache_->tree().swa_evictable_size());
   if (window < need + p.window_locked) return Status::ok();
   size_t prefix = 0;

@@ -247,29 +247,56 @@ void run_host_tier(const char* policy) {
 
 TEST(FaultSeq, MhaPage4HostTierWriteThrough) { run_host_tier("write_through"); }
 
-// hybrid_linear with the host tier: the mamba radix tree's full-attention KV is tiered
-// (copies made and waited for inside inserts and begins), states stay on the device.
-void run_hybrid_host_tier(const char* policy) {
-  std::string json = kvtest::hybrid_radix_config(96, 20, 4, 512);
-  json.insert(json.size() - 1, std::string(R"(, "host_cache": {"ratio": 3, "headroom_bytes": 0, "write_policy": ")") +
-                                   policy + "\"}");
-  Twin t(json, std::string("kvseq hybrid_linear host tier ") + policy);
-  // A backup that ran out of memory inside a successful call is retried by kvhost_poll,
-  // so the picture first retries (without injection) in both pools alike.
-  t.extra = [](kvpool* p) {
+// A kvseq workload on a tiered pool: a backup that ran out of memory inside a successful
+// call is retried by kvhost_poll, so the picture first retries (without injection) in both
+// pools alike. With KV events on, the picture counts the queued events too: a failed call
+// queues none.
+std::string queued_events(kvpool* p) {
+  size_t events = 0, tokens = 0;
+  radix_event none{};
+  int32_t no_token = 0;
+  const kvpool_status st = radix_take_events(p, &none, 0, &events, &no_token, 0, &tokens);
+  if (st != KVPOOL_OK && st != KVPOOL_ERR_BUFFER_TOO_SMALL) return std::string(" events: ") + kvpool_last_error();
+  return " events " + std::to_string(events) + "/" + std::to_string(tokens);
+}
+
+// `loads`: the workload must load prefixes back from the host.
+void run_tiered(std::string json, const std::string& name, unsigned seed, const Shape& shape, bool events, bool loads) {
+  if (events) json.replace(json.find(R"("kind": "radix")"), 15, R"("kind": "radix", "events": true)");
+  Twin t(json, name + (events ? " + events" : ""));
+  t.extra = [events](kvpool* p) {
     if (kvhost_poll(p, 0, nullptr) != KVPOOL_OK) return std::string(" poll: ") + kvpool_last_error();
     kvhost_stats s = KVHOST_STATS_INIT;
     if (kvhost_get_stats(p, &s) != KVPOOL_OK) return std::string(" host: ") + kvpool_last_error();
     return " host used " + std::to_string(s.used_tokens) + " host-only " + std::to_string(s.host_only_tokens) +
-           " backups " + std::to_string(s.backup_tokens) + " loads " + std::to_string(s.load_tokens);
+           " backups " + std::to_string(s.backup_tokens) + " loads " + std::to_string(s.load_tokens) +
+           (events ? queued_events(p) : std::string());
   };
-  auto seen = run(t, 7, 400, {24, 12, 6, 5});
+  auto seen = run(t, seed, 400, shape);
   expect_ops(seen, {"begin", "extend", "decode", "finish", "abort"}, t.sum.name);
+  kvhost_stats s = KVHOST_STATS_INIT;
+  ASSERT_EQ(kvhost_get_stats(t.a(), &s), KVPOOL_OK);
+  if (loads) {
+    EXPECT_GT(s.load_tokens, 0u) << "the workload must load prefixes back from the host";
+  }
+  if (events) {
+    EXPECT_NE(queued_events(t.a()), " events 0/0") << "the workload must queue KV events";
+  }
   t.sum.print();
+}
+
+// hybrid_linear with the host tier: the mamba radix tree's full-attention KV is tiered
+// (copies made and waited for inside inserts and begins), states stay on the device.
+void run_hybrid_host_tier(const char* policy, bool events = false) {
+  std::string json = kvtest::hybrid_radix_config(96, 20, 4, 512);
+  json.insert(json.size() - 1, std::string(R"(, "host_cache": {"ratio": 3, "headroom_bytes": 0, "write_policy": ")") +
+                                   policy + "\"}");
+  run_tiered(json, std::string("kvseq hybrid_linear host tier ") + policy, 7, {24, 12, 6, 5}, events, false);
 }
 
 TEST(FaultSeq, HybridLinearHostTierWriteThrough) { run_hybrid_host_tier("write_through"); }
 TEST(FaultSeq, HybridLinearHostTierWriteBack) { run_hybrid_host_tier("write_back"); }
+TEST(FaultSeq, HybridLinearHostTierWriteThroughEvents) { run_hybrid_host_tier("write_through", true); }
 TEST(FaultSeq, MhaPage4HostTierWriteBack) { run_host_tier("write_back"); }
 
 // The storage tier on top (file backend, each pool its own directory): kvseq calls queue
@@ -341,6 +368,22 @@ TEST(FaultSeq, HybridLinearMamba) {
   expect_ops(seen, {"begin", "extend", "decode", "finish", "abort"}, t.sum.name);
   t.sum.print();
 }
+
+// swa with the host tier: begins load host-only chains back (a planned split of the top
+// live node, device eviction, two host pools), inserts copy window tails.
+void run_swa_host_tier(const char* policy, bool events = false) {
+  std::string json = kvtest::swa_radix_config(96, 48, 4, 8, 512);
+  json.insert(json.size() - 1, std::string(R"(, "host_cache": {"ratio": 3, "headroom_bytes": 0, "write_policy": ")") +
+                                   policy + "\"}");
+  run_tiered(json, std::string("kvseq swa host tier ") + policy, 3, {9, 16, 8, 5}, events, true);
+}
+
+TEST(FaultSeq, SwaHostTierWriteThrough) { run_swa_host_tier("write_through"); }
+TEST(FaultSeq, SwaHostTierWriteThroughEvents) { run_swa_host_tier("write_through", true); }
+// Not write_through_selective (this workload's prompts are not hit twice before they are
+// evicted: nothing would be loaded back). Not write_back: a device eviction whose keeping
+// copy runs out of host memory deletes the node instead (docs/host-tier.md), so the call
+// succeeds with another tree than the reference's, which this driver reports.
 
 TEST(FaultSeq, Mla) {
   const std::string json =

@@ -303,6 +303,79 @@ TEST(HostTierSwa, ALoadBackKeepsTheDeviceWindowItsEndNeeds) {
   expect_consistent(pool);
 }
 
+// What the public API shows of the tree: each node's state and length, the device and
+// window sizes, the host tier's sizes and kvpool_check's verdict.
+std::string tree_picture(kvpool* pool, const std::vector<uint64_t>& nodes) {
+  std::string text;
+  for (uint64_t n : nodes) {
+    int32_t on_device = -1, on_host = -1;
+    size_t tokens = 0;
+    const kvpool_status st = kvhost_node_state(pool, n, &on_device, &on_host, &tokens);
+    text += "node " + std::to_string(n) + ": " + std::to_string(st) + " device " + std::to_string(on_device) + " host " +
+            std::to_string(on_host) + " tokens " + std::to_string(tokens) + "\n";
+  }
+  size_t evictable = 0, locked = 0, total = 0, window_evictable = 0, window_locked = 0;
+  EXPECT_EQ(radix_sizes(pool, &evictable, &locked, &total), KVPOOL_OK);
+  EXPECT_EQ(radix_state_sizes(pool, &window_evictable, &window_locked), KVPOOL_OK);
+  const kvhost_stats s = host_stats(pool);
+  text += "sizes " + std::to_string(evictable) + " " + std::to_string(locked) + " " + std::to_string(total) + " window " +
+          std::to_string(window_evictable) + " " + std::to_string(window_locked) + " host " + std::to_string(s.used_tokens) +
+          " host-only " + std::to_string(s.host_only_tokens) + "\n";
+  char report[2048] = {0};
+  text += "check " + std::to_string(kvpool_check(pool, report, sizeof(report))) + " " + report;
+  return text;
+}
+
+// A load-back refused for want of device room leaves every node as it was: the split it
+// plans (where the top live node's window rows begin) is made only once the load is sure.
+TEST(HostTierSwa, ARefusedLoadBackLeavesTheTreeAsItWas) {
+  Pool pool(swa_tier_config(64, 2, 4, "write_through"));
+  const std::vector<int32_t> t = tokens_from(100, 24);
+  const uint64_t node = insert_fresh(pool, t);
+  ASSERT_EQ(evict_device(pool, 64), 24u);
+  // A locked device node, and every other slot held outside the tree: no room to make.
+  const std::vector<int32_t> other = tokens_from(5000, 16);
+  const uint64_t kept = insert_fresh(pool, other);
+  ASSERT_EQ(radix_lock(pool, kept), KVPOOL_OK) << kvpool_last_error();
+  const std::vector<int64_t> held = kvtest::alloc(pool, full_available(pool));
+  std::vector<int32_t> longer = t;
+  longer.push_back(7);
+  const Tiered m = host_match(pool, longer);
+  ASSERT_EQ(m.host, 24u);
+  ASSERT_EQ(m.host_node, node);
+  const std::vector<uint64_t> nodes = {node, kept};
+  const std::string before = tree_picture(pool, nodes);
+  ASSERT_NE(before.find("tokens 24"), std::string::npos) << before;
+  const uint64_t refused = host_stats(pool).loads_refused;
+
+  std::vector<int64_t> slots(24);
+  size_t loaded = 9;
+  uint64_t last = 0;
+  ASSERT_EQ(kvhost_load_back(pool, node, slots.data(), slots.size(), &loaded, &last), KVPOOL_OK) << kvpool_last_error();
+  EXPECT_EQ(loaded, 0u);
+  EXPECT_EQ(host_stats(pool).loads_refused, refused + 1);
+  EXPECT_EQ(kvtest::changed_by_failure(before, tree_picture(pool, nodes)), "");
+  // kvseq_begin's load is refused alike, and the request starts from nothing cached.
+  uint64_t id = 0;
+  size_t cached = 9;
+  ASSERT_EQ(kvseq_begin(pool, longer.data(), longer.size(), nullptr, &id, &cached), KVPOOL_OK) << kvpool_last_error();
+  EXPECT_EQ(cached, 0u);
+  ASSERT_EQ(kvseq_abort(pool, id), KVPOOL_OK);
+  EXPECT_EQ(kvtest::changed_by_failure(before, tree_picture(pool, nodes)), "");
+
+  // With room, the same load splits the node where its 4 window rows begin.
+  kvtest::free_slots(pool, held);
+  ASSERT_EQ(radix_unlock(pool, kept), KVPOOL_OK);
+  ASSERT_EQ(kvtest::host_load_back(pool, node, 24, &last).size(), 24u);
+  int32_t on_device = 0, on_host = 0;
+  size_t tokens = 0;
+  ASSERT_EQ(kvhost_node_state(pool, node, &on_device, &on_host, &tokens), KVPOOL_OK);
+  EXPECT_EQ(tokens, kWindow) << "the lower part, live again, keeps the handle";
+  EXPECT_EQ(on_device, 1);
+  expect_usable(pool, host_match(pool, longer).slots, tags_of(t));
+  expect_consistent(pool);
+}
+
 TEST(HostTierSwa, SelectiveWriteThroughCopiesOnTheSecondHit) {
   Pool pool(swa_tier_config(64, 2, 4, "write_through_selective"));
   const std::vector<int32_t> t = tokens_from(100, 16);
@@ -484,6 +557,48 @@ TEST(HostTierSwa, RequestsLoadHostHitsBack) {
   ASSERT_EQ(kvseq_extend(pool, &id, 1, &chunk, 1, out.data(), out.size()), KVPOOL_OK) << kvpool_last_error();
   expect_consistent(pool);
   ASSERT_EQ(kvseq_abort(pool, id), KVPOOL_OK);
+  expect_consistent(pool);
+}
+
+// A chunk of a prompt whose path runs through host-only nodes (here: too short to load
+// back) is cached at kvseq_extend like any other: the host-only node takes the request's
+// slots as its device copy, and the request holds the tree's slots from then on.
+TEST(HostTierSwa, ExtendCachesAChunkThroughHostOnlyNodes) {
+  Pool pool(swa_tier_config(64, 2, 4, "write_through"));
+  const std::vector<int32_t> head = tokens_from(100, 8);
+  const uint64_t node = insert_fresh(pool, head);
+  ASSERT_EQ(evict_device(pool, 64), 8u);
+  std::vector<int32_t> prompt = head;
+  for (int32_t i = 0; i < 24; ++i) prompt.push_back(700 + i);
+  uint64_t id = 0;
+  size_t cached = 9;
+  ASSERT_EQ(kvseq_begin(pool, prompt.data(), prompt.size(), nullptr, &id, &cached), KVPOOL_OK) << kvpool_last_error();
+  ASSERT_EQ(cached, 0u) << "8 host tokens are recomputed, not loaded";
+  int64_t chunk = 20;
+  std::vector<int64_t> out(20);
+  ASSERT_EQ(kvseq_extend(pool, &id, 1, &chunk, 1, out.data(), out.size()), KVPOOL_OK) << kvpool_last_error();
+  const std::vector<int32_t> computed(prompt.begin(), prompt.begin() + 20);
+  write_kv(pool, out, tags_of(computed));
+  // Caching happens at the next extend (the chunk's KV is written by then), as for any chunk.
+  chunk = 4;
+  std::vector<int64_t> more(4);
+  ASSERT_EQ(kvseq_extend(pool, &id, 1, &chunk, 1, more.data(), more.size()), KVPOOL_OK) << kvpool_last_error();
+  const kvtest::Held held = kvtest::held_by(pool, id, 24);
+  ASSERT_FALSE(HasFailure());
+  EXPECT_EQ(held.info.cached, 20u) << "the chunk went into the tree through the host-only node";
+  int32_t on_device = 0, on_host = 0;
+  node_state(pool, node, &on_device, &on_host);
+  EXPECT_EQ(on_device, 1) << "the host-only node took the request's slots";
+  EXPECT_EQ(on_host, 1) << "and kept its host copy";
+  EXPECT_EQ(std::vector<int64_t>(held.slots.begin(), held.slots.begin() + 20), out) << "the request's own slots, now the tree's";
+  std::vector<int32_t> probe = computed;
+  probe.push_back(-1);
+  const Tiered m = host_match(pool, probe);
+  EXPECT_EQ(m.device, 20u);
+  EXPECT_EQ(m.slots, out);
+  expect_usable(pool, m.slots, tags_of(computed));
+  expect_consistent(pool);
+  ASSERT_EQ(kvseq_finish(pool, id, 24), KVPOOL_OK) << kvpool_last_error();
   expect_consistent(pool);
 }
 

@@ -191,5 +191,61 @@ namespace KvPool.Tests {
         Configs.Expect(Status.InvalidArgument, () => pool.HostStats());
       }
     }
+
+    // A swa pool (layers 0 and 2 slide over a 4-token window, 1 and 3 are full attention) with
+    // a host tier: a node's host copy holds its full-layer rows and the window rows of its last
+    // 4 tokens.
+    const string SwaHost = "{\"model\":{\"num_layers\":4,\"attention\":\"swa\",\"kv_heads\":2,\"head_dim\":8," +
+        "\"sliding_window\":4,\"swa_layer_pattern\":\"SF\"},\"pool\":{\"kv_dtype\":\"f32\",\"max_total_tokens\":64," +
+        "\"max_running_requests\":2,\"max_context_len\":64},\"prefix_cache\":{\"kind\":\"radix\"}," +
+        "\"host_cache\":{\"ratio\":4,\"headroom_bytes\":0}}";
+
+    [Test]
+    public void SwaEvictMatchLoadBackHostEvict() {
+      using (Pool pool = new Pool(SwaHost)) {
+        int[] prompt = PrefixCacheTests.Tokens(300, 24);
+        SeqBegin b = pool.Begin(prompt);
+        long[] slots = pool.SeqExtend(new[] { b.Seq }, new long[] { 24 });
+        for (int layer = 0; layer < 4; layer++) {
+          pool.SetKv(layer, slots, Pattern(24, layer, 0), Pattern(24, layer, 1), DType.F32);
+        }
+        pool.Finish(b.Seq, 24);
+        Assert.AreEqual(24UL, pool.HostStats().UsedTokens);  // write_through copied the request
+        Assert.AreEqual(24UL, pool.Evict(64));
+        int[] longer = PrefixCacheTests.Tokens(300, 25);
+        HostMatchResult m = pool.HostMatch(longer);
+        Assert.AreEqual(0, m.Length, m.ToString());
+        Assert.AreEqual(24UL, m.HostLength);
+        HostNodeState st = pool.HostNodeState(m.HostNode);
+        Assert.IsTrue(!st.OnDevice && st.OnHost, st.ToString());
+        Assert.AreEqual(24UL, st.Tokens);
+
+        HostLoadResult loaded = pool.HostLoadBack(m.HostNode);
+        Assert.AreEqual(24, loaded.Loaded, loaded.ToString());
+        Assert.AreEqual(m.HostNode, loaded.Node);
+        // The full layers come back for every token, the window layers for the last window.
+        const int row = 2 * 8 * 4;
+        for (int layer = 0; layer < 4; layer++) {
+          int from = layer % 2 == 0 ? 20 : 0;
+          byte[] k = new byte[(24 - from) * row], v = new byte[(24 - from) * row];
+          pool.GetKv(layer, loaded.Slots.Skip(from).ToArray(), k, v, DType.F32);
+          CollectionAssert.AreEqual(Pattern(24, layer, 0).Skip(from * row).ToArray(), k);
+          CollectionAssert.AreEqual(Pattern(24, layer, 1).Skip(from * row).ToArray(), v);
+        }
+        // The node was split where its window rows begin: its handle names the 4-token lower part.
+        st = pool.HostNodeState(loaded.Node);
+        Assert.IsTrue(st.OnDevice && st.OnHost, st.ToString());
+        Assert.AreEqual(4UL, st.Tokens);
+        CollectionAssert.AreEqual(loaded.Slots, pool.Match(longer).Slots);
+
+        Assert.AreEqual(24UL, pool.Evict(64));
+        Assert.AreEqual(24UL, pool.HostEvict(64));
+        HostStats s = pool.HostStats();
+        Assert.AreEqual(0UL, s.UsedTokens);
+        Assert.AreEqual(1UL, s.Loads);
+        Assert.AreEqual(24UL, s.LoadTokens);
+        Assert.IsTrue(pool.Check().StartsWith("ok"), pool.Check());
+      }
+    }
   }
 }

@@ -327,32 +327,43 @@ const hybridHostConfig = `{"model":{"num_layers":4,"attention":"hybrid_linear","
 	`"pool":{"kv_dtype":"f32","max_total_tokens":64,"max_running_requests":2,"mamba_cache_size":10,"max_context_len":64},` +
 	`"prefix_cache":{"kind":"radix"},"host_cache":{"ratio":4,"headroom_bytes":0}}`
 
-func TestHostTierHybridBeginLoadsTheFullAttentionKvBack(t *testing.T) {
-	p := open(t, hybridHostConfig)
-	prompt := tokenRange(300, 24)
+// computeThenEvict runs a request over prompt on an empty write_through pool of 64 device
+// tokens, writes kvPattern rows into `layers`, finishes it (which copies it to the host) and
+// evicts it from the device: the prompt is host-only afterwards.
+func computeThenEvict(t *testing.T, p *kvpool.Pool, prompt []int32, layers []int) {
+	t.Helper()
+	n := len(prompt)
 	seq, cached, err := p.Begin(prompt, "")
 	must(t, err)
 	if cached != 0 {
 		t.Fatalf("Begin on an empty cache found %d tokens", cached)
 	}
-	slots, err := p.SeqExtend([]uint64{seq}, []int64{24})
+	slots, err := p.SeqExtend([]uint64{seq}, []int64{int64(n)})
 	must(t, err)
-	k, v := kvPattern(24, 3, 0), kvPattern(24, 3, 1)
-	must(t, p.SetKV(3, slots, k, v, kvpool.DTypeF32, 1, 1))
-	must(t, p.Finish(seq, 24))
-	if s := hostStats(t, p); s.UsedTokens != 24 {
-		t.Fatalf("HostStats after Finish = %+v, want the 24 tokens copied (write_through)", s)
+	for _, layer := range layers {
+		must(t, p.SetKV(layer, slots, kvPattern(n, layer, 0), kvPattern(n, layer, 1), kvpool.DTypeF32, 1, 1))
+	}
+	must(t, p.Finish(seq, n))
+	if s := hostStats(t, p); s.UsedTokens != uint64(n) {
+		t.Fatalf("HostStats after Finish = %+v, want the %d tokens copied (write_through)", s, n)
 	}
 	evicted, err := p.Evict(64)
 	must(t, err)
-	if evicted != 24 {
-		t.Fatalf("Evict freed %d device tokens, want 24", evicted)
+	if evicted != n {
+		t.Fatalf("Evict freed %d device tokens, want %d", evicted, n)
 	}
-	if s := hostStats(t, p); s.HostOnlyTokens != 24 {
-		t.Fatalf("HostStats after Evict = %+v, want 24 host-only tokens", s)
+	if s := hostStats(t, p); s.HostOnlyTokens != uint64(n) {
+		t.Fatalf("HostStats after Evict = %+v, want %d host-only tokens", s, n)
 	}
+}
+
+func TestHostTierHybridBeginLoadsTheFullAttentionKvBack(t *testing.T) {
+	p := open(t, hybridHostConfig)
+	prompt := tokenRange(300, 24)
+	computeThenEvict(t, p, prompt, []int{3})
+	k, v := kvPattern(24, 3, 0), kvPattern(24, 3, 1)
 	longer := append(append([]int32{}, prompt...), 9)
-	seq, cached, err = p.Begin(longer, "")
+	seq, cached, err := p.Begin(longer, "")
 	must(t, err)
 	if info := seqInfo(t, p, seq); cached != 24 || info.HostHit != 24 {
 		t.Fatalf("Begin after eviction: cached %d, SeqInfo %+v, want 24 tokens loaded from the host", cached, info)
@@ -369,6 +380,72 @@ func TestHostTierHybridBeginLoadsTheFullAttentionKvBack(t *testing.T) {
 	must(t, err)
 	if a.Capacity != 64 || a.Available+a.Evictable+a.Protected+a.Uncached != a.Capacity {
 		t.Fatalf("accounting %+v: available+evictable+protected+uncached != capacity 64", a)
+	}
+	if _, err := p.Check(); err != nil {
+		t.Fatalf("Check: %v", err)
+	}
+}
+
+// swaHostConfig: a swa pool (layers 0 and 2 slide over a 4-token window, 1 and 3 are full
+// attention, page_size 1) with a host tier: a node's host copy holds its full-layer rows and
+// the window rows of its last 4 tokens.
+const swaHostConfig = `{"model":{"num_layers":4,"attention":"swa","kv_heads":2,"head_dim":8,"sliding_window":4,` +
+	`"swa_layer_pattern":"SF"},"pool":{"kv_dtype":"f32","max_total_tokens":64,"max_running_requests":2,"max_context_len":64},` +
+	`"prefix_cache":{"kind":"radix"},"host_cache":{"ratio":4,"headroom_bytes":0}}`
+
+func TestHostTierSwaEvictMatchLoadBackHostEvict(t *testing.T) {
+	p := open(t, swaHostConfig)
+	prompt := tokenRange(300, 24)
+	computeThenEvict(t, p, prompt, []int{0, 1, 2, 3})
+	longer := append(append([]int32{}, prompt...), 9)
+	m, err := p.HostMatch(longer, "")
+	must(t, err)
+	if len(m.Slots) != 0 || m.HostTokens != 24 {
+		t.Fatalf("HostMatch = %+v, want 24 host tokens and nothing on the device", m)
+	}
+	if s := hostNodeState(t, p, m.HostNode); s.OnDevice || !s.OnHost || s.Tokens != 24 {
+		t.Fatalf("HostNodeState = %+v, want host-only with 24 tokens", s)
+	}
+
+	loaded, node, err := p.HostLoadBack(m.HostNode)
+	must(t, err)
+	if len(loaded) != 24 || node != m.HostNode {
+		t.Fatalf("HostLoadBack = (%d slots, node %d), want 24 slots and node %d", len(loaded), node, m.HostNode)
+	}
+	// The full layers come back for every token, the window layers for the last window.
+	row := 2 * 8 * 4
+	for layer := 0; layer < 4; layer++ {
+		from := 0
+		if layer%2 == 0 {
+			from = 20
+		}
+		k, v := make([]byte, (24-from)*row), make([]byte, (24-from)*row)
+		must(t, p.GetKV(layer, loaded[from:], k, v, kvpool.DTypeF32))
+		if !bytes.Equal(k, kvPattern(24, layer, 0)[from*row:]) || !bytes.Equal(v, kvPattern(24, layer, 1)[from*row:]) {
+			t.Fatalf("layer %d: the loaded-back KV differs from what was written", layer)
+		}
+	}
+	// The node was split where its window rows begin: its handle names the 4-token lower part.
+	if s := hostNodeState(t, p, node); !s.OnDevice || !s.OnHost || s.Tokens != 4 {
+		t.Fatalf("HostNodeState after HostLoadBack = %+v, want device+host with 4 tokens", s)
+	}
+	got, _, err := p.Match(longer, "")
+	must(t, err)
+	wantInts(t, "Match after HostLoadBack", got, loaded)
+
+	// Out of the device again, then out of the host.
+	evicted, err := p.Evict(64)
+	must(t, err)
+	if evicted != 24 {
+		t.Fatalf("Evict freed %d device tokens, want 24", evicted)
+	}
+	n, err := p.HostEvict(64)
+	must(t, err)
+	if n != 24 {
+		t.Fatalf("HostEvict = %d, want 24", n)
+	}
+	if s := hostStats(t, p); s.UsedTokens != 0 || s.HostOnlyTokens != 0 || s.Loads != 1 || s.LoadTokens != 24 {
+		t.Fatalf("HostStats after HostEvict = %+v", s)
 	}
 	if _, err := p.Check(); err != nil {
 		t.Fatalf("Check: %v", err)

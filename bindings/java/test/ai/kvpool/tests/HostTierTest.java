@@ -220,4 +220,62 @@ public class HostTierTest {
     }
     expect(Status.INVALID_ARGUMENT, pool::hostStats);  // a closed pool
   }
+
+  /**
+   * A swa pool (layers 0 and 2 slide over a 4-token window, 1 and 3 are full attention) with a
+   * host tier: a node's host copy holds its full-layer rows and the window rows of its last 4
+   * tokens.
+   */
+  static final String SWA_HOST = "{\"model\":{\"num_layers\":4,\"attention\":\"swa\",\"kv_heads\":2,\"head_dim\":8,"
+      + "\"sliding_window\":4,\"swa_layer_pattern\":\"SF\"},\"pool\":{\"kv_dtype\":\"f32\",\"max_total_tokens\":64,"
+      + "\"max_running_requests\":2,\"max_context_len\":64},\"prefix_cache\":{\"kind\":\"radix\"},"
+      + "\"host_cache\":{\"ratio\":4,\"headroom_bytes\":0}}";
+
+  @Test
+  public void swaEvictMatchLoadBackHostEvict() {
+    try (Pool pool = new Pool(SWA_HOST)) {
+      int[] prompt = PrefixCacheTest.tokens(300, 24);
+      SeqBegin b = pool.begin(prompt, null);
+      long[] slots = pool.seqExtend(new long[] {b.getSeq()}, new long[] {24});
+      for (int layer = 0; layer < 4; layer++) {
+        pool.setKv(layer, slots, pattern(24, layer, 0), pattern(24, layer, 1));
+      }
+      pool.finish(b.getSeq(), 24);
+      assertEquals(24, pool.hostStats().getUsedTokens());  // write_through copied the request
+      assertEquals(24, pool.evict(64));
+      int[] longer = PrefixCacheTest.tokens(300, 25);
+      HostMatchResult m = pool.hostMatch(longer, null);
+      assertEquals(m.toString(), 0, m.getLength());
+      assertEquals(24, m.getHostLength());
+      HostNodeState st = pool.hostNodeState(m.getHostNode());
+      assertTrue(st.toString(), !st.isOnDevice() && st.isOnHost());
+      assertEquals(24, st.getTokens());
+
+      HostLoadResult loaded = pool.hostLoadBack(m.getHostNode());
+      assertEquals(loaded.toString(), 24, loaded.getLoaded());
+      assertEquals(m.getHostNode(), loaded.getNode());
+      // The full layers come back for every token, the window layers for the last window.
+      for (int layer = 0; layer < 4; layer++) {
+        int from = layer % 2 == 0 ? 20 : 0;
+        float[] k = new float[(24 - from) * 2 * 8];
+        float[] v = new float[k.length];
+        pool.getKv(layer, Arrays.copyOfRange(loaded.getSlots(), from, 24), k, v);
+        assertArrayEquals(Arrays.copyOfRange(pattern(24, layer, 0), from * 16, 24 * 16), k, 0f);
+        assertArrayEquals(Arrays.copyOfRange(pattern(24, layer, 1), from * 16, 24 * 16), v, 0f);
+      }
+      // The node was split where its window rows begin: its handle names the 4-token lower part.
+      st = pool.hostNodeState(loaded.getNode());
+      assertTrue(st.toString(), st.isOnDevice() && st.isOnHost());
+      assertEquals(4, st.getTokens());
+      assertArrayEquals(loaded.getSlots(), pool.match(longer, null).getSlots());
+
+      assertEquals(24, pool.evict(64));
+      assertEquals(24, pool.hostEvict(64));
+      HostStats s = pool.hostStats();
+      assertEquals(0, s.getUsedTokens());
+      assertEquals(1, s.getLoads());
+      assertEquals(24, s.getLoadTokens());
+      assertTrue(pool.check(), pool.check().startsWith("ok"));
+    }
+  }
 }
