@@ -41,9 +41,10 @@ void stream_fence();
 // page walk in turn, and conversions of contiguous caller rows outran the
 // hardware prefetcher (their source loads were most of their time). The
 // lines go to L2 (prefetcht2), not L1: on the 2-core Xeon VM an fp8 -> bf16
-// gather of 8192 random 1 KiB rows ran ~1.5x faster with L2 prefetches than
-// with L1 ones, whose pending misses compete with the streaming stores for
-// the core's few line-fill buffers (issue 14, item 5).
+// gather of 8192 random 1 KiB rows ran 1.3-1.4x faster with L2 prefetches
+// than with L1 ones (minimum and median of 60 alternating rounds), plausibly
+// because pending L1 misses compete with the streaming stores for the core's
+// few line-fill buffers (issue 14, item 5).
 inline void prefetch_row(const void* p, size_t bytes) {
   const auto* c = static_cast<const char*>(p);
   for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(c + off, 0, 1);
