@@ -228,52 +228,37 @@ size_t decode_vec(const uint8_t* s, uint8_t* d, size_t count) {
   return encode_vec<Stored, Out, false, kStream>(s, d, count, 1.0f);
 }
 
-// bf16 -> fp8 without dividing, the fp8 pools' usual traffic, on sixteen
-// 16-bit lanes at a time rather than eight f32 lanes. Every bf16 value is an
-// f32 whose low half is zero, so the scalar rule reduces to 16-bit integer
-// steps for the fp8 normals; the exhaustive bf16 test checks each of the 2^16
-// inputs for both formats. One kernel serves e4m3 and e5m2
-// (row_codec_kernels.hpp's E4M3FromBf16 / E5M2FromBf16 say how they differ).
-//
-// Normals (|x| >= 2^(1 - bias), bf16 magnitude kMinNormal): re-bias and round
-// to even on the kDrop dropped mantissa bits. Above kNanAbove (e4m3: 464, the
-// tie to 448; e5m2: inf) and NaN the code is 0x7f; e5m2 clips finite
-// overflow to inf (0x7c). Below kMinNormal (fp8 subnormals, zeros, tiny and
-// bf16-subnormal values) the code is round_magnitude's subnormal branch, the
-// same f32 addition as the scalar rule: the lanes are widened to f32 by
-// interleaving a zero low half (unpack within 128-bit halves), added, and
-// packed back in the same order.
-template <class F>
-inline V fp8_codes_from_bf16(V x) {
-  const V ax = _mm256_and_si256(x, _mm256_set1_epi16(0x7fff));
-  const V sign = _mm256_and_si256(_mm256_srli_epi16(x, 8), _mm256_set1_epi16(0x80));
-  const V odd = _mm256_and_si256(_mm256_srli_epi16(ax, F::kDrop), _mm256_set1_epi16(1));
-  const V round = _mm256_add_epi16(_mm256_set1_epi16((1 << (F::kDrop - 1)) - 1), odd);
-  V code = _mm256_srli_epi16(_mm256_sub_epi16(_mm256_add_epi16(ax, round), _mm256_set1_epi16(F::kRebias)), F::kDrop);
-  if constexpr (F::kClipToInf) code = _mm256_min_epi16(code, _mm256_set1_epi16(0x7c));  // codes here are >= 0
-  code = _mm256_blendv_epi8(code, _mm256_set1_epi16(0x7f), _mm256_cmpgt_epi16(ax, _mm256_set1_epi16(F::kNanAbove)));
-  // The subnormal branch on f32 lanes: (ax << 16) + c, minus c's bits (at most 2^M, so packus is exact).
-  const __m256 c = _mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int>(F::kSubnormalAddend)));
-  const V zero = _mm256_setzero_si256();
-  const V lo = _mm256_sub_epi32(as_bits(_mm256_add_ps(as_f32(_mm256_unpacklo_epi16(zero, ax)), c)), as_bits(c));
-  const V hi = _mm256_sub_epi32(as_bits(_mm256_add_ps(as_f32(_mm256_unpackhi_epi16(zero, ax)), c)), as_bits(c));
-  const V subnormal = _mm256_packus_epi32(lo, hi);
-  // Signed compare: ax <= 0x7fff.
-  const V small = _mm256_cmpgt_epi16(_mm256_set1_epi16(F::kMinNormal), ax);
-  return _mm256_or_si256(sign, _mm256_blendv_epi8(code, subnormal, small));
-}
-
-template <class F, bool kStream>
-size_t encode_bf16_fp8(const uint8_t* s, uint8_t* d, size_t count, float /*divisor*/) {
-  size_t j = 0;
-  for (; j + 32 <= count; j += 32) {
-    const V a = fp8_codes_from_bf16<F>(_mm256_loadu_si256(reinterpret_cast<const V*>(s + 2 * j)));
-    const V b = fp8_codes_from_bf16<F>(_mm256_loadu_si256(reinterpret_cast<const V*>(s + 2 * j + 32)));
-    // packus pairs 128-bit halves: qwords come out as 0,2,1,3 of the wanted order.
-    store_block<kStream>(d + j, _mm256_permute4x64_epi64(_mm256_packus_epi16(a, b), 0xD8));
+// The 16-bit lane operations row_codec_bf16_fp8.inc is written in, on AVX2.
+struct Lanes16 {
+  using V = __m256i;
+  static V load(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const V*>(p)); }
+  template <bool kStream>
+  static void store(uint8_t* p, V v) {
+    store_block<kStream>(p, v);
   }
-  return j;
-}
+  static V set(int16_t x) { return _mm256_set1_epi16(x); }
+  static V set32(uint32_t x) { return _mm256_set1_epi32(static_cast<int>(x)); }
+  static V zero() { return _mm256_setzero_si256(); }
+  static V bit_and(V a, V b) { return _mm256_and_si256(a, b); }
+  static V bit_or(V a, V b) { return _mm256_or_si256(a, b); }
+  static V add(V a, V b) { return _mm256_add_epi16(a, b); }
+  static V sub(V a, V b) { return _mm256_sub_epi16(a, b); }
+  static V shift_right(V a, int n) { return _mm256_srli_epi16(a, n); }
+  static V min(V a, V b) { return _mm256_min_epi16(a, b); }
+  // Per lane: a > b (signed) ? x : y.
+  static V where_greater(V a, V b, V x, V y) { return _mm256_blendv_epi8(y, x, _mm256_cmpgt_epi16(a, b)); }
+  static V interleave_low(V a, V b) { return _mm256_unpacklo_epi16(a, b); }
+  static V interleave_high(V a, V b) { return _mm256_unpackhi_epi16(a, b); }
+  static V add_f32(V a, V b) { return as_bits(_mm256_add_ps(as_f32(a), as_f32(b))); }
+  static V sub32(V a, V b) { return _mm256_sub_epi32(a, b); }
+  // The u32 lanes of interleave_low / interleave_high back to u16, in their order.
+  static V pack32(V lo, V hi) { return _mm256_packus_epi32(lo, hi); }
+  // a's and b's u16 codes (<= 0xff) as bytes, a's first: packus pairs
+  // 128-bit halves, so qwords come out as 0,2,1,3 of the wanted order.
+  static V pack_bytes_in_order(V a, V b) { return _mm256_permute4x64_epi64(_mm256_packus_epi16(a, b), 0xD8); }
+};
+
+#include "pool/row_codec_bf16_fp8.inc"
 
 // fp8 -> bf16 / f32: every e4m3 and e5m2 value is exact in bf16, so both
 // outputs are the upper 16 bits of the scalar rule's f32 (the lower 16 are

@@ -6,8 +6,9 @@
 // per 16 values. The tables are filled from the scalar rules themselves
 // (dtype_convert.hpp) for the 128 magnitudes, outside the AVX-512 code; the
 // sign is the byte's top bit in either format. The encoders are the AVX2
-// kernel's steps on 32 lanes. tests/unit/row_codec_test.cpp compares every fp8
-// byte and every bf16 input against the scalar kernels.
+// kernel's steps (row_codec_bf16_fp8.inc, shared) on 32 lanes.
+// tests/unit/row_codec_test.cpp compares every fp8 byte and every bf16 input
+// against the scalar kernels.
 #include <cstring>
 
 #include "pool/dtype_convert.hpp"
@@ -125,44 +126,38 @@ size_t decode_fp8_f32(const uint8_t* s, uint8_t* d, size_t count) {
   return j;
 }
 
-// bf16 -> fp8, the AVX2 kernel's steps (row_codec_avx2.cpp) on 32 lanes with
-// mask registers for the selects.
-template <class F>
-inline Z fp8_codes_from_bf16(Z x) {
-  const Z ax = _mm512_and_si512(x, _mm512_set1_epi16(0x7fff));
-  const Z sign = _mm512_and_si512(_mm512_srli_epi16(x, 8), _mm512_set1_epi16(0x80));
-  const Z odd = _mm512_and_si512(_mm512_srli_epi16(ax, F::kDrop), _mm512_set1_epi16(1));
-  const Z round = _mm512_add_epi16(_mm512_set1_epi16((1 << (F::kDrop - 1)) - 1), odd);
-  Z code = _mm512_srli_epi16(_mm512_sub_epi16(_mm512_add_epi16(ax, round), _mm512_set1_epi16(F::kRebias)), F::kDrop);
-  if constexpr (F::kClipToInf) code = _mm512_min_epi16(code, _mm512_set1_epi16(0x7c));
-  code = _mm512_mask_mov_epi16(code, _mm512_cmpgt_epi16_mask(ax, _mm512_set1_epi16(F::kNanAbove)),
-                               _mm512_set1_epi16(0x7f));
-  const __m512 c = _mm512_castsi512_ps(_mm512_set1_epi32(static_cast<int>(F::kSubnormalAddend)));
-  const Z zero = _mm512_setzero_si512();
-  const auto subnormal_codes = [&](Z widened) {
-    return _mm512_sub_epi32(_mm512_castps_si512(_mm512_add_ps(_mm512_castsi512_ps(widened), c)),
-                            _mm512_castps_si512(c));
-  };
-  const Z lo = subnormal_codes(_mm512_unpacklo_epi16(zero, ax));
-  const Z hi = subnormal_codes(_mm512_unpackhi_epi16(zero, ax));
-  const Z subnormal = _mm512_packus_epi32(lo, hi);
-  code = _mm512_mask_mov_epi16(code, _mm512_cmpgt_epi16_mask(_mm512_set1_epi16(F::kMinNormal), ax), subnormal);
-  return _mm512_or_si512(sign, code);
-}
-
-// 64 values per step: 64 bytes of fp8.
-template <class F, bool kStream>
-size_t encode_bf16_fp8(const uint8_t* s, uint8_t* d, size_t count, float /*divisor*/) {
-  // packus works within 128-bit lanes: qwords come out as a0 b0 a1 b1 a2 b2 a3 b3.
-  const Z order = _mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7);
-  size_t j = 0;
-  for (; j + 64 <= count; j += 64) {
-    const Z a = fp8_codes_from_bf16<F>(_mm512_loadu_si512(s + 2 * j));
-    const Z b = fp8_codes_from_bf16<F>(_mm512_loadu_si512(s + 2 * j + 64));
-    store64<kStream>(d + j, _mm512_permutexvar_epi64(order, _mm512_packus_epi16(a, b)));
+// The 16-bit lane operations row_codec_bf16_fp8.inc is written in, on
+// AVX-512: mask registers for the selects.
+struct Lanes16 {
+  using V = Z;
+  static V load(const uint8_t* p) { return _mm512_loadu_si512(p); }
+  template <bool kStream>
+  static void store(uint8_t* p, V v) {
+    store64<kStream>(p, v);
   }
-  return j;
-}
+  static V set(int16_t x) { return _mm512_set1_epi16(x); }
+  static V set32(uint32_t x) { return _mm512_set1_epi32(static_cast<int>(x)); }
+  static V zero() { return _mm512_setzero_si512(); }
+  static V bit_and(V a, V b) { return _mm512_and_si512(a, b); }
+  static V bit_or(V a, V b) { return _mm512_or_si512(a, b); }
+  static V add(V a, V b) { return _mm512_add_epi16(a, b); }
+  static V sub(V a, V b) { return _mm512_sub_epi16(a, b); }
+  static V shift_right(V a, int n) { return _mm512_srli_epi16(a, static_cast<unsigned>(n)); }
+  static V min(V a, V b) { return _mm512_min_epi16(a, b); }
+  // Per lane: a > b (signed) ? x : y.
+  static V where_greater(V a, V b, V x, V y) { return _mm512_mask_mov_epi16(y, _mm512_cmpgt_epi16_mask(a, b), x); }
+  static V interleave_low(V a, V b) { return _mm512_unpacklo_epi16(a, b); }
+  static V interleave_high(V a, V b) { return _mm512_unpackhi_epi16(a, b); }
+  static V add_f32(V a, V b) { return _mm512_castps_si512(_mm512_add_ps(_mm512_castsi512_ps(a), _mm512_castsi512_ps(b))); }
+  static V sub32(V a, V b) { return _mm512_sub_epi32(a, b); }
+  static V pack32(V lo, V hi) { return _mm512_packus_epi32(lo, hi); }
+  // packus works within 128-bit lanes: qwords come out as a0 b0 a1 b1 a2 b2 a3 b3.
+  static V pack_bytes_in_order(V a, V b) {
+    return _mm512_permutexvar_epi64(_mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7), _mm512_packus_epi16(a, b));
+  }
+};
+
+#include "pool/row_codec_bf16_fp8.inc"
 
 VecEncodeFn avx512_encode_impl(Wide in, config::DType kv, bool divide, bool stream) {
   if (in != Wide::kBF16 || divide) return nullptr;

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "config/dtype.hpp"
 #include "pool/row_codec.hpp"
@@ -70,9 +71,45 @@ bool cpu_has_avx512_vbmi();
 VecEncodeFn avx512_encode(Wide in, config::DType kv, bool divide, bool stream = false);
 VecDecodeFn avx512_decode(config::DType kv, Wide out, bool stream = false);
 
-// Whether streaming kernels may write at dst: a whole-line (64-byte)
-// boundary, what 64-byte streaming stores need (and 32-byte ones too).
-inline bool line_aligned(const uint8_t* dst) { return (reinterpret_cast<uintptr_t>(dst) & 63) == 0; }
+// Converts `count` values from src to dst with streaming stores for every
+// whole 64-byte line of dst and plain stores for the partial lines at either
+// end, so dst need not be aligned (a caller's buffer from malloc sits 16 bytes
+// past a line; rows at an offset into a pool row, like mla's rope part, too).
+// plain(s, d, k) converts k values into d; stream(s, d, k) converts the
+// longest prefix of whole vectors into line-aligned d with streaming stores
+// and returns its length. The partial lines are converted a whole line's
+// worth of values at a time into a buffer (a whole number of vectors for
+// every kernel: 64 bytes of output), so no value takes the scalar path, and
+// the conversion is per value, so a value converts the same in either place.
+// False, nothing written, where dst is not a whole number of values past a
+// line boundary (an odd address for 2-byte values) or count is under two
+// lines of output: the caller converts through an aligned buffer instead.
+template <class Plain, class Stream>
+bool convert_streaming(const uint8_t* src, uint8_t* dst, size_t count, size_t in_bytes, size_t out_bytes,
+                       const Plain& plain, const Stream& stream) {
+  constexpr size_t kLine = 64;
+  const size_t line_values = kLine / out_bytes;
+  const size_t head_bytes = (kLine - (reinterpret_cast<uintptr_t>(dst) & (kLine - 1))) & (kLine - 1);
+  if (head_bytes % out_bytes != 0 || count < 2 * line_values) return false;
+  alignas(64) uint8_t edge[kLine];
+  const size_t head = head_bytes / out_bytes;
+  if (head > 0) {
+    plain(src, edge, line_values);
+    std::memcpy(dst, edge, head_bytes);
+  }
+  // count - head >= line_values: at least one whole line to stream.
+  size_t done = head + stream(src + head * in_bytes, dst + head_bytes, count - head);
+  // What is left (less than a vector for today's kernels) a line's worth at a
+  // time, the last one ending at count (its values before `done` are
+  // converted again but not written).
+  while (done < count) {
+    const size_t first = done < count - line_values ? done : count - line_values;
+    plain(src + first * in_bytes, edge, line_values);
+    std::memcpy(dst + done * out_bytes, edge + (done - first) * out_bytes, (first + line_values - done) * out_bytes);
+    done = first + line_values;
+  }
+  return true;
+}
 
 // What encode_rows / decode_rows use: the AVX-512 or else the AVX2 kernel
 // where there is one, then the scalar kernel for the remainder (or for
@@ -85,17 +122,14 @@ struct Encoder {
     const size_t done = vec != nullptr ? vec(src, dst, count, divisor) : 0;
     if (done < count) scalar(src + done * in_bytes, dst + done * out_bytes, count - done, divisor);
   }
-  // With streaming stores; false (nothing written) where there is no
-  // streaming kernel or dst is not line-aligned. The caller then converts
-  // into an aligned buffer and streams that out: converting an unaligned
-  // head with the scalar kernel instead cost more than the extra copy (a
-  // 16-byte-misaligned get_kv buffer: 12 of every 1024 f32 values, ~10 % of
-  // an fp8 -> f32 read's time).
+  // With streaming stores (convert_streaming); false, nothing written, where
+  // there is no streaming kernel or convert_streaming declines dst or count.
+  // The caller then converts into an aligned buffer and streams that out.
   bool run_streaming(const uint8_t* src, uint8_t* dst, size_t count, float divisor) const {
-    if (vec_stream == nullptr || !line_aligned(dst)) return false;
-    const size_t done = vec_stream(src, dst, count, divisor);
-    if (done < count) scalar(src + done * in_bytes, dst + done * out_bytes, count - done, divisor);
-    return true;
+    if (vec_stream == nullptr) return false;
+    return convert_streaming(
+        src, dst, count, in_bytes, out_bytes, [&](const uint8_t* s, uint8_t* d, size_t k) { run(s, d, k, divisor); },
+        [&](const uint8_t* s, uint8_t* d, size_t k) { return vec_stream(s, d, k, divisor); });
   }
 };
 
@@ -108,10 +142,10 @@ struct Decoder {
     if (done < count) scalar(src + done * in_bytes, dst + done * out_bytes, count - done);
   }
   bool run_streaming(const uint8_t* src, uint8_t* dst, size_t count) const {
-    if (vec_stream == nullptr || !line_aligned(dst)) return false;
-    const size_t done = vec_stream(src, dst, count);
-    if (done < count) scalar(src + done * in_bytes, dst + done * out_bytes, count - done);
-    return true;
+    if (vec_stream == nullptr) return false;
+    return convert_streaming(
+        src, dst, count, in_bytes, out_bytes, [&](const uint8_t* s, uint8_t* d, size_t k) { run(s, d, k); },
+        [&](const uint8_t* s, uint8_t* d, size_t k) { return vec_stream(s, d, k); });
   }
 };
 

@@ -61,8 +61,39 @@ std::string hex(const uint8_t* p, size_t bytes) {
   return s;
 }
 
+// A streaming conversion, stream(dst, count): the first `count` values of
+// the source to dst, `want` being the scalar kernel's bytes for all of them.
+// At every dst offset within a line it must either refuse, writing nothing
+// (an offset that is not a whole number of values, or under two lines of
+// output), or write exactly want's bytes and nothing around them: the whole
+// source at a few offsets, then prefixes around the two-line minimum and
+// the vector widths at every offset.
+template <class Stream>
+void expect_streamed_matches(const Stream& stream, const std::vector<uint8_t>& want, size_t ob) {
+  const size_t total = want.size() / ob, line_values = 64 / ob;
+  auto check = [&](size_t offset, size_t count) {
+    SCOPED_TRACE("dst offset " + std::to_string(offset) + ", " + std::to_string(count) + " values");
+    // A line of guard bytes before the destination line and after the values.
+    std::vector<uint8_t> space(count * ob + 192, 0x33);
+    const size_t at_line = 64 + ((64 - (reinterpret_cast<uintptr_t>(space.data()) & 63)) & 63);
+    const bool accepted = stream(space.data() + at_line + offset, count);
+    kvp::util::stream_fence();
+    ASSERT_EQ(accepted, offset % ob == 0 && count >= 2 * line_values);
+    std::vector<uint8_t> expect(space.size(), 0x33);
+    if (accepted) std::memcpy(expect.data() + at_line + offset, want.data(), count * ob);
+    const long at = first_mismatch(expect, space, 1);
+    ASSERT_EQ(at, -1) << "byte " << at - static_cast<long>(at_line) << " from the line boundary";
+  };
+  for (size_t offset : {size_t{0}, ob, size_t{16}, size_t{63}}) check(offset, total);
+  for (size_t count : {2 * line_values - 1, 2 * line_values, 2 * line_values + 1, 3 * line_values - 1, size_t{97},
+                       size_t{300}}) {
+    if (count > total) continue;
+    for (size_t offset = 0; offset < 64; ++offset) check(offset, count);
+  }
+}
+
 // One encoder (vector kernel + scalar tail) against the scalar kernel alone,
-// plain and, where it has them, with streaming stores.
+// plain and, where it has them, with streaming stores at every alignment.
 void expect_encoder_matches(const kn::Encoder& fast, const kn::Encoder& ref, const std::vector<uint8_t>& src,
                             float divisor) {
   const size_t ib = ref.in_bytes, ob = ref.out_bytes, count = src.size() / ib;
@@ -72,18 +103,12 @@ void expect_encoder_matches(const kn::Encoder& fast, const kn::Encoder& ref, con
   long at = first_mismatch(want, got, ob);
   ASSERT_EQ(at, -1) << "input " << hex(src.data() + at * ib, ib) << ": scalar " << hex(want.data() + at * ob, ob)
                     << ", vector " << hex(got.data() + at * ob, ob);
-  if (fast.vec_stream == nullptr) return;
-  // The streaming-store kernels: only to a line-aligned dst (a value past one they refuse, writing nothing).
-  std::vector<uint8_t> space(count * ob + 128, 0x33);
-  uint8_t* aligned = space.data() + ((64 - (reinterpret_cast<uintptr_t>(space.data()) & 63)) & 63);
-  ASSERT_FALSE(fast.run_streaming(src.data(), aligned + ob, count, divisor));
-  ASSERT_EQ(aligned[ob], 0x33);
-  ASSERT_TRUE(fast.run_streaming(src.data(), aligned, count, divisor));
-  kvp::util::stream_fence();
-  std::memcpy(got.data(), aligned, got.size());
-  at = first_mismatch(want, got, ob);
-  ASSERT_EQ(at, -1) << "streamed, input " << hex(src.data() + at * ib, ib) << ": scalar "
-                    << hex(want.data() + at * ob, ob) << ", vector " << hex(got.data() + at * ob, ob);
+  if (fast.vec_stream == nullptr) {
+    ASSERT_FALSE(fast.run_streaming(src.data(), got.data(), count, divisor)) << "no streaming kernel";
+    return;
+  }
+  expect_streamed_matches(
+      [&](uint8_t* dst, size_t k) { return fast.run_streaming(src.data(), dst, k, divisor); }, want, ob);
 }
 
 // Every pair from `in` to each plain stored type: the encoder encode_rows
@@ -123,18 +148,11 @@ void expect_decoder_matches(const kn::Decoder& fast, const kn::Decoder& ref, con
   long at = first_mismatch(want, got, ob);
   ASSERT_EQ(at, -1) << "stored " << hex(src.data() + at * ib, ib) << ": scalar " << hex(want.data() + at * ob, ob)
                     << ", vector " << hex(got.data() + at * ob, ob);
-  if (fast.vec_stream == nullptr) return;
-  // Only to a line-aligned dst (a value past one they refuse, writing nothing).
-  std::vector<uint8_t> space(count * ob + 128, 0x33);
-  uint8_t* aligned = space.data() + ((64 - (reinterpret_cast<uintptr_t>(space.data()) & 63)) & 63);
-  ASSERT_FALSE(fast.run_streaming(src.data(), aligned + ob, count));
-  ASSERT_EQ(aligned[ob], 0x33);
-  ASSERT_TRUE(fast.run_streaming(src.data(), aligned, count));
-  kvp::util::stream_fence();
-  std::memcpy(got.data(), aligned, got.size());
-  at = first_mismatch(want, got, ob);
-  ASSERT_EQ(at, -1) << "streamed, stored " << hex(src.data() + at * ib, ib) << ": scalar "
-                    << hex(want.data() + at * ob, ob) << ", vector " << hex(got.data() + at * ob, ob);
+  if (fast.vec_stream == nullptr) {
+    ASSERT_FALSE(fast.run_streaming(src.data(), got.data(), count)) << "no streaming kernel";
+    return;
+  }
+  expect_streamed_matches([&](uint8_t* dst, size_t k) { return fast.run_streaming(src.data(), dst, k); }, want, ob);
 }
 
 // The decoder decode_rows picks, then each instruction set's kernels on their
