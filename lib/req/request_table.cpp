@@ -67,16 +67,8 @@ Status RequestTable::check_columns(int32_t row, size_t start, size_t n) const {
 }
 
 Status RequestTable::check_slots(const int64_t* slots, size_t n) const {
-  // One branch-free pass (vectorised): a slot in [0, limit) has the sign bit set neither
-  // in itself nor in limit - 1 - slot (unsigned: no overflow); the exact message comes
-  // from the scalar loop.
-  const uint64_t last = static_cast<uint64_t>(slot_limit_) - 1;
-  uint64_t acc = 0;
-  for (size_t i = 0; i < n; ++i) {
-    const uint64_t s = static_cast<uint64_t>(slots[i]);
-    acc |= s | (last - s);
-  }
-  if ((acc >> 63) == 0) return Status::ok();
+  // One branch-free pass; the exact message comes from the scalar loop.
+  if (all_in_range(slots, n, slot_limit_)) return Status::ok();
   for (size_t i = 0; i < n; ++i) {
     if (slots[i] < 0 || slots[i] >= slot_limit_) {
       return Status::invalid("slot " + std::to_string(slots[i]) + " at index " + std::to_string(i) +

@@ -24,9 +24,22 @@ inline void narrow_to_int32(const int64_t* src, size_t n, int32_t* dst) {
   for (; i < n; ++i) dst[i] = static_cast<int32_t>(src[i]);
 }
 
-// narrow_to_int32() that also tests the values: true when every src[i] lies in [0, limit)
-// (limit >= 1). A slot in range has the sign bit set neither in itself nor in
-// limit - 1 - slot (unsigned: no overflow); dst is written either way.
+// The range test of all_in_range() and narrow_to_int32_in_range(), branch-free: a value in
+// [0, limit) has the sign bit set neither in itself nor in limit - 1 - value (unsigned: no
+// overflow), so OR-ing this over many values and testing bit 63 once tests them all.
+inline uint64_t range_bits(uint64_t value, uint64_t last) { return value | (last - value); }
+
+// True when every src[i] lies in [0, limit) (limit >= 1), in one branch-free pass that the
+// compiler vectorises.
+inline bool all_in_range(const int64_t* src, size_t n, int64_t limit) {
+  const uint64_t last = static_cast<uint64_t>(limit) - 1;
+  uint64_t bits = 0;
+  for (size_t i = 0; i < n; ++i) bits |= range_bits(static_cast<uint64_t>(src[i]), last);
+  return (bits >> 63) == 0;
+}
+
+// narrow_to_int32() that also tests the values as all_in_range() does (limit >= 1); dst is
+// written either way.
 inline bool narrow_to_int32_in_range(const int64_t* src, size_t n, int32_t* dst, int64_t limit) {
   typedef uint64_t Wide __attribute__((vector_size(64)));
   typedef int32_t Narrow __attribute__((vector_size(32)));
@@ -36,7 +49,7 @@ inline bool narrow_to_int32_in_range(const int64_t* src, size_t n, int32_t* dst,
   for (; i + 8 <= n; i += 8) {
     Wide w;
     std::memcpy(&w, src + i, sizeof(w));
-    acc |= w | (last - w);
+    acc |= w | (last - w);  // range_bits, eight lanes at a time
     const Narrow v = __builtin_convertvector(w, Narrow);
     std::memcpy(dst + i, &v, sizeof(v));
   }
@@ -44,7 +57,7 @@ inline bool narrow_to_int32_in_range(const int64_t* src, size_t n, int32_t* dst,
   for (int lane = 0; lane < 8; ++lane) bits |= acc[lane];
   for (; i < n; ++i) {
     const uint64_t s = static_cast<uint64_t>(src[i]);
-    bits |= s | (last - s);
+    bits |= range_bits(s, last);
     dst[i] = static_cast<int32_t>(s);
   }
   return (bits >> 63) == 0;
