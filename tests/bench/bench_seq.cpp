@@ -17,6 +17,13 @@
 // and finish: the round's loop of calls; steadier than wall time on a shared
 // machine, where a preempted call's wall time counts the other processes).
 // The iteration time is the round's timed calls together (manual time).
+//
+// cold:1 rows evict the caches before each batch-level call (the begin loop, the
+// extend, each decode, the finish loop), where gpu_bench.cu waits for the device:
+// on the GPU machine a call right after such a wait costs what it costs here with
+// cold caches (batch 1: begin 6.5-8.4 us against 0.54 us warm, on a CPU pool in
+// gpu_bench's harness; docs/performance.md), so these rows show the library's
+// cache-cold cost on any machine.
 #include <time.h>
 
 #include <algorithm>
@@ -47,6 +54,15 @@ struct Samples {
   std::vector<double> begin, extend, decode, finish;  // wall, as gpu_bench.cu
   std::vector<double> begin_cpu, extend_cpu, decode_cpu, finish_cpu;
 };
+
+// Evicts this core's caches (and most of a shared last-level cache's share) by
+// writing every line of a buffer larger than them; untimed.
+void evict_caches() {
+  constexpr size_t kBytes = size_t{64} << 20;
+  static std::vector<uint8_t> buffer(kBytes, 1);
+  for (size_t i = 0; i < kBytes; i += 64) buffer[i] = static_cast<uint8_t>(buffer[i] + 1);
+  benchmark::ClobberMemory();
+}
 
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
@@ -84,7 +100,10 @@ bool warm_table(benchmark::State& state, kvpool* pool) {
 
 // One round; adds its timings to the vectors. False (benchmark skipped) on a failed call.
 bool run_round(benchmark::State& state, kvpool* pool, std::mt19937* rng, int bs, int prompt, int shared,
-               Samples* out, double* round_us) {
+               bool cold, Samples* out, double* round_us) {
+  const auto before_call = [cold] {
+    if (cold) evict_caches();
+  };
   std::uniform_int_distribution<int32_t> tok(0, 120000);
   const size_t n = static_cast<size_t>(bs);
   std::vector<std::vector<int32_t>> prompts(n);
@@ -102,6 +121,7 @@ bool run_round(benchmark::State& state, kvpool* pool, std::mt19937* rng, int bs,
   std::vector<int64_t> slots(n * static_cast<size_t>(prompt));
   double t_begin = 0;
   size_t total = 0;
+  before_call();
   double c0 = thread_cpu_us();
   for (size_t i = 0; i < n; ++i) {
     size_t cached = 0;
@@ -113,6 +133,7 @@ bool run_round(benchmark::State& state, kvpool* pool, std::mt19937* rng, int bs,
     total += static_cast<size_t>(chunks[i]);
   }
   const double c_begin = thread_cpu_us() - c0;
+  before_call();
   c0 = thread_cpu_us();
   auto t0 = Clock::now();
   kvpool_status st = kvseq_extend(pool, ids.data(), n, chunks.data(), n, slots.data(), total);
@@ -123,6 +144,7 @@ bool run_round(benchmark::State& state, kvpool* pool, std::mt19937* rng, int bs,
   double t_decode = 0;
   for (int step = 0; step < 8; ++step) {
     for (auto& x : next) x = tok(*rng);
+    before_call();
     c0 = thread_cpu_us();
     t0 = Clock::now();
     st = kvseq_decode(pool, ids.data(), n, next.data(), n, slots.data(), n);
@@ -136,6 +158,7 @@ bool run_round(benchmark::State& state, kvpool* pool, std::mt19937* rng, int bs,
     }
   }
   double t_finish = 0;
+  before_call();
   c0 = thread_cpu_us();
   for (size_t i = 0; i < n; ++i) {
     t0 = Clock::now();
@@ -156,11 +179,12 @@ bool run_round(benchmark::State& state, kvpool* pool, std::mt19937* rng, int bs,
   return true;
 }
 
-// Args: batch, prompt, shared.
+// Args: batch, prompt, shared, cold.
 void BM_SeqRound(benchmark::State& state) {
   const int bs = static_cast<int>(state.range(0));
   const int prompt = static_cast<int>(state.range(1));
   const int shared = static_cast<int>(state.range(2));
+  const bool cold = state.range(3) != 0;
   const std::string json = seq_pool_json();
   double round_us = 0;
   {
@@ -171,7 +195,7 @@ void BM_SeqRound(benchmark::State& state) {
     if (!ok(state, kvpool_create(json.data(), json.size(), &rehearsal.pool), "kvpool_create")) return;
     std::mt19937 rng(static_cast<unsigned>(bs * 7919 + prompt));
     for (int64_t r = 0; r <= static_cast<int64_t>(state.max_iterations); ++r) {
-      if (!run_round(state, rehearsal.pool, &rng, bs, prompt, shared, nullptr, &round_us)) return;
+      if (!run_round(state, rehearsal.pool, &rng, bs, prompt, shared, false, nullptr, &round_us)) return;
     }
   }
   PoolGuard g;
@@ -179,9 +203,9 @@ void BM_SeqRound(benchmark::State& state) {
   if (!warm_table(state, g.pool)) return;
   std::mt19937 rng(static_cast<unsigned>(bs * 7919 + prompt));  // gpu_bench.cu's seeds
   Samples v;
-  if (!run_round(state, g.pool, &rng, bs, prompt, shared, nullptr, &round_us)) return;
+  if (!run_round(state, g.pool, &rng, bs, prompt, shared, cold, nullptr, &round_us)) return;
   for (auto _ : state) {
-    if (!run_round(state, g.pool, &rng, bs, prompt, shared, &v, &round_us)) break;
+    if (!run_round(state, g.pool, &rng, bs, prompt, shared, cold, &v, &round_us)) break;
     state.SetIterationTime(round_us * 1e-6);
   }
   if (state.error_occurred()) return;
@@ -201,28 +225,33 @@ void BM_SeqRound(benchmark::State& state) {
   state.counters["finish_cpu_us"] = median(v.finish_cpu);
 }
 
-// Rounds per batch size as gpu_bench.cu runs them (batch 1024: decode with shorter prompts, to fit).
+// Rounds per batch size as gpu_bench.cu runs them (batch 1024: decode with shorter prompts,
+// to fit), warm and cold (cold: caches evicted before each batch-level call).
 BENCHMARK(BM_SeqRound)
-    ->ArgNames({"batch", "prompt", "shared"})
-    ->Args({1, 1536, 1024})
+    ->ArgNames({"batch", "prompt", "shared", "cold"})
+    ->Args({1, 1536, 1024, 0})
+    ->Args({1, 1536, 1024, 1})
     ->Iterations(100)
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_SeqRound)
-    ->ArgNames({"batch", "prompt", "shared"})
-    ->Args({32, 1536, 1024})
+    ->ArgNames({"batch", "prompt", "shared", "cold"})
+    ->Args({32, 1536, 1024, 0})
+    ->Args({32, 1536, 1024, 1})
     ->Iterations(20)
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_SeqRound)
-    ->ArgNames({"batch", "prompt", "shared"})
-    ->Args({256, 1536, 1024})
+    ->ArgNames({"batch", "prompt", "shared", "cold"})
+    ->Args({256, 1536, 1024, 0})
+    ->Args({256, 1536, 1024, 1})
     ->Iterations(6)
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_SeqRound)
-    ->ArgNames({"batch", "prompt", "shared"})
-    ->Args({1024, 384, 256})
+    ->ArgNames({"batch", "prompt", "shared", "cold"})
+    ->Args({1024, 384, 256, 0})
+    ->Args({1024, 384, 256, 1})
     ->Iterations(4)
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
