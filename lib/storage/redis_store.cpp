@@ -510,9 +510,14 @@ class RedisStore final : public BlobStore {
 
   // Drops a failed connection (nullptr: none was made), takes s out of the
   // rotation for kRedisRetryAfterMs with its idle connections (the server is
-  // likely gone for them too), and counts the failure.
+  // likely gone for them too), and counts the failure. hiredis out of memory (no
+  // context at all, or REDIS_ERR_OOM) is this process's failure, not the server's:
+  // the connection is dropped (a command may be half-buffered) and s stays in the
+  // rotation, so the next call works once memory is back.
   TripEnd fail(Server& s, redisContext* c, bool timeout, BlobStats* d) {
+    const bool out_of_memory = c == nullptr || c->err == REDIS_ERR_OOM;
     free_context(c);
+    if (out_of_memory) return TripEnd::kFailed;
     std::vector<redisContext*> drop;
     {
       std::lock_guard<std::mutex> lock(s.mu);
