@@ -58,6 +58,7 @@ std::atomic<uint64_t> g_others_epoch{0};
 std::atomic<uint64_t> g_others_target{0};
 std::atomic<bool> g_others_sticky{false};
 std::atomic<bool> g_others_fired{false};
+std::atomic<bool> g_others_new_only{false};
 thread_local bool t_arms_others = false;  // this thread armed the others: not counted
 thread_local uint64_t t_others_epoch = 0;
 thread_local uint64_t t_others_count = 0;
@@ -80,8 +81,8 @@ void print_stack() noexcept {
 }
 
 // arm_other_threads(): counts one allocation of a thread other than the arming one.
-bool other_thread_should_fail() noexcept {
-  if (t_arms_others) return false;
+bool other_thread_should_fail(bool from_new) noexcept {
+  if (t_arms_others || (!from_new && g_others_new_only.load(std::memory_order_relaxed))) return false;
   const uint64_t epoch = g_others_epoch.load(std::memory_order_acquire);
   if (t_others_epoch != epoch) {
     t_others_epoch = epoch;
@@ -96,10 +97,10 @@ bool other_thread_should_fail() noexcept {
   return false;
 }
 
-// Counts one allocation attempt; true if this one must fail.
-inline bool should_fail() noexcept {
+// Counts one allocation attempt (`from_new`: by operator new); true if this one must fail.
+inline bool should_fail(bool from_new = false) noexcept {
   if (t_unarmed > 0) return false;
-  if (g_others_armed.load(std::memory_order_acquire) && other_thread_should_fail()) return true;
+  if (g_others_armed.load(std::memory_order_acquire) && other_thread_should_fail(from_new)) return true;
   if (!t_armed) return false;
   if (++t_count == t_target || (t_sticky && t_count > t_target)) {
     if (!t_fired && trace_enabled()) print_stack();
@@ -146,12 +147,12 @@ inline void release(void* p) noexcept {
 }
 
 void* new_impl(size_t n) noexcept {
-  if (should_fail()) return nullptr;
+  if (should_fail(true)) return nullptr;
   return counted(raw_malloc(n == 0 ? 1 : n));
 }
 
 void* new_aligned_impl(size_t n, std::align_val_t a) noexcept {
-  if (should_fail()) return nullptr;
+  if (should_fail(true)) return nullptr;
   return counted(raw_memalign(static_cast<size_t>(a), n == 0 ? 1 : n));
 }
 
@@ -178,11 +179,12 @@ bool disarm() {
   return t_fired;
 }
 
-void arm_other_threads(uint64_t n, bool sticky) {
+void arm_other_threads(uint64_t n, bool sticky, bool new_only) {
   (void)trace_enabled();
   t_arms_others = true;
   g_others_target.store(n, std::memory_order_relaxed);
   g_others_sticky.store(sticky, std::memory_order_relaxed);
+  g_others_new_only.store(new_only, std::memory_order_relaxed);
   g_others_fired.store(false, std::memory_order_relaxed);
   g_others_epoch.fetch_add(1, std::memory_order_release);
   g_others_armed.store(true, std::memory_order_release);

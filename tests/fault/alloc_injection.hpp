@@ -31,8 +31,10 @@ bool disarm();
 // every thread but the calling one fails its own n-th (1-based) host allocation counted
 // from this call on (each thread counts its own, so a thread that allocates in the same
 // order each time fails at the same place); with `sticky`, that one and every later one.
-// The calling thread is not counted: it drives the pool while its threads fail.
-void arm_other_threads(uint64_t n, bool sticky = false);
+// The calling thread is not counted: it drives the pool while its threads fail. With
+// `new_only`, only operator new is counted (C libraries that abort() when malloc fails,
+// such as libmemcached and hiredis opening a connection, keep their memory).
+void arm_other_threads(uint64_t n, bool sticky = false, bool new_only = false);
 
 // Stops arm_other_threads(); returns whether any thread reached its n-th allocation.
 bool disarm_other_threads();

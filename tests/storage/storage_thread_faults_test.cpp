@@ -22,6 +22,7 @@
 
 #include "../fault/alloc_injection.hpp"
 #include "../fault/fault_driver.hpp"
+#include "../support/server_process.hpp"
 #include "../support/storage_requests.hpp"
 #include "../support/temp_dir.hpp"
 #include "../unit/test_util.hpp"
@@ -109,6 +110,23 @@ class Store {
     s->json_ = config(R"({"backend": "file", "path": ")" + s->dir_.path() + R"(", "prefetch_threshold_tokens": 4})");
     return s;
   }
+#ifdef KVPOOL_TEST_SERVERS
+  // memcached or redis-server, a child process of the test (tests/support/server_process.hpp).
+  static std::unique_ptr<Store> server(const std::string& backend) {
+    auto s = std::make_unique<Store>();
+    std::string error;
+    s->server_ = backend == "memcached" ? kvtest::ServerProcess::memcached(&error) : kvtest::ServerProcess::redis(&error);
+    EXPECT_NE(s->server_, nullptr) << error;
+    if (s->server_ == nullptr) return nullptr;
+    s->json_ = config(R"({"backend": ")" + backend + R"(", "servers": [")" + s->server_->address() +
+                      R"("], "timeout_ms": 1000, "prefetch_threshold_tokens": 4})");
+    // Their client libraries abort() when malloc fails while they open a connection
+    // (libmemcached 1.0 in memcached_server_add, hiredis 0.14 in redisConnect): only
+    // operator new fails here, which is kvpool's own code.
+    s->new_only_ = true;
+    return s;
+  }
+#endif
   static std::unique_ptr<Store> custom() {
     auto s = std::make_unique<Store>();
     s->json_ = config(R"({"backend": "custom", "prefetch_threshold_tokens": 4})");
@@ -129,11 +147,18 @@ class Store {
     return std::shared_ptr<kvpool>(p, kvpool_destroy);
   }
 
+  // Makes the storage threads' n-th allocation fail (kvfault::arm_other_threads).
+  void arm(uint64_t n) const { kvfault::arm_other_threads(n, kvfault::sticky(), new_only_); }
+
  private:
   kvtest::TempDir dir_;
+#ifdef KVPOOL_TEST_SERVERS
+  std::unique_ptr<kvtest::ServerProcess> server_;
+#endif
   MapBackend map_;
   std::string json_;
   bool custom_ = false;
+  bool new_only_ = false;  // count operator new only
 };
 
 // The failure counters of a prefetch: read failures and rejected pages.
@@ -152,7 +177,7 @@ void backups_under_injection(Store& store) {
   for (; n <= kMaxRounds; ++n) {
     const std::vector<int32_t> prompt = prompt_of(n);
     const kvstore_stats before = kvtest::storage_stats(a.get());
-    kvfault::arm_other_threads(n, kvfault::sticky());
+    store.arm(n);
     kvtest::serve_request(a.get(), prompt);  // the backup, kvstore_flush, kvpool_check
     const bool fired = kvfault::disarm_other_threads();
     const kvstore_stats after = kvtest::storage_stats(a.get());
@@ -212,7 +237,7 @@ void prefetches_under_injection(Store& store) {
     const kvstore_stats before = kvtest::storage_stats(b.get());
     // Armed before the prefetch is queued (the prefetch thread may start on it at once); the
     // calls of this thread are not counted.
-    kvfault::arm_other_threads(n, kvfault::sticky());
+    store.arm(n);
     uint64_t id = 0;
     int32_t skipped = -1;
     const kvpool_status st = kvstore_prefetch(b.get(), prompt.data(), prompt.size(), nullptr, &id, &skipped);
@@ -258,5 +283,25 @@ TEST(StorageThreadFaults, FileBackups) { backups_under_injection(*Store::file())
 TEST(StorageThreadFaults, FilePrefetches) { prefetches_under_injection(*Store::file()); }
 TEST(StorageThreadFaults, CustomBackups) { backups_under_injection(*Store::custom()); }
 TEST(StorageThreadFaults, CustomPrefetches) { prefetches_under_injection(*Store::custom()); }
+
+#ifdef KVPOOL_TEST_SERVERS
+// The network backends (kvpool's allocations in them; see Store::server).
+class StorageThreadFaultsServers : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(StorageThreadFaultsServers, Backups) {
+  const std::unique_ptr<Store> store = Store::server(GetParam());
+  ASSERT_NE(store, nullptr);
+  backups_under_injection(*store);
+}
+
+TEST_P(StorageThreadFaultsServers, Prefetches) {
+  const std::unique_ptr<Store> store = Store::server(GetParam());
+  ASSERT_NE(store, nullptr);
+  prefetches_under_injection(*store);
+}
+
+INSTANTIATE_TEST_SUITE_P(Servers, StorageThreadFaultsServers, ::testing::Values("memcached", "redis"),
+                         [](const auto& info) { return std::string(info.param); });
+#endif
 
 }  // namespace
