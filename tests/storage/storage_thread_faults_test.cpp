@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <functional>
@@ -161,6 +162,21 @@ class Store {
   bool new_only_ = false;  // count operator new only
 };
 
+// Warnings on (kvpool/log.h) while a test runs, so that the storage threads build their
+// messages (report_backend, the failed jobs') under the injection too; counted only.
+class WarningsOn {
+ public:
+  WarningsOn() { EXPECT_EQ(kvpool_set_log_callback(count, &warnings_, KVPOOL_LOG_WARN), KVPOOL_OK); }
+  ~WarningsOn() { kvpool_set_log_callback(nullptr, nullptr, KVPOOL_LOG_WARN); }
+  WarningsOn(const WarningsOn&) = delete;
+  WarningsOn& operator=(const WarningsOn&) = delete;
+  uint64_t warnings() const { return warnings_.load(); }
+
+ private:
+  static void count(void* user, kvpool_log_level, const char*) { ++*static_cast<std::atomic<uint64_t>*>(user); }
+  std::atomic<uint64_t> warnings_{0};
+};
+
 // The failure counters of a prefetch: read failures and rejected pages.
 uint64_t prefetch_failures(const kvstore_stats& s) {
   return s.read_failures + s.pages_corrupt + s.pages_truncated + s.pages_foreign;
@@ -171,6 +187,7 @@ uint64_t prefetch_failures(const kvstore_stats& s) {
 // counted once, stored or failed; nothing stays queued; a round that reached no failure
 // stored every page. Then a second pool loads what `a` stores without injection.
 void backups_under_injection(Store& store) {
+  const WarningsOn log;
   const std::shared_ptr<kvpool> a = store.pool();
   ASSERT_NE(a, nullptr);
   uint64_t n = 1, failed = 0;
@@ -195,9 +212,9 @@ void backups_under_injection(Store& store) {
   }
   ASSERT_LE(n, kMaxRounds);
   EXPECT_GT(failed, 0u) << "no injected failure made a backup fail";
-  std::printf("[fault]%s backups: %llu allocations on the backup thread, %llu of them failed a backup\n",
+  std::printf("[fault]%s backups: %llu allocations on the backup thread, %llu of them failed a backup, %llu warnings\n",
               kvfault::sticky() ? "[sticky]" : "", static_cast<unsigned long long>(n - 1),
-              static_cast<unsigned long long>(failed));
+              static_cast<unsigned long long>(failed), static_cast<unsigned long long>(log.warnings()));
 
   // The tier works on: a new backup is stored whole, and another pool loads its KV.
   const std::vector<int32_t> prompt = prompt_of(kMaxRounds + 1);
@@ -226,6 +243,7 @@ bool wait_done(kvpool* pool, uint64_t id) {
 // failure loaded everything. Rounds go on until one reaches no failure: the last is the
 // prefetch that works again on the same pool.
 void prefetches_under_injection(Store& store) {
+  const WarningsOn log;
   const std::shared_ptr<kvpool> a = store.pool(), b = store.pool();
   ASSERT_NE(a, nullptr);
   ASSERT_NE(b, nullptr);
@@ -274,9 +292,9 @@ void prefetches_under_injection(Store& store) {
   }
   ASSERT_LE(n, kMaxRounds);
   EXPECT_GT(failed, 0u) << "no injected failure made a prefetch fail";
-  std::printf("[fault]%s prefetches: %llu allocations on the prefetch thread, %llu of them failed a prefetch\n",
+  std::printf("[fault]%s prefetches: %llu allocations on the prefetch thread, %llu of them failed a prefetch, %llu warnings\n",
               kvfault::sticky() ? "[sticky]" : "", static_cast<unsigned long long>(n - 1),
-              static_cast<unsigned long long>(failed));
+              static_cast<unsigned long long>(failed), static_cast<unsigned long long>(log.warnings()));
 }
 
 TEST(StorageThreadFaults, FileBackups) { backups_under_injection(*Store::file()); }
