@@ -5,15 +5,15 @@
 // would end the process (std::terminate); here every such job must end as a failure
 // counted in kvstore_stats, kvstore_flush and the prefetch's poll must still come back,
 // kvpool_check must pass, and the next jobs must work and load the prompt's own KV.
-// The file backend (streamed pages) and a custom backend (kvstore_backend: staged
-// batches), whose callbacks keep their own allocations out of the injection.
+// The file backend (streamed pages), a custom backend (kvstore_backend: staged batches),
+// whose callbacks keep their own allocations out of the injection, and, where the servers
+// and client libraries are found, memcached and redis (operator new only: Store::server).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -26,7 +26,6 @@
 #include "../support/server_process.hpp"
 #include "../support/storage_requests.hpp"
 #include "../support/temp_dir.hpp"
-#include "../unit/test_util.hpp"
 
 namespace {
 
