@@ -362,7 +362,14 @@ PageCheck read_stored_page(const host::HostGeometry& g, uint8_t* host, int64_t p
       hasher = nullptr;  // no room for the chunk table: read, then hash, here
     }
     if (hasher != nullptr) {
-      if (!read_handing_over(*hasher, chunks, reader, read_error)) {
+      bool read = false;
+      try {  // a reader that throws must not leave the hasher on a page its caller gives away
+        read = read_handing_over(*hasher, chunks, reader, read_error);
+      } catch (...) {
+        hasher->cancel();
+        throw;
+      }
+      if (!read) {
         hasher->cancel();  // the host page is the caller's again only once the hasher let go of it
         return PageCheck::kTruncated;
       }

@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstring>
 #include <mutex>
+#include <new>
 #include <string>
 #include <utility>
 #include <vector>
@@ -270,7 +271,10 @@ class RedisStore final : public BlobStore {
       return true;
     };
     size_t taken = 0;
-    trip(*servers_[0], n, append, read, &d, &taken);
+    try {
+      trip(*servers_[0], n, append, read, &d, &taken);
+    } catch (...) {  // bad_alloc (a command's head): the keys not confirmed stay kError; nothing escapes
+    }
     for (size_t i = 0; i < n; ++i) d.put_errors += out[i] == BlobResult::kError;
     merge(d);
   }
@@ -284,32 +288,35 @@ class RedisStore final : public BlobStore {
       sizes[i] = 0;
     }
     std::unique_ptr<DirectReader> reader;
-    on_each_server("GET", keys, n, &d,
-                   [&](redisContext* c, size_t i, bool first, bool last, bool* timeout, bool* answered) {
-                     if (first) {
-                       if (c->reader->pos != c->reader->len) return false;  // never: every reply was read whole
-                       reader = std::make_unique<DirectReader>(c->fd);
-                     }
-                     size_t len = 0;
-                     switch (reader->get(dst[i], capacity[i], &len, timeout)) {
-                       case DirectReader::Reply::kValue:
-                         sizes[i] = len;
-                         out[i] = BlobResult::kOk;
-                         d.get_hits++;
-                         d.get_bytes += len;
-                         break;
-                       case DirectReader::Reply::kNil:
-                         out[i] = BlobResult::kMiss;
-                         d.get_misses++;
-                         break;
-                       case DirectReader::Reply::kError:  // the next server may answer
-                         d.server_errors++;
-                         *answered = false;
-                         break;
-                       case DirectReader::Reply::kBroken: return false;
-                     }
-                     return !last || reader->drained();
-                   });
+    try {  // bad_alloc (the reader, a reply's line): the keys not read stay kError; nothing escapes
+      on_each_server("GET", keys, n, &d,
+                     [&](redisContext* c, size_t i, bool first, bool last, bool* timeout, bool* answered) {
+                       if (first) {
+                         if (c->reader->pos != c->reader->len) return false;  // never: every reply was read whole
+                         reader = std::make_unique<DirectReader>(c->fd);
+                       }
+                       size_t len = 0;
+                       switch (reader->get(dst[i], capacity[i], &len, timeout)) {
+                         case DirectReader::Reply::kValue:
+                           sizes[i] = len;
+                           out[i] = BlobResult::kOk;
+                           d.get_hits++;
+                           d.get_bytes += len;
+                           break;
+                         case DirectReader::Reply::kNil:
+                           out[i] = BlobResult::kMiss;
+                           d.get_misses++;
+                           break;
+                         case DirectReader::Reply::kError:  // the next server may answer
+                           d.server_errors++;
+                           *answered = false;
+                           break;
+                         case DirectReader::Reply::kBroken: return false;
+                       }
+                       return !last || reader->drained();
+                     });
+    } catch (...) {
+    }
     for (size_t i = 0; i < n; ++i) d.get_errors += out[i] == BlobResult::kError;
     merge(d);
   }
@@ -317,27 +324,31 @@ class RedisStore final : public BlobStore {
   size_t exists_prefix(const std::string* keys, size_t n) override {
     BlobStats d;
     d.exists_calls = 1;
-    std::vector<uint8_t> found(n, 0);
-    on_each_server("EXISTS", keys, n, &d,
-                   [&](redisContext* c, size_t i, bool, bool, bool* timeout, bool* answered) {
-                     void* reply = nullptr;
-                     if (redisGetReply(c, &reply) != REDIS_OK || reply == nullptr) {
-                       *timeout = timed_out(c, errno);
-                       return false;
-                     }
-                     const redisReply* r = static_cast<const redisReply*>(reply);
-                     if (r->type == REDIS_REPLY_INTEGER) {
-                       found[i] = r->integer > 0;
-                     } else {  // an error reply: the next server may answer
-                       d.server_errors++;
-                       *answered = false;
-                     }
-                     freeReplyObject(reply);
-                     return true;
-                   });
-    merge(d);
     size_t hits = 0;
-    while (hits < n && found[hits]) ++hits;
+    try {  // bad_alloc: the keys count as missing (none asked about); nothing escapes
+      std::vector<uint8_t> found(n, 0);
+      on_each_server("EXISTS", keys, n, &d,
+                     [&](redisContext* c, size_t i, bool, bool, bool* timeout, bool* answered) {
+                       void* reply = nullptr;
+                       if (redisGetReply(c, &reply) != REDIS_OK || reply == nullptr) {
+                         *timeout = timed_out(c, errno);
+                         return false;
+                       }
+                       const redisReply* r = static_cast<const redisReply*>(reply);
+                       if (r->type == REDIS_REPLY_INTEGER) {
+                         found[i] = r->integer > 0;
+                       } else {  // an error reply: the next server may answer
+                         d.server_errors++;
+                         *answered = false;
+                       }
+                       freeReplyObject(reply);
+                       return true;
+                     });
+      while (hits < n && found[hits]) ++hits;
+    } catch (...) {
+      hits = 0;
+    }
+    merge(d);
     return hits;
   }
 
@@ -482,12 +493,16 @@ class RedisStore final : public BlobStore {
     return fail(s, c, timed_out(c, saved_errno), d);
   }
 
-  void release(Server& s, redisContext* c) {
+  // Never throws: a connection the pool has no room for is closed.
+  void release(Server& s, redisContext* c) noexcept {
     {
       std::lock_guard<std::mutex> lock(s.mu);
       if (s.idle.size() < kMaxIdle) {
-        s.idle.push_back(c);
-        return;
+        try {
+          s.idle.push_back(c);
+          return;
+        } catch (const std::bad_alloc&) {
+        }
       }
     }
     free_context(c);
@@ -495,9 +510,14 @@ class RedisStore final : public BlobStore {
 
   // Drops a failed connection (nullptr: none was made), takes s out of the
   // rotation for kRedisRetryAfterMs with its idle connections (the server is
-  // likely gone for them too), and counts the failure.
+  // likely gone for them too), and counts the failure. hiredis out of memory (no
+  // context at all, or REDIS_ERR_OOM) is this process's failure, not the server's:
+  // the connection is dropped (a command may be half-buffered) and s stays in the
+  // rotation, so the next call works once memory is back.
   TripEnd fail(Server& s, redisContext* c, bool timeout, BlobStats* d) {
+    const bool out_of_memory = c == nullptr || c->err == REDIS_ERR_OOM;
     free_context(c);
+    if (out_of_memory) return TripEnd::kFailed;
     std::vector<redisContext*> drop;
     {
       std::lock_guard<std::mutex> lock(s.mu);
@@ -613,20 +633,25 @@ TripEnd RedisStore::trip(Server& s, size_t count, const Append& append, const Re
     const TripEnd got = acquire(s, &c, &reused, d);
     if (got != TripEnd::kDone) return got;
     bool ok = true, timeout = false;
-    size_t buffered = 0;
-    for (size_t i = 0; i < count && ok; ++i) {
-      const size_t bytes = append(c, i, &timeout);
-      ok = bytes > 0;
-      buffered += bytes;
-      if (ok && (buffered >= kFlushBytes || i + 1 == count)) {
-        ok = flush(c, &timeout);
-        buffered = 0;
+    try {
+      size_t buffered = 0;
+      for (size_t i = 0; i < count && ok; ++i) {
+        const size_t bytes = append(c, i, &timeout);
+        ok = bytes > 0;
+        buffered += bytes;
+        if (ok && (buffered >= kFlushBytes || i + 1 == count)) {
+          ok = flush(c, &timeout);
+          buffered = 0;
+        }
       }
-    }
-    if (!ok && !timeout) timeout = timed_out(c, errno);
-    for (size_t i = 0; i < count && ok; ++i) {
-      ok = read(c, i, &timeout);
-      if (ok) ++*taken;
+      if (!ok && !timeout) timeout = timed_out(c, errno);
+      for (size_t i = 0; i < count && ok; ++i) {
+        ok = read(c, i, &timeout);
+        if (ok) ++*taken;
+      }
+    } catch (...) {  // bad_alloc mid-trip: replies may be unread, so the connection cannot go back to the pool
+      free_context(c);
+      throw;
     }
     if (ok) {
       release(s, c);

@@ -26,11 +26,11 @@ const char* check_name(PageCheck check) {
 
 }  // namespace
 
-void StorageTier::report_backend(const char* during) {
+void StorageTier::report_backend(const char* during) noexcept {
   if (!log::enabled(KVPOOL_LOG_WARN)) return;
   const BlobStats now = store_->stats();
   std::string found;
-  {
+  try {  // building the message may run out of memory: then there is no report this time
     std::lock_guard<std::mutex> lk(report_mu_);
     add_growth(&found, reported_.put_errors, now.put_errors, "put errors");
     add_growth(&found, reported_.get_errors, now.get_errors, "get errors");
@@ -40,6 +40,8 @@ void StorageTier::report_backend(const char* during) {
     add_growth(&found, reported_.servers_ejected, now.servers_ejected, "servers taken out of rotation");
     add_growth(&found, reported_.partial_values, now.partial_values, "values with a part missing");
     reported_ = now;
+  } catch (...) {  // reported_ kept: the next report covers these failures too
+    return;
   }
   if (found.empty()) return;
   KVPOOL_LOG(KVPOOL_LOG_WARN, std::string("storage backend, ") + during + ": since the last report" + found +
@@ -93,6 +95,9 @@ uint64_t StorageTier::backup(std::vector<int64_t> pages, std::vector<cache::Dige
   {
     std::lock_guard<std::mutex> lk(mu_);
     id = next_id_;
+    // The backup thread reports every job it ends in finished_backups_, and must not fail
+    // to: room for this job's id is made here, where a failure only refuses the backup.
+    finished_backups_.reserve(finished_backups_.size() + backups_.size() + (backup_running_ ? 1 : 0) + 1);
     backups_.push_back(BackupJob{id, std::move(pages), std::move(digests), fp});  // may throw: no id used
     ++next_id_;
   }
@@ -123,14 +128,35 @@ void StorageTier::backup_loop() {
       backups_.pop_front();
       backup_running_ = true;
     }
-    run_backup(job);
+    // An exception must not leave this thread (std::terminate would end the engine's
+    // process): a job that runs out of memory ends as a failed backup, and the loop goes on.
+    const uint64_t stored = counters_.backup_pages.load(std::memory_order_relaxed);
+    const uint64_t failed = counters_.backup_pages_failed.load(std::memory_order_relaxed);
+    try {
+      run_backup(job);
+    } catch (...) {
+      fail_backup(job, stored, failed);
+    }
     {
       std::lock_guard<std::mutex> lk(mu_);
-      finished_backups_.push_back(job.id);
+      finished_backups_.push_back(job.id);  // within the capacity backup() reserved: never throws
       backup_running_ = false;
     }
     idle_.notify_all();
   }
+}
+
+// The pages of the job not counted yet (stored or failed: only this thread adds to those
+// two counters, so what they grew by since `stored` and `failed` is the job's) are counted
+// failed, as when a batch fails; pages of the batch under way that reached the backend
+// before the failure count as failed too (a later backup finds them: put_existing).
+void StorageTier::fail_backup(const BackupJob& job, uint64_t stored, uint64_t failed) noexcept {
+  const uint64_t counted = counters_.backup_pages.load(std::memory_order_relaxed) - stored +
+                           counters_.backup_pages_failed.load(std::memory_order_relaxed) - failed;
+  const uint64_t n = job.pages.size();
+  if (counted < n) counters_.backup_pages_failed.fetch_add(n - counted, std::memory_order_relaxed);
+  KVPOOL_LOG(KVPOOL_LOG_WARN, "storage backup of " + std::to_string(n) + " pages stopped: out of host memory, " +
+                                  std::to_string(n - std::min(counted, n)) + " pages not stored");
 }
 
 void StorageTier::run_backup(const BackupJob& job) {
@@ -308,7 +334,11 @@ void StorageTier::prefetch_loop() {
       prefetch_queue_.erase(prefetch_queue_.begin());  // a handful of queued jobs at most
       prefetch_running_ = true;
     }
-    run_prefetch(*job);
+    try {  // as backup_loop(): nothing may leave the thread
+      run_prefetch(*job);
+    } catch (...) {
+      fail_prefetch(*job);
+    }
     job->done.store(true, std::memory_order_release);
     {
       std::lock_guard<std::mutex> lk(mu_);
@@ -316,6 +346,16 @@ void StorageTier::prefetch_loop() {
     }
     idle_.notify_all();
   }
+}
+
+// Out of memory (the keys, a batch's vectors): the job ends with the pages it loaded, a
+// checked prefix, and counts one read failure, as when it finds no memory to stage pages in.
+// A job that ran out before its search ends searched, with nothing found.
+void StorageTier::fail_prefetch(PrefetchJob& job) noexcept {
+  counters_.read_failures.fetch_add(1, std::memory_order_relaxed);
+  job.searched.store(true, std::memory_order_release);
+  KVPOOL_LOG(KVPOOL_LOG_WARN, "storage prefetch stopped: out of host memory; " +
+                                  std::to_string(job.loaded.load(std::memory_order_acquire)) + " pages loaded");
 }
 
 void StorageTier::run_prefetch(PrefetchJob& job) {

@@ -159,6 +159,10 @@ class StorageTier {
   void prefetch_loop();
   void run_backup(const BackupJob& job);
   void run_prefetch(PrefetchJob& job);
+  // A job whose work threw (std::bad_alloc): counted and reported as a failed job; the
+  // loops then finish it as any other (ids, flags, idle_), so no wait hangs on it.
+  void fail_backup(const BackupJob& job, uint64_t stored, uint64_t failed) noexcept;
+  void fail_prefetch(PrefetchJob& job) noexcept;
   // Backends with streamed calls (file): pages move without the staging buffers.
   void run_backup_streamed(const BackupJob& job);
   void load_streamed(PrefetchJob& job, const std::vector<std::string>& keys, size_t hits);
@@ -167,7 +171,7 @@ class StorageTier {
   size_t batch_pages() const;
   // Log (kvpool/log.h): the backend's failures since the last report, after a batch of
   // either thread; `during` names what the batch did. Cheap when no callback takes warnings.
-  void report_backend(const char* during);
+  void report_backend(const char* during) noexcept;
 
   // The backend's counters as last reported (under report_mu_).
   std::mutex report_mu_;

@@ -13,6 +13,7 @@
 #include <execinfo.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <new>
@@ -48,6 +49,19 @@ thread_local uint64_t t_target = 0;
 thread_local uint64_t t_count = 0;
 thread_local bool t_sticky = false;
 thread_local int64_t t_live = 0;
+thread_local int t_unarmed = 0;  // Unarmed scopes (and print_stack) on this thread
+
+// arm_other_threads(): process-wide, read by every thread on each allocation. Each arming
+// starts a new epoch; a thread that sees a new epoch starts its own count from zero.
+std::atomic<bool> g_others_armed{false};
+std::atomic<uint64_t> g_others_epoch{0};
+std::atomic<uint64_t> g_others_target{0};
+std::atomic<bool> g_others_sticky{false};
+std::atomic<bool> g_others_fired{false};
+std::atomic<bool> g_others_new_only{false};
+thread_local bool t_arms_others = false;  // this thread armed the others: not counted
+thread_local uint64_t t_others_epoch = 0;
+thread_local uint64_t t_others_count = 0;
 
 // KVFAULT_TRACE=1 in the environment: print the stack of each injected failure
 // (to find the allocation behind a violation). Read once, before arming.
@@ -57,17 +71,36 @@ bool trace_enabled() {
 }
 
 void print_stack() noexcept {
-  t_armed = false;  // backtrace() may allocate
+  ++t_unarmed;  // backtrace() may allocate
   void* frames[32];
   const int n = backtrace(frames, 32);
   const char header[] = "[kvfault] injected allocation failure at:\n";
   (void)!write(2, header, sizeof(header) - 1);
   backtrace_symbols_fd(frames, n, 2);
-  t_armed = true;
+  --t_unarmed;
 }
 
-// Counts one allocation attempt; true if this one must fail.
-inline bool should_fail() noexcept {
+// arm_other_threads(): counts one allocation of a thread other than the arming one.
+bool other_thread_should_fail(bool from_new) noexcept {
+  if (t_arms_others || (!from_new && g_others_new_only.load(std::memory_order_relaxed))) return false;
+  const uint64_t epoch = g_others_epoch.load(std::memory_order_acquire);
+  if (t_others_epoch != epoch) {
+    t_others_epoch = epoch;
+    t_others_count = 0;
+  }
+  const uint64_t target = g_others_target.load(std::memory_order_relaxed);
+  if (++t_others_count == target || (g_others_sticky.load(std::memory_order_relaxed) && t_others_count > target)) {
+    if (trace_enabled()) print_stack();
+    g_others_fired.store(true, std::memory_order_relaxed);
+    return true;
+  }
+  return false;
+}
+
+// Counts one allocation attempt (`from_new`: by operator new); true if this one must fail.
+inline bool should_fail(bool from_new = false) noexcept {
+  if (t_unarmed > 0) return false;
+  if (g_others_armed.load(std::memory_order_acquire) && other_thread_should_fail(from_new)) return true;
   if (!t_armed) return false;
   if (++t_count == t_target || (t_sticky && t_count > t_target)) {
     if (!t_fired && trace_enabled()) print_stack();
@@ -114,12 +147,12 @@ inline void release(void* p) noexcept {
 }
 
 void* new_impl(size_t n) noexcept {
-  if (should_fail()) return nullptr;
+  if (should_fail(true)) return nullptr;
   return counted(raw_malloc(n == 0 ? 1 : n));
 }
 
 void* new_aligned_impl(size_t n, std::align_val_t a) noexcept {
-  if (should_fail()) return nullptr;
+  if (should_fail(true)) return nullptr;
   return counted(raw_memalign(static_cast<size_t>(a), n == 0 ? 1 : n));
 }
 
@@ -145,6 +178,26 @@ bool disarm() {
   t_armed = false;
   return t_fired;
 }
+
+void arm_other_threads(uint64_t n, bool sticky, bool new_only) {
+  (void)trace_enabled();
+  t_arms_others = true;
+  g_others_target.store(n, std::memory_order_relaxed);
+  g_others_sticky.store(sticky, std::memory_order_relaxed);
+  g_others_new_only.store(new_only, std::memory_order_relaxed);
+  g_others_fired.store(false, std::memory_order_relaxed);
+  g_others_epoch.fetch_add(1, std::memory_order_release);
+  g_others_armed.store(true, std::memory_order_release);
+}
+
+bool disarm_other_threads() {
+  g_others_armed.store(false, std::memory_order_release);
+  t_arms_others = false;
+  return g_others_fired.load(std::memory_order_relaxed);
+}
+
+Unarmed::Unarmed() { ++t_unarmed; }
+Unarmed::~Unarmed() { --t_unarmed; }
 
 uint64_t armed_count() { return t_count; }
 

@@ -6,7 +6,8 @@
 // Because the executable's definitions interpose over the references of every
 // shared object, allocations made inside libkvpool.so, libstdc++ and cJSON are
 // counted as well. Counting happens only while armed, and only on the thread
-// that armed (the state is thread_local).
+// that armed (the state is thread_local), except for arm_other_threads(), which
+// targets the threads that a call starts or wakes (the storage tier's).
 #pragma once
 
 #include <cstddef>
@@ -25,6 +26,28 @@ void arm_sticky(uint64_t n);
 
 // Stops counting; returns whether the n-th allocation was reached (and failed).
 bool disarm();
+
+// The library's own threads (the storage tier's backup, prefetch and hasher threads):
+// every thread but the calling one fails its own n-th (1-based) host allocation counted
+// from this call on (each thread counts its own, so a thread that allocates in the same
+// order each time fails at the same place); with `sticky`, that one and every later one.
+// The calling thread is not counted: it drives the pool while its threads fail. With
+// `new_only`, only operator new is counted (C libraries that abort() when malloc fails,
+// such as libmemcached and hiredis opening a connection, keep their memory).
+void arm_other_threads(uint64_t n, bool sticky = false, bool new_only = false);
+
+// Stops arm_other_threads(); returns whether any thread reached its n-th allocation.
+bool disarm_other_threads();
+
+// While one lives, allocations of the current thread are neither counted nor failed: a
+// test's own code that runs on a library thread (a custom storage backend's callbacks).
+class Unarmed {
+ public:
+  Unarmed();
+  ~Unarmed();
+  Unarmed(const Unarmed&) = delete;
+  Unarmed& operator=(const Unarmed&) = delete;
+};
 
 // Allocations seen by the current (or last) armed window of this thread.
 uint64_t armed_count();
