@@ -13,6 +13,8 @@
 //   // enable_host_spares), whose room the derived tree may use.
 //   static void prepare_split(const Node& lower, size_t at, Node* parts, std::vector<int64_t>&& tail);
 //   static void on_split(Node& upper, Node& lower, Node& parts);  // fields beyond key, value, ns, full_lock
+//   // A new leaf keeps `tail` (room for host rows of its tail, see enable_host_spares) if it uses it.
+//   static void keep_tail_room(Node& leaf, std::vector<int64_t>&& tail);
 //   static constexpr bool kHostTombstoneLeaves;      // may a host-only leaf be a tombstone
 //
 // Host memory (DESIGN.md: a failed call changes nothing): every step that
@@ -98,6 +100,10 @@ class DualLruTree {
     prepare(1);
     reserve_buffers(&tokens, 1);
   }
+  // Room for the KV events of any eviction (and its write_back copies), for callers that
+  // evict after a change they cannot undo and insert nothing before (kvseq_decode frees
+  // out-of-window slots first). Changes nothing visible.
+  void reserve_eviction_events() { reserve_events(0); }
   // Room for one split of `at` tokens off a node (with its host slots) that then
   // allocates nothing, for callers that split after a change they cannot undo (a
   // load-back's planned split, once the device slots are taken). Changes nothing visible.
@@ -172,6 +178,12 @@ class DualLruTree {
     if (!events_on_) return;
     const size_t held = full_evictable_ + full_protected_ + static_cast<const Derived*>(this)->host_size() + growth;
     events_.reserve(3 * held + more + 1);
+  }
+  // KV events: room for `count` more events. Enough for a node's HostStored events: inside
+  // an eviction the room reserve_events(0) made (a write_back copy per token) holds them, and
+  // reserve_events(count) there would ask for that room again and grow the queue mid-eviction.
+  void reserve_event_room(size_t count) {
+    if (events_on_) events_.reserve(count);
   }
   // Queues one event of `type` per token of node `id` (its parent still linked).
   void emit(int32_t id, EventType type) {
@@ -284,7 +296,8 @@ class DualLruTree {
 
   // Key and slot buffers for a node of `n` tokens, filled from tokens/slots:
   // the smallest spare with room, else fresh ones (allocating). `host` and `tail`, when
-  // given, get the spare's empty host buffers (a split's upper part fills them).
+  // given, get the spare's empty host buffers (a split's upper part fills them); with the
+  // host tier, with room for the node's host copy (and its tail's rows) in any case.
   void take_buffers(const int32_t* tokens, const int64_t* slots, size_t n, std::vector<int32_t>* key,
                     std::vector<int64_t>* value, std::vector<int64_t>* host = nullptr,
                     std::vector<int64_t>* tail = nullptr) {
@@ -299,6 +312,10 @@ class DualLruTree {
       if (tail != nullptr) *tail = std::move(spares_[best].tail);
       std::swap(spares_[best], spares_.back());
       spares_.pop_back();
+    }
+    if (host_spares_) {  // a spare has the room already
+      if (host != nullptr) host->reserve(n);
+      if (tail != nullptr) tail->reserve(std::min(n, tail_room_));
     }
     key->assign(tokens, tokens + n);
     if (slots != nullptr) {
@@ -407,14 +424,19 @@ class DualLruTree {
   int32_t add_leaf(int32_t parent, int32_t ns, const int32_t* tokens, const int64_t* slots, size_t n, Init&& init) {
     if (events_on_) events_.reserve(n);
     std::vector<int32_t> key;
-    std::vector<int64_t> value;
-    take_buffers(tokens, slots, n, &key, &value);
+    std::vector<int64_t> value, host, tail;
+    // Host tier: the leaf keeps the spare's room for its host copy (a spare has it), so
+    // that a write_back copy made at device eviction, which an eviction already under way
+    // cannot undo, allocates nothing (as RadixTree's leaves keep theirs).
+    take_buffers(tokens, slots, n, &key, &value, host_spares_ ? &host : nullptr, host_spares_ ? &tail : nullptr);
     prepare(1);
     const int32_t leaf = nodes_.create();
     Node& l = node(leaf);
     l.ns = ns;
     l.key = std::move(key);
     l.value = std::move(value);
+    l.host = std::move(host);  // empty: no host copy yet
+    Derived::keep_tail_room(l, std::move(tail));
     init(l);
     nodes_.link(parent, leaf);
     set_tail(leaf);

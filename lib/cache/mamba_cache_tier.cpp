@@ -146,23 +146,33 @@ Status MambaCache::load_back(NodeHandle host_node, std::vector<int64_t>* slots, 
   // The chain and the device part above it stay while room is made.
   KVPOOL_RETURN_IF_ERROR(tree_->pin(host_node));
   Status st = Status::ok();
-  const size_t free_now = kv_->available_tokens();
-  if (free_now < tokens) {
-    size_t evicted = 0;
-    st = tree_->evict(tokens - free_now, &evicted);
-    stats_.load_evicted_tokens += evicted;
-  }
   bool allocated = false;
-  if (st.is_ok() && kv_->available_tokens() >= tokens) {
-    st = kv_->alloc(tokens, fresh.data());
-    allocated = st.is_ok();
-  }
-  if (st.is_ok() && allocated) {
-    uint64_t ticket = 0;
-    st = transfer_->load(hosts.data(), fresh.data(), tokens, load_set_, &ticket);
-    if (st.is_ok()) st = transfer_->wait(ticket);
-    if (st.is_ok()) st = tree_->restore_chain(chain, fresh.data(), tokens);
-    if (!st.is_ok()) (void)kv_->free(fresh.data(), tokens);
+  try {
+    const size_t free_now = kv_->available_tokens();
+    if (free_now < tokens) {
+      size_t evicted = 0;
+      st = tree_->evict(tokens - free_now, &evicted);
+      stats_.load_evicted_tokens += evicted;
+    }
+    if (st.is_ok() && kv_->available_tokens() >= tokens) {
+      st = kv_->alloc(tokens, fresh.data());
+      allocated = st.is_ok();
+    }
+    if (st.is_ok() && allocated) {
+      uint64_t ticket = 0;
+      st = transfer_->load(hosts.data(), fresh.data(), tokens, load_set_, &ticket);
+      if (st.is_ok()) st = transfer_->wait(ticket);
+      if (st.is_ok()) st = tree_->restore_chain(chain, fresh.data(), tokens);
+      if (!st.is_ok()) (void)kv_->free(fresh.data(), tokens);
+    }
+  } catch (...) {
+    // Out of host memory before the eviction's or the restore's first change (their KV
+    // events' room): the fresh slots go back and the pin goes, as in SwaCache::load_back.
+    // Without this a failed kvseq_begin left the chain pinned (found by
+    // FaultSeq.HybridLinearHostTierWriteThroughEvents).
+    if (allocated && st.is_ok()) (void)kv_->free(fresh.data(), tokens);
+    (void)tree_->unpin(host_node);
+    throw;
   }
   const Status unpinned = tree_->unpin(host_node);
   KVPOOL_RETURN_IF_ERROR(st);

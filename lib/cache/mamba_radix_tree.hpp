@@ -64,6 +64,7 @@ class MambaRadixTree : public DualLruTree<MambaRadixTree, MambaNode> {
   static constexpr size_t kNodesPerInsert = 2;  // a split's upper part and a leaf
   static void prepare_split(const MambaNode&, size_t, MambaNode*, std::vector<int64_t>&&) {}  // nothing more to take
   static void on_split(MambaNode& upper, MambaNode& lower, MambaNode& parts);
+  static void keep_tail_room(MambaNode&, std::vector<int64_t>&&) {}  // no host rows beyond the KV's
 
   size_t mamba_evictable_size() const { return mamba_evictable_; }
   size_t mamba_protected_size() const { return mamba_protected_; }

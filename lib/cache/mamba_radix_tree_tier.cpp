@@ -103,7 +103,7 @@ void MambaRadixTree::reserve_host(NodeHandle h) {
   const int32_t id = nodes_.resolve(h);
   if (id <= kRoot) return;
   node(id).host.reserve(node(id).key.size());
-  reserve_events(node(id).key.size());
+  reserve_event_room(node(id).key.size());  // its HostStored events (device eviction's keeper calls this)
 }
 
 Status MambaRadixTree::attach_host(NodeHandle h, const int64_t* host_slots, size_t n) {

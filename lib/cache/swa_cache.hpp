@@ -97,6 +97,10 @@ class SwaCache {
   HostTierStats stats_;
   std::vector<NodeHandle> pending_;  // backups that ran out of host memory (capacity kept)
   std::vector<NodeHandle> node_scratch_;
+  // copy_to_host's scratch, sized once for every full / window slot: device eviction's
+  // write_back copy runs inside an eviction that cannot be undone, so it must not allocate.
+  std::vector<int64_t> device_scratch_, device_window_scratch_, host_scratch_, host_window_scratch_;
+  std::vector<size_t> length_scratch_, tail_scratch_;
   Status check_own(const int64_t* slots, size_t from, size_t to, size_t windowless_to) const;
   void mark(const int64_t* slots, size_t from, size_t to);
 

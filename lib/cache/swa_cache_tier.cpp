@@ -26,7 +26,14 @@ void SwaCache::enable_host_tier(host::HostPool* full, host::HostTransfer* full_t
     (void)host_->free(f, n);
     (void)host_window_->free(w, k);
   });
-  node_scratch_.reserve(owned_.size());
+  const size_t full_slots = owned_.size(), window_slots = static_cast<size_t>(allocator_->swa().num_ids()) + 1;
+  node_scratch_.reserve(full_slots);
+  device_scratch_.reserve(full_slots);
+  host_scratch_.reserve(full_slots);
+  length_scratch_.reserve(full_slots);
+  tail_scratch_.reserve(full_slots);
+  device_window_scratch_.reserve(window_slots);
+  host_window_scratch_.reserve(window_slots);
   pending_.reserve(256);
   if (policy == WritePolicy::kWriteBack) {
     tree_->set_keep_on_host([this](NodeHandle node) { return keep_on_host(node); });
@@ -51,9 +58,18 @@ bool SwaCache::copy_to_host(const std::vector<NodeHandle>& nodes) {
     if (!tree_->is_live(h)) return false;
   }
   // Device rows of the nodes, root-to-leaf (page size 1: a slot is a page): full slots of
-  // every token, window slots of each node's window tail. The only allocations come first.
-  std::vector<int64_t> device, device_window, hosts, hosts_window;
-  std::vector<size_t> lengths, tails;
+  // every token, window slots of each node's window tail, into scratch sized at
+  // enable_host_tier; reserve_host finds the room the nodes got at creation.
+  std::vector<int64_t>& device = device_scratch_;
+  std::vector<int64_t>& device_window = device_window_scratch_;
+  std::vector<int64_t>& hosts = host_scratch_;
+  std::vector<int64_t>& hosts_window = host_window_scratch_;
+  std::vector<size_t>& lengths = length_scratch_;
+  std::vector<size_t>& tails = tail_scratch_;
+  device.clear();
+  device_window.clear();
+  lengths.clear();
+  tails.clear();
   const std::vector<int64_t>& mapping = allocator_->mapping();
   for (NodeHandle h : nodes) {
     const size_t before = device.size();

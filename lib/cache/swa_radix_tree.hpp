@@ -102,6 +102,8 @@ class SwaRadixTree : public DualLruTree<SwaRadixTree, SwaNode> {
   // parts->host_window before the split changes anything; on_split moves them over.
   static void prepare_split(const SwaNode& lower, size_t at, SwaNode* parts, std::vector<int64_t>&& tail);
   static void on_split(SwaNode& upper, SwaNode& lower, SwaNode& parts);
+  // A new leaf's room for the window rows of its host copy (empty: none yet).
+  static void keep_tail_room(SwaNode& leaf, std::vector<int64_t>&& tail) { leaf.host_window = std::move(tail); }
 
   size_t swa_evictable_size() const { return swa_evictable_; }
   size_t swa_protected_size() const { return swa_protected_; }

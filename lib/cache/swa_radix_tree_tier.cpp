@@ -139,7 +139,7 @@ void SwaRadixTree::reserve_host(NodeHandle h) {
   if (id <= kRoot) return;
   node(id).host.reserve(node(id).key.size());
   node(id).host_window.reserve(std::min(window_, node(id).key.size()));
-  reserve_events(node(id).key.size());
+  reserve_event_room(node(id).key.size());  // its HostStored events (device eviction's keeper calls this)
 }
 
 size_t SwaRadixTree::window_tail(NodeHandle h) const {

@@ -135,7 +135,10 @@ Status SwaSequences::allocate(const std::vector<Request*>& reqs, size_t total, b
                                  std::to_string(window_free) + " window slots free and " +
                                  std::to_string(window_evictable) + " evictable");
   }
-  if (cache && scache_ != nullptr) reserve_caching(reqs);
+  if (cache && scache_ != nullptr) reserve_caching(reqs);  // also the eviction's KV events
+  // Without inserts (decode) the eviction below still comes after the frees: its KV events'
+  // room is taken first (a failed kvseq_decode freed window slots before).
+  if (!cache && scache_ != nullptr) scache_->tree().reserve_eviction_events();
   for (Request* r : reqs) {
     size_t from = 0, to = 0;
     out_of_window(*r, &from, &to);

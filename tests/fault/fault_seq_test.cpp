@@ -260,7 +260,9 @@ std::string queued_events(kvpool* p) {
   return " events " + std::to_string(events) + "/" + std::to_string(tokens);
 }
 
-// `loads`: the workload must load prefixes back from the host.
+// Every tiered workload must copy nodes to the host (under write_back: at device eviction),
+// so that a policy whose copies never ran cannot pass unnoticed; with `loads`, it must also
+// load prefixes back from the host.
 void run_tiered(std::string json, const std::string& name, unsigned seed, const Shape& shape, bool events, bool loads) {
   if (events) json.replace(json.find(R"("kind": "radix")"), 15, R"("kind": "radix", "events": true)");
   Twin t(json, name + (events ? " + events" : ""));
@@ -276,6 +278,7 @@ void run_tiered(std::string json, const std::string& name, unsigned seed, const 
   expect_ops(seen, {"begin", "extend", "decode", "finish", "abort"}, t.sum.name);
   kvhost_stats s = KVHOST_STATS_INIT;
   ASSERT_EQ(kvhost_get_stats(t.a(), &s), KVPOOL_OK);
+  EXPECT_GT(s.backup_tokens, 0u) << "the workload must copy nodes to the host";
   if (loads) {
     EXPECT_GT(s.load_tokens, 0u) << "the workload must load prefixes back from the host";
   }
@@ -287,16 +290,24 @@ void run_tiered(std::string json, const std::string& name, unsigned seed, const 
 
 // hybrid_linear with the host tier: the mamba radix tree's full-attention KV is tiered
 // (copies made and waited for inside inserts and begins), states stay on the device.
+// 48 KV tokens for prompts of up to 24 + 12 tokens keep the device full, so that device
+// eviction keeps nodes on the host (under write_back it copies them there first) and
+// begins load them back; 40 states leave host-only nodes theirs, so a match can end there.
+// Under write_through_selective its prompts are rarely hit twice before the device evicts
+// them: nothing long enough to load reaches the host.
 void run_hybrid_host_tier(const char* policy, bool events = false) {
-  std::string json = kvtest::hybrid_radix_config(96, 20, 4, 512);
+  std::string json = kvtest::hybrid_radix_config(48, 40, 4, 512);
   json.insert(json.size() - 1, std::string(R"(, "host_cache": {"ratio": 3, "headroom_bytes": 0, "write_policy": ")") +
                                    policy + "\"}");
-  run_tiered(json, std::string("kvseq hybrid_linear host tier ") + policy, 7, {24, 12, 6, 5}, events, false);
+  run_tiered(json, std::string("kvseq hybrid_linear host tier ") + policy, 1, {24, 24, 12, 5}, events,
+             std::string(policy) != "write_through_selective");
 }
 
 TEST(FaultSeq, HybridLinearHostTierWriteThrough) { run_hybrid_host_tier("write_through"); }
 TEST(FaultSeq, HybridLinearHostTierWriteBack) { run_hybrid_host_tier("write_back"); }
 TEST(FaultSeq, HybridLinearHostTierWriteThroughEvents) { run_hybrid_host_tier("write_through", true); }
+TEST(FaultSeq, HybridLinearHostTierWriteBackEvents) { run_hybrid_host_tier("write_back", true); }
+TEST(FaultSeq, HybridLinearHostTierWriteThroughSelective) { run_hybrid_host_tier("write_through_selective"); }
 TEST(FaultSeq, MhaPage4HostTierWriteBack) { run_host_tier("write_back"); }
 
 // The storage tier on top (file backend, each pool its own directory): kvseq calls queue
@@ -370,20 +381,24 @@ TEST(FaultSeq, HybridLinearMamba) {
 }
 
 // swa with the host tier: begins load host-only chains back (a planned split of the top
-// live node, device eviction, two host pools), inserts copy window tails.
+// live node, device eviction, two host pools), inserts copy window tails. Prompts of up to
+// 24 shared tokens make the chains that come back long enough to load under every policy.
 void run_swa_host_tier(const char* policy, bool events = false) {
   std::string json = kvtest::swa_radix_config(96, 48, 4, 8, 512);
   json.insert(json.size() - 1, std::string(R"(, "host_cache": {"ratio": 3, "headroom_bytes": 0, "write_policy": ")") +
                                    policy + "\"}");
-  run_tiered(json, std::string("kvseq swa host tier ") + policy, 3, {9, 16, 8, 5}, events, true);
+  run_tiered(json, std::string("kvseq swa host tier ") + policy, 2, {9, 24, 8, 5}, events, true);
 }
 
 TEST(FaultSeq, SwaHostTierWriteThrough) { run_swa_host_tier("write_through"); }
 TEST(FaultSeq, SwaHostTierWriteThroughEvents) { run_swa_host_tier("write_through", true); }
-// Not write_through_selective (this workload's prompts are not hit twice before they are
-// evicted: nothing would be loaded back). Not write_back: a device eviction whose keeping
-// copy runs out of host memory deletes the node instead (docs/host-tier.md), so the call
-// succeeds with another tree than the reference's, which this driver reports.
+// write_back: device eviction copies a node's path to the host before it frees the device
+// slots. That copy runs inside an eviction already under way, so it must not allocate (a
+// node whose copy failed would be deleted, not kept: the call would succeed with another
+// tree than the reference's, which the driver reports).
+TEST(FaultSeq, SwaHostTierWriteBack) { run_swa_host_tier("write_back"); }
+TEST(FaultSeq, SwaHostTierWriteBackEvents) { run_swa_host_tier("write_back", true); }
+TEST(FaultSeq, SwaHostTierWriteThroughSelective) { run_swa_host_tier("write_through_selective"); }
 
 TEST(FaultSeq, Mla) {
   const std::string json =
