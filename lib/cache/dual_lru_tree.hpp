@@ -175,7 +175,7 @@ class DualLruTree {
   // stored tokens, and for each token the tree holds (after `growth` more come in) a device
   // removal, a write_back copy and a host removal (evictions), plus one (a reset).
   void reserve_events(size_t more, size_t growth = 0) {
-    if (!events_on_) return;
+    if (!events_on_ || in_keeper_) return;
     const size_t held = full_evictable_ + full_protected_ + static_cast<const Derived*>(this)->host_size() + growth;
     events_.reserve(3 * held + more + 1);
   }
@@ -573,6 +573,13 @@ class DualLruTree {
   LruList<Node, &DualNodeBase::host_lru> host_lru_;  // host tier: host-only nodes
   size_t full_evictable_ = 0;
   size_t full_protected_ = 0;
+  // Set while device eviction's write_back keeper runs. Its copy may first evict host-only
+  // nodes for room (a full host tier), and that host eviction's reserve_events(0) would
+  // count again the tokens whose events the device eviction already queued (a token it
+  // copies and drops queues two and is still held), growing the queue mid-eviction. The
+  // device eviction's own reserve_events(0) holds every event of the call (3 per token
+  // held), the host eviction's HostRemoved ones included, so none is asked for meanwhile.
+  bool in_keeper_ = false;
 
  private:
   struct Buffer {

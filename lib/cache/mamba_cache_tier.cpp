@@ -143,6 +143,7 @@ Status MambaCache::load_back(NodeHandle host_node, std::vector<int64_t>* slots, 
   }
   std::vector<int64_t> fresh(tokens);
   slots->reserve(slots->size() + tokens);
+  tree_->reserve_restore(chain);  // the eviction below cannot be undone: nothing after it may allocate
   // The chain and the device part above it stay while room is made.
   KVPOOL_RETURN_IF_ERROR(tree_->pin(host_node));
   Status st = Status::ok();
@@ -166,8 +167,9 @@ Status MambaCache::load_back(NodeHandle host_node, std::vector<int64_t>* slots, 
       if (!st.is_ok()) (void)kv_->free(fresh.data(), tokens);
     }
   } catch (...) {
-    // Out of host memory before the eviction's or the restore's first change (their KV
-    // events' room): the fresh slots go back and the pin goes, as in SwaCache::load_back.
+    // Out of host memory before the eviction's first change (its KV events' room; the
+    // restore's was made before it): the fresh slots go back and the pin goes, as in
+    // SwaCache::load_back.
     // Without this a failed kvseq_begin left the chain pinned (found by
     // FaultSeq.HybridLinearHostTierWriteThroughEvents).
     if (allocated && st.is_ok()) (void)kv_->free(fresh.data(), tokens);

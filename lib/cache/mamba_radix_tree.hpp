@@ -141,6 +141,10 @@ class MambaRadixTree : public DualLruTree<MambaRadixTree, MambaNode> {
   // The host-only nodes from `node` up to (excluded) the first device node, root-to-leaf,
   // their tokens and host slots.
   Status host_chain(NodeHandle node, std::vector<NodeHandle>* chain, size_t* tokens, std::vector<int64_t>* host_slots) const;
+  // Room for restore_chain(chain) and for the KV events of an eviction before it, so that
+  // neither allocates: a load-back calls it before it evicts to make device room (as the
+  // swa tree's plan_restore). Changes nothing visible.
+  void reserve_restore(const std::vector<NodeHandle>& chain);
   // Gives a host chain (host_chain()) its device slots again.
   Status restore_chain(const std::vector<NodeHandle>& chain, const int64_t* slots, size_t n);
   // Locks the full KV of node and its ancestors, host-only ones included (no state lock):

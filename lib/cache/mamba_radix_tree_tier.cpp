@@ -79,7 +79,9 @@ Status MambaRadixTree::evict_device_leaf(int32_t id, size_t* full_evicted, size_
       // path stay locked meanwhile, so no cascade removes them.
       const NodeHandle h = nodes_.handle(id);
       pin_path(id, 1);
+      in_keeper_ = true;  // the keeper catches what it throws: this is always cleared
       const bool made = keep_(h);
+      in_keeper_ = false;
       pin_path(id, -1);
       keep = made && path_on_host(id);
     }
@@ -140,6 +142,18 @@ Status MambaRadixTree::host_chain(NodeHandle h, std::vector<NodeHandle>* chain, 
   return Status::ok();
 }
 
+void MambaRadixTree::reserve_restore(const std::vector<NodeHandle>& chain) {
+  size_t tokens = 0;
+  for (NodeHandle h : chain) {
+    const int32_t id = nodes_.resolve(h);
+    if (id <= kRoot) continue;
+    Node& x = node(id);
+    if (x.value.capacity() < x.key.size()) x.value.reserve(x.key.size());
+    tokens += x.key.size();
+  }
+  reserve_events(tokens);  // the eviction's events (3 per held token at most) and the chain's BlockStored
+}
+
 Status MambaRadixTree::restore_chain(const std::vector<NodeHandle>& chain, const int64_t* slots, size_t n) {
   size_t total = 0;
   int32_t above = -1;
@@ -155,7 +169,11 @@ Status MambaRadixTree::restore_chain(const std::vector<NodeHandle>& chain, const
     total += node(id).key.size();
   }
   if (total != n) return Status::invalid("the chain has " + std::to_string(total) + " tokens, got " + std::to_string(n) + " slots");
-  reserve_events(n);
+  // Its BlockStored events only: after a load-back's eviction, reserve_events(n) would ask
+  // again for the room reserve_restore() made, which the eviction's events used, and grow
+  // the queue after that eviction's changes (found by
+  // FaultSeq.HybridLinearHostTierWriteBackHostFullEvents).
+  reserve_event_room(n);
   size_t at = 0;
   for (NodeHandle h : chain) {
     const int32_t id = nodes_.resolve(h);

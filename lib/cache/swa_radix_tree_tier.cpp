@@ -107,7 +107,9 @@ Status SwaRadixTree::evict_device_leaf(int32_t id, size_t* full_evicted, size_t*
       // stay locked meanwhile, so no cascade removes them.
       const NodeHandle h = nodes_.handle(id);
       pin_path(id, 1, false);
+      in_keeper_ = true;  // the keeper catches what it throws: this is always cleared
       const bool made = keep_(h);
+      in_keeper_ = false;
       pin_path(id, -1, false);
       keep = made && path_on_host(id);
     }
