@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdio>
 #include <map>
 #include <numeric>
 #include <random>
@@ -262,8 +263,9 @@ std::string queued_events(kvpool* p) {
 
 // Every tiered workload must copy nodes to the host (under write_back: at device eviction),
 // so that a policy whose copies never ran cannot pass unnoticed; with `loads`, it must also
-// load prefixes back from the host.
-void run_tiered(std::string json, const std::string& name, unsigned seed, const Shape& shape, bool events, bool loads) {
+// load prefixes back from the host, with `host_evicts`, evict host-only nodes to make room.
+void run_tiered(std::string json, const std::string& name, unsigned seed, const Shape& shape, bool events, bool loads,
+                bool host_evicts = false) {
   if (events) json.replace(json.find(R"("kind": "radix")"), 15, R"("kind": "radix", "events": true)");
   Twin t(json, name + (events ? " + events" : ""));
   t.extra = [events](kvpool* p) {
@@ -282,6 +284,12 @@ void run_tiered(std::string json, const std::string& name, unsigned seed, const 
   if (loads) {
     EXPECT_GT(s.load_tokens, 0u) << "the workload must load prefixes back from the host";
   }
+  if (host_evicts) {
+    EXPECT_GT(s.host_evicted_tokens, 0u) << "the workload must fill the host tier and evict from it";
+  }
+  std::printf("[fault] %s: host backup tokens %llu loads %llu host-evicted %llu\n", t.sum.name.c_str(),
+              static_cast<unsigned long long>(s.backup_tokens), static_cast<unsigned long long>(s.load_tokens),
+              static_cast<unsigned long long>(s.host_evicted_tokens));
   if (events) {
     EXPECT_NE(queued_events(t.a()), " events 0/0") << "the workload must queue KV events";
   }
@@ -295,12 +303,16 @@ void run_tiered(std::string json, const std::string& name, unsigned seed, const 
 // begins load them back; 40 states leave host-only nodes theirs, so a match can end there.
 // Under write_through_selective its prompts are rarely hit twice before the device evicts
 // them: nothing long enough to load reaches the host.
-void run_hybrid_host_tier(const char* policy, bool events = false) {
+// `host_full`: a host tier barely larger than the device's (ratio 1.1), so that it fills
+// and a write_back copy at device eviction first evicts host-only nodes; seed 9 also has a
+// begin whose load-back evicts and then restores (the restore's events once grew the
+// queue after that eviction).
+void run_hybrid_host_tier(const char* policy, bool events = false, bool host_full = false) {
   std::string json = kvtest::hybrid_radix_config(48, 40, 4, 512);
-  json.insert(json.size() - 1, std::string(R"(, "host_cache": {"ratio": 3, "headroom_bytes": 0, "write_policy": ")") +
-                                   policy + "\"}");
-  run_tiered(json, std::string("kvseq hybrid_linear host tier ") + policy, 1, {24, 24, 12, 5}, events,
-             std::string(policy) != "write_through_selective");
+  json.insert(json.size() - 1, std::string(R"(, "host_cache": {"ratio": )") + (host_full ? "1.1" : "3") +
+                                   R"(, "headroom_bytes": 0, "write_policy": ")" + policy + "\"}");
+  run_tiered(json, std::string("kvseq hybrid_linear host tier ") + policy + (host_full ? " host full" : ""),
+             host_full ? 9 : 1, {24, 24, 12, 5}, events, std::string(policy) != "write_through_selective", host_full);
 }
 
 TEST(FaultSeq, HybridLinearHostTierWriteThrough) { run_hybrid_host_tier("write_through"); }
@@ -308,6 +320,10 @@ TEST(FaultSeq, HybridLinearHostTierWriteBack) { run_hybrid_host_tier("write_back
 TEST(FaultSeq, HybridLinearHostTierWriteThroughEvents) { run_hybrid_host_tier("write_through", true); }
 TEST(FaultSeq, HybridLinearHostTierWriteBackEvents) { run_hybrid_host_tier("write_back", true); }
 TEST(FaultSeq, HybridLinearHostTierWriteThroughSelective) { run_hybrid_host_tier("write_through_selective"); }
+// A full host tier: the write_back copy inside device eviction first evicts host-only
+// nodes (their HostRemoved events included), which must not allocate either.
+TEST(FaultSeq, HybridLinearHostTierWriteBackHostFull) { run_hybrid_host_tier("write_back", false, true); }
+TEST(FaultSeq, HybridLinearHostTierWriteBackHostFullEvents) { run_hybrid_host_tier("write_back", true, true); }
 TEST(FaultSeq, MhaPage4HostTierWriteBack) { run_host_tier("write_back"); }
 
 // The storage tier on top (file backend, each pool its own directory): kvseq calls queue
@@ -383,11 +399,13 @@ TEST(FaultSeq, HybridLinearMamba) {
 // swa with the host tier: begins load host-only chains back (a planned split of the top
 // live node, device eviction, two host pools), inserts copy window tails. Prompts of up to
 // 24 shared tokens make the chains that come back long enough to load under every policy.
-void run_swa_host_tier(const char* policy, bool events = false) {
+// `host_full`: as run_hybrid_host_tier's.
+void run_swa_host_tier(const char* policy, bool events = false, bool host_full = false) {
   std::string json = kvtest::swa_radix_config(96, 48, 4, 8, 512);
-  json.insert(json.size() - 1, std::string(R"(, "host_cache": {"ratio": 3, "headroom_bytes": 0, "write_policy": ")") +
-                                   policy + "\"}");
-  run_tiered(json, std::string("kvseq swa host tier ") + policy, 2, {9, 24, 8, 5}, events, true);
+  json.insert(json.size() - 1, std::string(R"(, "host_cache": {"ratio": )") + (host_full ? "1.1" : "3") +
+                                   R"(, "headroom_bytes": 0, "write_policy": ")" + policy + "\"}");
+  run_tiered(json, std::string("kvseq swa host tier ") + policy + (host_full ? " host full" : ""), 2, {9, 24, 8, 5},
+             events, true, host_full);
 }
 
 TEST(FaultSeq, SwaHostTierWriteThrough) { run_swa_host_tier("write_through"); }
@@ -399,6 +417,9 @@ TEST(FaultSeq, SwaHostTierWriteThroughEvents) { run_swa_host_tier("write_through
 TEST(FaultSeq, SwaHostTierWriteBack) { run_swa_host_tier("write_back"); }
 TEST(FaultSeq, SwaHostTierWriteBackEvents) { run_swa_host_tier("write_back", true); }
 TEST(FaultSeq, SwaHostTierWriteThroughSelective) { run_swa_host_tier("write_through_selective"); }
+// A full host tier: make_host_room evicts host-only nodes inside the write_back copy.
+TEST(FaultSeq, SwaHostTierWriteBackHostFull) { run_swa_host_tier("write_back", false, true); }
+TEST(FaultSeq, SwaHostTierWriteBackHostFullEvents) { run_swa_host_tier("write_back", true, true); }
 
 TEST(FaultSeq, Mla) {
   const std::string json =
