@@ -60,6 +60,32 @@ struct DualNodeBase : TreeNodeBase {
   Digest tail{};  // KV events: the digest of the node's last token (the chain from the root)
 };
 
+// While alive, its tree's reserve_events() asks for nothing (DualLruTree::hold_event_room).
+class EventRoomHold {
+ public:
+  EventRoomHold() = default;
+  explicit EventRoomHold(int* holds) : holds_(holds) { ++*holds_; }
+  EventRoomHold(EventRoomHold&& o) noexcept : holds_(o.holds_) { o.holds_ = nullptr; }
+  EventRoomHold& operator=(EventRoomHold&& o) noexcept {
+    if (this != &o) {
+      release();
+      holds_ = o.holds_;
+      o.holds_ = nullptr;
+    }
+    return *this;
+  }
+  EventRoomHold(const EventRoomHold&) = delete;
+  EventRoomHold& operator=(const EventRoomHold&) = delete;
+  ~EventRoomHold() { release(); }
+
+ private:
+  void release() {
+    if (holds_ != nullptr) --*holds_;
+    holds_ = nullptr;
+  }
+  int* holds_ = nullptr;
+};
+
 template <class Derived, class Node>
 class DualLruTree {
  public:
@@ -104,6 +130,13 @@ class DualLruTree {
   // evict after a change they cannot undo and insert nothing before (kvseq_decode frees
   // out-of-window slots first). Changes nothing visible.
   void reserve_eviction_events() { reserve_events(0); }
+  // For a caller that reserved, before its first change, room for every KV event the rest
+  // of its call can queue (reserve_events counts 3 per token held, which bounds a token's
+  // events over any evictions), and whose later steps would ask again after changes: their
+  // evictions' reserve_events(0) counts tokens whose events were already queued (a token
+  // copied to the host and dropped queues two and is still held) and could grow the queue
+  // there. While the hold lives, reserve_events() asks for nothing.
+  EventRoomHold hold_event_room() { return EventRoomHold(&event_room_holds_); }
   // Room for one split of `at` tokens off a node (with its host slots) that then
   // allocates nothing, for callers that split after a change they cannot undo (a
   // load-back's planned split, once the device slots are taken). Changes nothing visible.
@@ -175,7 +208,7 @@ class DualLruTree {
   // stored tokens, and for each token the tree holds (after `growth` more come in) a device
   // removal, a write_back copy and a host removal (evictions), plus one (a reset).
   void reserve_events(size_t more, size_t growth = 0) {
-    if (!events_on_ || in_keeper_) return;
+    if (!events_on_ || event_room_holds_ > 0) return;
     const size_t held = full_evictable_ + full_protected_ + static_cast<const Derived*>(this)->host_size() + growth;
     events_.reserve(3 * held + more + 1);
   }
@@ -573,13 +606,7 @@ class DualLruTree {
   LruList<Node, &DualNodeBase::host_lru> host_lru_;  // host tier: host-only nodes
   size_t full_evictable_ = 0;
   size_t full_protected_ = 0;
-  // Set while device eviction's write_back keeper runs. Its copy may first evict host-only
-  // nodes for room (a full host tier), and that host eviction's reserve_events(0) would
-  // count again the tokens whose events the device eviction already queued (a token it
-  // copies and drops queues two and is still held), growing the queue mid-eviction. The
-  // device eviction's own reserve_events(0) holds every event of the call (3 per token
-  // held), the host eviction's HostRemoved ones included, so none is asked for meanwhile.
-  bool in_keeper_ = false;
+  int event_room_holds_ = 0;  // hold_event_room()'s live holds
 
  private:
   struct Buffer {

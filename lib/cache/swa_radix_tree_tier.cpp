@@ -107,9 +107,13 @@ Status SwaRadixTree::evict_device_leaf(int32_t id, size_t* full_evicted, size_t*
       // stay locked meanwhile, so no cascade removes them.
       const NodeHandle h = nodes_.handle(id);
       pin_path(id, 1, false);
-      in_keeper_ = true;  // the keeper catches what it throws: this is always cleared
-      const bool made = keep_(h);
-      in_keeper_ = false;
+      bool made = false;
+      {
+        // The keeper's copy may first evict host-only nodes for room (a full host tier):
+        // this eviction's reserve_events(0) holds their HostRemoved events too.
+        const EventRoomHold held = hold_event_room();
+        made = keep_(h);
+      }
       pin_path(id, -1, false);
       keep = made && path_on_host(id);
     }

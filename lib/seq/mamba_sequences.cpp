@@ -39,8 +39,13 @@ Status MambaSequences::match_and_lock(Request* r) {
   r->slots.clear();
   r->node = 0;
   int32_t source = -1;
+  cache::EventRoomHold held;
   if (mcache_ != nullptr) {
     r->slots.reserve(r->tokens.size());  // before the match: its split is a change
+    // The KV events of the state eviction below: it follows the lock (and a load-back), so
+    // its own reserve_events(0) would come after a change (found by
+    // FaultSeq.HybridLinearHostTierWriteBackEvents on seed 112: the lock stayed).
+    mcache_->tree().reserve_eviction_events();
     cache::MambaMatch& m = match_;
     KVPOOL_RETURN_IF_ERROR(mcache_->match(r->tokens.data(), r->tokens.size() - 1, r->extra_key, -1, &m));
     if (mcache_->host_tier() && !retracting_ && m.host_tokens > 0) {
@@ -58,6 +63,9 @@ Status MambaSequences::match_and_lock(Request* r) {
       std::vector<int64_t> loaded_slots;
       size_t loaded = 0;
       KVPOOL_RETURN_IF_ERROR(mcache_->load_back(m.host_node, &loaded_slots, &loaded));
+      // load_back reserved its eviction's and restore's events before either, and that room
+      // bounds the state eviction's too: asked again after the load, it could grow the queue.
+      held = mcache_->tree().hold_event_room();
       if (loaded > 0) {
         KVPOOL_RETURN_IF_ERROR(mcache_->match(r->tokens.data(), r->tokens.size() - 1, r->extra_key, -1, &m));
         r->host_hit = loaded;

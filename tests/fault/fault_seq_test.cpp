@@ -287,7 +287,7 @@ void run_tiered(std::string json, const std::string& name, unsigned seed, const 
   if (host_evicts) {
     EXPECT_GT(s.host_evicted_tokens, 0u) << "the workload must fill the host tier and evict from it";
   }
-  std::printf("[fault] %s: host backup tokens %llu loads %llu host-evicted %llu\n", t.sum.name.c_str(),
+  std::printf("[fault] %s: host backup tokens %llu load tokens %llu host-evicted tokens %llu\n", t.sum.name.c_str(),
               static_cast<unsigned long long>(s.backup_tokens), static_cast<unsigned long long>(s.load_tokens),
               static_cast<unsigned long long>(s.host_evicted_tokens));
   if (events) {
