@@ -39,11 +39,14 @@ Status SwaSequences::match_and_lock(Request* r) {
     std::vector<int64_t> loaded_slots;
     size_t loaded = 0;
     KVPOOL_RETURN_IF_ERROR(scache_->load_back(m.host_node, &loaded_slots, &loaded));
-    if (loaded > 0) {
-      const size_t before = m.slots.size();
-      scache_->tree().match_into(r->tokens.data(), r->tokens.size() - 1, r->extra_key, &m);
-      r->host_hit = m.slots.size() > before ? std::min(loaded, m.slots.size() - before) : 0;
-    }
+    // Then the match again, loaded or not: the eviction that made room may have run even
+    // where the load did not (too little room made), and it can tombstone the window
+    // above the first match's end, which the load pins only where it is right above the
+    // chain (a device tombstone between them ends that pin). The first match's node would
+    // then be refused by lock() after the eviction's changes (FaultSeq seed 149).
+    const size_t before = m.slots.size();
+    scache_->tree().match_into(r->tokens.data(), r->tokens.size() - 1, r->extra_key, &m);
+    r->host_hit = loaded > 0 && m.slots.size() > before ? std::min(loaded, m.slots.size() - before) : 0;
   }
   // The usable prefix ends with at least `window` live tokens (or has no tombstone).
   KVPOOL_RETURN_IF_ERROR(scache_->tree().lock(m.node, &r->swa_uuid));
