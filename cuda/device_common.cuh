@@ -30,23 +30,21 @@ inline unsigned blocks_for(int64_t n, int threads, int64_t cap = 65535) {
   return static_cast<unsigned>(b);
 }
 
-// Page arithmetic with a shift when page_size is a power of two (the usual
-// case): 64-bit division is dozens of instructions on the GPU.
+// Page arithmetic by shifts: page sizes are powers of two (the config refuses any other,
+// and DevicePages::make checks it again). No division fallback: its 64-bit division
+// sequences made the allocator kernels' code several times larger, and a launch pays for
+// every instruction-cache line its path touches.
 struct PageMath {
   int64_t size;
-  int shift;  // -1: not a power of two
-  __device__ __forceinline__ int64_t div(int64_t x) const { return shift >= 0 ? (x >> shift) : x / size; }
-  __device__ __forceinline__ int64_t mod(int64_t x) const { return shift >= 0 ? (x & (size - 1)) : x % size; }
+  int shift;  // log2(size)
+  __device__ __forceinline__ int64_t div(int64_t x) const { return x >> shift; }
+  __device__ __forceinline__ int64_t mod(int64_t x) const { return x & (size - 1); }
   // Pages holding x tokens (x >= 0).
   __device__ __forceinline__ int64_t pages(int64_t x) const { return div(x + size - 1); }
   // The same on offsets below 2^32 (the launchers check that the page size fits 32 bits): the
   // per-token loops then need no 64-bit arithmetic, which the GPU emulates with several instructions.
-  __device__ __forceinline__ uint32_t div32(uint32_t x) const {
-    return shift >= 0 ? x >> shift : x / static_cast<uint32_t>(size);
-  }
-  __device__ __forceinline__ uint32_t mod32(uint32_t x) const {
-    return shift >= 0 ? x & static_cast<uint32_t>(size - 1) : x % static_cast<uint32_t>(size);
-  }
+  __device__ __forceinline__ uint32_t div32(uint32_t x) const { return x >> shift; }
+  __device__ __forceinline__ uint32_t mod32(uint32_t x) const { return x & static_cast<uint32_t>(size - 1); }
 };
 
 // Entry `k` of a ring list starting at `head` (head < cap, k < cap).

@@ -15,7 +15,9 @@ __device__ __forceinline__ bool kvp_faulted(const kvp::backend::FaultRecord* rec
 // Records the first fault (later ones are dropped) and sets the host flag.
 // `code` is claimed first so that concurrent raisers never mix their fields;
 // the system fence orders the record before the flag the host polls.
-__device__ __forceinline__ void kvp_raise(kvp::backend::FaultRecord* rec, int* host_flag, int32_t code,
+// Out of line: a kernel checks its input at many places and a good launch raises
+// nothing, so one call instruction per check keeps the code its path fetches small.
+__device__ __noinline__ inline void kvp_raise(kvp::backend::FaultRecord* rec, int* host_flag, int32_t code,
                                               int32_t op, int64_t index, int64_t value, int64_t detail) {
   if (atomicCAS(reinterpret_cast<int*>(&rec->code), 0, static_cast<int>(code)) != 0) return;
   rec->op = op;
@@ -27,7 +29,7 @@ __device__ __forceinline__ void kvp_raise(kvp::backend::FaultRecord* rec, int* h
 }
 
 // The same without a second number (detail = 0).
-__device__ __forceinline__ void kvp_raise(kvp::backend::FaultRecord* rec, int* host_flag, int32_t code, int32_t op,
+__device__ __noinline__ inline void kvp_raise(kvp::backend::FaultRecord* rec, int* host_flag, int32_t code, int32_t op,
                                           int64_t index, int64_t value) {
   kvp_raise(rec, host_flag, code, op, index, value, 0);
 }

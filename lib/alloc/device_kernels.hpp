@@ -33,7 +33,7 @@ struct PagesView {
   RingPos* cursor = nullptr;
   int64_t num_pages = 0;            // ids 1..num_pages; ring capacity
   int64_t page_size = 1;
-  int page_shift = 0;               // log2(page_size) when a power of two, else -1
+  int page_shift = 0;               // log2(page_size): a power of two (DevicePages::make checks)
   int64_t slot_limit = 0;           // (num_pages + 1) * page_size
   backend::FaultRecord* fault = nullptr;
   int* host_flag = nullptr;

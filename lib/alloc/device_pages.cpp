@@ -139,6 +139,11 @@ Status decode_watermark(const int64_t* seq_lens, size_t batch, int64_t page_size
 
 Status DevicePages::make(backend::Backend* backend, int device, int64_t num_pages, int64_t page_size, bool need_sort,
                          backend::DeviceFault* fault, std::unique_ptr<DevicePages>* out) {
+  // The kernels' page arithmetic is shifts only (cuda/device_common.cuh); the config
+  // admits no other page size, so this guards direct constructions.
+  if (page_shift_of(page_size) < 0) {
+    return Status::invalid("the device free list needs a power-of-two page size, not " + std::to_string(page_size));
+  }
   std::unique_ptr<DevicePages> d(new DevicePages());
   d->backend_ = backend;
   d->need_sort_ = need_sort;
