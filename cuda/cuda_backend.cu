@@ -75,7 +75,12 @@ class CudaBackend final : public Backend {
                           " (cudaErrorMemoryAllocation)");
     }
     KVPOOL_CUDA_TRY(e, "cudaMalloc");
+    // cudaMemset of device memory returns before it runs, on the legacy default stream,
+    // which a caller's non-blocking stream does not wait for: a kernel the caller enqueues
+    // right after kvpool_create could run first and have its rows zeroed. Memory is taken
+    // when a pool is built or a buffer grows, never per step, so waiting here is cheap.
     e = cudaMemset(p, 0, bytes);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(0);
     if (e != cudaSuccess) cudaFree(p);
     KVPOOL_CUDA_TRY(e, "cudaMemset");
     *out = p;

@@ -253,13 +253,12 @@ __device__ __forceinline__ bool decode_input_ok(const PageMath& page, int64_t se
   return true;
 }
 
-// Decode's block size, chosen per launch: the smallest that holds the batch, up to 512
-// (1024 would cap registers at 64 and spill). Fewer warps make the block's barriers and
-// scans shorter (H100: batch 1 / 64 4.6 -> 4.1 / 5.1 -> 4.6 us of GPU time at 128
-// threads, batch 256 5.1 -> 4.8 at 256); larger batches take several tiles of 512.
+// Decode's block size, chosen per launch: one block of 32 or 128 threads for batches
+// that fit (fewer warps make the barriers and the scan shorter), else blocks of 256
+// requests side by side (decode_kernel).
+constexpr int kDecodeTiny = 32;
 constexpr int kDecodeSmall = 128;
-constexpr int kDecodeMedium = 256;
-constexpr int kDecodeLarge = 512;
+constexpr int kDecodeLarge = 256;
 constexpr int kGraphDecodeThreads = 512;
 
 struct DecodeParams {
@@ -288,11 +287,13 @@ __device__ __forceinline__ void decode_new_page(const DecodeParams& p, int64_t i
   }
 }
 
-// One block (decode batches are at most a few thousand): tiles of 512
-// requests, an exclusive sum of "needs a new page" gives each request its
-// free-list entry. The scan is of 32-bit counts (warp shuffles and one pass over
-// the warps' totals); the lengths' sum, compared with the host's, is reduced once at
-// the end, after every output is stored.
+// Block b decodes requests [b * kThreads, (b + 1) * kThreads): an exclusive sum of
+// "needs a new page" over its requests, started at the new pages of the requests
+// before the block, gives each request its free-list entry. As in the extend kernel,
+// every block after the first sums those earlier requests itself (a strided loop and
+// one reduction) instead of a scan across blocks, so large batches run on several SMs
+// at once rather than in tiles one after another. The last block also sums the
+// lengths and compares both totals with the host's.
 template <int kThreads>
 __global__ void __launch_bounds__(kThreads) decode_kernel(DecodeParams p) {
   using Scan = cub::BlockScan<int, kThreads, cub::BLOCK_SCAN_WARP_SCANS>;
@@ -301,51 +302,80 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(DecodeParams p) {
     typename Scan::TempStorage scan;
     typename Reduce::TempStorage reduce;
   } tmp;
+  __shared__ long long s_before[3];  // new pages and lengths before the block; any length below 1
   store_cursor(p.cursor, p.next);
   const DecodeArgs& a = p.a;
   const int64_t P = p.page.size;
-  // The fault record is read by every thread together with its first lengths and made
+  const int64_t base = static_cast<int64_t>(blockIdx.x) * kThreads;
+  const int64_t i = base + threadIdx.x;
+  const bool last_block = blockIdx.x == gridDim.x - 1;
+  // The fault record is read by every thread together with its lengths and made
   // uniform by one barrier (a block-wide early return must not split the block).
   const bool faulted = kvp_faulted(p.fault);
-  long long need_before = 0, seq_sum = 0;
-  for (int64_t tile = 0; tile < a.batch; tile += kThreads) {
-    const int64_t i = tile + threadIdx.x;
-    int64_t seq = 0, last = -1;
-    if (i < a.batch) {
-      seq = a.seq_lens[i];
-      last = a.last_locs[i];
+  int64_t seq = 0, last = -1;
+  if (i < a.batch) {
+    seq = a.seq_lens[i];
+    last = a.last_locs[i];
+  }
+  long long need_before = 0, seq_before = 0;
+  bool earlier_bad = false;
+  if (base > 0) {  // uniform: the block's
+    long long need = 0, lengths = 0;
+    int bad = 0;
+    for (int64_t j = threadIdx.x; j < base; j += kThreads) {
+      const int64_t s = a.seq_lens[j];
+      // A length below 1 is its own block's fault and needs no page there either.
+      bad |= s < 1 ? 1 : 0;
+      need += (s >= 1 && (P == 1 || p.page.mod(s) == 1)) ? 1 : 0;
+      lengths += s;
     }
-    if (tile == 0 && __syncthreads_or(faulted ? 1 : 0)) return;
-    bool ok = false;
-    int mine = 0;
-    if (i < a.batch && decode_input_ok(p.page, seq, last, p.slot_limit, p.fault, p.flag, backend::kOpDecode, i)) {
-      ok = true;
-      mine = (P == 1 || p.page.mod(seq) == 1) ? 1 : 0;
-      seq_sum += seq;
+    const long long need_sum = Reduce(tmp.reduce).Sum(need);  // valid in thread 0
+    __syncthreads();
+    const long long length_sum = Reduce(tmp.reduce).Sum(lengths);
+    const int any_bad = __syncthreads_or(bad);
+    if (threadIdx.x == 0) {
+      s_before[0] = need_sum;
+      s_before[1] = length_sum;
+      s_before[2] = any_bad;
     }
-    int excl = 0, total = 0;
-    Scan(tmp.scan).ExclusiveSum(mine, excl, total);
-    if (ok) {
-      if (mine == 0) {
-        a.out[i] = last + 1;
+    __syncthreads();
+    need_before = s_before[0];
+    seq_before = s_before[1];
+    earlier_bad = s_before[2] != 0;
+  }
+  if (__syncthreads_or(faulted ? 1 : 0)) return;
+  bool ok = false;
+  int mine = 0;
+  long long seq_sum = 0;
+  if (i < a.batch && decode_input_ok(p.page, seq, last, p.slot_limit, p.fault, p.flag, backend::kOpDecode, i)) {
+    ok = true;
+    mine = (P == 1 || p.page.mod(seq) == 1) ? 1 : 0;
+    seq_sum = seq;
+  }
+  int excl = 0, total = 0;
+  Scan(tmp.scan).ExclusiveSum(mine, excl, total);
+  if (ok) {
+    if (mine == 0) {
+      a.out[i] = last + 1;
+    } else {
+      const int64_t q = need_before + excl;
+      if (q >= a.pages) {
+        kvp_raise(p.fault, p.flag, backend::kFaultLengthMismatch, backend::kOpDecode, i, q + 1, a.pages);
       } else {
-        const int64_t q = need_before + excl;
-        if (q >= a.pages) {
-          kvp_raise(p.fault, p.flag, backend::kFaultLengthMismatch, backend::kOpDecode, i, q + 1, a.pages);
-        } else {
-          decode_new_page(p, i, q);
-        }
+        decode_new_page(p, i, q);
       }
     }
-    need_before += total;
-    __syncthreads();  // tmp is reused by the next tile (or the reduction)
   }
-  const long long sum = Reduce(tmp.reduce).Sum(seq_sum);  // valid in thread 0
-  if (threadIdx.x == 0) {
+  if (!last_block) return;  // uniform
+  __syncthreads();  // tmp is reused by the reduction
+  const long long sum = seq_before + Reduce(tmp.reduce).Sum(seq_sum);  // valid in thread 0
+  // An earlier block refused a length of its own: that fault is the one to report.
+  if (threadIdx.x == 0 && !earlier_bad) {
     if (sum != a.sum_seq) {
       kvp_raise(p.fault, p.flag, backend::kFaultLengthMismatch, backend::kOpDecode, -1, sum, a.sum_seq);
-    } else if (need_before != a.pages) {
-      kvp_raise(p.fault, p.flag, backend::kFaultLengthMismatch, backend::kOpDecode, -1, need_before, a.pages);
+    } else if (need_before + total != a.pages) {
+      kvp_raise(p.fault, p.flag, backend::kFaultLengthMismatch, backend::kOpDecode, -1, need_before + total,
+                a.pages);
     }
   }
 }
@@ -734,12 +764,12 @@ Status decode(const PagesView& v, RingPos free, RingPos next, const DecodeArgs& 
                  v.fault,    v.host_flag};
   KVP_INJECTION_POINT("decode_kernel launch");
   cudaStream_t s = as_stream(stream);
-  if (a.batch <= kDecodeSmall) {
+  if (a.batch <= kDecodeTiny) {
+    decode_kernel<kDecodeTiny><<<1, kDecodeTiny, 0, s>>>(p);
+  } else if (a.batch <= kDecodeSmall) {
     decode_kernel<kDecodeSmall><<<1, kDecodeSmall, 0, s>>>(p);
-  } else if (a.batch <= kDecodeMedium) {
-    decode_kernel<kDecodeMedium><<<1, kDecodeMedium, 0, s>>>(p);
   } else {
-    decode_kernel<kDecodeLarge><<<1, kDecodeLarge, 0, s>>>(p);
+    decode_kernel<kDecodeLarge><<<blocks_for(a.batch, kDecodeLarge, INT32_MAX), kDecodeLarge, 0, s>>>(p);
   }
   return launch_status("decode kernel launch");
 }

@@ -95,6 +95,9 @@ struct Pools {
       std::memcpy(b.cpu.data, bytes.data(), bytes.size());
       ASSERT_EQ(cudaMemcpy(b.gpu.data, bytes.data(), bytes.size(), cudaMemcpyHostToDevice), cudaSuccess);
     }
+    // A copy from pageable memory may return before its last DMA lands, and the moves run on
+    // a non-blocking stream that does not wait for it (seen under ctest -j4: stale rows moved).
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   }
 
   // Empty when every buffer is equal; otherwise where the first difference is.
