@@ -27,6 +27,15 @@
 // prefetch thread: both in the same run. M (tier_read, streamed): 1 the file backend copies each
 // cached page file from a mapping, hashing each 4 KiB piece right after its copy
 // (storage.mapped_reads, the default; P then does not matter), 0 it reads with preadv.
+//
+//   tier_read_cold/...            tier_read with the destinations of both sides rotating
+//                                 over kColdRotations sets (128 MiB of destination pages per
+//                                 side for one page), so that neither side reads into memory
+//                                 still in the cache. In tier_read the plain side reads into
+//                                 the same buffer every iteration, which stays cached; a
+//                                 prefetch's host pages are not the ones it wrote last time.
+//                                 A supplementary reference, not the goal's (docs/performance.md,
+//                                 stop 26).
 #include <benchmark/benchmark.h>
 #include <fcntl.h>
 #include <unistd.h>
@@ -61,6 +70,10 @@ double process_cpu_s() {
 
 std::string g_dir;  // set by register_tier_path_benchmarks
 
+// tier_read_cold: destination sets per side, each side's sets together well past what this
+// project's 2-core VM keeps in its caches (64 MiB of destinations already did not stay there).
+constexpr size_t kColdRotations = 16;
+
 bool write_file(const std::string& path, const uint8_t* data, size_t n) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return false;
@@ -86,26 +99,28 @@ bool read_file(const std::string& path, uint8_t* dst, size_t n) {
   return done == n;
 }
 
-// One row's world: a host buffer of 2N pages (N sources, N prefetch destinations), a
-// StorageTier on a file store in the bench directory, and the stored bytes of the N
-// source pages for the plain side.
+// One row's world: a host buffer of N sources and R sets of N prefetch destinations, a
+// StorageTier on a file store in the bench directory, the stored bytes of the N source
+// pages for the plain side, and R sets of N buffers it reads into (R = 1 but for the
+// tier_read_cold rows).
 struct World {
   kvp::host::HostGeometry g;
   std::vector<uint8_t> host;
   std::unique_ptr<kvp::storage::StorageTier> tier;
   kvp::storage::Fingerprint fp = kvp::storage::fingerprint_of("bench_storage_file tier path");
   std::vector<kvp::cache::Digest> digests;
-  std::vector<int64_t> sources, destinations;
+  std::vector<int64_t> sources;
+  std::vector<std::vector<int64_t>> destinations;  // per set
   std::vector<std::vector<uint8_t>> stored;  // the sealed pages, byte for byte what the tier writes
-  std::vector<std::vector<uint8_t>> plain_dst;
+  std::vector<std::vector<std::vector<uint8_t>>> plain_dst;  // per set, per page
   size_t stored_bytes = 0;
   std::string error;
 
-  World(HostLayout layout, size_t n, bool streamed, bool pipelined = false, bool mapped = false) {
+  World(HostLayout layout, size_t n, bool streamed, bool pipelined = false, bool mapped = false, size_t sets = 1) {
     g.layout = layout;
     g.page_size = 64;
     g.layers = 32;
-    g.pages = 2 * n;
+    g.pages = n + sets * n;
     g.parts.resize(2);  // K, V: 8 heads x 128 bf16 per token and layer
     for (auto& part : g.parts) {
       part.item_bytes = 8 * 128 * 2;
@@ -123,17 +138,23 @@ struct World {
     }
     const uint64_t payload = kvp::storage::page_payload_bytes(g);
     stored_bytes = kvp::storage::stored_page_bytes(payload);
+    destinations.resize(sets);
+    plain_dst.resize(sets);
+    for (size_t s = 0; s < sets; ++s) {
+      for (size_t i = 0; i < n; ++i) {
+        destinations[s].push_back(int64_t(n + s * n + i));
+        plain_dst[s].emplace_back(stored_bytes, uint8_t(1));
+      }
+    }
     for (size_t i = 0; i < n; ++i) {
       kvp::cache::Digest d{};
       for (size_t b = 0; b < d.size(); ++b) d[b] = uint8_t(i * 41 + b + size_t(layout) * 7);
       digests.push_back(d);
       sources.push_back(int64_t(i));
-      destinations.push_back(int64_t(n + i));
       std::vector<uint8_t> page(stored_bytes);
       const uint64_t hash = kvp::storage::gather_page_hashed(g, host.data(), int64_t(i), page.data() + 96);
       kvp::storage::seal_page_hashed(page.data(), payload, hash, fp, d);
       stored.push_back(std::move(page));
-      plain_dst.emplace_back(stored_bytes, uint8_t(1));
     }
     kvp::config::StorageConfig cfg;
     cfg.enabled = true;
@@ -250,9 +271,10 @@ void BM_TierWrite(benchmark::State& state) {
   report(state, w, plain, mine, n);
 }
 
-void BM_TierRead(benchmark::State& state) {
+// `sets`: destination sets both sides rotate over (1: tier_read, kColdRotations: tier_read_cold).
+void BM_TierRead(benchmark::State& state, size_t sets) {
   const size_t n = size_t(state.range(1));
-  World w(layout_of(state.range(0)), n, state.range(2) != 0, state.range(3) != 0, state.range(4) != 0);
+  World w(layout_of(state.range(0)), n, state.range(2) != 0, state.range(3) != 0, state.range(4) != 0, sets);
   if (!w.error.empty()) {
     state.SkipWithError(w.error.c_str());
     return;
@@ -274,17 +296,20 @@ void BM_TierRead(benchmark::State& state) {
   std::vector<int64_t> released;
   uint64_t iteration = 0;
   for (auto _ : state) {
+    const size_t set = size_t(iteration % sets);
     const auto run_plain = [&] {
       return plain.time([&] {
         bool good = true;
-        for (size_t i = 0; i < n; ++i) good = read_file(w.plain_path(i), w.plain_dst[i].data(), w.stored_bytes) && good;
+        for (size_t i = 0; i < n; ++i) {
+          good = read_file(w.plain_path(i), w.plain_dst[set][i].data(), w.stored_bytes) && good;
+        }
         return good;
       });
     };
     const auto run_tier = [&] {
       return mine.time([&] {
         kvp::storage::StorageTier::StagedPrefetch staged = tier.stage_prefetch(w.digests, w.fp, 1);
-        std::copy(w.destinations.begin(), w.destinations.end(), staged.pages);
+        std::copy(w.destinations[set].begin(), w.destinations[set].end(), staged.pages);
         const uint64_t id = tier.commit_prefetch(std::move(staged));
         tier.wait_idle();
         const size_t landed = tier.finish_prefetch(id);
@@ -300,12 +325,14 @@ void BM_TierRead(benchmark::State& state) {
       break;
     }
   }
-  // The host pages now hold the stored payloads.
+  // The host pages of every set used now hold the stored payloads.
   std::vector<uint8_t> payload(w.stored_bytes - 96);
-  for (size_t i = 0; i < n && !state.error_occurred(); ++i) {
-    kvp::storage::gather_page_hashed(w.g, w.host.data(), w.destinations[i], payload.data());
-    if (std::memcmp(payload.data(), w.stored[i].data() + 96, payload.size()) != 0) {
-      state.SkipWithError("a prefetched page differs from the stored one");
+  for (size_t s = 0; s < std::min<uint64_t>(sets, iteration) && !state.error_occurred(); ++s) {
+    for (size_t i = 0; i < n && !state.error_occurred(); ++i) {
+      kvp::storage::gather_page_hashed(w.g, w.host.data(), w.destinations[s][i], payload.data());
+      if (std::memcmp(payload.data(), w.stored[i].data() + 96, payload.size()) != 0) {
+        state.SkipWithError("a prefetched page differs from the stored one");
+      }
     }
   }
   for (size_t i = 0; i < n; ++i) ::unlink(w.plain_path(i).c_str());
@@ -325,7 +352,7 @@ void register_tier_path_benchmarks(const std::string& dir) {
       ->Unit(benchmark::kMillisecond);
   // Reads: staged, streamed (read then hash), streamed and pipelined (hash beside the reads),
   // streamed from a mapping of the cached file (copy and hash piece by piece; the default).
-  benchmark::RegisterBenchmark("tier_read", BM_TierRead)
+  benchmark::RegisterBenchmark("tier_read", BM_TierRead, size_t(1))
       ->ArgNames({"layout", "pages", "streamed", "pipelined", "mapped"})
       ->Apply([](benchmark::internal::Benchmark* b) {
         for (const int64_t layout : {0, 1, 2}) {
@@ -336,6 +363,13 @@ void register_tier_path_benchmarks(const std::string& dir) {
           }
         }
       })
+      ->UseManualTime()
+      ->Unit(benchmark::kMillisecond);
+  // One page, streamed from a mapping (the default path on this VM), into destinations that
+  // are not in the cache, on both sides.
+  benchmark::RegisterBenchmark("tier_read_cold", BM_TierRead, kColdRotations)
+      ->ArgNames({"layout", "pages", "streamed", "pipelined", "mapped"})
+      ->ArgsProduct({{0, 1, 2}, {1}, {1}, {0}, {1}})
       ->UseManualTime()
       ->Unit(benchmark::kMillisecond);
 }
