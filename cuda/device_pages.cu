@@ -87,6 +87,20 @@ __device__ __forceinline__ unsigned long long sum_needs(const ExtendParams& p, i
   return sum;
 }
 
+// Sets the ownership bits of the pages this warp's lanes start, one atomicOr per bitmap
+// word and warp: the pages a warp starts are mostly consecutive ids in one word, and a
+// red.or per page (16K at batch 256, page 16) queued on a few bitmap lines ahead of the
+// warps' free-list loads. Fire-and-forget: the old value is not waited for (kvpool_check
+// verifies ownership). Every lane of the warp must call it.
+__device__ __forceinline__ void mark_owned(uint32_t* owned, bool starts, int64_t page) {
+  const unsigned active = __ballot_sync(0xffffffffu, starts);
+  if (!starts) return;
+  const long long word = word_of(page);
+  const unsigned peers = __match_any_sync(active, word);
+  const uint32_t bits = __reduce_or_sync(peers, bit_of(page));
+  if (static_cast<int>(threadIdx.x & 31u) == __ffs(static_cast<int>(peers)) - 1) atomicOr(&owned[word], bits);
+}
+
 // The stores of request r's block: tokens [blockIdx.y * 1024, +1024) of its extend (`ext`
 // tokens, after the `pre` of its prefix). `before` packs the extends and new pages of the
 // requests before it (output and free-list offsets). All offsets here are 32-bit: one extend is
@@ -133,27 +147,27 @@ __device__ __forceinline__ void extend_tokens(const ExtendParams& p, int64_t r, 
     offset[k] = p.page.mod32(d);  // the prefix's last page ends on a page boundary
     value[k] = p.ring[ring_index(p.head, q, p.cap)];
   }
+  // Pass 2 runs every iteration on every lane (no `continue`): mark_owned is a warp-wide step.
 #pragma unroll
   for (int k = 0; k < kPer; ++k) {
     const uint32_t within = first + static_cast<uint32_t>(k * kExtendThreads);
-    if (within >= ext) continue;
-    const uint64_t o = uint64_t{out_off} + within;  // 64-bit for the same reason as q
-    if (o >= out_len) {
-      kvp_raise(p.fault, p.flag, backend::kFaultLengthMismatch, backend::kOpExtend, r, static_cast<int64_t>(o) + 1,
-                a.out_len);
-      continue;
+    bool starts = false;  // this token is the first slot of a new page
+    int64_t page = 0;
+    if (within < ext) {
+      const uint64_t o = uint64_t{out_off} + within;  // 64-bit for the same reason as q
+      if (o >= out_len) {
+        kvp_raise(p.fault, p.flag, backend::kFaultLengthMismatch, backend::kOpExtend, r, static_cast<int64_t>(o) + 1,
+                  a.out_len);
+      } else if (q_of[k] == kNone) {
+        a.out[o] = value[k];
+      } else {
+        page = value[k];
+        a.out[o] = page * p.page.size + offset[k];
+        starts = offset[k] == 0;  // a new page's first slot records the page (every new page has one)
+        if (starts && a.new_pages != nullptr) a.new_pages[q_of[k]] = page;
+      }
     }
-    if (q_of[k] == kNone) {
-      a.out[o] = value[k];
-      continue;
-    }
-    const int64_t page = value[k];
-    a.out[o] = page * p.page.size + offset[k];
-    if (offset[k] == 0) {  // a new page's first slot records the page (every new page has one)
-      if (a.new_pages != nullptr) a.new_pages[q_of[k]] = page;
-      // Fire-and-forget: the old value is not waited for (kvpool_check verifies ownership).
-      atomicOr(&p.owned[word_of(page)], bit_of(page));
-    }
+    mark_owned(p.owned, starts, page);
   }
 }
 
@@ -182,12 +196,14 @@ __global__ void __launch_bounds__(kExtendThreads) extend_kernel(ExtendParams p) 
   if (r <= kWarpSumRequests) {
     // Each warp sums them itself (lanes, then shuffles): no block barrier on the
     // critical path, so every thread also checks the fault record on its own.
-    const bool stop = kvp_faulted(p.fault);  // issued with the loads below
+    const bool faulted = kvp_faulted(p.fault);  // issued with the loads below
     const int lane = tid & 31;
     before = sum_needs(p, lane, 32, static_cast<int>(r));
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) before += __shfl_xor_sync(0xffffffffu, before, o);
-    if (stop) return;
+    // Uniform per warp (a fault raised meanwhile may reach the lanes' reads apart): the
+    // stores end in a warp-wide step (mark_owned).
+    if (__any_sync(0xffffffffu, faulted)) return;
   } else {
     // Wide batches (r is the block's, so every thread takes this branch): each warp sums
     // its share, and after ONE barrier every thread adds the warps' sums itself (a block
@@ -296,10 +312,8 @@ __device__ __forceinline__ void decode_new_page(const DecodeParams& p, int64_t i
 // lengths and compares both totals with the host's.
 template <int kThreads>
 __global__ void __launch_bounds__(kThreads) decode_kernel(DecodeParams p) {
-  using Scan = cub::BlockScan<int, kThreads, cub::BLOCK_SCAN_WARP_SCANS>;
   using Reduce = cub::BlockReduce<long long, kThreads>;
-  __shared__ union {
-    typename Scan::TempStorage scan;
+  __shared__ struct {
     typename Reduce::TempStorage reduce;
   } tmp;
   __shared__ long long s_before[3];  // new pages and lengths before the block; any length below 1
@@ -352,8 +366,24 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(DecodeParams p) {
     mine = (P == 1 || p.page.mod(seq) == 1) ? 1 : 0;
     seq_sum = seq;
   }
-  int excl = 0, total = 0;
-  Scan(tmp.scan).ExclusiveSum(mine, excl, total);
+  // Exclusive sum of the 0/1 flags `mine` over the block: a ballot per warp and, with more
+  // than one warp, the warps' counts through shared memory (fewer steps than a general scan).
+  const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
+  const unsigned flags = __ballot_sync(0xffffffffu, mine != 0);
+  int excl = __popc(flags & ((1u << lane) - 1u));
+  int total = __popc(flags);
+  if constexpr (kThreads > 32) {
+    __shared__ int s_warp[kThreads / 32];
+    if (lane == 0) s_warp[warp] = total;
+    __syncthreads();
+    total = 0;
+#pragma unroll
+    for (unsigned w = 0; w < kThreads / 32; ++w) {
+      const int c = s_warp[w];
+      excl += w < warp ? c : 0;
+      total += c;
+    }
+  }
   if (ok) {
     if (mine == 0) {
       a.out[i] = last + 1;
@@ -367,7 +397,6 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(DecodeParams p) {
     }
   }
   if (!last_block) return;  // uniform
-  __syncthreads();  // tmp is reused by the reduction
   const long long sum = seq_before + Reduce(tmp.reduce).Sum(seq_sum);  // valid in thread 0
   // An earlier block refused a length of its own: that fault is the one to report.
   if (threadIdx.x == 0 && !earlier_bad) {
