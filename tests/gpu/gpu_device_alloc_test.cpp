@@ -654,6 +654,20 @@ TEST(DeviceAlloc, FaultsStopThePoolUntilClear) {
               KVPOOL_OK);
     faulted_with("last_loc");
   }
+  {  // a length below 1 in a decode batch of two blocks (256 requests each): the request's own block
+     // reports it, also when it is in the first block and the last one, which compares the totals,
+     // would otherwise see them differ first. No request takes a page (seq 6, last_loc 4, page 4).
+    for (const size_t bad : {size_t(5), size_t(290)}) {
+      const Slots seq(300, 6), last(300, 4);
+      Slots device_seq(seq);
+      device_seq[bad] = 0;
+      Arr<int64_t> d_seq(device_seq), d_last(last), out(300);
+      ASSERT_EQ(kvalloc_decode_async(dev.get(), seq.data(), seq.size(), d_seq.get(), d_last.get(), out.get(), nullptr,
+                                     0, dev.stream()),
+                KVPOOL_OK);
+      faulted_with(("element " + std::to_string(bad) + ": lengths (seq 0").c_str());
+    }
+  }
   {  // a page out of range, page 0, a page listed twice
     ASSERT_EQ(kvalloc_clear(dev.get()), KVPOOL_OK);
     ASSERT_EQ(dev.alloc(64).status, KVPOOL_OK);
