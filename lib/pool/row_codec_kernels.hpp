@@ -1,6 +1,6 @@
 // The per-value kernels behind row_codec: a scalar reference for every pair of
-// formats (dtype_convert.hpp's rules, one value at a time) and AVX2 versions
-// that give the same bytes eight values at a time. Exposed for the tests,
+// formats (dtype_convert.hpp's rules, one value at a time) and AVX2 and
+// AVX-512 versions that give the same bytes eight or more values at a time. Exposed for the tests,
 // which compare the two over every bf16 / f16 / fp8 input and 2^24 f32 ones.
 #pragma once
 
@@ -63,13 +63,19 @@ bool cpu_has_avx2();
 VecEncodeFn avx2_encode(Wide in, config::DType kv, bool divide, bool stream = false);
 VecDecodeFn avx2_decode(config::DType kv, Wide out, bool stream = false);
 
-// AVX-512 (F, BW, VBMI) kernels (row_codec_avx512.cpp), an extra path tried
-// before the AVX2 ones: fp8 -> bf16 / f32 decodes by table lookup and bf16 ->
-// fp8 encodes (no divisor) on 32 lanes; nullptr for every other pair and where
-// the CPU lacks those extensions. Streaming versions need a 64-byte-aligned dst.
+// AVX-512 kernels, an extra path tried before the AVX2 ones. With F, BW and
+// VBMI (row_codec_avx512.cpp): fp8 -> bf16 / f32 decodes by table lookup and
+// bf16 -> fp8 encodes (no divisor) on 32 lanes. Every other plain pair, with
+// or without a divisor, and every pair on a CPU with F and BW but no VBMI:
+// the per-value kernels on sixteen u32 lanes (row_codec_avx512_lanes.cpp,
+// also reachable on their own for the tests). nullptr for fp4 and where the
+// CPU lacks AVX-512 BW. Streaming versions need a 64-byte-aligned dst.
 bool cpu_has_avx512_vbmi();
+bool cpu_has_avx512bw();  // F and BW
 VecEncodeFn avx512_encode(Wide in, config::DType kv, bool divide, bool stream = false);
 VecDecodeFn avx512_decode(config::DType kv, Wide out, bool stream = false);
+VecEncodeFn avx512_lanes_encode(Wide in, config::DType kv, bool divide, bool stream = false);
+VecDecodeFn avx512_lanes_decode(config::DType kv, Wide out, bool stream = false);
 
 // Converts `count` values from src to dst with streaming stores for every
 // whole 64-byte line of dst and plain stores for the partial lines at either

@@ -1,4 +1,4 @@
-// The AVX2 conversion kernels against the scalar reference (dtype_convert.hpp's
+// The AVX2 and AVX-512 conversion kernels against the scalar reference (dtype_convert.hpp's
 // rules, one value at a time): identical bytes for every bf16, f16 and fp8
 // input, for 2^24 f32 inputs (edge cases around every rounding boundary of
 // every exponent, then random bit patterns, fixed seed), with and without a
@@ -37,6 +37,15 @@ bool machine_has_avx2() {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx2") != 0;
+#else
+  return false;
+#endif
+}
+
+bool machine_has_avx512bw() {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") != 0 && __builtin_cpu_supports("avx512bw") != 0;
 #else
   return false;
 #endif
@@ -92,6 +101,35 @@ void expect_streamed_matches(const Stream& stream, const std::vector<uint8_t>& w
   }
 }
 
+// Each instruction set's kernels, tested on their own: the AVX2 ones (which
+// also run where AVX-512 ones are picked before them), the AVX-512 ones as
+// picked, and AVX-512's per-value kernels on sixteen u32 lanes (picked for
+// every pair that has no more special AVX-512 kernel).
+enum class KernelSet { kAvx2, kAvx512, kAvx512Lanes };
+constexpr KernelSet kSets[] = {KernelSet::kAvx2, KernelSet::kAvx512, KernelSet::kAvx512Lanes};
+
+const char* set_name(KernelSet set) {
+  return set == KernelSet::kAvx2 ? "AVX2 kernels" : set == KernelSet::kAvx512 ? "AVX-512 kernels" : "AVX-512 lanes";
+}
+
+kn::VecEncodeFn encode_kernel(KernelSet set, Wide in, DType kv, bool divide, bool stream) {
+  switch (set) {
+    case KernelSet::kAvx2: return kn::avx2_encode(in, kv, divide, stream);
+    case KernelSet::kAvx512: return kn::avx512_encode(in, kv, divide, stream);
+    case KernelSet::kAvx512Lanes: return kn::avx512_lanes_encode(in, kv, divide, stream);
+  }
+  return nullptr;
+}
+
+kn::VecDecodeFn decode_kernel(KernelSet set, DType kv, Wide out, bool stream) {
+  switch (set) {
+    case KernelSet::kAvx2: return kn::avx2_decode(kv, out, stream);
+    case KernelSet::kAvx512: return kn::avx512_decode(kv, out, stream);
+    case KernelSet::kAvx512Lanes: return kn::avx512_lanes_decode(kv, out, stream);
+  }
+  return nullptr;
+}
+
 // One encoder (vector kernel + scalar tail) against the scalar kernel alone,
 // plain and, where it has them, with streaming stores at every alignment.
 void expect_encoder_matches(const kn::Encoder& fast, const kn::Encoder& ref, const std::vector<uint8_t>& src,
@@ -126,13 +164,15 @@ void expect_encode_same(Wide in, const std::vector<uint8_t>& src, float divisor)
       ASSERT_NE(fast.vec, nullptr);
     }
     expect_encoder_matches(fast, ref, src, divisor);
-    for (int set = 0; set < 2; ++set) {
-      SCOPED_TRACE(set == 0 ? "AVX2 kernels" : "AVX-512 kernels");
+    for (KernelSet set : kSets) {
+      SCOPED_TRACE(set_name(set));
       kn::Encoder only = ref;
-      only.vec = set == 0 ? kn::avx2_encode(in, kv, divide) : kn::avx512_encode(in, kv, divide);
-      only.vec_stream = set == 0 ? kn::avx2_encode(in, kv, divide, true) : kn::avx512_encode(in, kv, divide, true);
+      only.vec = encode_kernel(set, in, kv, divide, false);
+      only.vec_stream = encode_kernel(set, in, kv, divide, true);
       if (only.vec == nullptr) continue;
       ASSERT_NE(only.vec_stream, nullptr);
+      // The per-value AVX-512 kernels where the picked AVX-512 kernel is another one (else tested just before).
+      if (set == KernelSet::kAvx512Lanes && only.vec == kn::avx512_encode(in, kv, divide)) continue;
       expect_encoder_matches(only, ref, src, divisor);
     }
   }
@@ -167,13 +207,14 @@ void expect_decode_same(DType kv, const std::vector<uint8_t>& src) {
       ASSERT_NE(fast.vec, nullptr);
     }
     expect_decoder_matches(fast, ref, src);
-    for (int set = 0; set < 2; ++set) {
-      SCOPED_TRACE(set == 0 ? "AVX2 kernels" : "AVX-512 kernels");
+    for (KernelSet set : kSets) {
+      SCOPED_TRACE(set_name(set));
       kn::Decoder only = ref;
-      only.vec = set == 0 ? kn::avx2_decode(kv, out) : kn::avx512_decode(kv, out);
-      only.vec_stream = set == 0 ? kn::avx2_decode(kv, out, true) : kn::avx512_decode(kv, out, true);
+      only.vec = decode_kernel(set, kv, out, false);
+      only.vec_stream = decode_kernel(set, kv, out, true);
       if (only.vec == nullptr) continue;
       ASSERT_NE(only.vec_stream, nullptr);
+      if (set == KernelSet::kAvx512Lanes && only.vec == kn::avx512_decode(kv, out)) continue;
       expect_decoder_matches(only, ref, src);
     }
   }
@@ -228,26 +269,42 @@ std::vector<uint8_t> f32_sweep(size_t total) {
 TEST(RowCodecKernels, DispatchPicksTheVectorPathWhereTheCpuHasAvx2) {
   const bool avx2 = machine_has_avx2();
   EXPECT_EQ(kn::cpu_has_avx2(), avx2);
+  EXPECT_EQ(kn::cpu_has_avx512bw(), machine_has_avx512bw());
   for (Wide w : kWide) {
     for (DType kv : kPlain) {
       EXPECT_EQ(kn::pick_encoder(w, kv, false).vec != nullptr, avx2) << name(w) << " -> " << name(kv);
       EXPECT_EQ(kn::pick_encoder(w, kv, true).vec != nullptr, avx2) << name(w) << " -> " << name(kv);
       EXPECT_EQ(kn::pick_decoder(kv, w).vec != nullptr, avx2) << name(kv) << " -> " << name(w);
     }
+    const bool bw = kn::cpu_has_avx512bw();
     for (DType kv : kPlain) {
       const bool fp8 = kv == DType::kFP8E4M3 || kv == DType::kFP8E5M2;
       const bool table = fp8 && w != Wide::kF16 && kn::cpu_has_avx512_vbmi();
-      EXPECT_EQ(kn::avx512_decode(kv, w) != nullptr, table) << name(kv) << " -> " << name(w);
       const bool from_bf16 = fp8 && w == Wide::kBF16 && kn::cpu_has_avx512_vbmi();
-      EXPECT_EQ(kn::avx512_encode(w, kv, false) != nullptr, from_bf16) << name(w) << " -> " << name(kv);
-      EXPECT_EQ(kn::avx512_encode(w, kv, true), nullptr) << "no AVX-512 kernel divides";
-      if (from_bf16) {
-        EXPECT_EQ(kn::pick_encoder(w, kv, false).vec, kn::avx512_encode(w, kv, false)) << "AVX-512 picked first";
+      // Every plain pair has an AVX-512 kernel where the CPU has BW: the
+      // special one where there is one, else the per-value one.
+      EXPECT_EQ(kn::avx512_lanes_decode(kv, w) != nullptr, bw) << name(kv) << " -> " << name(w);
+      EXPECT_EQ(kn::avx512_lanes_encode(w, kv, false) != nullptr, bw) << name(w) << " -> " << name(kv);
+      EXPECT_EQ(kn::avx512_lanes_encode(w, kv, true) != nullptr, bw) << name(w) << " -> " << name(kv) << " divided";
+      EXPECT_EQ(kn::avx512_decode(kv, w) != nullptr, bw || table) << name(kv) << " -> " << name(w);
+      EXPECT_EQ(kn::avx512_encode(w, kv, false) != nullptr, bw || from_bf16) << name(w) << " -> " << name(kv);
+      EXPECT_EQ(kn::avx512_encode(w, kv, true), kn::avx512_lanes_encode(w, kv, true)) << "only per-value kernels divide";
+      if (!table) {
+        EXPECT_EQ(kn::avx512_decode(kv, w), kn::avx512_lanes_decode(kv, w)) << name(kv) << " -> " << name(w);
       }
-      if (table) {
+      if (!from_bf16) {
+        EXPECT_EQ(kn::avx512_encode(w, kv, false), kn::avx512_lanes_encode(w, kv, false)) << name(w) << " -> " << name(kv);
+      }
+      if (bw || from_bf16) {
+        EXPECT_EQ(kn::pick_encoder(w, kv, false).vec, kn::avx512_encode(w, kv, false)) << "AVX-512 picked first";
+        EXPECT_EQ(kn::pick_encoder(w, kv, true).vec, kn::avx512_encode(w, kv, true)) << "AVX-512 picked first";
+      }
+      if (bw || table) {
         EXPECT_EQ(kn::pick_decoder(kv, w).vec, kn::avx512_decode(kv, w)) << "AVX-512 picked first";
       }
     }
+    EXPECT_EQ(kn::avx512_encode(w, DType::kFP4E2M1, false), nullptr);
+    EXPECT_EQ(kn::avx512_decode(DType::kFP4E2M1, w), nullptr);
     // fp4 quantises 16-value blocks: no per-value kernels (its block kernels are tested below).
     EXPECT_EQ(kn::pick_encoder(w, DType::kFP4E2M1, false).scalar, nullptr);
     EXPECT_EQ(kn::avx2_encode(w, DType::kFP4E2M1, false), nullptr);
