@@ -420,6 +420,21 @@ VecDecodeFn avx2_decode_impl(config::DType kv, Wide out, bool stream) {
   return stream ? decode_table<true>(kv, out) : decode_table<false>(kv, out);
 }
 
+template <bool kStream>
+VecEncodeFn decode_scaled_e4m3(Wide out) {
+  switch (out) {
+    case Wide::kF32: return &decode_scaled_vec<E4M3, F32, kStream>;
+    case Wide::kF16: return &decode_scaled_vec<E4M3, F16, kStream>;
+    case Wide::kBF16: return &decode_scaled_vec<E4M3, BF16, kStream>;
+  }
+  return nullptr;
+}
+
+VecEncodeFn avx2_decode_scaled_impl(config::DType kv, Wide out, bool stream) {
+  if (kv != config::DType::kFP8E4M3) return nullptr;
+  return stream ? decode_scaled_e4m3<true>(out) : decode_scaled_e4m3<false>(out);
+}
+
 }  // namespace
 }  // namespace kvp::pool::kernels
 
@@ -465,6 +480,14 @@ Fp4DecodeFn avx2_decode_fp4(Wide out) {
   if (cpu_has_avx2()) return avx2_decode_fp4_impl(out);
 #endif
   (void)out;
+  return nullptr;
+}
+
+VecEncodeFn avx2_decode_scaled(config::DType kv, Wide out, bool stream) {
+#if defined(KVP_AVX2_KERNELS)
+  if (cpu_has_avx2()) return avx2_decode_scaled_impl(kv, out, stream);
+#endif
+  (void)kv, (void)out, (void)stream;
   return nullptr;
 }
 

@@ -162,6 +162,21 @@ VecDecodeFn lanes_decode_impl(config::DType kv, Wide out, bool stream) {
   return stream ? decode_table<true>(kv, out) : decode_table<false>(kv, out);
 }
 
+template <bool kStream>
+VecEncodeFn decode_scaled_e4m3(Wide out) {
+  switch (out) {
+    case Wide::kF32: return &decode_scaled_vec<E4M3, F32, kStream>;
+    case Wide::kF16: return &decode_scaled_vec<E4M3, F16, kStream>;
+    case Wide::kBF16: return &decode_scaled_vec<E4M3, BF16, kStream>;
+  }
+  return nullptr;
+}
+
+VecEncodeFn lanes_decode_scaled_impl(config::DType kv, Wide out, bool stream) {
+  if (kv != config::DType::kFP8E4M3) return nullptr;
+  return stream ? decode_scaled_e4m3<true>(out) : decode_scaled_e4m3<false>(out);
+}
+
 }  // namespace
 }  // namespace kvp::pool::kernels
 
@@ -198,6 +213,14 @@ VecEncodeFn avx512_lanes_encode(Wide in, config::DType kv, bool divide, bool str
 VecDecodeFn avx512_lanes_decode(config::DType kv, Wide out, bool stream) {
 #if defined(KVP_AVX512_LANE_KERNELS)
   if (cpu_has_avx512bw()) return lanes_decode_impl(kv, out, stream);
+#endif
+  (void)kv, (void)out, (void)stream;
+  return nullptr;
+}
+
+VecEncodeFn avx512_lanes_decode_scaled(config::DType kv, Wide out, bool stream) {
+#if defined(KVP_AVX512_LANE_KERNELS)
+  if (cpu_has_avx512bw()) return lanes_decode_scaled_impl(kv, out, stream);
 #endif
   (void)kv, (void)out, (void)stream;
   return nullptr;

@@ -77,6 +77,15 @@ VecDecodeFn avx512_decode(config::DType kv, Wide out, bool stream = false);
 VecEncodeFn avx512_lanes_encode(Wide in, config::DType kv, bool divide, bool stream = false);
 VecDecodeFn avx512_lanes_decode(config::DType kv, Wide out, bool stream = false);
 
+// Stored values times one f32 scale, to a wide format: Out's rule of
+// cvt::mul_f32(value, scale), nsa's packed fp8 rows (e4m3 x the block's
+// scale). Shaped like an encode kernel, the divisor argument being the scale.
+// e4m3 only (nullptr for every other stored type and where the CPU lacks the
+// instruction set).
+EncodeFn scalar_decode_scaled(config::DType kv, Wide out);  // row_codec.cpp
+VecEncodeFn avx2_decode_scaled(config::DType kv, Wide out, bool stream = false);
+VecEncodeFn avx512_lanes_decode_scaled(config::DType kv, Wide out, bool stream = false);
+
 // Converts `count` values from src to dst with streaming stores for every
 // whole 64-byte line of dst and plain stores for the partial lines at either
 // end, so dst need not be aligned (a caller's buffer from malloc sits 16 bytes
@@ -158,5 +167,13 @@ struct Decoder {
 // use_vector false gives the scalar reference alone (the tests' baseline).
 Encoder pick_encoder(Wide in, config::DType kv, bool divide, bool use_vector = true);
 Decoder pick_decoder(config::DType kv, Wide out, bool use_vector = true);
+// The scaled decode as an Encoder (its divisor is the scale): AVX-512, else AVX2, then scalar.
+Encoder pick_scaled_decoder(config::DType kv, Wide out, bool use_vector = true);
+
+// nsa's packed fp8 rows (encode_nsa_rows / decode_nsa_rows) one value at a
+// time, with no prefetch and no streaming: the tests' reference.
+void scalar_encode_nsa_rows(const void* nope, const void* rope, Wide in, size_t n, size_t lora, size_t rope_dim,
+                            RowRef rows);
+void scalar_decode_nsa_rows(ConstRowRef rows, size_t n, size_t lora, size_t rope_dim, void* dst, Wide out);
 
 }  // namespace kvp::pool::kernels

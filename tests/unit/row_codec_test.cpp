@@ -449,6 +449,158 @@ TEST(RowCodecKernels, EveryFp4ScaleAndValueByteDecodesIdentically) {
   }
 }
 
+// nsa reads' scaled decode (e4m3 x an f32 block scale, cvt::mul_f32's rule):
+// every e4m3 byte times scales of every kind (ones whose products overflow,
+// underflow to subnormals or zero, inf, NaNs with payloads and signs, zero
+// and negative ones), each instruction set on its own and as picked, plain
+// and streamed at every offset. Shaped like an encoder: its divisor is the scale.
+TEST(RowCodecKernels, EveryE4m3ByteTimesEveryKindOfScaleDecodesIdentically) {
+  std::vector<uint8_t> bytes(256 + 7 + 64);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(i * 167u);
+  std::vector<float> scales = {1.0f, 0.5f, 3.0f, 224.0f / 448.0f, 1.0f / 448.0f, 1e-30f, 1e-38f, 1e-45f, 1e30f,
+                               3.4e38f, 0.0f, -0.0f, -2.0f, std::numeric_limits<float>::infinity(),
+                               -std::numeric_limits<float>::infinity()};
+  for (uint32_t bits : {0x7fc00000u, 0xffc00000u, 0x7f800001u, 0xffa00001u}) {
+    float nan;
+    std::memcpy(&nan, &bits, 4);
+    scales.push_back(nan);
+  }
+  for (Wide out : kWide) {
+    const kn::Encoder ref = kn::pick_scaled_decoder(DType::kFP8E4M3, out, false);
+    const kn::Encoder fast = kn::pick_scaled_decoder(DType::kFP8E4M3, out, true);
+    ASSERT_NE(ref.scalar, nullptr);
+    ASSERT_EQ(ref.vec, nullptr);
+    EXPECT_EQ(fast.vec != nullptr, machine_has_avx2()) << name(out);
+    EXPECT_EQ(kn::scalar_decode_scaled(DType::kFP8E5M2, out), nullptr) << "e4m3 only";
+    for (float scale : scales) {
+      SCOPED_TRACE(std::string("e4m3 -> ") + name(out) + " x " + hex(reinterpret_cast<const uint8_t*>(&scale), 4));
+      expect_encoder_matches(fast, ref, bytes, scale);
+      for (int set = 0; set < 2; ++set) {
+        SCOPED_TRACE(set == 0 ? "AVX2 kernels" : "AVX-512 lanes");
+        kn::Encoder only = ref;
+        only.vec = set == 0 ? kn::avx2_decode_scaled(DType::kFP8E4M3, out)
+                            : kn::avx512_lanes_decode_scaled(DType::kFP8E4M3, out);
+        only.vec_stream = set == 0 ? kn::avx2_decode_scaled(DType::kFP8E4M3, out, true)
+                                   : kn::avx512_lanes_decode_scaled(DType::kFP8E4M3, out, true);
+        if (only.vec == nullptr) continue;
+        ASSERT_NE(only.vec_stream, nullptr);
+        expect_encoder_matches(only, ref, bytes, scale);
+      }
+    }
+  }
+}
+
+// nsa's packed fp8 rows through encode_nsa_rows / decode_nsa_rows against the
+// scalar reference, DeepSeek's shape (lora 512, rope 64: 656-byte rows) at
+// random slots: few rows (plain stores) and enough that the stores stream.
+// Writes take every bf16 / f16 pattern or the f32 sweep, with blocks of
+// zeros, NaNs, infinities and overflowing values among them; reads take the
+// rows written and rows of random bytes (any e4m3 byte, any scale bits); the
+// caller's buffer of a read sits 0, 16 or 1 bytes past a line.
+std::vector<uint8_t> nsa_sources(Wide in, size_t values) {
+  if (in == Wide::kF32) {
+    std::vector<uint8_t> v = f32_sweep(values);
+    auto fill_block = [&](size_t block, uint32_t bits) {
+      for (size_t j = 0; j < 128; ++j) std::memcpy(&v[4 * (128 * block + j)], &bits, 4);
+    };
+    fill_block(1, 0);            // all zero: scale 1
+    fill_block(3, 0x7fc00000u);  // all NaN: amax 0
+    fill_block(6, 0xff800000u);  // all -inf
+    fill_block(9, 0x43e00000u);  // all 448
+    return v;
+  }
+  std::vector<uint8_t> v;
+  const std::vector<uint8_t> all = all_u16();
+  while (v.size() < 2 * values) v.insert(v.end(), all.begin(), all.end());
+  v.resize(2 * values);
+  std::fill(v.begin() + 2 * 128, v.begin() + 2 * 256, uint8_t{0});  // block 1 all zero
+  return v;
+}
+
+TEST(RowCodecRows, NsaPackedRowsEqualTheScalarReference) {
+  const size_t lora = 512, rope = 64, packed = lora + 4 * 4 + 2 * rope, pool_rows = 7000;
+  std::mt19937_64 rng(13);
+  for (size_t n : {size_t{100}, size_t{6500}}) {
+    SCOPED_TRACE(std::to_string(n) + " rows");
+    if (n > 1000) {
+      ASSERT_GE(n * packed, kvp::util::kStreamMinBytes);
+    }
+    std::vector<int64_t> rows(pool_rows);
+    std::iota(rows.begin(), rows.end(), int64_t{0});
+    std::shuffle(rows.begin(), rows.end(), rng);
+    rows.resize(n);
+    for (Wide in : kWide) {
+      SCOPED_TRACE(std::string("from ") + name(in));
+      const size_t ib = kvp::pool::wide_bytes(in);
+      const std::vector<uint8_t> nope = nsa_sources(in, n * lora);
+      std::vector<uint8_t> rope_src = nsa_sources(in, n * rope + 4096);
+      rope_src.erase(rope_src.begin(), rope_src.begin() + 4096 * ib);  // other values than the nope part's
+      std::vector<uint8_t> want(pool_rows * packed, 0x5a), got(pool_rows * packed, 0x5a);
+      kn::scalar_encode_nsa_rows(nope.data(), rope_src.data(), in, n, lora, rope,
+                                 kvp::pool::RowRef{want.data(), packed, rows.data()});
+      kvp::pool::encode_nsa_rows(nope.data(), rope_src.data(), in, n, lora, rope,
+                                 kvp::pool::RowRef{got.data(), packed, rows.data()});
+      const long at = first_mismatch(want, got, 1);
+      ASSERT_EQ(at, -1) << "row " << at / static_cast<long>(packed) << " byte " << at % static_cast<long>(packed);
+    }
+    // Reads of rows of random bytes.
+    std::vector<uint8_t> pool(pool_rows * packed);
+    for (auto& b : pool) b = static_cast<uint8_t>(rng());
+    const kvp::pool::ConstRowRef in_rows{pool.data(), packed, rows.data()};
+    for (Wide out : kWide) {
+      const size_t row = (lora + rope) * kvp::pool::wide_bytes(out);
+      for (size_t offset : {size_t{0}, size_t{16}, size_t{1}}) {
+        SCOPED_TRACE(std::string("to ") + name(out) + " at offset " + std::to_string(offset));
+        std::vector<uint8_t> want(n * row + 128, 0x33), got(n * row + 128, 0x33);
+        const size_t at_line = (64 - (reinterpret_cast<uintptr_t>(got.data()) & 63)) & 63;
+        kn::scalar_decode_nsa_rows(in_rows, n, lora, rope, want.data() + at_line + offset, out);
+        kvp::pool::decode_nsa_rows(in_rows, n, lora, rope, got.data() + at_line + offset, out);
+        ASSERT_EQ(std::memcmp(want.data() + at_line + offset, got.data() + at_line + offset, n * row), 0);
+        for (size_t i = 0; i < at_line + offset; ++i) ASSERT_EQ(got[i], 0x33) << "before the rows";
+        for (size_t i = at_line + offset + n * row; i < got.size(); ++i) ASSERT_EQ(got[i], 0x33) << "after the rows";
+      }
+    }
+  }
+}
+
+// fp4 rows through encode_rows / decode_rows against the scalar block
+// kernels row by row, with enough rows that the stores stream (the values
+// and scales rows built in a buffer, the reads' rows decoded into one).
+TEST(RowCodecRows, StreamedFp4RowsEqualTheScalarReference) {
+  const size_t elements = 1024, n = 8300, pool_rows = 9000, value_row = elements / 2, scale_row = elements / 16;
+  ASSERT_GE(n * value_row, kvp::util::kStreamMinBytes);
+  std::vector<int64_t> rows(pool_rows);
+  std::iota(rows.begin(), rows.end(), int64_t{0});
+  std::mt19937_64 rng(17);
+  std::shuffle(rows.begin(), rows.end(), rng);
+  rows.resize(n);
+  const std::vector<uint8_t> src = f32_sweep(n * elements);
+  std::vector<uint8_t> values(pool_rows * value_row, 0x5a), scales(pool_rows * scale_row, 0x5a);
+  const kvp::pool::RowRef v{values.data(), value_row, rows.data()}, sc{scales.data(), scale_row, rows.data()};
+  for (float divisor : {1.0f, 3.0f}) {
+    SCOPED_TRACE("divisor " + std::to_string(divisor));
+    kvp::pool::encode_rows(src.data(), Wide::kF32, n, elements, divisor, DType::kFP4E2M1, v, sc);
+    std::vector<uint8_t> want_v(value_row), want_s(scale_row);
+    const kn::Fp4EncodeFn ref = kn::scalar_encode_fp4(Wide::kF32, divisor != 1.0f);
+    for (size_t i = 0; i < n; ++i) {
+      ref(src.data() + i * elements * 4, elements / 16, divisor, want_v.data(), want_s.data());
+      ASSERT_EQ(std::memcmp(v.at(i), want_v.data(), value_row), 0) << "values of row " << i;
+      ASSERT_EQ(std::memcmp(sc.at(i), want_s.data(), scale_row), 0) << "scales of row " << i;
+    }
+  }
+  const kvp::pool::ConstRowRef cv{values.data(), value_row, rows.data()}, csc{scales.data(), scale_row, rows.data()};
+  for (Wide out : kWide) {
+    SCOPED_TRACE(name(out));
+    const size_t row = elements * kvp::pool::wide_bytes(out);
+    std::vector<uint8_t> got(n * row + 16), want(row);
+    kvp::pool::decode_rows(cv, csc, n, elements, DType::kFP4E2M1, got.data() + 16, out);
+    for (size_t i = 0; i < n; ++i) {
+      kn::scalar_decode_fp4(out)(cv.at(i), csc.at(i), elements / 16, want.data());
+      ASSERT_EQ(std::memcmp(got.data() + 16 + i * row, want.data(), row), 0) << "row " << i;
+    }
+  }
+}
+
 // Whole calls: rows at random slots, elements not a multiple of the vector
 // width, and enough bytes that the stores are streamed through the chunk
 // buffer; every row must equal the scalar kernel's conversion of it.
