@@ -69,6 +69,7 @@ inline V bxor(V a, V b) { return _mm256_xor_si256(a, b); }
 inline V add(V a, V b) { return _mm256_add_epi32(a, b); }
 inline V sub(V a, V b) { return _mm256_sub_epi32(a, b); }
 inline V min_u32(V a, V b) { return _mm256_min_epu32(a, b); }
+inline V max_u32(V a, V b) { return _mm256_max_epu32(a, b); }
 template <int N>
 inline V shr(V a) {
   return _mm256_srli_epi32(a, N);
@@ -488,6 +489,13 @@ VecEncodeFn avx2_decode_scaled(config::DType kv, Wide out, bool stream) {
   if (cpu_has_avx2()) return avx2_decode_scaled_impl(kv, out, stream);
 #endif
   (void)kv, (void)out, (void)stream;
+  return nullptr;
+}
+
+AmaxFn avx2_amax_f32() {
+#if defined(KVP_AVX2_KERNELS)
+  if (cpu_has_avx2()) return &amax_f32_vec;
+#endif
   return nullptr;
 }
 

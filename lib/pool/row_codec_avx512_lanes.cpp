@@ -50,6 +50,7 @@ inline V bxor(V a, V b) { return _mm512_xor_si512(a, b); }
 inline V add(V a, V b) { return _mm512_add_epi32(a, b); }
 inline V sub(V a, V b) { return _mm512_sub_epi32(a, b); }
 inline V min_u32(V a, V b) { return _mm512_min_epu32(a, b); }
+inline V max_u32(V a, V b) { return _mm512_max_epu32(a, b); }
 template <int N>
 inline V shr(V a) {
   return _mm512_srli_epi32(a, N);
@@ -223,6 +224,13 @@ VecEncodeFn avx512_lanes_decode_scaled(config::DType kv, Wide out, bool stream) 
   if (cpu_has_avx512bw()) return lanes_decode_scaled_impl(kv, out, stream);
 #endif
   (void)kv, (void)out, (void)stream;
+  return nullptr;
+}
+
+AmaxFn avx512_lanes_amax_f32() {
+#if defined(KVP_AVX512_LANE_KERNELS)
+  if (cpu_has_avx512bw()) return &amax_f32_vec;
+#endif
   return nullptr;
 }
 

@@ -86,6 +86,14 @@ EncodeFn scalar_decode_scaled(config::DType kv, Wide out);  // row_codec.cpp
 VecEncodeFn avx2_decode_scaled(config::DType kv, Wide out, bool stream = false);
 VecEncodeFn avx512_lanes_decode_scaled(config::DType kv, Wide out, bool stream = false);
 
+// cvt::amax_f32's value over the longest prefix of `count` f32 values that is
+// a whole number of vectors, as bits: raises *amax_bits to the largest
+// magnitude's bits (NaN ignored) and returns the values done; the caller
+// finishes the rest. nullptr where the CPU lacks the instruction set.
+using AmaxFn = size_t (*)(const uint8_t* f32_values, size_t count, uint32_t* amax_bits);
+AmaxFn avx2_amax_f32();
+AmaxFn avx512_lanes_amax_f32();
+
 // Converts `count` values from src to dst with streaming stores for every
 // whole 64-byte line of dst and plain stores for the partial lines at either
 // end, so dst need not be aligned (a caller's buffer from malloc sits 16 bytes

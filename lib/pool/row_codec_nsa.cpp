@@ -5,8 +5,9 @@
 // reference (kernels::scalar_encode_nsa_rows) applies the rule:
 //  - a write's 128-value block: its values as f32 (the caller's f32 as they
 //    are; bf16 / f16 widened exactly by the decoder to f32), the amax of
-//    those, cvt::nsa_block_scale of it, then the f32 -> e4m3 encoder with the
-//    scale as its divisor (f32_to_e4m3(div_f32(x, scale)), the scalar rule);
+//    those (a vector kernel too), cvt::nsa_block_scale of it, then the
+//    f32 -> e4m3 encoder with the scale as its divisor
+//    (f32_to_e4m3(div_f32(x, scale)), the scalar rule);
 //  - a read's block: the scaled decoder (cvt::mul_f32(e4m3 value, scale));
 //  - rope: the wide <-> bf16 encoder and decoder.
 // tests/unit/row_codec_test.cpp compares whole calls with the reference.
@@ -24,13 +25,15 @@ using config::DType;
 
 DType stored_type(Wide w) { return w == Wide::kF32 ? DType::kF32 : w == Wide::kF16 ? DType::kF16 : DType::kBF16; }
 
-// cvt::amax_f32 over f32 values: the largest |x|, NaN ignored. On non-negative
-// floats that are not NaN the order of the bits is the order of the values,
-// so an integer maximum gives the same value, and it vectorises (a float
-// `a > amax` loop may not be reordered into one).
-float amax_of_f32(const uint8_t* p, size_t count) {
+// cvt::amax_f32 over f32 values: the largest |x|, NaN ignored. The vector
+// kernel where there is one (an unsigned maximum of the magnitudes' bits),
+// then the same rule one value at a time: on non-negative floats that are not
+// NaN the order of the bits is the order of the values, so the integer
+// maximum is the float loop's value.
+float amax_of_f32(kernels::AmaxFn vec, const uint8_t* p, size_t count) {
   uint32_t amax = 0;
-  for (size_t j = 0; j < count; ++j) {
+  size_t j = vec != nullptr ? vec(p, count, &amax) : 0;
+  for (; j < count; ++j) {
     uint32_t bits;
     std::memcpy(&bits, p + 4 * j, 4);
     const uint32_t a = bits & 0x7fffffffu;
@@ -54,6 +57,8 @@ void encode_nsa_rows(const void* nope, const void* rope, Wide in, size_t n, size
   const kernels::Decoder widen = kernels::pick_decoder(stored_type(in), Wide::kF32);
   const kernels::Encoder quantise = kernels::pick_encoder(Wide::kF32, DType::kFP8E4M3, true);
   const kernels::Encoder rope_bf16 = kernels::pick_encoder(in, DType::kBF16, false);
+  const kernels::AmaxFn amax = kernels::avx512_lanes_amax_f32() != nullptr ? kernels::avx512_lanes_amax_f32()
+                                                                           : kernels::avx2_amax_f32();
   const size_t ahead = util::rows_ahead(nope_row + rope_row);
   const bool stream = n * packed >= util::kStreamMinBytes && packed <= kRowBuffer;
   alignas(64) uint8_t row_buf[kRowBuffer];
@@ -71,7 +76,7 @@ void encode_nsa_rows(const void* nope, const void* rope, Wide in, size_t n, size
         widen.run(x, block_f32, cvt::kNsaBlock);
         x = block_f32;
       }
-      const float scale = cvt::nsa_block_scale(amax_of_f32(x, cvt::kNsaBlock));
+      const float scale = cvt::nsa_block_scale(amax_of_f32(amax, x, cvt::kNsaBlock));
       quantise.run(x, d + b * cvt::kNsaBlock, cvt::kNsaBlock, scale);
       std::memcpy(d + lora + 4 * b, &scale, 4);
     }

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "pool/dtype_convert.hpp"
 #include "pool/row_codec.hpp"
 #include "pool/row_codec_kernels.hpp"
 #include "util/stream_copy.hpp"
@@ -488,6 +489,37 @@ TEST(RowCodecKernels, EveryE4m3ByteTimesEveryKindOfScaleDecodesIdentically) {
       }
     }
   }
+}
+
+// nsa writes' block amax kernels against cvt::amax_f32: runs of 1-300 values
+// of the f32 sweep (every sign, exponent and NaN kind; runs of NaN only,
+// infinities, zeros), each instruction set on its own; the values a kernel
+// leaves (under a whole vector) are not looked at, so each run is checked
+// over exactly the prefix the kernel returns.
+TEST(RowCodecKernels, BlockAmaxEqualsTheScalarRule) {
+  std::vector<uint8_t> values = f32_sweep(size_t{1} << 20);
+  const uint32_t specials[] = {0x7fc00000u, 0xffc00001u, 0x7f800000u, 0x80000000u, 0x00000001u};
+  for (size_t i = 0; i < 4096; ++i) std::memcpy(&values[4 * i], &specials[(i / 300) % 5], 4);  // runs of one kind
+  int sets = 0;
+  for (kn::AmaxFn amax : {kn::avx2_amax_f32(), kn::avx512_lanes_amax_f32()}) {
+    if (amax == nullptr) continue;
+    ++sets;
+    size_t at = 0, count = 1;
+    while (at + count <= values.size() / 4) {
+      uint32_t bits = 0;
+      const size_t done = amax(values.data() + 4 * at, count, &bits);
+      ASSERT_EQ(done % 8, 0u);
+      ASSERT_LE(done, count);
+      ASSERT_GT(done + 16, count);
+      std::vector<float> run(done);
+      std::memcpy(run.data(), values.data() + 4 * at, 4 * done);
+      const float want = kvp::pool::cvt::amax_f32(run.data(), static_cast<int>(done));
+      ASSERT_EQ(bits, kvp::pool::cvt::f32_bits(want)) << "values " << at << " + " << done;
+      at += count;
+      count = count % 300 + 1;
+    }
+  }
+  EXPECT_EQ(sets, machine_has_avx2() + machine_has_avx512bw());
 }
 
 // nsa's packed fp8 rows through encode_nsa_rows / decode_nsa_rows against the
