@@ -87,18 +87,44 @@ void encode_fp4_span(const uint8_t* s, size_t blocks, float divisor, uint8_t* v,
   }
 }
 
+// fp4 rows that stream their stores are built in these first (rows that do
+// not fit are written in place, with plain stores).
+constexpr size_t kFp4RowBuffer = 4096;
+
+// The caller's rows are asked for util::rows_ahead ahead, as convert_rows
+// does; a call that writes at least util::kStreamMinBytes of values builds
+// each row's values and scales in a buffer and streams them to the pool.
 void encode_fp4(const uint8_t* src, Wide in, size_t n, size_t elements, float divisor, RowRef values, RowRef scales) {
   // x / 1 == x for every x, so the division is skipped rather than changing results.
   const bool divide = divisor != 1.0f;
   const kernels::Fp4EncodeFn vec = kernels::avx2_encode_fp4(in, divide);
   const kernels::Fp4EncodeFn row = vec != nullptr ? vec : kernels::scalar_encode_fp4(in, divide);
-  const size_t in_row = elements * wide_bytes(in);
-  for (size_t i = 0; i < n; ++i) row(src + i * in_row, elements / cvt::kFp4Block, divisor, values.at(i), scales.at(i));
+  const size_t in_row = elements * wide_bytes(in), blocks = elements / cvt::kFp4Block, value_row = blocks * 8;
+  const size_t ahead = util::rows_ahead(in_row), prefetch_bytes = util::prefetch_bytes(in_row);
+  const bool stream = n * value_row >= util::kStreamMinBytes && value_row <= kFp4RowBuffer;
+  alignas(64) uint8_t value_buf[kFp4RowBuffer], scale_buf[kFp4RowBuffer / 8];
+  for (size_t i = 0; i < n; ++i) {
+    if (i + ahead < n) util::prefetch_row(src + (i + ahead) * in_row, prefetch_bytes);
+    if (!stream) {
+      row(src + i * in_row, blocks, divisor, values.at(i), scales.at(i));
+      continue;
+    }
+    row(src + i * in_row, blocks, divisor, value_buf, scale_buf);
+    util::copy_streaming(values.at(i), value_buf, value_row);
+    util::copy_streaming(scales.at(i), scale_buf, blocks);
+  }
+  if (stream) util::stream_fence();
 }
 
 template <class Stored, class Out>
 void decode_span(const uint8_t* __restrict s, uint8_t* __restrict d, size_t count) {
   for (size_t j = 0; j < count; ++j) Out::store(d, j, Stored::load(s, j));
+}
+
+// The scalar reference of kernels::scalar_decode_scaled: nsa's nope values.
+template <class Stored, class Out>
+void decode_scaled_span(const uint8_t* __restrict s, uint8_t* __restrict d, size_t count, float scale) {
+  for (size_t j = 0; j < count; ++j) Out::store(d, j, cvt::mul_f32(Stored::load(s, j), scale));
 }
 
 // The scalar reference of kernels::Fp4DecodeFn.
@@ -115,11 +141,30 @@ void decode_fp4_span(const uint8_t* v, const uint8_t* sc, size_t blocks, uint8_t
   }
 }
 
+// The pool's random rows (values and scales) are asked for util::rows_ahead
+// ahead; a call that writes at least util::kStreamMinBytes decodes each row
+// into a buffer and streams it out.
 void decode_fp4(ConstRowRef values, ConstRowRef scales, size_t n, size_t elements, uint8_t* dst, Wide out) {
   const kernels::Fp4DecodeFn vec = kernels::avx2_decode_fp4(out);
   const kernels::Fp4DecodeFn row = vec != nullptr ? vec : kernels::scalar_decode_fp4(out);
-  const size_t out_row = elements * wide_bytes(out);
-  for (size_t i = 0; i < n; ++i) row(values.at(i), scales.at(i), elements / cvt::kFp4Block, dst + i * out_row);
+  const size_t out_row = elements * wide_bytes(out), blocks = elements / cvt::kFp4Block, value_row = blocks * 8;
+  const size_t ahead = util::rows_ahead(value_row), prefetch_bytes = util::prefetch_bytes(value_row);
+  constexpr size_t kOutBuffer = 2 * kFp4RowBuffer;
+  const bool stream = n * out_row >= util::kStreamMinBytes && out_row <= kOutBuffer;
+  alignas(64) uint8_t out_buf[kOutBuffer];
+  for (size_t i = 0; i < n; ++i) {
+    if (i + ahead < n) {
+      util::prefetch_row(values.at(i + ahead), prefetch_bytes);
+      util::prefetch_row(scales.at(i + ahead), blocks);
+    }
+    if (!stream) {
+      row(values.at(i), scales.at(i), blocks, dst + i * out_row);
+      continue;
+    }
+    row(values.at(i), scales.at(i), blocks, out_buf);
+    util::copy_streaming(dst + i * out_row, out_buf, out_row);
+  }
+  if (stream) util::stream_fence();
 }
 
 // Rows that convert_streaming declines are converted through an L1-sized
@@ -181,6 +226,8 @@ void convert_rows(const Kernel& k, ConstRowRef in, RowRef out, size_t n, size_t 
   if (stream) util::stream_fence();
 }
 
+// nsa's packed rows one value at a time: kernels::scalar_encode_nsa_rows /
+// scalar_decode_nsa_rows, the reference of row_codec_nsa.cpp's loops.
 template <class In>
 void encode_nsa(const uint8_t* nope, const uint8_t* rope, size_t n, size_t lora, size_t rope_dim, RowRef rows) {
   const size_t blocks = lora / cvt::kNsaBlock;
@@ -244,7 +291,10 @@ void decode_rows(ConstRowRef values, ConstRowRef scales, size_t n, size_t elemen
   convert_rows(PlainDecoder{k}, values, RowRef{d, elements * k.out_bytes, nullptr}, n, elements);
 }
 
-void encode_nsa_rows(const void* nope, const void* rope, Wide in, size_t n, size_t lora, size_t rope_dim, RowRef rows) {
+namespace kernels {
+
+void scalar_encode_nsa_rows(const void* nope, const void* rope, Wide in, size_t n, size_t lora, size_t rope_dim,
+                            RowRef rows) {
   const auto* a = static_cast<const uint8_t*>(nope);
   const auto* b = static_cast<const uint8_t*>(rope);
   switch (in) {
@@ -254,7 +304,7 @@ void encode_nsa_rows(const void* nope, const void* rope, Wide in, size_t n, size
   }
 }
 
-void decode_nsa_rows(ConstRowRef rows, size_t n, size_t lora, size_t rope_dim, void* dst, Wide out) {
+void scalar_decode_nsa_rows(ConstRowRef rows, size_t n, size_t lora, size_t rope_dim, void* dst, Wide out) {
   auto* d = static_cast<uint8_t*>(dst);
   switch (out) {
     case Wide::kF32: return decode_nsa<F32>(rows, n, lora, rope_dim, d);
@@ -263,7 +313,6 @@ void decode_nsa_rows(ConstRowRef rows, size_t n, size_t lora, size_t rope_dim, v
   }
 }
 
-namespace kernels {
 namespace {
 
 template <class In, bool kDivide>
@@ -338,6 +387,32 @@ Fp4DecodeFn scalar_decode_fp4(Wide out) {
     case Wide::kBF16: return &decode_fp4_span<BF16>;
   }
   return nullptr;
+}
+
+EncodeFn scalar_decode_scaled(DType kv, Wide out) {
+  if (kv != DType::kFP8E4M3) return nullptr;
+  switch (out) {
+    case Wide::kF32: return &decode_scaled_span<E4M3, F32>;
+    case Wide::kF16: return &decode_scaled_span<E4M3, F16>;
+    case Wide::kBF16: return &decode_scaled_span<E4M3, BF16>;
+  }
+  return nullptr;
+}
+
+Encoder pick_scaled_decoder(DType kv, Wide out, bool use_vector) {
+  Encoder e;
+  e.scalar = scalar_decode_scaled(kv, out);
+  if (use_vector) {
+    e.vec = avx512_lanes_decode_scaled(kv, out);
+    e.vec_stream = avx512_lanes_decode_scaled(kv, out, true);
+    if (e.vec == nullptr) {
+      e.vec = avx2_decode_scaled(kv, out);
+      e.vec_stream = avx2_decode_scaled(kv, out, true);
+    }
+  }
+  e.in_bytes = config::dtype_bytes(kv);
+  e.out_bytes = wide_bytes(out);
+  return e;
 }
 
 Encoder pick_encoder(Wide in, DType kv, bool divide, bool use_vector) {

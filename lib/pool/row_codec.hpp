@@ -40,7 +40,8 @@ void encode_rows(const void* src, Wide in, size_t n, size_t elements, float divi
 void decode_rows(ConstRowRef values, ConstRowRef scales, size_t n, size_t elements, config::DType kv, void* dst,
                  Wide out);
 
-// nsa fp8 packed rows: [lora fp8 bytes][lora/128 f32 scales][rope bf16 values].
+// nsa fp8 packed rows: [lora fp8 bytes][lora/128 f32 scales][rope bf16 values]
+// (row_codec_nsa.cpp).
 void encode_nsa_rows(const void* nope, const void* rope, Wide in, size_t n, size_t lora, size_t rope_dim, RowRef rows);
 void decode_nsa_rows(ConstRowRef rows, size_t n, size_t lora, size_t rope_dim, void* dst, Wide out);
 

@@ -1,5 +1,6 @@
 // AVX2 versions of the per-value conversions of row_codec.cpp, eight values
-// per instruction (sixteen for bf16 <-> fp8), and of its fp4_e2m1 block
+// per instruction (sixteen for bf16 <-> fp8; the per-value rules themselves
+// are row_codec_lanes32.inc, shared with AVX-512), and of its fp4_e2m1 block
 // quantisation (one 16-value block per step). Each one is a lane-wise
 // transcription of the scalar rule in dtype_convert.hpp (the same integer
 // steps, the same single f32 addition, product or division where the scalar
@@ -55,20 +56,39 @@ namespace kvp::pool::kernels {
 namespace {
 
 using V = __m256i;  // eight f32 values as their bit patterns
+using M = __m256i;  // a condition: all-ones lanes where it holds
+constexpr size_t kLanes = 8;
 
 inline V k(uint32_t x) { return _mm256_set1_epi32(static_cast<int>(x)); }
-// a where the lane of c is all ones, else b (cvt::select, per lane).
-inline V sel(V c, V a, V b) { return _mm256_blendv_epi8(b, a, c); }
-// Signed compare: every caller compares values below 2^31 (magnitudes,
-// exponent fields, codes), where it agrees with the scalar unsigned compare.
-inline V gt(V a, V b) { return _mm256_cmpgt_epi32(a, b); }
-inline V eq(V a, V b) { return _mm256_cmpeq_epi32(a, b); }
+inline V sel(M c, V a, V b) { return _mm256_blendv_epi8(b, a, c); }
+inline M gt(V a, V b) { return _mm256_cmpgt_epi32(a, b); }
+inline M eq(V a, V b) { return _mm256_cmpeq_epi32(a, b); }
 inline V band(V a, V b) { return _mm256_and_si256(a, b); }
 inline V bor(V a, V b) { return _mm256_or_si256(a, b); }
+inline V bxor(V a, V b) { return _mm256_xor_si256(a, b); }
 inline V add(V a, V b) { return _mm256_add_epi32(a, b); }
 inline V sub(V a, V b) { return _mm256_sub_epi32(a, b); }
+inline V min_u32(V a, V b) { return _mm256_min_epu32(a, b); }
+inline V max_u32(V a, V b) { return _mm256_max_epu32(a, b); }
+template <int N>
+inline V shr(V a) {
+  return _mm256_srli_epi32(a, N);
+}
+template <int N>
+inline V shl(V a) {
+  return _mm256_slli_epi32(a, N);
+}
 inline V as_bits(__m256 f) { return _mm256_castps_si256(f); }
 inline __m256 as_f32(V v) { return _mm256_castsi256_ps(v); }
+inline V fadd(V a, V b) { return as_bits(_mm256_add_ps(as_f32(a), as_f32(b))); }
+inline V fmul(V a, V b) { return as_bits(_mm256_mul_ps(as_f32(a), as_f32(b))); }
+inline V fdiv(V a, V b) { return as_bits(_mm256_div_ps(as_f32(a), as_f32(b))); }
+inline V i32_to_f32(V a) { return as_bits(_mm256_cvtepi32_ps(a)); }
+inline V load_u32(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const V*>(p)); }
+inline V load_u16(const uint8_t* p) {
+  return _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+inline V load_u8(const uint8_t* p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
 
 // Output blocks of 32 bytes: 8 f32, 16 f16/bf16 or 32 fp8 values, packed from
 // u32 lanes holding the output codes (<= 0xffff resp. <= 0xff, so the
@@ -99,134 +119,7 @@ inline void store_block(uint8_t* p, V v) {
   }
 }
 
-inline V is_nan(V x) { return gt(band(x, k(0x7fffffffu)), k(0x7f800000u)); }
-
-// cvt::div_f32: IEEE division with the NaN result pinned as the scalar does.
-inline V div_pinned(V a, V b) {
-  const V r = as_bits(_mm256_div_ps(as_f32(a), as_f32(b)));
-  const V made = bor(k(0x7fc00000u), band(_mm256_xor_si256(a, b), k(0x80000000u)));
-  const V nan = sel(is_nan(a), a, sel(is_nan(b), b, made));
-  return sel(is_nan(r), nan, r);
-}
-
-// cvt::round_magnitude, lane-wise.
-template <int M, int BIAS>
-inline V round_magnitude(V ax) {
-  constexpr uint32_t kMinNormal = uint32_t(127 - BIAS + 1) << 23;
-  constexpr int kDrop = 23 - M;
-  const V odd = band(_mm256_srli_epi32(ax, kDrop), k(1));
-  const V normal = _mm256_srli_epi32(
-      sub(add(add(ax, k((1u << (kDrop - 1)) - 1u)), odd), k(uint32_t(127 - BIAS) << 23)), kDrop);
-  const uint32_t c_bits = uint32_t(127 + 1 - BIAS - M + 23) << 23;
-  const V subnormal = sub(as_bits(_mm256_add_ps(as_f32(ax), as_f32(k(c_bits)))), k(c_bits));
-  return sel(gt(ax, k(kMinNormal - 1)), normal, subnormal);
-}
-
-inline V f16_bits_to_f32(V h) {
-  const V sign = _mm256_slli_epi32(band(h, k(0x8000u)), 16);
-  const V exp = band(_mm256_srli_epi32(h, 10), k(0x1fu));
-  const V mant = band(h, k(0x3ffu));
-  const V special = bor(k(0x7f800000u), _mm256_slli_epi32(mant, 13));
-  const V normal = bor(_mm256_slli_epi32(add(exp, k(112)), 23), _mm256_slli_epi32(mant, 13));
-  const V subnormal = as_bits(_mm256_mul_ps(_mm256_cvtepi32_ps(mant), as_f32(k(0x33800000u))));
-  return bor(sign, sel(eq(exp, k(0x1fu)), special, sel(eq(exp, k(0)), subnormal, normal)));
-}
-
-// Element formats: load eight values as f32 bits; code(x) gives each lane's
-// output bits (the scalar rule's result before it is narrowed to the format).
-inline V load_u16(const uint8_t* p) {
-  return _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-}
-inline V load_u8(const uint8_t* p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
-
-struct F32 {
-  static constexpr size_t kBytes = 4;
-  static V load(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const V*>(p)); }
-  static V code(V x) { return x; }
-};
-
-struct BF16 {
-  static constexpr size_t kBytes = 2;
-  static V load(const uint8_t* p) { return _mm256_slli_epi32(load_u16(p), 16); }
-  static V code(V x) {
-    const V upper = _mm256_srli_epi32(x, 16);
-    const V rounded = _mm256_srli_epi32(add(add(x, k(0x7fffu)), band(upper, k(1))), 16);
-    const V nan = bor(upper, k(0x0040u));
-    return sel(is_nan(x), nan, rounded);
-  }
-};
-
-struct F16 {
-  static constexpr size_t kBytes = 2;
-  static V load(const uint8_t* p) { return f16_bits_to_f32(load_u16(p)); }
-  static V code(V x) {
-    const V sign = band(_mm256_srli_epi32(x, 16), k(0x8000u));
-    const V ax = band(x, k(0x7fffffffu));
-    const V code = round_magnitude<10, 15>(ax);
-    const V finite = _mm256_min_epu32(code, k(0x7c00u));  // the scalar select(code < 0x7c00, code, 0x7c00)
-    const V nan = bor(k(0x7e00u), band(_mm256_srli_epi32(ax, 13), k(0x3ffu)));
-    return bor(sign, sel(gt(ax, k(0x7f800000u)), nan, finite));
-  }
-};
-
-struct E4M3 {
-  static constexpr size_t kBytes = 1;
-  static V load(const uint8_t* p) { return from_bytes(load_u8(p)); }
-  // b: one e4m3 byte per u32 lane.
-  static V from_bytes(V b) {
-    const V sign = _mm256_slli_epi32(band(b, k(0x80u)), 24);
-    const V exp = band(_mm256_srli_epi32(b, 3), k(0xfu));
-    const V mant = band(b, k(0x7u));
-    const V normal = bor(_mm256_slli_epi32(add(exp, k(120)), 23), _mm256_slli_epi32(mant, 20));
-    const V subnormal = as_bits(_mm256_mul_ps(_mm256_cvtepi32_ps(mant), as_f32(k(0x3b000000u))));
-    const V magnitude = sel(eq(band(b, k(0x7fu)), k(0x7fu)), k(0x7fc00000u), sel(eq(exp, k(0)), subnormal, normal));
-    return bor(sign, magnitude);
-  }
-  static V code(V x) {
-    const V sign = band(_mm256_srli_epi32(x, 24), k(0x80u));
-    const V ax = band(x, k(0x7fffffffu));
-    const V code = round_magnitude<3, 7>(ax);
-    // The scalar select(ax > 0x43e80000, 0x7f, code) as a min: magnitudes up to
-    // 0x43e80000 give codes <= 0x7e, larger ones (inf, NaN too) codes >= 0x7f.
-    return bor(sign, _mm256_min_epu32(code, k(0x7fu)));
-  }
-};
-
-struct E5M2 {
-  static constexpr size_t kBytes = 1;
-  static V load(const uint8_t* p) { return f16_bits_to_f32(_mm256_slli_epi32(load_u8(p), 8)); }
-  static V code(V x) {
-    const V sign = band(_mm256_srli_epi32(x, 24), k(0x80u));
-    const V ax = band(x, k(0x7fffffffu));
-    const V code = round_magnitude<2, 15>(ax);
-    const V finite = _mm256_min_epu32(code, k(0x7cu));  // the scalar select(code < 0x7c, code, 0x7c)
-    return bor(sign, sel(gt(ax, k(0x7f800000u)), k(0x7fu), finite));
-  }
-};
-
-// One 32-byte output block per step; returns the values converted (a whole
-// number of blocks), the scalar kernel does the rest.
-template <class In, class Out, bool kDivide, bool kStream>
-size_t encode_vec(const uint8_t* s, uint8_t* d, size_t count, float divisor) {
-  constexpr size_t kValues = 32 / Out::kBytes;
-  const V dv = as_bits(_mm256_set1_ps(divisor));
-  size_t j = 0;
-  for (; j + kValues <= count; j += kValues) {
-    V lanes[kValues / 8];
-    for (size_t q = 0; q < kValues / 8; ++q) {
-      V x = In::load(s + (j + 8 * q) * In::kBytes);
-      if constexpr (kDivide) x = div_pinned(x, dv);
-      lanes[q] = Out::code(x);
-    }
-    store_block<kStream>(d + j * Out::kBytes, pack_block<Out::kBytes>(lanes));
-  }
-  return j;
-}
-
-template <class Stored, class Out, bool kStream>
-size_t decode_vec(const uint8_t* s, uint8_t* d, size_t count) {
-  return encode_vec<Stored, Out, false, kStream>(s, d, count, 1.0f);
-}
+#include "pool/row_codec_lanes32.inc"
 
 // The 16-bit lane operations row_codec_bf16_fp8.inc is written in, on AVX2.
 struct Lanes16 {
@@ -528,6 +421,21 @@ VecDecodeFn avx2_decode_impl(config::DType kv, Wide out, bool stream) {
   return stream ? decode_table<true>(kv, out) : decode_table<false>(kv, out);
 }
 
+template <bool kStream>
+VecEncodeFn decode_scaled_e4m3(Wide out) {
+  switch (out) {
+    case Wide::kF32: return &decode_scaled_vec<E4M3, F32, kStream>;
+    case Wide::kF16: return &decode_scaled_vec<E4M3, F16, kStream>;
+    case Wide::kBF16: return &decode_scaled_vec<E4M3, BF16, kStream>;
+  }
+  return nullptr;
+}
+
+VecEncodeFn avx2_decode_scaled_impl(config::DType kv, Wide out, bool stream) {
+  if (kv != config::DType::kFP8E4M3) return nullptr;
+  return stream ? decode_scaled_e4m3<true>(out) : decode_scaled_e4m3<false>(out);
+}
+
 }  // namespace
 }  // namespace kvp::pool::kernels
 
@@ -573,6 +481,21 @@ Fp4DecodeFn avx2_decode_fp4(Wide out) {
   if (cpu_has_avx2()) return avx2_decode_fp4_impl(out);
 #endif
   (void)out;
+  return nullptr;
+}
+
+VecEncodeFn avx2_decode_scaled(config::DType kv, Wide out, bool stream) {
+#if defined(KVP_AVX2_KERNELS)
+  if (cpu_has_avx2()) return avx2_decode_scaled_impl(kv, out, stream);
+#endif
+  (void)kv, (void)out, (void)stream;
+  return nullptr;
+}
+
+AmaxFn avx2_amax_f32() {
+#if defined(KVP_AVX2_KERNELS)
+  if (cpu_has_avx2()) return &amax_f32_vec;
+#endif
   return nullptr;
 }
 

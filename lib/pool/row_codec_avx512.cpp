@@ -1,6 +1,7 @@
 // AVX-512 (BW, VBMI) fp8 -> bf16 / f32 decoders and bf16 -> fp8 encoders: an
 // extra path for CPUs that have it, chosen at run time before the AVX2 kernels (which stay, for AVX2-only
-// CPUs, and are tested on their own). One vpermt2b looks up 64 bytes in a
+// CPUs, and are tested on their own); every other pair gets
+// row_codec_avx512_lanes.cpp's per-value kernels. One vpermt2b looks up 64 bytes in a
 // 128-entry byte table, so a decode is two table lookups per value (the low
 // and high byte of the bf16 upper half) instead of AVX2's ~12 instructions
 // per 16 values. The tables are filled from the scalar rules themselves
@@ -210,23 +211,25 @@ bool cpu_has_avx512_vbmi() {
 #endif
 }
 
+// The kernels here where they exist, else the per-value ones of
+// row_codec_avx512_lanes.cpp (nullptr without AVX-512 BW).
 VecEncodeFn avx512_encode(Wide in, config::DType kv, bool divide, bool stream) {
 #if defined(KVP_AVX512_KERNELS)
-  if (cpu_has_avx512_vbmi()) return avx512_encode_impl(in, kv, divide, stream);
+  if (cpu_has_avx512_vbmi()) {
+    if (VecEncodeFn f = avx512_encode_impl(in, kv, divide, stream)) return f;
+  }
 #endif
-  (void)in, (void)kv, (void)divide, (void)stream;
-  return nullptr;
+  return avx512_lanes_encode(in, kv, divide, stream);
 }
 
 VecDecodeFn avx512_decode(config::DType kv, Wide out, bool stream) {
 #if defined(KVP_AVX512_KERNELS)
   if (cpu_has_avx512_vbmi()) {
     tables();  // built here, by plain code, before any kernel runs
-    return avx512_decode_impl(kv, out, stream);
+    if (VecDecodeFn f = avx512_decode_impl(kv, out, stream)) return f;
   }
 #endif
-  (void)kv, (void)out, (void)stream;
-  return nullptr;
+  return avx512_lanes_decode(kv, out, stream);
 }
 
 }  // namespace kvp::pool::kernels

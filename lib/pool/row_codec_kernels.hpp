@@ -1,6 +1,6 @@
 // The per-value kernels behind row_codec: a scalar reference for every pair of
-// formats (dtype_convert.hpp's rules, one value at a time) and AVX2 versions
-// that give the same bytes eight values at a time. Exposed for the tests,
+// formats (dtype_convert.hpp's rules, one value at a time) and AVX2 and
+// AVX-512 versions that give the same bytes eight or more values at a time. Exposed for the tests,
 // which compare the two over every bf16 / f16 / fp8 input and 2^24 f32 ones.
 #pragma once
 
@@ -63,13 +63,36 @@ bool cpu_has_avx2();
 VecEncodeFn avx2_encode(Wide in, config::DType kv, bool divide, bool stream = false);
 VecDecodeFn avx2_decode(config::DType kv, Wide out, bool stream = false);
 
-// AVX-512 (F, BW, VBMI) kernels (row_codec_avx512.cpp), an extra path tried
-// before the AVX2 ones: fp8 -> bf16 / f32 decodes by table lookup and bf16 ->
-// fp8 encodes (no divisor) on 32 lanes; nullptr for every other pair and where
-// the CPU lacks those extensions. Streaming versions need a 64-byte-aligned dst.
+// AVX-512 kernels, an extra path tried before the AVX2 ones. With F, BW and
+// VBMI (row_codec_avx512.cpp): fp8 -> bf16 / f32 decodes by table lookup and
+// bf16 -> fp8 encodes (no divisor) on 32 lanes. Every other plain pair, with
+// or without a divisor, and every pair on a CPU with F and BW but no VBMI:
+// the per-value kernels on sixteen u32 lanes (row_codec_avx512_lanes.cpp,
+// also reachable on their own for the tests). nullptr for fp4 and where the
+// CPU lacks AVX-512 BW. Streaming versions need a 64-byte-aligned dst.
 bool cpu_has_avx512_vbmi();
+bool cpu_has_avx512bw();  // F and BW
 VecEncodeFn avx512_encode(Wide in, config::DType kv, bool divide, bool stream = false);
 VecDecodeFn avx512_decode(config::DType kv, Wide out, bool stream = false);
+VecEncodeFn avx512_lanes_encode(Wide in, config::DType kv, bool divide, bool stream = false);
+VecDecodeFn avx512_lanes_decode(config::DType kv, Wide out, bool stream = false);
+
+// Stored values times one f32 scale, to a wide format: Out's rule of
+// cvt::mul_f32(value, scale), nsa's packed fp8 rows (e4m3 x the block's
+// scale). Shaped like an encode kernel, the divisor argument being the scale.
+// e4m3 only (nullptr for every other stored type and where the CPU lacks the
+// instruction set).
+EncodeFn scalar_decode_scaled(config::DType kv, Wide out);  // row_codec.cpp
+VecEncodeFn avx2_decode_scaled(config::DType kv, Wide out, bool stream = false);
+VecEncodeFn avx512_lanes_decode_scaled(config::DType kv, Wide out, bool stream = false);
+
+// cvt::amax_f32's value over the longest prefix of `count` f32 values that is
+// a whole number of vectors, as bits: raises *amax_bits to the largest
+// magnitude's bits (NaN ignored) and returns the values done; the caller
+// finishes the rest. nullptr where the CPU lacks the instruction set.
+using AmaxFn = size_t (*)(const uint8_t* f32_values, size_t count, uint32_t* amax_bits);
+AmaxFn avx2_amax_f32();
+AmaxFn avx512_lanes_amax_f32();
 
 // Converts `count` values from src to dst with streaming stores for every
 // whole 64-byte line of dst and plain stores for the partial lines at either
@@ -152,5 +175,13 @@ struct Decoder {
 // use_vector false gives the scalar reference alone (the tests' baseline).
 Encoder pick_encoder(Wide in, config::DType kv, bool divide, bool use_vector = true);
 Decoder pick_decoder(config::DType kv, Wide out, bool use_vector = true);
+// The scaled decode as an Encoder (its divisor is the scale): AVX-512, else AVX2, then scalar.
+Encoder pick_scaled_decoder(config::DType kv, Wide out, bool use_vector = true);
+
+// nsa's packed fp8 rows (encode_nsa_rows / decode_nsa_rows) one value at a
+// time, with no prefetch and no streaming: the tests' reference.
+void scalar_encode_nsa_rows(const void* nope, const void* rope, Wide in, size_t n, size_t lora, size_t rope_dim,
+                            RowRef rows);
+void scalar_decode_nsa_rows(ConstRowRef rows, size_t n, size_t lora, size_t rope_dim, void* dst, Wide out);
 
 }  // namespace kvp::pool::kernels

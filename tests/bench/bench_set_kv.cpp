@@ -11,7 +11,9 @@
 // read by get_kv. The memcpy reference copies that many bytes contiguously
 // (two halves, like K and V). A conversion's caller side can be wider (f32
 // into a bf16 pool reads 2x the bytes it writes); it is reported as
-// caller_bytes_per_call, and the comparison does not credit it.
+// caller_bytes_per_call, and the comparison does not credit it. fp4 rows
+// count their values and their scales (two values a byte, one scale byte per
+// 16 values); nsa's packed fp8 rows (BM_SetMlaKV / BM_GetNsa) the packed row.
 //
 // The machine these run on is shared, so the reference is measured inside
 // every iteration, right before the call: counter vs_memcpy = median memcpy
@@ -58,8 +60,15 @@ size_t dtype_size(int32_t dtype) {
     case KVPOOL_DTYPE_F32: return 4;
     case KVPOOL_DTYPE_F16:
     case KVPOOL_DTYPE_BF16: return 2;
-    default: return 1;  // fp8 (fp4 is not benchmarked: its rows are not whole bytes per value)
+    default: return 1;  // fp8 (fp4: see pool_row_bytes)
   }
+}
+
+// Bytes of one K (or V) row as stored: fp4 keeps two values per byte and one
+// e4m3 scale per 16 values in a separate buffer.
+int64_t pool_row_bytes(int32_t dtype) {
+  if (dtype == KVPOOL_DTYPE_FP4_E2M1) return kRowElems / 2 + kRowElems / 16;
+  return kRowElems * static_cast<int64_t>(dtype_size(dtype));
 }
 
 const char* dtype_json(int32_t dtype) {
@@ -68,6 +77,7 @@ const char* dtype_json(int32_t dtype) {
     case KVPOOL_DTYPE_F16: return "f16";
     case KVPOOL_DTYPE_BF16: return "bf16";
     case KVPOOL_DTYPE_FP8_E4M3: return "fp8_e4m3";
+    case KVPOOL_DTYPE_FP4_E2M1: return "fp4_e2m1";
     default: return "fp8_e5m2";
   }
 }
@@ -207,7 +217,7 @@ void BM_SetKV(benchmark::State& state, int32_t pool_dtype, int32_t src_dtype) {
   const std::vector<int64_t>& slots = slots_for(n);
   const std::vector<uint8_t>& k = source(n, src_dtype, 0);
   const std::vector<uint8_t>& v = source(n, src_dtype, 1);
-  const int64_t written = n * kRowElems * static_cast<int64_t>(dtype_size(pool_dtype)) * 2;
+  const int64_t written = n * pool_row_bytes(pool_dtype) * 2;
   timed_against_memcpy(state, written, static_cast<int64_t>(k.size() + v.size()), [&] {
     const kvpool_status st = kvpool_set_kv(pool, kLayer, slots.data(), slots.size(), k.data(), k.size(), v.data(),
                                            v.size(), src_dtype, 1.0f, 1.0f);
@@ -234,10 +244,56 @@ void BM_GetKV(benchmark::State& state, int32_t pool_dtype, int32_t dst_dtype) {
   }
   const size_t out_bytes = static_cast<size_t>(n * kRowElems) * dtype_size(dst_dtype);
   std::vector<uint8_t> k_out(out_bytes, 0), v_out(out_bytes, 0);  // faulted in before timing
-  const int64_t read = n * kRowElems * static_cast<int64_t>(dtype_size(pool_dtype)) * 2;
+  const int64_t read = n * pool_row_bytes(pool_dtype) * 2;
   timed_against_memcpy(state, read, static_cast<int64_t>(2 * out_bytes), [&] {
     const kvpool_status st = kvpool_get_kv(pool, kLayer, slots.data(), slots.size(), k_out.data(), out_bytes,
                                            v_out.data(), out_bytes, dst_dtype);
+    return ok(state, st, "kvpool_get_kv");
+  });
+}
+
+// nsa's packed fp8 rows (DeepSeek-V3.2's shape: 512 nope values as e4m3 with
+// one f32 scale per 128, 64 rope values as bf16: 656 bytes a row), written by
+// kvpool_set_mla_kv from bf16 and read by kvpool_get_kv to bf16 or f32. The
+// pool side is the packed rows (no V); the caller side nope + rope values.
+constexpr int64_t kNsaLora = 512, kNsaRope = 64, kNsaPacked = kNsaLora + kNsaLora / 128 * 4 + kNsaRope * 2;
+
+std::string nsa_pool_json() {
+  return std::string(R"({"model": {"num_layers": 2, "attention": "nsa", "kv_lora_rank": )") +
+         std::to_string(kNsaLora) + R"(, "qk_rope_head_dim": )" + std::to_string(kNsaRope) +
+         R"(, "index_head_dim": 128}, "pool": {"kv_dtype": "fp8_e4m3", "page_size": 64, "max_total_tokens": )" +
+         std::to_string(kPoolTokens) + R"(, "max_running_requests": 8, "max_context_len": 64}})";
+}
+
+// The nope and rope values of n rows from bf16 (the K and V sources' first bytes).
+bool set_nsa_rows(benchmark::State& state, kvpool* pool, int64_t n) {
+  const std::vector<int64_t>& slots = slots_for(n);
+  const std::vector<uint8_t>& nope = source(n, KVPOOL_DTYPE_BF16, 0);
+  const std::vector<uint8_t>& rope = source(n, KVPOOL_DTYPE_BF16, 1);
+  const kvpool_status st =
+      kvpool_set_mla_kv(pool, kLayer, slots.data(), slots.size(), nope.data(), static_cast<size_t>(n * kNsaLora * 2),
+                        rope.data(), static_cast<size_t>(n * kNsaRope * 2), KVPOOL_DTYPE_BF16);
+  return ok(state, st, "kvpool_set_mla_kv");
+}
+
+void BM_SetNsa(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  kvpool* pool = kvbench::PoolCache::get(state, nsa_pool_json());
+  if (pool == nullptr) return;
+  timed_against_memcpy(state, n * kNsaPacked, n * (kNsaLora + kNsaRope) * 2,
+                       [&] { return set_nsa_rows(state, pool, n); });
+}
+
+void BM_GetNsa(benchmark::State& state, int32_t dst_dtype) {
+  const int64_t n = state.range(0);
+  kvpool* pool = kvbench::PoolCache::get(state, nsa_pool_json());
+  if (pool == nullptr || !set_nsa_rows(state, pool, n)) return;
+  const std::vector<int64_t>& slots = slots_for(n);
+  const size_t out_bytes = static_cast<size_t>(n * (kNsaLora + kNsaRope)) * dtype_size(dst_dtype);
+  std::vector<uint8_t> out(out_bytes, 0);  // faulted in before timing
+  timed_against_memcpy(state, n * kNsaPacked, static_cast<int64_t>(out_bytes), [&] {
+    const kvpool_status st =
+        kvpool_get_kv(pool, kLayer, slots.data(), slots.size(), out.data(), out_bytes, nullptr, 0, dst_dtype);
     return ok(state, st, "kvpool_get_kv");
   });
 }
@@ -292,6 +348,16 @@ KVBENCH_KV8K(BM_GetKV, fp8_e4m3_to_fp8_e4m3, KVPOOL_DTYPE_FP8_E4M3, KVPOOL_DTYPE
 KVBENCH_KV8K(BM_GetKV, fp8_e4m3_to_bf16, KVPOOL_DTYPE_FP8_E4M3, KVPOOL_DTYPE_BF16);
 KVBENCH_KV8K(BM_GetKV, fp8_e4m3_to_f32, KVPOOL_DTYPE_FP8_E4M3, KVPOOL_DTYPE_F32);
 KVBENCH_KV8K(BM_GetKV, fp8_e5m2_to_bf16, KVPOOL_DTYPE_FP8_E5M2, KVPOOL_DTYPE_BF16);
+
+KVBENCH_KV8K(BM_SetKV, fp4_e2m1_from_bf16, KVPOOL_DTYPE_FP4_E2M1, KVPOOL_DTYPE_BF16);
+KVBENCH_KV8K(BM_GetKV, fp4_e2m1_to_bf16, KVPOOL_DTYPE_FP4_E2M1, KVPOOL_DTYPE_BF16);
+
+BENCHMARK(BM_SetNsa)->Name("BM_SetMlaKV/nsa_fp8_from_bf16")->Apply(kvbench::add_stats)->ArgName("slots")->Arg(8192)
+    ->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_GetNsa, nsa_fp8_to_bf16, KVPOOL_DTYPE_BF16)->Apply(kvbench::add_stats)->ArgName("slots")
+    ->Arg(8192)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_GetNsa, nsa_fp8_to_f32, KVPOOL_DTYPE_F32)->Apply(kvbench::add_stats)->ArgName("slots")
+    ->Arg(8192)->UseManualTime()->Unit(benchmark::kMicrosecond);
 
 // The byte counts the set_kv rows write: bf16 pool (2 B) and fp8 pool (1 B), K+V.
 BENCHMARK(BM_Memcpy)

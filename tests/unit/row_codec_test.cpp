@@ -1,4 +1,4 @@
-// The AVX2 conversion kernels against the scalar reference (dtype_convert.hpp's
+// The AVX2 and AVX-512 conversion kernels against the scalar reference (dtype_convert.hpp's
 // rules, one value at a time): identical bytes for every bf16, f16 and fp8
 // input, for 2^24 f32 inputs (edge cases around every rounding boundary of
 // every exponent, then random bit patterns, fixed seed), with and without a
@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "pool/dtype_convert.hpp"
 #include "pool/row_codec.hpp"
 #include "pool/row_codec_kernels.hpp"
 #include "util/stream_copy.hpp"
@@ -37,6 +38,15 @@ bool machine_has_avx2() {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx2") != 0;
+#else
+  return false;
+#endif
+}
+
+bool machine_has_avx512bw() {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") != 0 && __builtin_cpu_supports("avx512bw") != 0;
 #else
   return false;
 #endif
@@ -92,6 +102,35 @@ void expect_streamed_matches(const Stream& stream, const std::vector<uint8_t>& w
   }
 }
 
+// Each instruction set's kernels, tested on their own: the AVX2 ones (which
+// also run where AVX-512 ones are picked before them), the AVX-512 ones as
+// picked, and AVX-512's per-value kernels on sixteen u32 lanes (picked for
+// every pair that has no more special AVX-512 kernel).
+enum class KernelSet { kAvx2, kAvx512, kAvx512Lanes };
+constexpr KernelSet kSets[] = {KernelSet::kAvx2, KernelSet::kAvx512, KernelSet::kAvx512Lanes};
+
+const char* set_name(KernelSet set) {
+  return set == KernelSet::kAvx2 ? "AVX2 kernels" : set == KernelSet::kAvx512 ? "AVX-512 kernels" : "AVX-512 lanes";
+}
+
+kn::VecEncodeFn encode_kernel(KernelSet set, Wide in, DType kv, bool divide, bool stream) {
+  switch (set) {
+    case KernelSet::kAvx2: return kn::avx2_encode(in, kv, divide, stream);
+    case KernelSet::kAvx512: return kn::avx512_encode(in, kv, divide, stream);
+    case KernelSet::kAvx512Lanes: return kn::avx512_lanes_encode(in, kv, divide, stream);
+  }
+  return nullptr;
+}
+
+kn::VecDecodeFn decode_kernel(KernelSet set, DType kv, Wide out, bool stream) {
+  switch (set) {
+    case KernelSet::kAvx2: return kn::avx2_decode(kv, out, stream);
+    case KernelSet::kAvx512: return kn::avx512_decode(kv, out, stream);
+    case KernelSet::kAvx512Lanes: return kn::avx512_lanes_decode(kv, out, stream);
+  }
+  return nullptr;
+}
+
 // One encoder (vector kernel + scalar tail) against the scalar kernel alone,
 // plain and, where it has them, with streaming stores at every alignment.
 void expect_encoder_matches(const kn::Encoder& fast, const kn::Encoder& ref, const std::vector<uint8_t>& src,
@@ -126,13 +165,15 @@ void expect_encode_same(Wide in, const std::vector<uint8_t>& src, float divisor)
       ASSERT_NE(fast.vec, nullptr);
     }
     expect_encoder_matches(fast, ref, src, divisor);
-    for (int set = 0; set < 2; ++set) {
-      SCOPED_TRACE(set == 0 ? "AVX2 kernels" : "AVX-512 kernels");
+    for (KernelSet set : kSets) {
+      SCOPED_TRACE(set_name(set));
       kn::Encoder only = ref;
-      only.vec = set == 0 ? kn::avx2_encode(in, kv, divide) : kn::avx512_encode(in, kv, divide);
-      only.vec_stream = set == 0 ? kn::avx2_encode(in, kv, divide, true) : kn::avx512_encode(in, kv, divide, true);
+      only.vec = encode_kernel(set, in, kv, divide, false);
+      only.vec_stream = encode_kernel(set, in, kv, divide, true);
       if (only.vec == nullptr) continue;
       ASSERT_NE(only.vec_stream, nullptr);
+      // The per-value AVX-512 kernels where the picked AVX-512 kernel is another one (else tested just before).
+      if (set == KernelSet::kAvx512Lanes && only.vec == kn::avx512_encode(in, kv, divide)) continue;
       expect_encoder_matches(only, ref, src, divisor);
     }
   }
@@ -167,13 +208,14 @@ void expect_decode_same(DType kv, const std::vector<uint8_t>& src) {
       ASSERT_NE(fast.vec, nullptr);
     }
     expect_decoder_matches(fast, ref, src);
-    for (int set = 0; set < 2; ++set) {
-      SCOPED_TRACE(set == 0 ? "AVX2 kernels" : "AVX-512 kernels");
+    for (KernelSet set : kSets) {
+      SCOPED_TRACE(set_name(set));
       kn::Decoder only = ref;
-      only.vec = set == 0 ? kn::avx2_decode(kv, out) : kn::avx512_decode(kv, out);
-      only.vec_stream = set == 0 ? kn::avx2_decode(kv, out, true) : kn::avx512_decode(kv, out, true);
+      only.vec = decode_kernel(set, kv, out, false);
+      only.vec_stream = decode_kernel(set, kv, out, true);
       if (only.vec == nullptr) continue;
       ASSERT_NE(only.vec_stream, nullptr);
+      if (set == KernelSet::kAvx512Lanes && only.vec == kn::avx512_decode(kv, out)) continue;
       expect_decoder_matches(only, ref, src);
     }
   }
@@ -228,26 +270,42 @@ std::vector<uint8_t> f32_sweep(size_t total) {
 TEST(RowCodecKernels, DispatchPicksTheVectorPathWhereTheCpuHasAvx2) {
   const bool avx2 = machine_has_avx2();
   EXPECT_EQ(kn::cpu_has_avx2(), avx2);
+  EXPECT_EQ(kn::cpu_has_avx512bw(), machine_has_avx512bw());
   for (Wide w : kWide) {
     for (DType kv : kPlain) {
       EXPECT_EQ(kn::pick_encoder(w, kv, false).vec != nullptr, avx2) << name(w) << " -> " << name(kv);
       EXPECT_EQ(kn::pick_encoder(w, kv, true).vec != nullptr, avx2) << name(w) << " -> " << name(kv);
       EXPECT_EQ(kn::pick_decoder(kv, w).vec != nullptr, avx2) << name(kv) << " -> " << name(w);
     }
+    const bool bw = kn::cpu_has_avx512bw();
     for (DType kv : kPlain) {
       const bool fp8 = kv == DType::kFP8E4M3 || kv == DType::kFP8E5M2;
       const bool table = fp8 && w != Wide::kF16 && kn::cpu_has_avx512_vbmi();
-      EXPECT_EQ(kn::avx512_decode(kv, w) != nullptr, table) << name(kv) << " -> " << name(w);
       const bool from_bf16 = fp8 && w == Wide::kBF16 && kn::cpu_has_avx512_vbmi();
-      EXPECT_EQ(kn::avx512_encode(w, kv, false) != nullptr, from_bf16) << name(w) << " -> " << name(kv);
-      EXPECT_EQ(kn::avx512_encode(w, kv, true), nullptr) << "no AVX-512 kernel divides";
-      if (from_bf16) {
-        EXPECT_EQ(kn::pick_encoder(w, kv, false).vec, kn::avx512_encode(w, kv, false)) << "AVX-512 picked first";
+      // Every plain pair has an AVX-512 kernel where the CPU has BW: the
+      // special one where there is one, else the per-value one.
+      EXPECT_EQ(kn::avx512_lanes_decode(kv, w) != nullptr, bw) << name(kv) << " -> " << name(w);
+      EXPECT_EQ(kn::avx512_lanes_encode(w, kv, false) != nullptr, bw) << name(w) << " -> " << name(kv);
+      EXPECT_EQ(kn::avx512_lanes_encode(w, kv, true) != nullptr, bw) << name(w) << " -> " << name(kv) << " divided";
+      EXPECT_EQ(kn::avx512_decode(kv, w) != nullptr, bw || table) << name(kv) << " -> " << name(w);
+      EXPECT_EQ(kn::avx512_encode(w, kv, false) != nullptr, bw || from_bf16) << name(w) << " -> " << name(kv);
+      EXPECT_EQ(kn::avx512_encode(w, kv, true), kn::avx512_lanes_encode(w, kv, true)) << "only per-value kernels divide";
+      if (!table) {
+        EXPECT_EQ(kn::avx512_decode(kv, w), kn::avx512_lanes_decode(kv, w)) << name(kv) << " -> " << name(w);
       }
-      if (table) {
+      if (!from_bf16) {
+        EXPECT_EQ(kn::avx512_encode(w, kv, false), kn::avx512_lanes_encode(w, kv, false)) << name(w) << " -> " << name(kv);
+      }
+      if (bw || from_bf16) {
+        EXPECT_EQ(kn::pick_encoder(w, kv, false).vec, kn::avx512_encode(w, kv, false)) << "AVX-512 picked first";
+        EXPECT_EQ(kn::pick_encoder(w, kv, true).vec, kn::avx512_encode(w, kv, true)) << "AVX-512 picked first";
+      }
+      if (bw || table) {
         EXPECT_EQ(kn::pick_decoder(kv, w).vec, kn::avx512_decode(kv, w)) << "AVX-512 picked first";
       }
     }
+    EXPECT_EQ(kn::avx512_encode(w, DType::kFP4E2M1, false), nullptr);
+    EXPECT_EQ(kn::avx512_decode(DType::kFP4E2M1, w), nullptr);
     // fp4 quantises 16-value blocks: no per-value kernels (its block kernels are tested below).
     EXPECT_EQ(kn::pick_encoder(w, DType::kFP4E2M1, false).scalar, nullptr);
     EXPECT_EQ(kn::avx2_encode(w, DType::kFP4E2M1, false), nullptr);
@@ -388,6 +446,189 @@ TEST(RowCodecKernels, EveryFp4ScaleAndValueByteDecodesIdentically) {
     for (size_t i = 0; i < n; ++i) {
       kn::scalar_decode_fp4(out)(v.at(i), sc.at(i), elements / 16, want.data());
       ASSERT_EQ(std::memcmp(got.data() + i * elements * ob, want.data(), want.size()), 0) << name(out) << " row " << i;
+    }
+  }
+}
+
+// nsa reads' scaled decode (e4m3 x an f32 block scale, cvt::mul_f32's rule):
+// every e4m3 byte times scales of every kind (ones whose products overflow,
+// underflow to subnormals or zero, inf, NaNs with payloads and signs, zero
+// and negative ones), each instruction set on its own and as picked, plain
+// and streamed at every offset. Shaped like an encoder: its divisor is the scale.
+TEST(RowCodecKernels, EveryE4m3ByteTimesEveryKindOfScaleDecodesIdentically) {
+  std::vector<uint8_t> bytes(256 + 7 + 64);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(i * 167u);
+  std::vector<float> scales = {1.0f, 0.5f, 3.0f, 224.0f / 448.0f, 1.0f / 448.0f, 1e-30f, 1e-38f, 1e-45f, 1e30f,
+                               3.4e38f, 0.0f, -0.0f, -2.0f, std::numeric_limits<float>::infinity(),
+                               -std::numeric_limits<float>::infinity()};
+  for (uint32_t bits : {0x7fc00000u, 0xffc00000u, 0x7f800001u, 0xffa00001u}) {
+    float nan;
+    std::memcpy(&nan, &bits, 4);
+    scales.push_back(nan);
+  }
+  for (Wide out : kWide) {
+    const kn::Encoder ref = kn::pick_scaled_decoder(DType::kFP8E4M3, out, false);
+    const kn::Encoder fast = kn::pick_scaled_decoder(DType::kFP8E4M3, out, true);
+    ASSERT_NE(ref.scalar, nullptr);
+    ASSERT_EQ(ref.vec, nullptr);
+    EXPECT_EQ(fast.vec != nullptr, machine_has_avx2()) << name(out);
+    EXPECT_EQ(kn::scalar_decode_scaled(DType::kFP8E5M2, out), nullptr) << "e4m3 only";
+    for (float scale : scales) {
+      SCOPED_TRACE(std::string("e4m3 -> ") + name(out) + " x " + hex(reinterpret_cast<const uint8_t*>(&scale), 4));
+      expect_encoder_matches(fast, ref, bytes, scale);
+      for (int set = 0; set < 2; ++set) {
+        SCOPED_TRACE(set == 0 ? "AVX2 kernels" : "AVX-512 lanes");
+        kn::Encoder only = ref;
+        only.vec = set == 0 ? kn::avx2_decode_scaled(DType::kFP8E4M3, out)
+                            : kn::avx512_lanes_decode_scaled(DType::kFP8E4M3, out);
+        only.vec_stream = set == 0 ? kn::avx2_decode_scaled(DType::kFP8E4M3, out, true)
+                                   : kn::avx512_lanes_decode_scaled(DType::kFP8E4M3, out, true);
+        if (only.vec == nullptr) continue;
+        ASSERT_NE(only.vec_stream, nullptr);
+        expect_encoder_matches(only, ref, bytes, scale);
+      }
+    }
+  }
+}
+
+// nsa writes' block amax kernels against cvt::amax_f32: runs of 1-300 values
+// of the f32 sweep (every sign, exponent and NaN kind; runs of NaN only,
+// infinities, zeros), each instruction set on its own; the values a kernel
+// leaves (under a whole vector) are not looked at, so each run is checked
+// over exactly the prefix the kernel returns.
+TEST(RowCodecKernels, BlockAmaxEqualsTheScalarRule) {
+  std::vector<uint8_t> values = f32_sweep(size_t{1} << 20);
+  const uint32_t specials[] = {0x7fc00000u, 0xffc00001u, 0x7f800000u, 0x80000000u, 0x00000001u};
+  for (size_t i = 0; i < 4096; ++i) std::memcpy(&values[4 * i], &specials[(i / 300) % 5], 4);  // runs of one kind
+  int sets = 0;
+  for (kn::AmaxFn amax : {kn::avx2_amax_f32(), kn::avx512_lanes_amax_f32()}) {
+    if (amax == nullptr) continue;
+    ++sets;
+    size_t at = 0, count = 1;
+    while (at + count <= values.size() / 4) {
+      uint32_t bits = 0;
+      const size_t done = amax(values.data() + 4 * at, count, &bits);
+      ASSERT_EQ(done % 8, 0u);
+      ASSERT_LE(done, count);
+      ASSERT_GT(done + 16, count);
+      std::vector<float> run(done);
+      std::memcpy(run.data(), values.data() + 4 * at, 4 * done);
+      const float want = kvp::pool::cvt::amax_f32(run.data(), static_cast<int>(done));
+      ASSERT_EQ(bits, kvp::pool::cvt::f32_bits(want)) << "values " << at << " + " << done;
+      at += count;
+      count = count % 300 + 1;
+    }
+  }
+  EXPECT_EQ(sets, machine_has_avx2() + machine_has_avx512bw());
+}
+
+// nsa's packed fp8 rows through encode_nsa_rows / decode_nsa_rows against the
+// scalar reference, DeepSeek's shape (lora 512, rope 64: 656-byte rows) at
+// random slots: few rows (plain stores) and enough that the stores stream.
+// Writes take every bf16 / f16 pattern or the f32 sweep, with blocks of
+// zeros, NaNs, infinities and overflowing values among them; reads take the
+// rows written and rows of random bytes (any e4m3 byte, any scale bits); the
+// caller's buffer of a read sits 0, 16 or 1 bytes past a line.
+std::vector<uint8_t> nsa_sources(Wide in, size_t values) {
+  if (in == Wide::kF32) {
+    std::vector<uint8_t> v = f32_sweep(values);
+    auto fill_block = [&](size_t block, uint32_t bits) {
+      for (size_t j = 0; j < 128; ++j) std::memcpy(&v[4 * (128 * block + j)], &bits, 4);
+    };
+    fill_block(1, 0);            // all zero: scale 1
+    fill_block(3, 0x7fc00000u);  // all NaN: amax 0
+    fill_block(6, 0xff800000u);  // all -inf
+    fill_block(9, 0x43e00000u);  // all 448
+    return v;
+  }
+  std::vector<uint8_t> v;
+  const std::vector<uint8_t> all = all_u16();
+  while (v.size() < 2 * values) v.insert(v.end(), all.begin(), all.end());
+  v.resize(2 * values);
+  std::fill(v.begin() + 2 * 128, v.begin() + 2 * 256, uint8_t{0});  // block 1 all zero
+  return v;
+}
+
+TEST(RowCodecRows, NsaPackedRowsEqualTheScalarReference) {
+  const size_t lora = 512, rope = 64, packed = lora + 4 * 4 + 2 * rope, pool_rows = 7000;
+  std::mt19937_64 rng(13);
+  for (size_t n : {size_t{100}, size_t{6500}}) {
+    SCOPED_TRACE(std::to_string(n) + " rows");
+    if (n > 1000) {
+      ASSERT_GE(n * packed, kvp::util::kStreamMinBytes);
+    }
+    std::vector<int64_t> rows(pool_rows);
+    std::iota(rows.begin(), rows.end(), int64_t{0});
+    std::shuffle(rows.begin(), rows.end(), rng);
+    rows.resize(n);
+    for (Wide in : kWide) {
+      SCOPED_TRACE(std::string("from ") + name(in));
+      const size_t ib = kvp::pool::wide_bytes(in);
+      const std::vector<uint8_t> nope = nsa_sources(in, n * lora);
+      std::vector<uint8_t> rope_src = nsa_sources(in, n * rope + 4096);
+      rope_src.erase(rope_src.begin(), rope_src.begin() + 4096 * ib);  // other values than the nope part's
+      std::vector<uint8_t> want(pool_rows * packed, 0x5a), got(pool_rows * packed, 0x5a);
+      kn::scalar_encode_nsa_rows(nope.data(), rope_src.data(), in, n, lora, rope,
+                                 kvp::pool::RowRef{want.data(), packed, rows.data()});
+      kvp::pool::encode_nsa_rows(nope.data(), rope_src.data(), in, n, lora, rope,
+                                 kvp::pool::RowRef{got.data(), packed, rows.data()});
+      const long at = first_mismatch(want, got, 1);
+      ASSERT_EQ(at, -1) << "row " << at / static_cast<long>(packed) << " byte " << at % static_cast<long>(packed);
+    }
+    // Reads of rows of random bytes.
+    std::vector<uint8_t> pool(pool_rows * packed);
+    for (auto& b : pool) b = static_cast<uint8_t>(rng());
+    const kvp::pool::ConstRowRef in_rows{pool.data(), packed, rows.data()};
+    for (Wide out : kWide) {
+      const size_t row = (lora + rope) * kvp::pool::wide_bytes(out);
+      for (size_t offset : {size_t{0}, size_t{16}, size_t{1}}) {
+        SCOPED_TRACE(std::string("to ") + name(out) + " at offset " + std::to_string(offset));
+        std::vector<uint8_t> want(n * row + 128, 0x33), got(n * row + 128, 0x33);
+        const size_t at_line = (64 - (reinterpret_cast<uintptr_t>(got.data()) & 63)) & 63;
+        kn::scalar_decode_nsa_rows(in_rows, n, lora, rope, want.data() + at_line + offset, out);
+        kvp::pool::decode_nsa_rows(in_rows, n, lora, rope, got.data() + at_line + offset, out);
+        ASSERT_EQ(std::memcmp(want.data() + at_line + offset, got.data() + at_line + offset, n * row), 0);
+        for (size_t i = 0; i < at_line + offset; ++i) ASSERT_EQ(got[i], 0x33) << "before the rows";
+        for (size_t i = at_line + offset + n * row; i < got.size(); ++i) ASSERT_EQ(got[i], 0x33) << "after the rows";
+      }
+    }
+  }
+}
+
+// fp4 rows through encode_rows / decode_rows against the scalar block
+// kernels row by row, with enough rows that the stores stream (the values
+// and scales rows built in a buffer, the reads' rows decoded into one).
+TEST(RowCodecRows, StreamedFp4RowsEqualTheScalarReference) {
+  const size_t elements = 1024, n = 8300, pool_rows = 9000, value_row = elements / 2, scale_row = elements / 16;
+  ASSERT_GE(n * value_row, kvp::util::kStreamMinBytes);
+  std::vector<int64_t> rows(pool_rows);
+  std::iota(rows.begin(), rows.end(), int64_t{0});
+  std::mt19937_64 rng(17);
+  std::shuffle(rows.begin(), rows.end(), rng);
+  rows.resize(n);
+  const std::vector<uint8_t> src = f32_sweep(n * elements);
+  std::vector<uint8_t> values(pool_rows * value_row, 0x5a), scales(pool_rows * scale_row, 0x5a);
+  const kvp::pool::RowRef v{values.data(), value_row, rows.data()}, sc{scales.data(), scale_row, rows.data()};
+  for (float divisor : {1.0f, 3.0f}) {
+    SCOPED_TRACE("divisor " + std::to_string(divisor));
+    kvp::pool::encode_rows(src.data(), Wide::kF32, n, elements, divisor, DType::kFP4E2M1, v, sc);
+    std::vector<uint8_t> want_v(value_row), want_s(scale_row);
+    const kn::Fp4EncodeFn ref = kn::scalar_encode_fp4(Wide::kF32, divisor != 1.0f);
+    for (size_t i = 0; i < n; ++i) {
+      ref(src.data() + i * elements * 4, elements / 16, divisor, want_v.data(), want_s.data());
+      ASSERT_EQ(std::memcmp(v.at(i), want_v.data(), value_row), 0) << "values of row " << i;
+      ASSERT_EQ(std::memcmp(sc.at(i), want_s.data(), scale_row), 0) << "scales of row " << i;
+    }
+  }
+  const kvp::pool::ConstRowRef cv{values.data(), value_row, rows.data()}, csc{scales.data(), scale_row, rows.data()};
+  for (Wide out : kWide) {
+    SCOPED_TRACE(name(out));
+    const size_t row = elements * kvp::pool::wide_bytes(out);
+    std::vector<uint8_t> got(n * row + 16), want(row);
+    kvp::pool::decode_rows(cv, csc, n, elements, DType::kFP4E2M1, got.data() + 16, out);
+    for (size_t i = 0; i < n; ++i) {
+      kn::scalar_decode_fp4(out)(cv.at(i), csc.at(i), elements / 16, want.data());
+      ASSERT_EQ(std::memcmp(got.data() + 16 + i * row, want.data(), row), 0) << "row " << i;
     }
   }
 }
