@@ -101,7 +101,7 @@ __device__ __forceinline__ void mark_owned(uint32_t* owned, bool starts, int64_t
   if (static_cast<int>(threadIdx.x & 31u) == __ffs(static_cast<int>(peers)) - 1) atomicOr(&owned[word], bits);
 }
 
-// The stores of request r's block: tokens [blockIdx.y * 1024, +1024) of its extend (`ext`
+// The stores of request r's block: tokens [blockIdx.y * C, +C) of its extend, C = kExtendChunk<kPer> (`ext`
 // tokens, after the `pre` of its prefix). `before` packs the extends and new pages of the
 // requests before it (output and free-list offsets). All offsets here are 32-bit: one extend is
 // at most max_extend <= 65535 * 1024 tokens (checked by the caller against the device length)
@@ -171,8 +171,8 @@ __device__ __forceinline__ void extend_tokens(const ExtendParams& p, int64_t r, 
   }
 }
 
-// Grid (request r, chunk c): the block writes tokens [c * 1024, (c + 1) * 1024)
-// of request r's extend. As in SGLang's kernel, every block sums the extends
+// Grid (request r, chunk c): the block writes tokens [c * C, (c + 1) * C) of request
+// r's extend, C = kExtendChunk<kPer> (256 or 1,024 tokens). As in SGLang's kernel, every block sums the extends
 // and new pages of the requests before it (both sums packed into one 64-bit
 // word), which gives its output offset and its free-list offset: no scan
 // across blocks and no search per token. The critical path is one read of the
