@@ -1,5 +1,8 @@
 #include "storage/page_codec.hpp"
 
+#include <algorithm>
+#include <climits>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 
@@ -9,29 +12,57 @@
 namespace kvp::storage {
 namespace {
 
-// Visits the page's contiguous host pieces in payload order: fn(host offset, bytes).
+// Visits the page's contiguous host pieces that hold payload bytes [begin, end), in payload
+// order: fn(host offset, payload offset, bytes), each piece clipped to the range.
 // Consecutive tokens whose pieces follow each other on the host (layer_first,
-// page_first_direct) are one run, so those layouts copy a layer's page at once.
+// page_first_direct) are one run, so those layouts copy a layer's page at once. A layer
+// wholly outside the range is skipped without visiting its tokens.
 template <class Fn>
-void for_each_run(const host::HostGeometry& g, int64_t page, Fn&& fn) {
+void for_each_run_in(const host::HostGeometry& g, int64_t page, uint64_t begin, uint64_t end, Fn&& fn) {
   const uint64_t P = g.page_size, first = static_cast<uint64_t>(page) * P;
-  for (size_t p = 0; p < g.parts.size(); ++p) {
+  uint64_t off = 0;  // payload offset of the next piece
+  const auto visit = [&](uint64_t at, uint64_t bytes) {
+    const uint64_t lo = std::max(off, begin), hi = std::min(off + bytes, end);
+    if (lo < hi) fn(at + (lo - off), lo, hi - lo);
+    off += bytes;
+  };
+  for (size_t p = 0; p < g.parts.size() && off < end; ++p) {
     const host::TierPart& part = g.parts[p];
-    for (uint32_t l = 0; l < g.layers; ++l) {
+    const uint64_t layer_bytes = (part.per_page ? 1 : P) * part.item_bytes;
+    for (uint32_t l = 0; l < g.layers && off < end; ++l) {
+      if (off + layer_bytes <= begin) {
+        off += layer_bytes;
+        continue;
+      }
       if (part.per_page) {
-        fn(g.offset(p, static_cast<uint64_t>(page), l), part.item_bytes);
+        visit(g.offset(p, static_cast<uint64_t>(page), l), part.item_bytes);
         continue;
       }
       const uint32_t pieces = g.pieces(p);
       const uint64_t piece = g.piece_bytes(p);
       if (pieces == 1 && g.token_stride(p) == piece) {
-        fn(g.offset(p, first, l), P * piece);
+        visit(g.offset(p, first, l), P * piece);
         continue;
       }
       for (uint64_t t = first; t < first + P; ++t) {
-        for (uint32_t h = 0; h < pieces; ++h) fn(g.offset(p, t, l, h), piece);
+        for (uint32_t h = 0; h < pieces; ++h) visit(g.offset(p, t, l, h), piece);
       }
     }
+  }
+}
+
+// Every piece of the page: fn(host offset, bytes).
+template <class Fn>
+void for_each_run(const host::HostGeometry& g, int64_t page, Fn&& fn) {
+  for_each_run_in(g, page, 0, UINT64_MAX, [&](uint64_t at, uint64_t, uint64_t bytes) { fn(at, bytes); });
+}
+
+template <class Hash>
+void copy_hashed_with(uint8_t* dst, const uint8_t* src, size_t bytes, Hash* hash) {
+  for (size_t at = 0; at < bytes; at += kCopyHashPieceBytes) {
+    const size_t n = bytes - at < kCopyHashPieceBytes ? bytes - at : kCopyHashPieceBytes;
+    util::copy_streaming(dst + at, src + at, n);
+    hash->update(src + at, n);
   }
 }
 
@@ -77,11 +108,18 @@ uint64_t scatter_page_hashed(const host::HostGeometry& g, uint8_t* host, int64_t
 }
 
 void copy_hashed(uint8_t* dst, const uint8_t* src, size_t bytes, PayloadHash* hash) {
-  for (size_t at = 0; at < bytes; at += kCopyHashPieceBytes) {
-    const size_t n = bytes - at < kCopyHashPieceBytes ? bytes - at : kCopyHashPieceBytes;
-    util::copy_streaming(dst + at, src + at, n);
-    hash->update(src + at, n);
-  }
+  copy_hashed_with(dst, src, bytes, hash);
+}
+
+void copy_hashed(uint8_t* dst, const uint8_t* src, size_t bytes, Xxh3Stream* hash) {
+  copy_hashed_with(dst, src, bytes, hash);
+}
+
+void scatter_payload_range(const host::HostGeometry& g, uint8_t* host, int64_t page, const uint8_t* payload,
+                           uint64_t begin, uint64_t end, Xxh3Stream* hash) {
+  for_each_run_in(g, page, begin, end, [&](uint64_t at, uint64_t off, uint64_t bytes) {
+    copy_hashed_with(host + at, payload + off, size_t(bytes), hash);
+  });
 }
 
 bool for_each_payload_chunk(const host::HostGeometry& g, uint8_t* host, int64_t page, uint64_t max_bytes,

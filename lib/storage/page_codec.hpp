@@ -17,9 +17,10 @@ namespace kvp::storage {
 uint64_t page_payload_bytes(const host::HostGeometry& g);
 
 class PayloadHash;
+class Xxh3Stream;
 
 // Copies host page `page` of the host buffer at `host` into `payload` (page_payload_bytes
-// long) and returns the payload's XXH3-64 (page_format.hpp's payload checksum), computed
+// long) and returns the payload checksum (payload_hash.hpp, page_format.hpp), computed
 // run by run while each run is still in cache: one pass over the bytes, not two.
 // scatter_page_hashed() is the inverse: writes `payload` into host page `page`, through
 // copy_hashed() (the page's stores are ordered before the return).
@@ -34,6 +35,13 @@ uint64_t scatter_page_hashed(const host::HostGeometry& g, uint8_t* host, int64_t
 // before another thread may read dst.
 constexpr size_t kCopyHashPieceBytes = size_t(4) << 10;
 void copy_hashed(uint8_t* dst, const uint8_t* src, size_t bytes, PayloadHash* hash);
+void copy_hashed(uint8_t* dst, const uint8_t* src, size_t bytes, Xxh3Stream* hash);
+
+// Part of scatter_page_hashed(): payload bytes [begin, end) of `payload` (the whole
+// payload; the range is read at payload + begin) into host page `page`, through
+// copy_hashed() with `hash` (one segment's XXH3-64: segment_copier.hpp). No fence.
+void scatter_payload_range(const host::HostGeometry& g, uint8_t* host, int64_t page, const uint8_t* payload,
+                           uint64_t begin, uint64_t end, Xxh3Stream* hash);
 
 // A piece of a page's payload as spans of host memory (the streamed path, page_stream.hpp).
 struct PayloadChunk {

@@ -41,7 +41,7 @@ void seal_page_hashed(uint8_t* page, uint64_t payload_bytes, uint64_t payload_ha
   put<uint64_t>(page + kPayloadBytesAt, payload_bytes);
   put<uint64_t>(page + kPayloadSumAt, payload_hash);
   put<uint64_t>(page + kReservedAt, 0);
-  put<uint64_t>(page + kHeaderSumAt, PayloadHash::of(page, kHeaderSumAt));
+  put<uint64_t>(page + kHeaderSumAt, PayloadHash::xxh3(page, kHeaderSumAt));
 }
 
 const char* page_check_name(PageCheck check) {
@@ -68,7 +68,7 @@ PageCheck check_page_header(const uint8_t* page, size_t length, const Fingerprin
                             const cache::Digest& digest, uint64_t payload_bytes, uint64_t* payload_hash) {
   if (length < kPageHeaderBytes) return PageCheck::kTruncated;
   if (std::memcmp(page, kMagic, sizeof(kMagic)) != 0) return PageCheck::kCorrupt;
-  if (get<uint64_t>(page + kHeaderSumAt) != PayloadHash::of(page, kHeaderSumAt)) return PageCheck::kCorrupt;
+  if (get<uint64_t>(page + kHeaderSumAt) != PayloadHash::xxh3(page, kHeaderSumAt)) return PageCheck::kCorrupt;
   if (get<uint32_t>(page + kVersionAt) != kPageFormatVersion ||
       get<uint32_t>(page + kHeaderBytesAt) != kPageHeaderBytes) {
     return PageCheck::kVersion;

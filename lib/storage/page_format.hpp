@@ -2,12 +2,13 @@
 //
 //   offset  bytes  field
 //        0      8  magic "KVPOOLPG"
-//        8      4  format version (1)
+//        8      4  format version (2)
 //       12      4  header bytes (96)
 //       16     16  model fingerprint (page_key.hpp)
 //       32     32  the page's digest (its key without the namespace)
 //       64      8  payload bytes
-//       72      8  XXH3-64 of the payload
+//       72      8  payload checksum: XXH3-64 of its 1 MiB segments' XXH3-64s
+//                  (payload_hash.hpp; version 1: XXH3-64 of the payload)
 //       80      8  reserved, 0
 //       88      8  XXH3-64 of bytes [0, 88)
 //       96      …  payload
@@ -33,7 +34,7 @@
 
 namespace kvp::storage {
 
-constexpr uint32_t kPageFormatVersion = 1;
+constexpr uint32_t kPageFormatVersion = 2;
 constexpr size_t kPageHeaderBytes = 96;
 
 // Bytes of a stored page with `payload_bytes` of payload.

@@ -37,6 +37,8 @@
 
 namespace kvp::storage {
 
+class SegmentCopier;  // segment_copier.hpp
+
 // Payload bytes per chunk (bench_storage_file's tier rows, this project's 2-core VM,
 // ext4): a write of 8 MiB in 256 KiB pieces costs 20-25 % more than one write() (each
 // piece pays the file system's per-call work), in 2-4 MiB pieces 5 %, and 2 MiB still
@@ -113,10 +115,13 @@ bool write_stored_page(const host::HostGeometry& g, const uint8_t* host, int64_t
 // when every check passed (the page's bytes are then in the host page). *read_error is
 // set when the reader failed (an I/O error; the result is then kTruncated). With a
 // `hasher` (not null) a payload of at least kPipelinedReadFrom bytes is hashed on its
-// thread while the rest is read; the result is the same.
+// thread while the rest is read; with a `copier` (not null) a payload of at least
+// kSegmentCopyFrom bytes whose value the reader can map (ValueReader::mapped) is copied and
+// hashed by this thread and the copier's together, before any other way is tried. The
+// result is the same.
 PageCheck read_stored_page(const host::HostGeometry& g, uint8_t* host, int64_t page, const Fingerprint& fp,
                            const cache::Digest& digest, ValueReader& reader, bool* read_error,
-                           PayloadHasher* hasher = nullptr);
+                           PayloadHasher* hasher = nullptr, SegmentCopier* copier = nullptr);
 
 // The same as a producer / consumer for BlobStore::put_streamed / get_streamed.
 class StoredPageProducer final : public ValueProducer {
@@ -136,12 +141,12 @@ class StoredPageProducer final : public ValueProducer {
 
 class StoredPageConsumer final : public ValueConsumer {
  public:
-  // `hasher`: optional (read_stored_page), kept by the caller beyond consume().
+  // `hasher`, `copier`: optional (read_stored_page), kept by the caller beyond consume().
   StoredPageConsumer(const host::HostGeometry& g, uint8_t* host, int64_t page, const Fingerprint& fp,
-                     const cache::Digest& digest, PayloadHasher* hasher = nullptr)
-      : g_(g), host_(host), page_(page), fp_(fp), digest_(digest), hasher_(hasher) {}
+                     const cache::Digest& digest, PayloadHasher* hasher = nullptr, SegmentCopier* copier = nullptr)
+      : g_(g), host_(host), page_(page), fp_(fp), digest_(digest), hasher_(hasher), copier_(copier) {}
   void consume(ValueReader& reader) override {
-    check_ = read_stored_page(g_, host_, page_, fp_, digest_, reader, &read_error_, hasher_);
+    check_ = read_stored_page(g_, host_, page_, fp_, digest_, reader, &read_error_, hasher_, copier_);
   }
   // kTruncated until consume() ran.
   PageCheck check() const { return check_; }
@@ -154,6 +159,7 @@ class StoredPageConsumer final : public ValueConsumer {
   Fingerprint fp_;        // copies (48 bytes): a caller may pass temporaries
   cache::Digest digest_;
   PayloadHasher* hasher_;
+  SegmentCopier* copier_;
   PageCheck check_ = PageCheck::kTruncated;
   bool read_error_ = false;
 };

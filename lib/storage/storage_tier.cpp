@@ -7,6 +7,7 @@
 
 #include "storage/page_codec.hpp"
 #include "storage/page_stream.hpp"
+#include "storage/segment_copier.hpp"
 #include "util/log.hpp"
 
 namespace kvp::storage {
@@ -409,8 +410,7 @@ void StorageTier::run_prefetch(PrefetchJob& job) {
       // is published (loaded) only when its checksum matched.
       uint64_t expected = 0;
       PageCheck check = check_page_header(dst[i], sizes[i], job.fp, job.digests[start + i], payload_bytes_, &expected);
-      if (check == PageCheck::kOk &&
-          scatter_page_hashed(g_, host_, job.pages[start + i], dst[i] + kPageHeaderBytes) != expected) {
+      if (check == PageCheck::kOk && scatter_checked(job.pages[start + i], dst[i] + kPageHeaderBytes) != expected) {
         check = PageCheck::kCorrupt;
       }
       if (check != PageCheck::kOk) {
@@ -439,9 +439,10 @@ void StorageTier::count_rejected(PageCheck check) {
 // gets it back through take_released() and frees it.
 void StorageTier::load_streamed(PrefetchJob& job, const std::vector<std::string>& keys, size_t hits) {
   PayloadHasher* hasher = payload_hasher();
+  SegmentCopier* copier = segment_copier();
   for (size_t i = 0; i < hits; ++i) {
     if (stopping_ || job.stop.load(std::memory_order_acquire)) return;
-    StoredPageConsumer consumer(g_, host_, job.pages[i], job.fp, job.digests[i], hasher);
+    StoredPageConsumer consumer(g_, host_, job.pages[i], job.fp, job.digests[i], hasher, copier);
     uint64_t size = 0;
     const BlobResult result = store_->get_streamed(keys[i], consumer, &size);
     report_backend("reading pages");
@@ -476,6 +477,33 @@ PayloadHasher* StorageTier::payload_hasher() {
     }
   }
   return hasher_.get();
+}
+
+// The prefetch thread's copier, started on first use; null when segment copies are off,
+// pages are too small to share, the machine has one CPU, or no thread was to be had.
+SegmentCopier* StorageTier::segment_copier() {
+  if (!segment_copies_.load(std::memory_order_relaxed) || payload_bytes_ < kSegmentCopyFrom) return nullptr;
+  if (copier_ == nullptr && !copier_tried_) {
+    copier_tried_ = true;
+    try {
+      if (SegmentCopier::worthwhile()) copier_ = std::make_unique<SegmentCopier>();
+    } catch (const std::system_error&) {
+    } catch (const std::bad_alloc&) {
+    }
+  }
+  return copier_.get();
+}
+
+// A staged value's payload into host page `page`, with the copier where there is one; its
+// payload checksum.
+uint64_t StorageTier::scatter_checked(int64_t page, const uint8_t* payload) {
+  if (SegmentCopier* copier = segment_copier()) {
+    try {
+      return copier->copy(g_, host_, page, payload);
+    } catch (const std::bad_alloc&) {  // nothing copied: alone, then
+    }
+  }
+  return scatter_page_hashed(g_, host_, page, payload);
 }
 
 StorageTierStats StorageTier::stats() const {

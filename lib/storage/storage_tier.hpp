@@ -128,6 +128,16 @@ class StorageTier {
   void set_pipelined_reads(bool on) { pipelined_reads_.store(on, std::memory_order_relaxed); }
   static bool pipelined_reads_by_default();
 
+  // Whether a prefetched page of at least kSegmentCopyFrom bytes that is already in memory
+  // (a cached file the backend maps, or a staged value of memcached and redis) is copied
+  // into its host page by the prefetch thread and a second thread together
+  // (segment_copier.hpp, started with the first such page; never on a machine with one
+  // CPU). On by default: on the project's 2-core VM it took a one-page read from 0.65 to
+  // about 1.0 of a plain read() (docs/performance.md). Before pipelined reads where both
+  // apply. Off, the prefetch thread copies alone, as before. Benchmarks compare the two;
+  // tests cover both.
+  void set_segment_copies(bool on) { segment_copies_.store(on, std::memory_order_relaxed); }
+
   StorageTierStats stats() const;
   // Blocks until both queues are empty and no batch runs (tests, pool teardown of a finished run).
   void wait_idle();
@@ -168,6 +178,8 @@ class StorageTier {
   void load_streamed(PrefetchJob& job, const std::vector<std::string>& keys, size_t hits);
   void count_rejected(PageCheck check);
   PayloadHasher* payload_hasher();
+  SegmentCopier* segment_copier();
+  uint64_t scatter_checked(int64_t page, const uint8_t* payload);
   size_t batch_pages() const;
   // Log (kvpool/log.h): the backend's failures since the last report, after a batch of
   // either thread; `during` names what the batch did. Cheap when no callback takes warnings.
@@ -212,6 +224,11 @@ class StorageTier {
   // kPipelinedReadFrom bytes); stopped after that thread, in the destructor.
   std::unique_ptr<PayloadHasher> hasher_;
   bool hasher_tried_ = false;  // not tried again when it failed (one core, no thread): the reads work without it
+  std::atomic<bool> segment_copies_{true};
+  // The prefetch thread's SegmentCopier (its own; made with its first page of at least
+  // kSegmentCopyFrom bytes); stopped after that thread, in the destructor.
+  std::unique_ptr<SegmentCopier> copier_;
+  bool copier_tried_ = false;  // as hasher_tried_
 
   // Staging for backends that do not stream: each thread's own.
   StagingBuffer backup_staging_, prefetch_staging_;

@@ -27,6 +27,9 @@
 // prefetch thread: both in the same run. M (tier_read, streamed): 1 the file backend copies each
 // cached page file from a mapping, hashing each 4 KiB piece right after its copy
 // (storage.mapped_reads, the default; P then does not matter), 0 it reads with preadv.
+// Mapped files and staged values (S 0) of 2 MiB and more are copied by the prefetch thread
+// and the tier's SegmentCopier thread together (StorageTier::set_segment_copies, the
+// default; segment_copier.hpp).
 //
 //   tier_read_cold/...            tier_read with the destinations of both sides rotating
 //                                 over kColdRotations sets (128 MiB of destination pages per
@@ -36,6 +39,8 @@
 //                                 prefetch's host pages are not the ones it wrote last time.
 //                                 A supplementary reference, not the goal's (docs/performance.md,
 //                                 stop 26).
+//   tier_read_alone/...           tier_read's staged and mapped rows with segment copies
+//                                 off: the prefetch thread copies alone (before/after).
 #include <benchmark/benchmark.h>
 #include <fcntl.h>
 #include <unistd.h>
@@ -116,7 +121,8 @@ struct World {
   size_t stored_bytes = 0;
   std::string error;
 
-  World(HostLayout layout, size_t n, bool streamed, bool pipelined = false, bool mapped = false, size_t sets = 1) {
+  World(HostLayout layout, size_t n, bool streamed, bool pipelined = false, bool mapped = false, size_t sets = 1,
+        bool copies = true) {
     g.layout = layout;
     g.page_size = 64;
     g.layers = 32;
@@ -169,6 +175,7 @@ struct World {
     if (!streamed) store = std::make_unique<kvtest::UnstreamedStore>(std::move(store));
     tier = std::make_unique<kvp::storage::StorageTier>(std::move(store), g, host.data());
     tier->set_pipelined_reads(pipelined);
+    tier->set_segment_copies(copies);
     this->pipelined = pipelined;
     this->mapped = mapped;
   }
@@ -272,9 +279,10 @@ void BM_TierWrite(benchmark::State& state) {
 }
 
 // `sets`: destination sets both sides rotate over (1: tier_read, kColdRotations: tier_read_cold).
-void BM_TierRead(benchmark::State& state, size_t sets) {
+// `copies`: StorageTier::set_segment_copies (false: tier_read_alone).
+void BM_TierRead(benchmark::State& state, size_t sets, bool copies) {
   const size_t n = size_t(state.range(1));
-  World w(layout_of(state.range(0)), n, state.range(2) != 0, state.range(3) != 0, state.range(4) != 0, sets);
+  World w(layout_of(state.range(0)), n, state.range(2) != 0, state.range(3) != 0, state.range(4) != 0, sets, copies);
   if (!w.error.empty()) {
     state.SkipWithError(w.error.c_str());
     return;
@@ -352,7 +360,7 @@ void register_tier_path_benchmarks(const std::string& dir) {
       ->Unit(benchmark::kMillisecond);
   // Reads: staged, streamed (read then hash), streamed and pipelined (hash beside the reads),
   // streamed from a mapping of the cached file (copy and hash piece by piece; the default).
-  benchmark::RegisterBenchmark("tier_read", BM_TierRead, size_t(1))
+  benchmark::RegisterBenchmark("tier_read", BM_TierRead, size_t(1), true)
       ->ArgNames({"layout", "pages", "streamed", "pipelined", "mapped"})
       ->Apply([](benchmark::internal::Benchmark* b) {
         for (const int64_t layout : {0, 1, 2}) {
@@ -367,9 +375,23 @@ void register_tier_path_benchmarks(const std::string& dir) {
       ->Unit(benchmark::kMillisecond);
   // One page, streamed from a mapping (the default path on this VM), into destinations that
   // are not in the cache, on both sides.
-  benchmark::RegisterBenchmark("tier_read_cold", BM_TierRead, kColdRotations)
+  benchmark::RegisterBenchmark("tier_read_cold", BM_TierRead, kColdRotations, true)
       ->ArgNames({"layout", "pages", "streamed", "pipelined", "mapped"})
       ->ArgsProduct({{0, 1, 2}, {1}, {1}, {0}, {1}})
+      ->UseManualTime()
+      ->Unit(benchmark::kMillisecond);
+  // The rows a SegmentCopier serves (mapped files, staged values), with segment copies off:
+  // the prefetch thread copies alone, as before them.
+  benchmark::RegisterBenchmark("tier_read_alone", BM_TierRead, size_t(1), false)
+      ->ArgNames({"layout", "pages", "streamed", "pipelined", "mapped"})
+      ->Apply([](benchmark::internal::Benchmark* b) {
+        for (const int64_t layout : {0, 1, 2}) {
+          for (const int64_t pages : {1, 8}) {
+            b->Args({layout, pages, 0, 0, 0});
+            b->Args({layout, pages, 1, 0, 1});
+          }
+        }
+      })
       ->UseManualTime()
       ->Unit(benchmark::kMillisecond);
 }

@@ -14,6 +14,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <stdexcept>
@@ -29,6 +30,7 @@
 #include "storage/page_key.hpp"
 #include "storage/page_stream.hpp"
 #include "storage/payload_hash.hpp"
+#include "storage/segment_copier.hpp"
 #include "storage/storage_tier.hpp"
 #include "util/stream_copy.hpp"
 
@@ -459,6 +461,115 @@ TEST(PageStreamPipelined, ManyPagesInARowMatchTheSequentialResults) {
   }
 }
 
+// ---- a mapped page copied by two threads: SegmentCopier ----
+
+// The test pages have several segments, the last one not whole, so the copier has
+// segments to take and a short one to hash.
+TEST(SegmentCopier, TheTestPagesHaveSeveralSegmentsAndAShortLastOne) {
+  const uint64_t payload = kvp::storage::page_payload_bytes(geometry(HostLayout::kLayerFirst));
+  EXPECT_GE(payload, kvp::storage::kSegmentCopyFrom);
+  EXPECT_NE(payload % kvp::storage::kPayloadSegmentBytes, 0u);
+}
+
+// Every layout: the page lands whole, the other pages keep their bytes, the value is the
+// payload's checksum; and the copier's thread really takes segments (copies are repeated
+// until it took some, for at most 5 s, as a busy machine may run it late).
+TEST(SegmentCopier, CopiesEveryLayoutAsTheScatterDoesWithBothThreads) {
+  kvp::storage::SegmentCopier copier;
+  for (const HostLayout layout : {HostLayout::kLayerFirst, HostLayout::kPageFirst, HostLayout::kPageFirstDirect,
+                                  HostLayout::kPageHead}) {
+    SCOPED_TRACE(kvp::host::host_layout_name(layout));
+    const HostGeometry g = geometry(layout);
+    const std::vector<uint8_t> payload = payload_of(g, random_host(g, 41), 1);
+    const uint64_t checksum = kvp::storage::PayloadHash::of(payload.data(), payload.size());
+    size_t by_copier = 0;
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    for (int k = 0; k < 3 || (by_copier == 0 && std::chrono::steady_clock::now() < give_up); ++k) {
+      std::vector<uint8_t> host = random_host(g, 42 + uint64_t(k));
+      const std::vector<uint8_t> page0 = payload_of(g, host, 0), page2 = payload_of(g, host, 2);
+      ASSERT_EQ(copier.copy(g, host.data(), 1, payload.data()), checksum) << k;
+      ASSERT_TRUE(payload_of(g, host, 1) == payload) << k;
+      ASSERT_TRUE(payload_of(g, host, 0) == page0) << k;
+      ASSERT_TRUE(payload_of(g, host, 2) == page2) << k;
+      by_copier += copier.last_copier_segments();
+    }
+    EXPECT_GT(by_copier, 0u) << "the copier's thread never took a segment";
+  }
+}
+
+TEST(SegmentCopier, ReadsAMappedValueWithTheHeaderReadOnly) {
+  kvp::storage::SegmentCopier copier;
+  const HostGeometry g = geometry(HostLayout::kPageFirst);
+  std::vector<uint8_t> host = random_host(g, 43);
+  MemoryValue value(sealed(g, host, 1, digest_of(1)));
+  value.offer_mapping(true);
+  bool read_error = true;
+  ASSERT_EQ(kvp::storage::read_stored_page(g, host.data(), 2, fingerprint(), digest_of(1), value, &read_error,
+                                           nullptr, &copier),
+            PageCheck::kOk);
+  EXPECT_FALSE(read_error);
+  EXPECT_TRUE(payload_of(g, host, 2) == payload_of(g, host, 1));
+  EXPECT_EQ(value.mapped_calls(), 1);
+  EXPECT_EQ(value.read_calls(), 1) << "only the header is read; the payload comes from the mapping";
+}
+
+// A flipped byte in any segment (the first, a middle one, the short last one, either side
+// of a segment's edge) is corrupt whichever thread copied it, and the next page loads whole.
+TEST(SegmentCopier, AFlippedByteInAnySegmentIsCorruptAndTheNextPageLoads) {
+  kvp::storage::SegmentCopier copier;
+  kvp::storage::PayloadHasher hasher;  // given too: the copier comes first for a mapped value
+  const HostGeometry g = geometry(HostLayout::kLayerFirst);
+  std::vector<uint8_t> host = random_host(g, 44);
+  const std::vector<uint8_t> good = sealed(g, host, 0, digest_of(1));
+  const uint64_t payload = kvp::storage::page_payload_bytes(g), S = kvp::storage::kPayloadSegmentBytes;
+  for (const uint64_t at : {uint64_t(0), S - 1, S, S + 4097, 2 * S - 1, 2 * S, payload - 1}) {
+    MemoryValue value(good);
+    value.offer_mapping(true);
+    value.bytes()[kPageHeaderBytes + at] ^= 0x10;
+    bool read_error = false;
+    EXPECT_EQ(kvp::storage::read_stored_page(g, host.data(), 2, fingerprint(), digest_of(1), value, &read_error,
+                                             &hasher, &copier),
+              PageCheck::kCorrupt)
+        << "payload byte " << at;
+    EXPECT_EQ(value.read_calls(), 1) << at;
+    MemoryValue intact(good);
+    intact.offer_mapping(true);
+    EXPECT_EQ(kvp::storage::read_stored_page(g, host.data(), 1, fingerprint(), digest_of(1), intact, &read_error,
+                                             &hasher, &copier),
+              PageCheck::kOk)
+        << at;
+    EXPECT_TRUE(payload_of(g, host, 1) == payload_of(g, host, 0)) << at;
+  }
+}
+
+// A value the reader cannot map, or a page of less than two segments, goes the other ways;
+// the results are the same.
+TEST(SegmentCopier, UnmappedValuesAndSmallPagesAreReadWithoutIt) {
+  kvp::storage::SegmentCopier copier;
+  const HostGeometry g = geometry(HostLayout::kPageFirstDirect);
+  std::vector<uint8_t> host = random_host(g, 45);
+  MemoryValue unmapped(sealed(g, host, 1, digest_of(1)));
+  bool read_error = true;
+  ASSERT_EQ(kvp::storage::read_stored_page(g, host.data(), 2, fingerprint(), digest_of(1), unmapped, &read_error,
+                                           nullptr, &copier),
+            PageCheck::kOk);
+  EXPECT_TRUE(payload_of(g, host, 2) == payload_of(g, host, 1));
+  EXPECT_GT(unmapped.read_calls(), 1) << "read with read_at";
+
+  HostGeometry small = g;  // one layer: 524,800 bytes of payload
+  small.layers = 1;
+  ASSERT_EQ(kvp::host::finish_geometry(&small), "");
+  ASSERT_LT(kvp::storage::page_payload_bytes(small), kvp::storage::kSegmentCopyFrom);
+  std::vector<uint8_t> small_host = random_host(small, 46);
+  MemoryValue value(sealed(small, small_host, 0, digest_of(2)));
+  value.offer_mapping(true);
+  ASSERT_EQ(kvp::storage::read_stored_page(small, small_host.data(), 1, fingerprint(), digest_of(2), value,
+                                           &read_error, nullptr, &copier),
+            PageCheck::kOk);
+  EXPECT_TRUE(payload_of(small, small_host, 1) == payload_of(small, small_host, 0));
+  EXPECT_EQ(copier.last_copier_segments(), 0u) << "never asked";
+}
+
 // ---- through the file backend: real files, the real chunked reads ----
 
 std::unique_ptr<BlobStore> open_store(const std::string& dir) {
@@ -723,8 +834,13 @@ struct PrefetchOutcome {
 
 // `unstreamed`: through the file backend with its streamed calls hidden (kvtest::UnstreamedStore),
 // so that the tier takes the path of memcached, redis and callback backends.
+// How the prefetch thread reads a page: alone, beside its PayloadHasher, or with its
+// SegmentCopier (mapped files and staged values; the tier's default).
+enum class Way { kAlone, kPipelined, kCopier };
+const char* way_name(Way way) { return way == Way::kAlone ? "alone" : way == Way::kPipelined ? "pipelined" : "copier"; }
+
 template <class Damage>
-PrefetchOutcome prefetch_after_damage(bool pipelined, HostLayout layout, size_t pages, size_t bad, Damage damage,
+PrefetchOutcome prefetch_after_damage(Way way, HostLayout layout, size_t pages, size_t bad, Damage damage,
                                       bool unstreamed = false) {
   TempDir tmp;
   HostGeometry g = geometry(layout);
@@ -734,7 +850,8 @@ PrefetchOutcome prefetch_after_damage(bool pipelined, HostLayout layout, size_t 
   std::unique_ptr<BlobStore> store = open_store(tmp.path());
   if (unstreamed) store = std::make_unique<kvtest::UnstreamedStore>(std::move(store));
   kvp::storage::StorageTier tier(std::move(store), g, host.data());
-  tier.set_pipelined_reads(pipelined);
+  tier.set_pipelined_reads(way == Way::kPipelined);
+  tier.set_segment_copies(way == Way::kCopier);
   std::vector<int64_t> sources;
   std::vector<Digest> digests;
   for (size_t i = 0; i < pages; ++i) {
@@ -772,13 +889,13 @@ void flip_byte(const std::string& path, off_t at) {
   ::close(fd);
 }
 
-TEST(StorageTierStreamed, PrefetchesLoadTheSamePagesPipelinedOrNot) {
-  for (const bool pipelined : {false, true}) {
+TEST(StorageTierStreamed, PrefetchesLoadTheSamePagesAlonePipelinedOrWithTheCopier) {
+  for (const Way way : {Way::kAlone, Way::kPipelined, Way::kCopier}) {
     for (const HostLayout layout : {HostLayout::kLayerFirst, HostLayout::kPageFirst}) {
       for (const size_t pages : {size_t(1), size_t(4)}) {
-        SCOPED_TRACE(std::string(pipelined ? "pipelined " : "sequential ") + kvp::host::host_layout_name(layout) +
-                     " pages " + std::to_string(pages));
-        const PrefetchOutcome whole = prefetch_after_damage(pipelined, layout, pages, pages, [](const std::string&) {});
+        SCOPED_TRACE(std::string(way_name(way)) + " " + kvp::host::host_layout_name(layout) + " pages " +
+                     std::to_string(pages));
+        const PrefetchOutcome whole = prefetch_after_damage(way, layout, pages, pages, [](const std::string&) {});
         EXPECT_EQ(whole.landed, pages);
         EXPECT_TRUE(whole.intact);
         EXPECT_EQ(whole.stats.prefetch_pages, pages);
@@ -790,11 +907,11 @@ TEST(StorageTierStreamed, PrefetchesLoadTheSamePagesPipelinedOrNot) {
 
 TEST(StorageTierStreamed, ADamagedOrShortPageEndsThePrefetchThereAndIsNotLoaded) {
   const off_t middle = off_t(kPageHeaderBytes + 5 * kReadChunkBytes + 77);
-  for (const bool pipelined : {false, true}) {
-    SCOPED_TRACE(pipelined ? "pipelined" : "sequential");
+  for (const Way way : {Way::kAlone, Way::kPipelined, Way::kCopier}) {
+    SCOPED_TRACE(way_name(way));
     // The second of four pages damaged in a middle chunk, then in its last byte.
     for (const off_t at : {middle, off_t(-1)}) {
-      const PrefetchOutcome o = prefetch_after_damage(pipelined, HostLayout::kLayerFirst, 4, 1,
+      const PrefetchOutcome o = prefetch_after_damage(way, HostLayout::kLayerFirst, 4, 1,
                                                       [&](const std::string& path) { flip_byte(path, at); });
       EXPECT_EQ(o.landed, 1u) << at;
       EXPECT_TRUE(o.intact);
@@ -802,12 +919,12 @@ TEST(StorageTierStreamed, ADamagedOrShortPageEndsThePrefetchThereAndIsNotLoaded)
       EXPECT_EQ(o.stats.prefetch_pages, 1u);
     }
     // One page only, damaged at its end: nothing lands.
-    const PrefetchOutcome one = prefetch_after_damage(pipelined, HostLayout::kPageFirst, 1, 0,
+    const PrefetchOutcome one = prefetch_after_damage(way, HostLayout::kPageFirst, 1, 0,
                                                       [](const std::string& path) { flip_byte(path, -1); });
     EXPECT_EQ(one.landed, 0u);
     EXPECT_EQ(one.stats.pages_corrupt, 1u);
     // The last of four pages cut short in a middle chunk: three land.
-    const PrefetchOutcome cut = prefetch_after_damage(pipelined, HostLayout::kPageFirstDirect, 4, 3,
+    const PrefetchOutcome cut = prefetch_after_damage(way, HostLayout::kPageFirstDirect, 4, 3,
                                                       [&](const std::string& path) { ASSERT_EQ(::truncate(path.c_str(), middle), 0); });
     EXPECT_EQ(cut.landed, 3u);
     EXPECT_TRUE(cut.intact);
@@ -854,16 +971,19 @@ TEST(CopyHashed, ScatterWritesOnlyItsPageAndReturnsThePayloadsChecksum) {
   }
 }
 
-TEST(StorageTierStaged, PagesLandIntactUnderEveryLayout) {
-  for (const HostLayout layout : {HostLayout::kLayerFirst, HostLayout::kPageFirst, HostLayout::kPageFirstDirect}) {
-    for (const size_t pages : {size_t(1), size_t(4)}) {
-      SCOPED_TRACE(std::string(kvp::host::host_layout_name(layout)) + " pages " + std::to_string(pages));
-      const PrefetchOutcome whole =
-          prefetch_after_damage(false, layout, pages, pages, [](const std::string&) {}, /*unstreamed=*/true);
-      EXPECT_EQ(whole.landed, pages);
-      EXPECT_TRUE(whole.intact);
-      EXPECT_EQ(whole.stats.prefetch_pages, pages);
-      EXPECT_EQ(whole.stats.pages_corrupt + whole.stats.pages_truncated + whole.stats.read_failures, 0u);
+TEST(StorageTierStaged, PagesLandIntactUnderEveryLayoutAloneOrWithTheCopier) {
+  for (const Way way : {Way::kAlone, Way::kCopier}) {
+    for (const HostLayout layout : {HostLayout::kLayerFirst, HostLayout::kPageFirst, HostLayout::kPageFirstDirect}) {
+      for (const size_t pages : {size_t(1), size_t(4)}) {
+        SCOPED_TRACE(std::string(way_name(way)) + " " + kvp::host::host_layout_name(layout) + " pages " +
+                     std::to_string(pages));
+        const PrefetchOutcome whole =
+            prefetch_after_damage(way, layout, pages, pages, [](const std::string&) {}, /*unstreamed=*/true);
+        EXPECT_EQ(whole.landed, pages);
+        EXPECT_TRUE(whole.intact);
+        EXPECT_EQ(whole.stats.prefetch_pages, pages);
+        EXPECT_EQ(whole.stats.pages_corrupt + whole.stats.pages_truncated + whole.stats.read_failures, 0u);
+      }
     }
   }
 }
@@ -872,18 +992,23 @@ TEST(StorageTierStaged, AFlippedByteAtAnyPieceBoundaryIsNeverLoaded) {
   // The payload is hashed piece by piece as it is copied into the host page: a damaged byte
   // in the first, a middle or the last piece, or right at a piece's edge, still makes the
   // page a miss, and the prefetch ends before it (the earlier page stays loaded).
+  // With the copier, the same in each of its segments.
   const off_t piece = off_t(kvp::storage::kCopyHashPieceBytes), header = off_t(kPageHeaderBytes);
-  for (const off_t at : {header, header + piece - 1, header + piece, header + 37 * piece + 5, off_t(-1)}) {
-    const PrefetchOutcome o = prefetch_after_damage(
-        false, HostLayout::kPageFirst, 4, 1, [&](const std::string& path) { flip_byte(path, at); }, true);
-    EXPECT_EQ(o.landed, 1u) << at;
-    EXPECT_TRUE(o.intact) << at;
-    EXPECT_EQ(o.stats.pages_corrupt, 1u) << at;
-    EXPECT_EQ(o.stats.prefetch_pages, 1u) << at;
+  const off_t segment = off_t(kvp::storage::kPayloadSegmentBytes);
+  for (const Way way : {Way::kAlone, Way::kCopier}) {
+    for (const off_t at : {header, header + piece - 1, header + piece, header + 37 * piece + 5, header + segment - 1,
+                           header + segment, header + 2 * segment + 3, off_t(-1)}) {
+      const PrefetchOutcome o = prefetch_after_damage(
+          way, HostLayout::kPageFirst, 4, 1, [&](const std::string& path) { flip_byte(path, at); }, true);
+      EXPECT_EQ(o.landed, 1u) << way_name(way) << " " << at;
+      EXPECT_TRUE(o.intact) << way_name(way) << " " << at;
+      EXPECT_EQ(o.stats.pages_corrupt, 1u) << way_name(way) << " " << at;
+      EXPECT_EQ(o.stats.prefetch_pages, 1u) << way_name(way) << " " << at;
+    }
   }
   // A damaged header: refused before any payload byte is copied.
   const PrefetchOutcome head = prefetch_after_damage(
-      false, HostLayout::kLayerFirst, 2, 0, [](const std::string& path) { flip_byte(path, 20); }, true);
+      Way::kAlone, HostLayout::kLayerFirst, 2, 0, [](const std::string& path) { flip_byte(path, 20); }, true);
   EXPECT_EQ(head.landed, 0u);
   EXPECT_EQ(head.stats.pages_corrupt + head.stats.pages_foreign, 1u);
 }

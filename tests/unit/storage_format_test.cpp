@@ -150,13 +150,23 @@ TEST_F(StoredPage, ForeignVersionAndWrongKey) {
   EXPECT_EQ(check_page(page_.data(), page_.size(), fp_, digest_of(10), kPayload), PageCheck::kWrongKey);
   EXPECT_EQ(check_page(page_.data(), page_.size(), fp_, digest_, kPayload + 1), PageCheck::kForeign);
   // Another format version with a valid header checksum: recognised as such, not loaded.
-  std::vector<uint8_t> v2 = page_;
-  v2[8] = 2;
-  const uint64_t sum = XXH3_64bits(v2.data(), 88);
-  std::memcpy(v2.data() + 88, &sum, 8);
-  EXPECT_EQ(check(v2), PageCheck::kVersion);
-  v2[8] = 1;  // back to version 1 with the version-2 checksum: corrupt
-  EXPECT_EQ(check(v2), PageCheck::kCorrupt);
+  std::vector<uint8_t> v3 = page_;
+  v3[8] = 3;
+  const uint64_t sum = XXH3_64bits(v3.data(), 88);
+  std::memcpy(v3.data() + 88, &sum, 8);
+  EXPECT_EQ(check(v3), PageCheck::kVersion);
+  v3[8] = 2;  // back to this version with the version-3 checksum: corrupt
+  EXPECT_EQ(check(v3), PageCheck::kCorrupt);
+  // A page as version 1 wrote it (the payload checksum one XXH3-64 over the payload, the
+  // header's as now): another version, never loaded, even though its checksums are right.
+  std::vector<uint8_t> v1 = page_;
+  v1[8] = 1;
+  const uint64_t v1_payload_sum = XXH3_64bits(v1.data() + 96, kPayload);
+  std::memcpy(v1.data() + 72, &v1_payload_sum, 8);
+  const uint64_t v1_sum = XXH3_64bits(v1.data(), 88);
+  std::memcpy(v1.data() + 88, &v1_sum, 8);
+  EXPECT_EQ(check(v1), PageCheck::kVersion);
+  EXPECT_EQ(page_[8], 2) << "this library writes version 2";
   for (const PageCheck c : {PageCheck::kOk, PageCheck::kTruncated, PageCheck::kCorrupt, PageCheck::kVersion,
                             PageCheck::kForeign, PageCheck::kWrongKey}) {
     EXPECT_STRNE(kvp::storage::page_check_name(c), "unknown");
