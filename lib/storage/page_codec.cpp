@@ -68,6 +68,13 @@ void copy_hashed_with(uint8_t* dst, const uint8_t* src, size_t bytes, Hash* hash
 
 }  // namespace
 
+bool has_short_runs(const host::HostGeometry& g) {
+  for (size_t p = 0; p < g.parts.size(); ++p) {
+    if (!g.parts[p].per_page && !(g.pieces(p) == 1 && g.token_stride(p) == g.piece_bytes(p))) return true;
+  }
+  return false;
+}
+
 uint64_t page_payload_bytes(const host::HostGeometry& g) {
   uint64_t bytes = 0;
   for (const host::TierPart& part : g.parts) bytes += (part.per_page ? 1 : g.page_size) * part.item_bytes * g.layers;
@@ -113,6 +120,22 @@ void copy_hashed(uint8_t* dst, const uint8_t* src, size_t bytes, PayloadHash* ha
 
 void copy_hashed(uint8_t* dst, const uint8_t* src, size_t bytes, Xxh3Stream* hash) {
   copy_hashed_with(dst, src, bytes, hash);
+}
+
+void gather_payload_range(const host::HostGeometry& g, const uint8_t* host, int64_t page, uint8_t* payload,
+                          uint64_t begin, uint64_t end, Xxh3Stream* hash) {
+  for_each_run_in(g, page, begin, end, [&](uint64_t at, uint64_t off, uint64_t bytes) {
+    for (uint64_t done = 0; done < bytes; done += kHashPiece) {  // as gather_page_hashed: hashed from L2
+      const uint64_t n = bytes - done < kHashPiece ? bytes - done : kHashPiece;
+      std::memcpy(payload + off + done, host + at + done, n);
+      hash->update(payload + off + done, n);
+    }
+  });
+}
+
+void hash_payload_range(const host::HostGeometry& g, const uint8_t* host, int64_t page, uint64_t begin, uint64_t end,
+                        Xxh3Stream* hash) {
+  for_each_run_in(g, page, begin, end, [&](uint64_t at, uint64_t, uint64_t bytes) { hash->update(host + at, bytes); });
 }
 
 void scatter_payload_range(const host::HostGeometry& g, uint8_t* host, int64_t page, const uint8_t* payload,

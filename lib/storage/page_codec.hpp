@@ -15,6 +15,10 @@ namespace kvp::storage {
 
 // Payload bytes of one page of this tier.
 uint64_t page_payload_bytes(const host::HostGeometry& g);
+// Whether the host layout holds a page's rows of a layer in more than one run (a piece per
+// token, or per head: page_first, page_head), rather than one run per row kind and layer
+// (layer_first, page_first_direct).
+bool has_short_runs(const host::HostGeometry& g);
 
 class PayloadHash;
 class Xxh3Stream;
@@ -42,6 +46,13 @@ void copy_hashed(uint8_t* dst, const uint8_t* src, size_t bytes, Xxh3Stream* has
 // copy_hashed() with `hash` (one segment's XXH3-64: segment_copier.hpp). No fence.
 void scatter_payload_range(const host::HostGeometry& g, uint8_t* host, int64_t page, const uint8_t* payload,
                            uint64_t begin, uint64_t end, Xxh3Stream* hash);
+// The other way: payload bytes [begin, end) of host page `page` into `payload` (the whole
+// payload buffer; written at payload + begin), hashed as gather_page_hashed() hashes.
+void gather_payload_range(const host::HostGeometry& g, const uint8_t* host, int64_t page, uint8_t* payload,
+                          uint64_t begin, uint64_t end, Xxh3Stream* hash);
+// Payload bytes [begin, end) of host page `page` hashed in payload order, nothing copied.
+void hash_payload_range(const host::HostGeometry& g, const uint8_t* host, int64_t page, uint64_t begin, uint64_t end,
+                        Xxh3Stream* hash);
 
 // A piece of a page's payload as spans of host memory (the streamed path, page_stream.hpp).
 struct PayloadChunk {

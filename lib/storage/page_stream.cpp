@@ -2,12 +2,14 @@
 
 #include <sched.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <new>
 #include <thread>
 #include <vector>
@@ -35,6 +37,18 @@ class HashThenWrite final : public ChunkVisitor {
 
  private:
   PayloadHash* state_;
+  ValueWriter& writer_;
+};
+
+// Write a chunk, hashed elsewhere (a SegmentCopier).
+class WriteOnly final : public ChunkVisitor {
+ public:
+  explicit WriteOnly(ValueWriter& writer) : writer_(writer) {}
+  bool visit(const PayloadChunk& chunk) override {
+    return writer_.write_at(kPageHeaderBytes + chunk.offset, chunk.spans, chunk.count);
+  }
+
+ private:
   ValueWriter& writer_;
 };
 
@@ -310,8 +324,76 @@ bool read_handing_over(PayloadHasher& hasher, size_t chunks, ValueReader& reader
 
 }  // namespace
 
+namespace {
+
+// write_stored_page with a copier and a staging buffer: the copier gathers the page into the
+// buffer ahead, segment by segment, while this thread writes it out behind it in contiguous
+// pieces of kWriteChunkBytes. nullopt when the page could not be posted (nothing written).
+std::optional<bool> write_gathered(const host::HostGeometry& g, const uint8_t* host, int64_t page,
+                                   const Fingerprint& fp, const cache::Digest& digest, ValueWriter& writer,
+                                   SegmentCopier& copier, uint8_t* staging) {
+  const uint64_t payload = page_payload_bytes(g);
+  try {
+    copier.post(SegmentWork::kGather, g, const_cast<uint8_t*>(host), page, staging);
+  } catch (const std::bad_alloc&) {
+    return std::nullopt;
+  }
+  bool written = true;
+  try {  // a write that throws (a backend's code) must not leave the copier on the page
+    for (uint64_t at = 0; at < payload && written; at += kWriteChunkBytes) {
+      const uint64_t end = std::min(at + kWriteChunkBytes, payload);
+      for (uint64_t s = at / kPayloadSegmentBytes; s * kPayloadSegmentBytes < end; ++s) copier.wait_segment(size_t(s));
+      iovec span{staging + at, size_t(end - at)};
+      written = writer.write_at(kPageHeaderBytes + at, &span, 1);
+    }
+  } catch (...) {
+    (void)copier.finish();
+    throw;
+  }
+  const uint64_t checksum = copier.finish();
+  if (!written) return false;
+  uint8_t header[kPageHeaderBytes];
+  seal_page_hashed(header, payload, checksum, fp, digest);
+  iovec span{header, sizeof(header)};
+  return writer.write_at(0, &span, 1);
+}
+
+}  // namespace
+
 bool write_stored_page(const host::HostGeometry& g, const uint8_t* host, int64_t page, const Fingerprint& fp,
-                       const cache::Digest& digest, ValueWriter& writer) {
+                       const cache::Digest& digest, ValueWriter& writer, SegmentCopier* copier, uint8_t* staging) {
+  if (copier != nullptr && staging != nullptr && page_payload_bytes(g) >= kSegmentCopyFrom &&
+      has_short_runs(g)) {
+    if (const std::optional<bool> written = write_gathered(g, host, page, fp, digest, writer, *copier, staging)) {
+      return *written;
+    }
+  }
+  if (copier != nullptr && page_payload_bytes(g) >= kSegmentCopyFrom) {
+    try {
+      copier->post(SegmentWork::kHash, g, const_cast<uint8_t*>(host), page, nullptr);  // kHash only reads
+    } catch (const std::bad_alloc&) {
+      copier = nullptr;  // no room for the segments' digests: hash here, as the writes go
+    }
+  }
+  if (copier != nullptr) {
+    // The copier hashes the page from its first segment while this thread writes it out; then
+    // this thread hashes what the copier has not reached (finish). A write that throws (a
+    // backend's code) must not leave the copier on the page.
+    WriteOnly visitor(writer);
+    bool written = false;
+    try {
+      written = for_each_payload_chunk(g, const_cast<uint8_t*>(host), page, kWriteChunkBytes, kMaxChunkSpans, visitor);
+    } catch (...) {
+      (void)copier->finish();
+      throw;
+    }
+    const uint64_t checksum = copier->finish();
+    if (!written) return false;
+    uint8_t header[kPageHeaderBytes];
+    seal_page_hashed(header, page_payload_bytes(g), checksum, fp, digest);
+    iovec span{header, sizeof(header)};
+    return writer.write_at(0, &span, 1);
+  }
   PayloadHash state;
   HashThenWrite visitor(&state, writer);
   // The visitor only reads the host spans: the cast serves the iovec type.

@@ -107,9 +107,15 @@ class PayloadHasher {
 
 // Writes host page `page` (of the buffer at `host`, laid out by `g`) as the stored page
 // of (fp, digest) through `writer`: kPageHeaderBytes + page_payload_bytes(g) bytes.
-// False when a write failed.
+// False when a write failed. With a `copier` (not null), a payload of at least
+// kSegmentCopyFrom bytes is hashed on its thread while this one writes; and where the host
+// layout scatters a page in short runs (has_short_runs: page_first, page_head) and a
+// `staging` buffer of page_payload_bytes(g) is given, the copier gathers the page into it
+// ahead of this thread, which writes it in contiguous pieces (a write of many short spans
+// costs the kernel more than the copy). The bytes stored are the same.
 bool write_stored_page(const host::HostGeometry& g, const uint8_t* host, int64_t page, const Fingerprint& fp,
-                       const cache::Digest& digest, ValueWriter& writer);
+                       const cache::Digest& digest, ValueWriter& writer, SegmentCopier* copier = nullptr,
+                       uint8_t* staging = nullptr);
 
 // Reads the stored page of (fp, digest) from `reader` into host page `page`: kOk only
 // when every check passed (the page's bytes are then in the host page). *read_error is
@@ -126,10 +132,13 @@ PageCheck read_stored_page(const host::HostGeometry& g, uint8_t* host, int64_t p
 // The same as a producer / consumer for BlobStore::put_streamed / get_streamed.
 class StoredPageProducer final : public ValueProducer {
  public:
+  // `copier`, `staging`: optional (write_stored_page), kept by the caller beyond produce().
   StoredPageProducer(const host::HostGeometry& g, const uint8_t* host, int64_t page, const Fingerprint& fp,
-                     const cache::Digest& digest)
-      : g_(g), host_(host), page_(page), fp_(fp), digest_(digest) {}
-  bool produce(ValueWriter& writer) override { return write_stored_page(g_, host_, page_, fp_, digest_, writer); }
+                     const cache::Digest& digest, SegmentCopier* copier = nullptr, uint8_t* staging = nullptr)
+      : g_(g), host_(host), page_(page), fp_(fp), digest_(digest), copier_(copier), staging_(staging) {}
+  bool produce(ValueWriter& writer) override {
+    return write_stored_page(g_, host_, page_, fp_, digest_, writer, copier_, staging_);
+  }
 
  private:
   const host::HostGeometry& g_;
@@ -137,6 +146,8 @@ class StoredPageProducer final : public ValueProducer {
   int64_t page_;
   Fingerprint fp_;        // copies (48 bytes): a caller may pass temporaries
   cache::Digest digest_;
+  SegmentCopier* copier_;
+  uint8_t* staging_;
 };
 
 class StoredPageConsumer final : public ValueConsumer {

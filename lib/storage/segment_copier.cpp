@@ -43,30 +43,50 @@ struct SegmentCopier::Shared {
   size_t copier_segments = 0;          // the copier's segments of the last page
 
   // The posted page (set under mu, before posted grows).
+  SegmentWork work = SegmentWork::kScatter;
   const host::HostGeometry* g = nullptr;
   uint8_t* host = nullptr;
   int64_t page = 0;
-  const uint8_t* payload = nullptr;
+  uint8_t* payload = nullptr;
   uint64_t payload_bytes = 0;
   size_t segments = 0;
   std::atomic<size_t> next{0};   // the next segment to take
-  std::vector<uint64_t> digests;  // one per segment; each written by the thread that copied it
+  // Per segment (room for `room` of each): its digest, written by the thread that did it,
+  // and whether it is done (its bytes, digest and fence before the flag).
+  std::vector<uint64_t> digests;
+  std::unique_ptr<std::atomic<bool>[]> done;
+  size_t room = 0;
+  std::atomic<int> waiting_for_segment{0};  // wait_segment() sleeps: notify `left` after each segment
 
   std::thread thread;
 
-  // Takes segments until none is left; returns how many this thread copied. The stores
-  // are fenced before the return.
+  void do_segment(size_t s) {
+    const uint64_t begin = s * kPayloadSegmentBytes, end = std::min(begin + kPayloadSegmentBytes, payload_bytes);
+    Xxh3Stream hash;
+    switch (work) {
+      case SegmentWork::kScatter: scatter_payload_range(*g, host, page, payload, begin, end, &hash); break;
+      case SegmentWork::kGather: gather_payload_range(*g, host, page, payload, begin, end, &hash); break;
+      case SegmentWork::kHash: hash_payload_range(*g, host, page, begin, end, &hash); break;
+    }
+    digests[s] = hash.digest();
+    util::stream_fence();  // scatter's streamed stores before whoever reads the page next
+    // Sequentially consistent, as wait_segment's count and check: one of the two threads
+    // sees the other's store (a waiter that missed the flag is seen, and woken).
+    done[s].store(true);
+    if (waiting_for_segment.load() > 0) {
+      std::lock_guard<std::mutex> lk(mu);  // the waiter checks the flag under mu: no lost wake-up
+      left.notify_all();
+    }
+  }
+
+  // Takes segments until none is left; returns how many this thread did.
   size_t copy_segments() {
     size_t mine = 0;
     for (size_t s = next.fetch_add(1, std::memory_order_relaxed); s < segments;
          s = next.fetch_add(1, std::memory_order_relaxed)) {
-      const uint64_t begin = s * kPayloadSegmentBytes, end = std::min(begin + kPayloadSegmentBytes, payload_bytes);
-      Xxh3Stream hash;
-      scatter_payload_range(*g, host, page, payload, begin, end, &hash);
-      digests[s] = hash.digest();
+      do_segment(s);
       ++mine;
     }
-    util::stream_fence();
     return mine;
   }
 
@@ -81,14 +101,17 @@ struct SegmentCopier::Shared {
       const size_t mine = copy_segments();
       lk.lock();
       copier_segments = mine;
-      copier_in.store(false, std::memory_order_release);  // after the digests and the fence
-      left.notify_one();
+      copier_in.store(false, std::memory_order_release);  // after the digests and the fences
+      left.notify_all();
     }
   }
 };
 
 SegmentCopier::SegmentCopier() : shared_(std::make_unique<Shared>()) {
-  shared_->digests.reserve(64);  // 64 MiB pages without growing
+  constexpr size_t kInitialRoom = 64;  // pages of up to 64 MiB without growing
+  shared_->digests.resize(kInitialRoom);
+  shared_->done.reset(new std::atomic<bool>[kInitialRoom]);
+  shared_->room = kInitialRoom;
   Shared* s = shared_.get();
   shared_->thread = std::thread([s] { s->run(); });
 }
@@ -102,13 +125,21 @@ SegmentCopier::~SegmentCopier() {
   shared_->thread.join();
 }
 
-uint64_t SegmentCopier::copy(const host::HostGeometry& g, uint8_t* host, int64_t page, const uint8_t* payload) {
+void SegmentCopier::post(SegmentWork work, const host::HostGeometry& g, uint8_t* host, int64_t page,
+                         uint8_t* payload) {
   Shared& s = *shared_;
   const uint64_t bytes = page_payload_bytes(g);
   const size_t segments = size_t((bytes + kPayloadSegmentBytes - 1) / kPayloadSegmentBytes);
   {
     std::lock_guard<std::mutex> lk(s.mu);
-    if (s.digests.size() < segments) s.digests.resize(segments);  // may throw: nothing posted yet
+    if (s.room < segments) {  // may throw: nothing posted yet
+      std::unique_ptr<std::atomic<bool>[]> done(new std::atomic<bool>[segments]);
+      s.digests.resize(segments);
+      s.done = std::move(done);
+      s.room = segments;
+    }
+    for (size_t k = 0; k < segments; ++k) s.done[k].store(false, std::memory_order_relaxed);
+    s.work = work;
     s.g = &g;
     s.host = host;
     s.page = page;
@@ -120,6 +151,10 @@ uint64_t SegmentCopier::copy(const host::HostGeometry& g, uint8_t* host, int64_t
     ++s.posted;
   }
   s.wake.notify_one();
+}
+
+uint64_t SegmentCopier::finish() {
+  Shared& s = *shared_;
   s.copy_segments();
   // The copier is in its last segment, or never took the page (asleep, or not run yet).
   const auto spin_until = std::chrono::steady_clock::now() + kSpinForCopier;
@@ -130,14 +165,35 @@ uint64_t SegmentCopier::copy(const host::HostGeometry& g, uint8_t* host, int64_t
   {
     std::unique_lock<std::mutex> lk(s.mu);
     if (s.taken < s.posted) {
-      s.taken = s.posted;  // withdrawn: every segment is copied, the copier must not take the page
+      s.taken = s.posted;  // withdrawn: every segment is done, the copier must not take the page
     } else {
       s.left.wait(lk, [&s] { return !s.copier_in.load(std::memory_order_acquire); });
     }
   }
   PayloadHash hash;
-  hash.add_segment_digests(s.digests.data(), segments);
+  hash.add_segment_digests(s.digests.data(), s.segments);
   return hash.digest();
+}
+
+void SegmentCopier::wait_segment(size_t segment) {
+  Shared& s = *shared_;
+  while (!s.done[segment].load(std::memory_order_acquire)) {
+    const size_t next = s.next.fetch_add(1, std::memory_order_relaxed);
+    if (next < s.segments) {  // this thread would wait: it does the next segment itself
+      s.do_segment(next);
+      continue;
+    }
+    // Every segment is taken: the copier is on this one. Spin briefly, then sleep.
+    const auto spin_until = std::chrono::steady_clock::now() + kSpinForCopier;
+    for (unsigned k = 0; !s.done[segment].load(std::memory_order_acquire); ++k) {
+      if (k % 64 == 63 && std::chrono::steady_clock::now() > spin_until) break;
+      cpu_relax();
+    }
+    std::unique_lock<std::mutex> lk(s.mu);
+    s.waiting_for_segment.fetch_add(1);
+    s.left.wait(lk, [&s, segment] { return s.done[segment].load(); });
+    s.waiting_for_segment.fetch_sub(1);
+  }
 }
 
 size_t SegmentCopier::last_copier_segments() const {

@@ -184,7 +184,7 @@ void StorageTier::run_backup(const BackupJob& job) {
     const size_t k = std::min(per, n - start);
     for (size_t i = 0; i < k; ++i) {
       uint8_t* page = staging + i * stored_bytes_;
-      const uint64_t hash = gather_page_hashed(g_, host_, job.pages[start + i], page + kPageHeaderBytes);
+      const uint64_t hash = gather_checked(job.pages[start + i], page + kPageHeaderBytes);
       seal_page_hashed(page, payload_bytes_, hash, job.fp, job.digests[start + i]);
       keys[i] = page_key(job.fp, job.digests[start + i]);
     }
@@ -209,13 +209,17 @@ void StorageTier::run_backup(const BackupJob& job) {
 // ends the job.
 void StorageTier::run_backup_streamed(const BackupJob& job) {
   const size_t n = job.pages.size();
+  SegmentCopier* copier = segment_copier(&backup_copier_);
+  // Pages that the host scatters in short runs are gathered by the copier into staging and
+  // written from there (write_stored_page); without the memory they are written as they lie.
+  uint8_t* staging = copier != nullptr && has_short_runs(g_) ? backup_staging_.reserve(payload_bytes_) : nullptr;
   std::string key;
   for (size_t start = 0; start < n && !stopping_; start += kBatchPages) {
     const size_t k = std::min(kBatchPages, n - start);
     size_t ok = 0;
     for (size_t i = start; i < start + k; ++i) {
       key = page_key(job.fp, job.digests[i]);
-      StoredPageProducer producer(g_, host_, job.pages[i], job.fp, job.digests[i]);
+      StoredPageProducer producer(g_, host_, job.pages[i], job.fp, job.digests[i], copier, staging);
       if (store_->put_streamed(key, stored_bytes_, producer) == BlobResult::kOk) ++ok;
     }
     counters_.backup_pages.fetch_add(ok, std::memory_order_relaxed);
@@ -439,7 +443,7 @@ void StorageTier::count_rejected(PageCheck check) {
 // gets it back through take_released() and frees it.
 void StorageTier::load_streamed(PrefetchJob& job, const std::vector<std::string>& keys, size_t hits) {
   PayloadHasher* hasher = payload_hasher();
-  SegmentCopier* copier = segment_copier();
+  SegmentCopier* copier = segment_copier(&prefetch_copier_);
   for (size_t i = 0; i < hits; ++i) {
     if (stopping_ || job.stop.load(std::memory_order_acquire)) return;
     StoredPageConsumer consumer(g_, host_, job.pages[i], job.fp, job.digests[i], hasher, copier);
@@ -479,31 +483,42 @@ PayloadHasher* StorageTier::payload_hasher() {
   return hasher_.get();
 }
 
-// The prefetch thread's copier, started on first use; null when segment copies are off,
-// pages are too small to share, the machine has one CPU, or no thread was to be had.
-SegmentCopier* StorageTier::segment_copier() {
+// A worker thread's copier, started on first use; null when segment copies are off, pages
+// are too small to share, the machine has one CPU, or no thread was to be had.
+SegmentCopier* StorageTier::segment_copier(CopierSlot* slot) {
   if (!segment_copies_.load(std::memory_order_relaxed) || payload_bytes_ < kSegmentCopyFrom) return nullptr;
-  if (copier_ == nullptr && !copier_tried_) {
-    copier_tried_ = true;
+  if (slot->copier == nullptr && !slot->tried) {
+    slot->tried = true;
     try {
-      if (SegmentCopier::worthwhile()) copier_ = std::make_unique<SegmentCopier>();
+      if (SegmentCopier::worthwhile()) slot->copier = std::make_unique<SegmentCopier>();
     } catch (const std::system_error&) {
     } catch (const std::bad_alloc&) {
     }
   }
-  return copier_.get();
+  return slot->copier.get();
 }
 
-// A staged value's payload into host page `page`, with the copier where there is one; its
-// payload checksum.
+// A staged value's payload into host page `page` (the prefetch thread), with its copier
+// where there is one; the payload checksum.
 uint64_t StorageTier::scatter_checked(int64_t page, const uint8_t* payload) {
-  if (SegmentCopier* copier = segment_copier()) {
+  if (SegmentCopier* copier = segment_copier(&prefetch_copier_)) {
     try {
       return copier->copy(g_, host_, page, payload);
     } catch (const std::bad_alloc&) {  // nothing copied: alone, then
     }
   }
   return scatter_page_hashed(g_, host_, page, payload);
+}
+
+// Host page `page` into a staged value's payload (the backup thread), the same way.
+uint64_t StorageTier::gather_checked(int64_t page, uint8_t* payload) {
+  if (SegmentCopier* copier = segment_copier(&backup_copier_)) {
+    try {
+      return copier->gather(g_, host_, page, payload);
+    } catch (const std::bad_alloc&) {
+    }
+  }
+  return gather_page_hashed(g_, host_, page, payload);
 }
 
 StorageTierStats StorageTier::stats() const {

@@ -134,8 +134,9 @@ class StorageTier {
   // (segment_copier.hpp, started with the first such page; never on a machine with one
   // CPU). On by default: on the project's 2-core VM it took a one-page read from 0.65 to
   // about 1.0 of a plain read() (docs/performance.md). Before pipelined reads where both
-  // apply. Off, the prefetch thread copies alone, as before. Benchmarks compare the two;
-  // tests cover both.
+  // apply. Backups use a copier of their own: staged pages are gathered by two threads, and
+  // streamed ones hashed on the copier's while the backup thread writes. Off, each worker
+  // thread works alone, as before. Benchmarks compare the two; tests cover both.
   void set_segment_copies(bool on) { segment_copies_.store(on, std::memory_order_relaxed); }
 
   StorageTierStats stats() const;
@@ -159,6 +160,11 @@ class StorageTier {
   };
 
  private:
+  // A worker thread's SegmentCopier, and whether making it was tried.
+  struct CopierSlot {
+    std::unique_ptr<SegmentCopier> copier;
+    bool tried = false;
+  };
   struct BackupJob {
     uint64_t id;
     std::vector<int64_t> pages;
@@ -178,8 +184,9 @@ class StorageTier {
   void load_streamed(PrefetchJob& job, const std::vector<std::string>& keys, size_t hits);
   void count_rejected(PageCheck check);
   PayloadHasher* payload_hasher();
-  SegmentCopier* segment_copier();
+  SegmentCopier* segment_copier(CopierSlot* slot);
   uint64_t scatter_checked(int64_t page, const uint8_t* payload);
+  uint64_t gather_checked(int64_t page, uint8_t* payload);
   size_t batch_pages() const;
   // Log (kvpool/log.h): the backend's failures since the last report, after a batch of
   // either thread; `during` names what the batch did. Cheap when no callback takes warnings.
@@ -225,10 +232,9 @@ class StorageTier {
   std::unique_ptr<PayloadHasher> hasher_;
   bool hasher_tried_ = false;  // not tried again when it failed (one core, no thread): the reads work without it
   std::atomic<bool> segment_copies_{true};
-  // The prefetch thread's SegmentCopier (its own; made with its first page of at least
-  // kSegmentCopyFrom bytes); stopped after that thread, in the destructor.
-  std::unique_ptr<SegmentCopier> copier_;
-  bool copier_tried_ = false;  // as hasher_tried_
+  // Each worker thread's SegmentCopier (made with its first page of at least kSegmentCopyFrom
+  // bytes; not tried again when that failed); stopped after that thread, in the destructor.
+  CopierSlot backup_copier_, prefetch_copier_;
 
   // Staging for backends that do not stream: each thread's own.
   StagingBuffer backup_staging_, prefetch_staging_;

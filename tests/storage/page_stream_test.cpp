@@ -14,6 +14,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <memory>
@@ -568,6 +569,74 @@ TEST(SegmentCopier, UnmappedValuesAndSmallPagesAreReadWithoutIt) {
             PageCheck::kOk);
   EXPECT_TRUE(payload_of(small, small_host, 1) == payload_of(small, small_host, 0));
   EXPECT_EQ(copier.last_copier_segments(), 0u) << "never asked";
+}
+
+// Backups with a copier: hashed beside the writes (layer_first, page_first_direct), or
+// gathered ahead of them into staging (page_first, page_head): the same stored bytes.
+TEST(SegmentCopier, BackupsStoreTheSameBytesUnderEveryLayout) {
+  kvp::storage::SegmentCopier copier;
+  for (const HostLayout layout : {HostLayout::kLayerFirst, HostLayout::kPageFirst, HostLayout::kPageFirstDirect,
+                                  HostLayout::kPageHead}) {
+    SCOPED_TRACE(kvp::host::host_layout_name(layout));
+    const HostGeometry g = geometry(layout);
+    EXPECT_EQ(kvp::storage::has_short_runs(g), layout == HostLayout::kPageFirst || layout == HostLayout::kPageHead);
+    std::vector<uint8_t> staging(kvp::storage::page_payload_bytes(g));
+    for (int k = 0; k < 3; ++k) {
+      const std::vector<uint8_t> host = random_host(g, 50 + uint64_t(k));
+      MemoryValue value;
+      ASSERT_TRUE(kvp::storage::write_stored_page(g, host.data(), 1, fingerprint(), digest_of(1), value, &copier,
+                                                  staging.data()));
+      EXPECT_TRUE(value.bytes() == sealed(g, host, 1, digest_of(1))) << k;
+      MemoryValue hashed_beside;  // no staging: every layout written as it lies, hashed by the copier
+      ASSERT_TRUE(
+          kvp::storage::write_stored_page(g, host.data(), 1, fingerprint(), digest_of(1), hashed_beside, &copier));
+      EXPECT_TRUE(hashed_beside.bytes() == value.bytes()) << k;
+    }
+  }
+}
+
+// A write that fails part-way stores nothing whole and leaves the copier free: the next
+// page is written whole.
+TEST(SegmentCopier, AFailedBackupWriteLeavesTheCopierFree) {
+  kvp::storage::SegmentCopier copier;
+  for (const HostLayout layout : {HostLayout::kLayerFirst, HostLayout::kPageFirst}) {
+    SCOPED_TRACE(kvp::host::host_layout_name(layout));
+    const HostGeometry g = geometry(layout);
+    const std::vector<uint8_t> host = random_host(g, 55);
+    std::vector<uint8_t> staging(kvp::storage::page_payload_bytes(g));
+    for (const int writes : {0, 1}) {
+      MemoryValue failing;
+      failing.fail_writes_after(writes);
+      EXPECT_FALSE(kvp::storage::write_stored_page(g, host.data(), 1, fingerprint(), digest_of(1), failing, &copier,
+                                                   staging.data()))
+          << writes;
+      MemoryValue value;
+      ASSERT_TRUE(kvp::storage::write_stored_page(g, host.data(), 2, fingerprint(), digest_of(2), value, &copier,
+                                                  staging.data()));
+      EXPECT_TRUE(value.bytes() == sealed(g, host, 2, digest_of(2))) << writes;
+    }
+  }
+}
+
+// wait_segment: once it returns, that segment of the gathered payload is final, whichever
+// thread gathered it; finish() then gives the checksum of the whole.
+TEST(SegmentCopier, AGatheredSegmentIsFinalOnceWaitedFor) {
+  kvp::storage::SegmentCopier copier;
+  const HostGeometry g = geometry(HostLayout::kPageFirst);
+  const std::vector<uint8_t> host = random_host(g, 56);
+  const std::vector<uint8_t> expect = payload_of(g, host, 2);
+  const uint64_t S = kvp::storage::kPayloadSegmentBytes;
+  for (int k = 0; k < 5; ++k) {
+    std::vector<uint8_t> staging(expect.size(), 0xAB);
+    copier.post(kvp::storage::SegmentWork::kGather, g, const_cast<uint8_t*>(host.data()), 2, staging.data());
+    for (uint64_t seg = 0; seg * S < expect.size(); ++seg) {
+      copier.wait_segment(size_t(seg));
+      const uint64_t end = std::min<uint64_t>((seg + 1) * S, expect.size());
+      ASSERT_EQ(std::memcmp(staging.data() + seg * S, expect.data() + seg * S, end - seg * S), 0) << k << " " << seg;
+    }
+    EXPECT_EQ(copier.finish(), kvp::storage::PayloadHash::of(expect.data(), expect.size())) << k;
+    EXPECT_TRUE(staging == expect) << k;
+  }
 }
 
 // ---- through the file backend: real files, the real chunked reads ----
