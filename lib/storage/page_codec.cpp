@@ -86,6 +86,8 @@ namespace {
 // gather_page_hashed: runs are hashed in pieces of at most 256 KiB right after they are
 // copied, so the hash reads them from L2 rather than from memory.
 constexpr uint64_t kHashPiece = 256 << 10;
+// gather_payload_range: runs up to this long are prefetched a run ahead.
+constexpr uint64_t kPrefetchRunBytes = 16 << 10;
 
 }  // namespace
 
@@ -124,13 +126,31 @@ void copy_hashed(uint8_t* dst, const uint8_t* src, size_t bytes, Xxh3Stream* has
 
 void gather_payload_range(const host::HostGeometry& g, const uint8_t* host, int64_t page, uint8_t* payload,
                           uint64_t begin, uint64_t end, Xxh3Stream* hash) {
-  for_each_run_in(g, page, begin, end, [&](uint64_t at, uint64_t off, uint64_t bytes) {
-    for (uint64_t done = 0; done < bytes; done += kHashPiece) {  // as gather_page_hashed: hashed from L2
-      const uint64_t n = bytes - done < kHashPiece ? bytes - done : kHashPiece;
-      std::memcpy(payload + off + done, host + at + done, n);
-      hash->update(payload + off + done, n);
+  // Short runs (page_first: 2 KiB a token and layer, 128 KiB apart) each start a stream the
+  // hardware prefetchers have not seen: each run's lines are asked for while the run before
+  // it is copied (page_first's two-thread gather of 8 MiB: 660 -> 480 us on the project's VM).
+  // Each piece is hashed right after its copy, from L1 (hashing 64 KiB of copied runs at a
+  // time was slower: 620 us).
+  const uint8_t* pending_src = nullptr;
+  uint8_t* pending_dst = nullptr;
+  uint64_t pending_bytes = 0;
+  const auto copy_pending = [&] {
+    for (uint64_t done = 0; done < pending_bytes; done += kHashPiece) {  // as gather_page_hashed: hashed from cache
+      const uint64_t n = pending_bytes - done < kHashPiece ? pending_bytes - done : kHashPiece;
+      std::memcpy(pending_dst + done, pending_src + done, n);
+      hash->update(pending_dst + done, n);
     }
+  };
+  for_each_run_in(g, page, begin, end, [&](uint64_t at, uint64_t off, uint64_t bytes) {
+    if (bytes <= kPrefetchRunBytes) {
+      for (uint64_t line = 0; line < bytes; line += 64) __builtin_prefetch(host + at + line);
+    }
+    copy_pending();
+    pending_src = host + at;
+    pending_dst = payload + off;
+    pending_bytes = bytes;
   });
+  copy_pending();
 }
 
 void hash_payload_range(const host::HostGeometry& g, const uint8_t* host, int64_t page, uint64_t begin, uint64_t end,

@@ -43,7 +43,7 @@ constexpr size_t stored_page_bytes(uint64_t payload_bytes) { return kPageHeaderB
 // Writes the header of a page whose payload the caller has already put at
 // page + kPageHeaderBytes (payload_bytes long), checksums included.
 void seal_page(uint8_t* page, uint64_t payload_bytes, const Fingerprint& fingerprint, const cache::Digest& digest);
-// The same with the payload's XXH3-64 already computed (gather_page_hashed()).
+// The same with the payload checksum already computed (gather_page_hashed()).
 void seal_page_hashed(uint8_t* page, uint64_t payload_bytes, uint64_t payload_hash, const Fingerprint& fingerprint,
                       const cache::Digest& digest);
 

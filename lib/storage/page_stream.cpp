@@ -328,7 +328,9 @@ namespace {
 
 // write_stored_page with a copier and a staging buffer: the copier gathers the page into the
 // buffer ahead, segment by segment, while this thread writes it out behind it in contiguous
-// pieces of kWriteChunkBytes. nullopt when the page could not be posted (nothing written).
+// pieces: each piece the next segment, and the ones after it already gathered, up to
+// kWriteChunkBytes (so the first write starts after one segment, not two). nullopt when the
+// page could not be posted (nothing written).
 std::optional<bool> write_gathered(const host::HostGeometry& g, const uint8_t* host, int64_t page,
                                    const Fingerprint& fp, const cache::Digest& digest, ValueWriter& writer,
                                    SegmentCopier& copier, uint8_t* staging) {
@@ -340,9 +342,13 @@ std::optional<bool> write_gathered(const host::HostGeometry& g, const uint8_t* h
   }
   bool written = true;
   try {  // a write that throws (a backend's code) must not leave the copier on the page
-    for (uint64_t at = 0; at < payload && written; at += kWriteChunkBytes) {
-      const uint64_t end = std::min(at + kWriteChunkBytes, payload);
-      for (uint64_t s = at / kPayloadSegmentBytes; s * kPayloadSegmentBytes < end; ++s) copier.wait_segment(size_t(s));
+    const size_t segments = size_t((payload + kPayloadSegmentBytes - 1) / kPayloadSegmentBytes);
+    const auto segment_end = [&](size_t s) { return std::min(uint64_t(s + 1) * kPayloadSegmentBytes, payload); };
+    for (size_t s = 0; s < segments && written;) {
+      const uint64_t at = uint64_t(s) * kPayloadSegmentBytes;
+      copier.wait_segment(s);
+      uint64_t end = segment_end(s++);
+      while (s < segments && segment_end(s) - at <= kWriteChunkBytes && copier.segment_done(s)) end = segment_end(s++);
       iovec span{staging + at, size_t(end - at)};
       written = writer.write_at(kPageHeaderBytes + at, &span, 1);
     }

@@ -3,7 +3,7 @@
 // chunks straight between the host page and the backend, and each chunk is hashed
 // while it is in the CPU's cache, so that every byte comes from memory once.
 //
-// Writing: chunk by chunk, the payload's XXH3 is updated from the host spans (which
+// Writing: chunk by chunk, the payload checksum is updated from the host spans (which
 // pulls them into the cache), then the same spans are written; the header, which
 // holds that checksum, is written last, at offset 0. The backend renames the value
 // into place only after both, so a reader never sees a page without its header.
@@ -79,7 +79,7 @@ class PayloadHasher {
   PayloadChunk chunk(size_t k) const;
   // Chunks [0, chunks) are in the host page: they may be hashed.
   void landed(size_t chunks);
-  // Hashes what is left (all chunks must have landed) and returns the payload's XXH3-64;
+  // Hashes what is left (all chunks must have landed) and returns the payload checksum;
   // the thread no longer reads the page.
   uint64_t finish();
   // Ends the page unhashed (a read failed); the thread no longer reads the page, so the

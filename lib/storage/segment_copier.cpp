@@ -196,6 +196,8 @@ void SegmentCopier::wait_segment(size_t segment) {
   }
 }
 
+bool SegmentCopier::segment_done(size_t segment) const { return shared_->done[segment].load(); }
+
 size_t SegmentCopier::last_copier_segments() const {
   std::lock_guard<std::mutex> lk(shared_->mu);
   return shared_->copier_segments;

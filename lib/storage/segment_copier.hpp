@@ -76,6 +76,8 @@ class SegmentCopier {
   // done, doing segments itself while it would otherwise wait (a backup that writes a
   // gathered page out segment by segment, in order, while the copier gathers ahead).
   void wait_segment(size_t segment);
+  // Between post() and finish(): whether segment `segment` is done (wait_segment would not wait).
+  bool segment_done(size_t segment) const;
 
   // Segments the copier's thread did of the last page (tests, benchmarks).
   size_t last_copier_segments() const;
