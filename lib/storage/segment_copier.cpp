@@ -1,7 +1,5 @@
 #include "storage/segment_copier.hpp"
 
-#include <sched.h>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -11,6 +9,7 @@
 #include <vector>
 
 #include "storage/page_codec.hpp"
+#include "storage/page_stream.hpp"
 #include "storage/payload_hash.hpp"
 #include "util/stream_copy.hpp"
 
@@ -203,11 +202,6 @@ size_t SegmentCopier::last_copier_segments() const {
   return shared_->copier_segments;
 }
 
-bool SegmentCopier::worthwhile() {
-  cpu_set_t cpus;
-  CPU_ZERO(&cpus);
-  if (sched_getaffinity(0, sizeof(cpus), &cpus) != 0) return std::thread::hardware_concurrency() > 1;
-  return CPU_COUNT(&cpus) > 1;
-}
+bool SegmentCopier::worthwhile() { return PayloadHasher::worthwhile(); }  // the same question
 
 }  // namespace kvp::storage
