@@ -132,8 +132,8 @@ class StorageTier {
   // (a cached file the backend maps, or a staged value of memcached and redis) is copied
   // into its host page by the prefetch thread and a second thread together
   // (segment_copier.hpp, started with the first such page; never on a machine with one
-  // CPU). On by default: on the project's 2-core VM it took a one-page read from 0.65 to
-  // about 1.0 of a plain read() (docs/performance.md). Before pipelined reads where both
+  // CPU). On by default: on the project's 2-core VM it took a one-page read from 0.64-0.67
+  // to 0.88-0.98 of a plain read() (docs/performance.md). Before pipelined reads where both
   // apply. Backups use a copier of their own: staged pages are gathered by two threads, and
   // streamed ones hashed on the copier's while the backup thread writes. Off, each worker
   // thread works alone, as before. Benchmarks compare the two; tests cover both.
