@@ -322,9 +322,15 @@ bool read_handing_over(PayloadHasher& hasher, size_t chunks, ValueReader& reader
   return true;
 }
 
-}  // namespace
-
-namespace {
+// The header, which holds the payload checksum, written last at offset 0 (the backend
+// renames the value into place only after it).
+bool write_header(const host::HostGeometry& g, uint64_t checksum, const Fingerprint& fp, const cache::Digest& digest,
+                  ValueWriter& writer) {
+  uint8_t header[kPageHeaderBytes];
+  seal_page_hashed(header, page_payload_bytes(g), checksum, fp, digest);
+  iovec span{header, sizeof(header)};
+  return writer.write_at(0, &span, 1);
+}
 
 // write_stored_page with a copier and a staging buffer: the copier gathers the page into the
 // buffer ahead, segment by segment, while this thread writes it out behind it in contiguous
@@ -357,11 +363,7 @@ std::optional<bool> write_gathered(const host::HostGeometry& g, const uint8_t* h
     throw;
   }
   const uint64_t checksum = copier.finish();
-  if (!written) return false;
-  uint8_t header[kPageHeaderBytes];
-  seal_page_hashed(header, payload, checksum, fp, digest);
-  iovec span{header, sizeof(header)};
-  return writer.write_at(0, &span, 1);
+  return written && write_header(g, checksum, fp, digest, writer);
 }
 
 }  // namespace
@@ -394,11 +396,7 @@ bool write_stored_page(const host::HostGeometry& g, const uint8_t* host, int64_t
       throw;
     }
     const uint64_t checksum = copier->finish();
-    if (!written) return false;
-    uint8_t header[kPageHeaderBytes];
-    seal_page_hashed(header, page_payload_bytes(g), checksum, fp, digest);
-    iovec span{header, sizeof(header)};
-    return writer.write_at(0, &span, 1);
+    return written && write_header(g, checksum, fp, digest, writer);
   }
   PayloadHash state;
   HashThenWrite visitor(&state, writer);
@@ -406,10 +404,7 @@ bool write_stored_page(const host::HostGeometry& g, const uint8_t* host, int64_t
   if (!for_each_payload_chunk(g, const_cast<uint8_t*>(host), page, kWriteChunkBytes, kMaxChunkSpans, visitor)) {
     return false;
   }
-  uint8_t header[kPageHeaderBytes];
-  seal_page_hashed(header, page_payload_bytes(g), state.digest(), fp, digest);
-  iovec span{header, sizeof(header)};
-  return writer.write_at(0, &span, 1);
+  return write_header(g, state.digest(), fp, digest, writer);
 }
 
 PageCheck read_stored_page(const host::HostGeometry& g, uint8_t* host, int64_t page, const Fingerprint& fp,
