@@ -16,8 +16,11 @@
 // until none is left, so a copier that wakes late, or not at all on a busy machine, only
 // takes fewer segments. The calling thread then waits for the copier to leave the page
 // (spinning briefly: it is in its last segment), or withdraws the page if the copier never
-// took it.
+// took it. The copier is kept off the posting thread's CPU (its allowed CPUs are the
+// creating thread's, less that one), so that the kernel does not wake it behind the poster.
 #pragma once
+
+#include <sched.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -81,6 +84,9 @@ class SegmentCopier {
 
   // Segments the copier's thread did of the last page (tests, benchmarks).
   size_t last_copier_segments() const;
+  // The CPUs the copier's thread may run on (tests): post() keeps it off the CPU the calling
+  // thread runs on, where the machine allows another (segment_copier.cpp says why).
+  bool copier_cpus(cpu_set_t* out) const;
 
   // Whether this process may run on a second CPU (sched_getaffinity).
   static bool worthwhile();

@@ -7,6 +7,7 @@
 // StorageTier's prefetch thread, pipelined or not, and staged as for backends that do not
 // stream: the payload checked as it is copied into its host page).
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -495,6 +496,34 @@ TEST(SegmentCopier, CopiesEveryLayoutAsTheScatterDoesWithBothThreads) {
       by_copier += copier.last_copier_segments();
     }
     EXPECT_GT(by_copier, 0u) << "the copier's thread never took a segment";
+  }
+}
+
+// The copier is kept off the CPU of the thread that posts (the kernel would otherwise wake
+// it there, behind the poster): with this thread on one CPU, the copier may run on every other
+// allowed CPU but that one.
+TEST(SegmentCopier, StaysOffThePostingThreadsCpu) {
+  cpu_set_t mine;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(mine), &mine), 0);
+  if (CPU_COUNT(&mine) < 2) GTEST_SKIP() << "one CPU: nowhere else to go";
+  kvp::storage::SegmentCopier copier;
+  const HostGeometry g = geometry(HostLayout::kLayerFirst);
+  const std::vector<uint8_t> payload = payload_of(g, random_host(g, 47), 1);
+  std::vector<uint8_t> host = random_host(g, 48);
+  for (int cpu = 0, tried = 0; cpu < CPU_SETSIZE && tried < 2; ++cpu) {
+    if (!CPU_ISSET(cpu, &mine)) continue;
+    ++tried;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);  // this thread on `cpu` alone
+    const uint64_t checksum = copier.copy(g, host.data(), 1, payload.data());
+    ASSERT_EQ(sched_setaffinity(0, sizeof(mine), &mine), 0);
+    EXPECT_EQ(checksum, kvp::storage::PayloadHash::of(payload.data(), payload.size()));
+    cpu_set_t copier_cpus;
+    ASSERT_TRUE(copier.copier_cpus(&copier_cpus));
+    EXPECT_FALSE(CPU_ISSET(cpu, &copier_cpus)) << "cpu " << cpu;
+    EXPECT_EQ(CPU_COUNT(&copier_cpus), CPU_COUNT(&mine) - 1) << "cpu " << cpu;
   }
 }
 
