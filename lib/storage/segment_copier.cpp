@@ -32,6 +32,16 @@ void cpu_relax() {
 #endif
 }
 
+// Spins while `busy()` holds, for at most kSpinForCopier (the clock read every 64 turns).
+template <class Busy>
+void spin_while(Busy&& busy) {
+  const auto spin_until = std::chrono::steady_clock::now() + kSpinForCopier;
+  for (unsigned k = 0; busy(); ++k) {
+    if (k % 64 == 63 && std::chrono::steady_clock::now() > spin_until) return;
+    cpu_relax();
+  }
+}
+
 }  // namespace
 
 // Keeps the copier off the posting thread's CPU. On the project's 2-core VM the kernel
@@ -190,11 +200,7 @@ uint64_t SegmentCopier::finish() {
   Shared& s = *shared_;
   s.copy_segments();
   // The copier is in its last segment, or never took the page (asleep, or not run yet).
-  const auto spin_until = std::chrono::steady_clock::now() + kSpinForCopier;
-  for (unsigned k = 0; s.copier_in.load(std::memory_order_acquire); ++k) {
-    if (k % 64 == 63 && std::chrono::steady_clock::now() > spin_until) break;
-    cpu_relax();
-  }
+  spin_while([&s] { return s.copier_in.load(std::memory_order_acquire); });
   {
     std::unique_lock<std::mutex> lk(s.mu);
     if (s.taken < s.posted) {
@@ -217,11 +223,7 @@ void SegmentCopier::wait_segment(size_t segment) {
       continue;
     }
     // Every segment is taken: the copier is on this one. Spin briefly, then sleep.
-    const auto spin_until = std::chrono::steady_clock::now() + kSpinForCopier;
-    for (unsigned k = 0; !s.done[segment].load(std::memory_order_acquire); ++k) {
-      if (k % 64 == 63 && std::chrono::steady_clock::now() > spin_until) break;
-      cpu_relax();
-    }
+    spin_while([&s, segment] { return !s.done[segment].load(std::memory_order_acquire); });
     std::unique_lock<std::mutex> lk(s.mu);
     s.waiting_for_segment.fetch_add(1);
     s.left.wait(lk, [&s, segment] { return s.done[segment].load(); });
