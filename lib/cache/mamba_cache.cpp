@@ -67,6 +67,7 @@ Status MambaCache::insert(const int32_t* tokens, size_t n, const int64_t* slots,
     if (owns_slot(s)) return Status::invalid("slot " + std::to_string(s) + " already belongs to the prefix tree");
   }
   KVPOOL_RETURN_IF_ERROR(check_distinct(slots + prefix, n - prefix, &handed_));
+  KVPOOL_RETURN_IF_ERROR(release_landed());
   NodeHandle last = 0;
   KVPOOL_RETURN_IF_ERROR(tree_->insert(tokens, n, slots, state, extra_key, prefix_len, state_exist, &last,
                                        host_tier() && count_hit));
@@ -80,6 +81,7 @@ Status MambaCache::insert(const int32_t* tokens, size_t n, const int64_t* slots,
 
 Status MambaCache::evict(size_t tokens, size_t* evicted) {
   *evicted = 0;
+  KVPOOL_RETURN_IF_ERROR(release_landed());  // landed copies unlock their nodes: evictable again
   const Status st = tree_->evict(tokens, evicted);
   evicted_tokens_ += *evicted;
   return st;
@@ -87,12 +89,18 @@ Status MambaCache::evict(size_t tokens, size_t* evicted) {
 
 Status MambaCache::evict_mamba(size_t states, size_t* evicted) {
   *evicted = 0;
+  KVPOOL_RETURN_IF_ERROR(release_landed());
   const Status st = tree_->evict_mamba(states, evicted);
   evicted_states_ += *evicted;
   return st;
 }
 
 Status MambaCache::reset() {
+  // Copies in flight read or write slots freed below: they land first.
+  if (!in_flight_.empty()) {
+    size_t done = 0;
+    KVPOOL_RETURN_IF_ERROR(release_landed(true, &done));
+  }
   std::vector<int64_t> slots;
   std::vector<int32_t> states;
   tree_->collect_slots(&slots, &states);

@@ -51,7 +51,11 @@ class MambaCache {
 
   // ---- host tier (mamba_cache_tier.cpp; docs/host-tier.md) ----
   // The full-attention KV is tiered like an mha pool's; mamba states stay on the device.
-  // Copies are waited for inside the call that starts them: nothing is ever in flight.
+  // On CUDA pools a backup or load-back returns with its copy in flight: the last node it
+  // copies stays locked (its state and its path's KV) until a poll sees the copy finished
+  // (every tier operation polls first, without blocking). Device eviction's write_back
+  // copies are waited for: their slots are freed right after. CPU pools' copies land in
+  // the call.
   void enable_host_tier(host::HostPool* pool, host::HostTransfer* transfer, WritePolicy policy);
   bool host_tier() const { return host_ != nullptr; }
   host::HostPool* host_pool() const { return host_; }
@@ -67,6 +71,15 @@ class MambaCache {
   Status evict_host(size_t tokens, size_t* evicted);
   // Retries the backups that could not start for want of host memory (kvhost_poll()).
   void retry_backups() noexcept;
+  // Unlocks the nodes of copies that have landed (with `wait`: of every copy, after
+  // waiting for it); *completed counts them. kvhost_poll().
+  Status poll(bool wait, size_t* completed);
+  size_t copies_in_flight() const { return in_flight_.size(); }
+  // Unlocks the nodes of copies that have landed (without waiting, unless `wait`).
+  Status release_landed(bool wait = false) {
+    size_t done = 0;
+    return in_flight_.empty() ? Status::ok() : release_landed(wait, &done);
+  }
   size_t pending_backups() const { return pending_.size(); }
   int load_set() const { return load_set_; }
   int advance_load_set() { return load_set_ = (load_set_ + 1) % host::kLoadSets; }
@@ -76,9 +89,20 @@ class MambaCache {
   // The copies the write policy wants after an insert that ended at `node`.
   void back_up_path(NodeHandle node) noexcept;
   // Copies `nodes` (root-to-leaf, device, without host copies) to the host; false when
-  // they could not be (no host room even after host eviction, or a failed copy). Throws
-  // std::bad_alloc before its first change only.
-  bool copy_to_host(const std::vector<NodeHandle>& nodes);
+  // they could not be (no host room even after host eviction, or a failed copy). With
+  // `wait` the copy has landed on return and nothing allocates (device eviction's keeper);
+  // otherwise it may stay in flight. Throws std::bad_alloc before its first change only.
+  bool copy_to_host(const std::vector<NodeHandle>& nodes, bool wait);
+  // A backup or load-back in flight and the node whose tree lock keeps the device slots
+  // it reads or writes in place (the lock covers the node's path) until it lands.
+  struct Flight {
+    uint64_t ticket = 0;
+    NodeHandle locked = 0;
+  };
+  // Keeps the copy of `ticket` in flight with `node` locked (in_flight_ reserved), or
+  // waits for it when it has not landed and the node cannot be locked (a tombstone).
+  void hold_until_landed(uint64_t ticket, NodeHandle node);
+  Status release_landed(bool wait, size_t* completed);
   // Device eviction's keeper (write_back): copies of the node's path that lacks them.
   bool keep_on_host(NodeHandle node);
   size_t check_host(std::string* report, size_t max_lines) const;
@@ -90,6 +114,7 @@ class MambaCache {
   // Last nodes of inserts whose backups ran out of host memory (capacity kept: noting one
   // never allocates); retried by the next insert and kvhost_poll().
   std::vector<NodeHandle> pending_;
+  std::vector<Flight> in_flight_;
   // copy_to_host's scratch, sized once for every slot: a copy allocates nothing but the
   // nodes' host slot lists, reserved before its first change.
   std::vector<int64_t> device_scratch_, host_scratch_;

@@ -3,10 +3,12 @@
 // policy, kept there when the device evicts it, and loaded back for a match that ends
 // at a host-only node with a mamba state. Page size is 1: a host page is a host token.
 //
-// Copies are waited for inside the call that starts them, so no node is ever locked by
-// a copy in flight and kvhost_poll() has nothing to do: the tree's inserts come after
-// the engine computed the tokens (cache_unfinished_req / cache_finished_req), and the
-// transfer orders a backup after the work already on the compute stream.
+// Copies run on the tier's own streams (the transfer orders a backup after the work
+// already on the compute stream; a load is waited for per layer by kvhost_wait_layer).
+// Until a poll sees a copy finished, a tree lock on the last node it copies keeps the
+// device slots it reads or writes in place (the lock covers the node's path and state).
+// Device eviction's write_back copies are waited for, as the mha tier's: the slots are
+// freed right after.
 #include <string>
 
 #include "cache/mamba_cache.hpp"
@@ -30,7 +32,8 @@ void MambaCache::enable_host_tier(host::HostPool* pool, host::HostTransfer* tran
   }
 }
 
-bool MambaCache::copy_to_host(const std::vector<NodeHandle>& nodes) {
+bool MambaCache::copy_to_host(const std::vector<NodeHandle>& nodes, bool wait) {
+  if (!wait) in_flight_.reserve(in_flight_.size() + 1);  // the keeper's copies must not allocate
   std::vector<int64_t>& device = device_scratch_;
   std::vector<int64_t>& hosts = host_scratch_;
   std::vector<size_t>& lengths = length_scratch_;
@@ -65,7 +68,7 @@ bool MambaCache::copy_to_host(const std::vector<NodeHandle>& nodes) {
   }
   uint64_t ticket = 0;
   Status st = transfer_->backup(device.data(), hosts.data(), n, &ticket);
-  if (st.is_ok()) st = transfer_->wait(ticket);
+  if (st.is_ok() && wait) st = transfer_->wait(ticket);
   if (!st.is_ok()) {
     ++stats_.backup_errors;
     (void)host_->free(hosts.data(), n);
@@ -74,7 +77,8 @@ bool MambaCache::copy_to_host(const std::vector<NodeHandle>& nodes) {
   size_t at = 0;
   for (size_t i = 0; i < nodes.size(); ++i) {
     if (!tree_->attach_host(nodes[i], hosts.data() + at, lengths[i]).is_ok()) {
-      // Cannot happen (the nodes were checked above): give the rest back.
+      // Cannot happen (the nodes were checked above): give the rest back once written.
+      (void)transfer_->wait(ticket);
       (void)host_->free(hosts.data() + at, n - at);
       return false;
     }
@@ -82,7 +86,44 @@ bool MambaCache::copy_to_host(const std::vector<NodeHandle>& nodes) {
   }
   ++stats_.backups;
   stats_.backup_tokens += n;
+  if (!wait) hold_until_landed(ticket, nodes.back());
   return true;
+}
+
+void MambaCache::hold_until_landed(uint64_t ticket, NodeHandle node) {
+  if (transfer_->finished(ticket)) return;  // CPU pools: the copy is done
+  // A tombstone cannot be locked (write_through_selective may stop a path at one): that
+  // copy is waited for instead.
+  if (!tree_->lock(node).is_ok()) {
+    (void)transfer_->wait(ticket);
+    return;
+  }
+  in_flight_.push_back(Flight{ticket, node});  // reserved
+}
+
+Status MambaCache::poll(bool wait, size_t* completed) {
+  retry_backups();
+  return release_landed(wait, completed);
+}
+
+Status MambaCache::release_landed(bool wait, size_t* completed) {
+  *completed = 0;
+  if (wait) {  // then every copy has landed, and the release below takes them all
+    for (const Flight& f : in_flight_) KVPOOL_RETURN_IF_ERROR(transfer_->wait(f.ticket));
+  }
+  size_t kept = 0;
+  for (size_t i = 0; i < in_flight_.size(); ++i) {
+    const Flight f = in_flight_[i];
+    if (!transfer_->finished(f.ticket)) {
+      in_flight_[kept++] = f;
+      continue;
+    }
+    const Status st = tree_->unlock(f.locked);  // locked at the copy's start: cannot fail
+    if (!st.is_ok()) return Status::internal("hybrid host tier: " + st.message());
+    ++*completed;
+  }
+  in_flight_.resize(kept);
+  return Status::ok();
 }
 
 void MambaCache::back_up_path(NodeHandle node) noexcept {
@@ -91,7 +132,7 @@ void MambaCache::back_up_path(NodeHandle node) noexcept {
   try {
     node_scratch_.clear();
     tree_->backup_candidates(node, min_hits, &node_scratch_);
-    if (!node_scratch_.empty()) (void)copy_to_host(node_scratch_);
+    if (!node_scratch_.empty()) (void)copy_to_host(node_scratch_, false);
   } catch (...) {
     // Out of host memory before any change: noted for a retry (the note never allocates).
     if (pending_.size() < pending_.capacity()) {
@@ -115,7 +156,7 @@ bool MambaCache::keep_on_host(NodeHandle node) {
   try {
     node_scratch_.clear();
     tree_->backup_candidates(node, 0, &node_scratch_);
-    return copy_to_host(node_scratch_);
+    return copy_to_host(node_scratch_, true);
   } catch (...) {
     ++stats_.backup_errors;  // before any change: the node is deleted instead of kept
     return false;
@@ -124,6 +165,7 @@ bool MambaCache::keep_on_host(NodeHandle node) {
 
 Status MambaCache::evict_host(size_t tokens, size_t* evicted) {
   if (host_ == nullptr) return Status::unsupported("the pool has no host tier");
+  KVPOOL_RETURN_IF_ERROR(release_landed());
   KVPOOL_RETURN_IF_ERROR(tree_->evict_host(tokens, evicted));
   stats_.host_evicted_tokens += *evicted;
   return Status::ok();
@@ -132,6 +174,7 @@ Status MambaCache::evict_host(size_t tokens, size_t* evicted) {
 Status MambaCache::load_back(NodeHandle host_node, std::vector<int64_t>* slots, size_t* loaded) {
   *loaded = 0;
   if (host_ == nullptr) return Status::unsupported("the pool has no host tier");
+  KVPOOL_RETURN_IF_ERROR(release_landed());  // landed copies unlock their nodes: evictable again
   std::vector<NodeHandle> chain;
   std::vector<int64_t> hosts;
   size_t tokens = 0;
@@ -143,11 +186,13 @@ Status MambaCache::load_back(NodeHandle host_node, std::vector<int64_t>* slots, 
   }
   std::vector<int64_t> fresh(tokens);
   slots->reserve(slots->size() + tokens);
+  in_flight_.reserve(in_flight_.size() + 1);  // the load's record, if it stays in flight
   tree_->reserve_restore(chain);  // the eviction below cannot be undone: nothing after it may allocate
   // The chain and the device part above it stay while room is made.
   KVPOOL_RETURN_IF_ERROR(tree_->pin(host_node));
   Status st = Status::ok();
   bool allocated = false;
+  uint64_t ticket = 0;
   try {
     const size_t free_now = kv_->available_tokens();
     if (free_now < tokens) {
@@ -160,11 +205,12 @@ Status MambaCache::load_back(NodeHandle host_node, std::vector<int64_t>* slots, 
       allocated = st.is_ok();
     }
     if (st.is_ok() && allocated) {
-      uint64_t ticket = 0;
       st = transfer_->load(hosts.data(), fresh.data(), tokens, load_set_, &ticket);
-      if (st.is_ok()) st = transfer_->wait(ticket);
       if (st.is_ok()) st = tree_->restore_chain(chain, fresh.data(), tokens);
-      if (!st.is_ok()) (void)kv_->free(fresh.data(), tokens);
+      if (!st.is_ok()) {
+        (void)transfer_->wait(ticket);  // a load that started writes into the slots given back
+        (void)kv_->free(fresh.data(), tokens);
+      }
     }
   } catch (...) {
     // Out of host memory before the eviction's first change (its KV events' room; the
@@ -172,7 +218,10 @@ Status MambaCache::load_back(NodeHandle host_node, std::vector<int64_t>* slots, 
     // SwaCache::load_back.
     // Without this a failed kvseq_begin left the chain pinned (found by
     // FaultSeq.HybridLinearHostTierWriteThroughEvents).
-    if (allocated && st.is_ok()) (void)kv_->free(fresh.data(), tokens);
+    if (allocated && st.is_ok()) {
+      (void)transfer_->wait(ticket);
+      (void)kv_->free(fresh.data(), tokens);
+    }
     (void)tree_->unpin(host_node);
     throw;
   }
@@ -188,6 +237,7 @@ Status MambaCache::load_back(NodeHandle host_node, std::vector<int64_t>* slots, 
   *loaded = tokens;
   ++stats_.loads;
   stats_.load_tokens += tokens;
+  hold_until_landed(ticket, host_node);  // the chain's end has a state: lockable
   return Status::ok();
 }
 

@@ -78,6 +78,7 @@ Status SwaCache::insert(const int32_t* tokens, size_t n, const int64_t* slots, c
     }
   }
   KVPOOL_RETURN_IF_ERROR(check_own(slots, prev_prefix_len, n, swa_evicted_len));
+  KVPOOL_RETURN_IF_ERROR(release_landed());
   NodeHandle last = 0;
   KVPOOL_RETURN_IF_ERROR(tree_->insert(tokens, n, slots, extra_key, prev_prefix_len, prefix_len, &last, swa_evicted_len,
                                        host_tier() && count_hit));
@@ -93,6 +94,7 @@ Status SwaCache::insert_keep_prefix(const int32_t* tokens, size_t n, const int64
   size_t usable = 0;
   const size_t prefix = tree_->cached_prefix(tokens, n, extra_key, &usable);
   KVPOOL_RETURN_IF_ERROR(check_own(slots, prefix, n, 0));
+  KVPOOL_RETURN_IF_ERROR(release_landed());
   // prev_prefix_len = n: the tree frees nothing of the caller's and revives nothing
   // (host-only nodes on the path take the caller's slots as their device copy).
   NodeHandle last = 0;
@@ -141,6 +143,7 @@ Status SwaCache::unlock(NodeHandle node) {
 
 Status SwaCache::evict(size_t full_tokens, size_t swa_tokens, size_t* full_evicted, size_t* swa_evicted) {
   *full_evicted = *swa_evicted = 0;
+  KVPOOL_RETURN_IF_ERROR(release_landed());  // landed copies unlock their nodes: evictable again
   const Status st = tree_->evict(full_tokens, swa_tokens, full_evicted, swa_evicted);
   evicted_tokens_ += *full_evicted;
   evicted_window_tokens_ += *swa_evicted;
@@ -148,6 +151,8 @@ Status SwaCache::evict(size_t full_tokens, size_t swa_tokens, size_t* full_evict
 }
 
 Status SwaCache::reset() {
+  // Copies in flight read or write slots freed below: they land first.
+  if (!in_flight_.empty()) KVPOOL_RETURN_IF_ERROR(release_landed(true));
   std::vector<int64_t> full, windowed;
   tree_->collect_slots(&full, &windowed);
   std::sort(windowed.begin(), windowed.end());

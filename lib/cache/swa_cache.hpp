@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "alloc/swa_allocator.hpp"
@@ -57,7 +58,10 @@ class SwaCache {
   // ---- host tier (swa_cache_tier.cpp; docs/host-tier.md, "swa pools") ----
   // Two host pools: `full` for the full-attention layers' rows of every host token,
   // `window` for the window layers' rows of the window tails (SwaRadixTree::window_tail).
-  // Copies are waited for inside the call that starts them: nothing is ever in flight.
+  // On CUDA pools a backup or load-back returns with its copies in flight: the nodes they
+  // read or write stay locked until a poll sees both transfers finished (every tier
+  // operation polls first, without blocking). Device eviction's write_back copies are
+  // waited for: their slots are freed right after. CPU pools' copies land in the call.
   void enable_host_tier(host::HostPool* full, host::HostTransfer* full_transfer, host::HostPool* window,
                         host::HostTransfer* window_transfer, WritePolicy policy);
   bool host_tier() const { return host_ != nullptr; }
@@ -73,6 +77,15 @@ class SwaCache {
   Status evict_host(size_t tokens, size_t* evicted);
   // Retries the backups that could not start for want of host memory (kvhost_poll()).
   void retry_backups() noexcept;
+  // Unlocks the nodes of copies that have landed (with `wait`: of every copy, after
+  // waiting for it); *completed counts them. kvhost_poll().
+  Status poll(bool wait, size_t* completed);
+  size_t copies_in_flight() const { return in_flight_.size(); }
+  // Unlocks the nodes of copies that have landed (without waiting, unless `wait`).
+  Status release_landed(bool wait = false) {
+    size_t done = 0;
+    return in_flight_.empty() ? Status::ok() : release_landed(wait, &done);
+  }
   int load_set() const { return load_set_; }
   int advance_load_set() { return load_set_ = (load_set_ + 1) % host::kLoadSets; }
   const HostTierStats& tier_stats() const { return stats_; }
@@ -82,8 +95,27 @@ class SwaCache {
   // The copies the write policy wants after an insert that ended at `node`.
   void back_up_path(NodeHandle node) noexcept;
   // Copies `nodes` (root-to-leaf, device, without host copies) to the host; false when
-  // they could not be. Throws std::bad_alloc before its first change only.
-  bool copy_to_host(const std::vector<NodeHandle>& nodes);
+  // they could not be. With `wait` the copy has landed on return and nothing allocates
+  // (device eviction's keeper); otherwise it may stay in flight with its nodes locked.
+  // Throws std::bad_alloc before its first change only.
+  bool copy_to_host(const std::vector<NodeHandle>& nodes, bool wait);
+  // A backup or load-back in flight: the tree locks (node, uuid) that keep the device
+  // slots its copies read or write in place until both transfers' tickets have finished.
+  struct Flight {
+    uint64_t full = 0, window = 0;
+    std::vector<std::pair<NodeHandle, int64_t>> locks;
+  };
+  bool landed(const Flight& f) { return transfer_->finished(f.full) && window_transfer_->finished(f.window); }
+  // Waits for both tickets (a copy that could not be kept in flight: no lock to hold it).
+  void wait_for(const Flight& f) {
+    (void)transfer_->wait(f.full);
+    (void)window_transfer_->wait(f.window);
+  }
+  // Ends `flight` if its copies landed, else locks `nodes`' live ones (each locks its
+  // window tail too) and keeps it; waits instead when a lock cannot be taken. in_flight_
+  // and flight.locks were reserved: nothing allocates.
+  void hold_until_landed(Flight& flight, const NodeHandle* nodes, const size_t* tails, size_t count);
+  Status release_landed(bool wait, size_t* completed);
   // Host eviction until both host pools have the room asked for; false if they cannot.
   bool make_host_room(size_t full, size_t window);
   bool keep_on_host(NodeHandle node);  // device eviction's keeper (write_back)
@@ -96,6 +128,7 @@ class SwaCache {
   int load_set_ = 0;
   HostTierStats stats_;
   std::vector<NodeHandle> pending_;  // backups that ran out of host memory (capacity kept)
+  std::vector<Flight> in_flight_;
   std::vector<NodeHandle> node_scratch_;
   // copy_to_host's scratch, sized once for every full / window slot: device eviction's
   // write_back copy runs inside an eviction that cannot be undone, so it must not allocate.

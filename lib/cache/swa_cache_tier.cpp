@@ -5,9 +5,12 @@
 // loaded back for a match that ends in a host-only node: full slots for the whole chain,
 // window slots for the nodes covering its last `window` tokens, the rest as tombstones.
 //
-// Copies are waited for inside the call that starts them (as the hybrid_linear tier's):
-// the tree's inserts come after the engine computed the tokens, and the transfer orders a
-// backup after the work already on the compute stream.
+// Copies run on the tier's own streams (the transfer orders a backup after the work
+// already on the compute stream; a load is waited for per layer by kvhost_wait_layer).
+// Until a poll sees both transfers of a copy finished, tree locks keep the device slots
+// it reads or writes in place: a backup locks each live node it copies (which also
+// window-locks the node's window tail), a load-back the chain's end. Device eviction's
+// write_back copies are waited for, as the mha tier's: the slots are freed right after.
 #include <string>
 
 #include "cache/swa_cache.hpp"
@@ -53,9 +56,14 @@ bool SwaCache::make_host_room(size_t full, size_t window) {
   return true;
 }
 
-bool SwaCache::copy_to_host(const std::vector<NodeHandle>& nodes) {
+bool SwaCache::copy_to_host(const std::vector<NodeHandle>& nodes, bool wait) {
   for (NodeHandle h : nodes) {
     if (!tree_->is_live(h)) return false;
+  }
+  Flight flight;
+  if (!wait) {  // the record of a copy left in flight (the keeper's copies must not allocate)
+    in_flight_.reserve(in_flight_.size() + 1);
+    flight.locks.reserve(nodes.size());
   }
   // Device rows of the nodes, root-to-leaf (page size 1: a slot is a page): full slots of
   // every token, window slots of each node's window tail, into scratch sized at
@@ -97,12 +105,14 @@ bool SwaCache::copy_to_host(const std::vector<NodeHandle>& nodes) {
     ++stats_.backups_skipped;
     return false;
   }
-  uint64_t ticket = 0;
-  Status st = transfer_->backup(device.data(), hosts.data(), n, &ticket);
-  if (st.is_ok()) st = transfer_->wait(ticket);
+  Status st = transfer_->backup(device.data(), hosts.data(), n, &flight.full);
   if (st.is_ok() && w > 0) {
-    st = window_transfer_->backup(device_window.data(), hosts_window.data(), w, &ticket);
-    if (st.is_ok()) st = window_transfer_->wait(ticket);
+    st = window_transfer_->backup(device_window.data(), hosts_window.data(), w, &flight.window);
+    if (!st.is_ok()) (void)transfer_->wait(flight.full);  // it writes the host slots freed below
+  }
+  if (st.is_ok() && wait) {
+    st = transfer_->wait(flight.full);
+    if (st.is_ok()) st = window_transfer_->wait(flight.window);
   }
   if (!st.is_ok()) {
     ++stats_.backup_errors;
@@ -113,7 +123,8 @@ bool SwaCache::copy_to_host(const std::vector<NodeHandle>& nodes) {
   size_t at = 0, at_window = 0;
   for (size_t i = 0; i < nodes.size(); ++i) {
     if (!tree_->attach_host(nodes[i], hosts.data() + at, lengths[i], hosts_window.data() + at_window, tails[i]).is_ok()) {
-      // Cannot happen (the nodes were checked above): give the rest back.
+      // Cannot happen (the nodes were checked above): give the rest back once written.
+      wait_for(flight);
       (void)host_->free(hosts.data() + at, n - at);
       (void)host_window_->free(hosts_window.data() + at_window, w - at_window);
       return false;
@@ -123,7 +134,60 @@ bool SwaCache::copy_to_host(const std::vector<NodeHandle>& nodes) {
   }
   ++stats_.backups;
   stats_.backup_tokens += n;
+  if (!wait) hold_until_landed(flight, nodes.data(), tails.data(), nodes.size());
   return true;
+}
+
+void SwaCache::hold_until_landed(Flight& flight, const NodeHandle* nodes, const size_t* tails, size_t count) {
+  if (landed(flight)) return;  // CPU pools: the copies are done
+  bool held = true;
+  for (size_t i = 0; i < count && held; ++i) {
+    if (tails[i] == 0) continue;  // a tombstone: a live node below it full-locks it
+    int64_t uuid = 0;
+    held = tree_->lock(nodes[i], &uuid).is_ok();
+    if (held) flight.locks.emplace_back(nodes[i], uuid);  // reserved
+  }
+  // A path that ends in a tombstone has no live node below it to lock its full slots
+  // (write_through_selective may stop there): that copy, and one whose lock is refused,
+  // is waited for instead.
+  if (held && count > 0 && tails[count - 1] == 0) held = false;
+  if (!held) {
+    for (auto it = flight.locks.rbegin(); it != flight.locks.rend(); ++it) (void)tree_->unlock(it->first, it->second);
+    wait_for(flight);
+    return;
+  }
+  in_flight_.push_back(std::move(flight));  // reserved
+}
+
+Status SwaCache::poll(bool wait, size_t* completed) {
+  retry_backups();
+  return release_landed(wait, completed);
+}
+
+Status SwaCache::release_landed(bool wait, size_t* completed) {
+  *completed = 0;
+  if (wait) {  // then every copy has landed, and the release below takes them all
+    for (const Flight& f : in_flight_) {
+      KVPOOL_RETURN_IF_ERROR(transfer_->wait(f.full));
+      KVPOOL_RETURN_IF_ERROR(window_transfer_->wait(f.window));
+    }
+  }
+  size_t kept = 0;
+  for (size_t i = 0; i < in_flight_.size(); ++i) {
+    Flight& f = in_flight_[i];
+    if (!landed(f)) {
+      if (kept != i) in_flight_[kept] = std::move(f);
+      ++kept;
+      continue;
+    }
+    for (const auto& [node, uuid] : f.locks) {
+      const Status st = tree_->unlock(node, uuid);  // locked at the copy's start: cannot fail
+      if (!st.is_ok()) return Status::internal("swa host tier: " + st.message());
+    }
+    ++*completed;
+  }
+  in_flight_.resize(kept);
+  return Status::ok();
 }
 
 void SwaCache::back_up_path(NodeHandle node) noexcept {
@@ -132,7 +196,7 @@ void SwaCache::back_up_path(NodeHandle node) noexcept {
   try {
     node_scratch_.clear();
     tree_->backup_candidates(node, min_hits, &node_scratch_);
-    if (!node_scratch_.empty()) (void)copy_to_host(node_scratch_);
+    if (!node_scratch_.empty()) (void)copy_to_host(node_scratch_, false);
   } catch (...) {
     // Out of host memory before any change: noted for a retry (the note never allocates).
     if (pending_.size() < pending_.capacity()) {
@@ -156,7 +220,7 @@ bool SwaCache::keep_on_host(NodeHandle node) {
   try {
     node_scratch_.clear();
     tree_->backup_candidates(node, 0, &node_scratch_);
-    return copy_to_host(node_scratch_);
+    return copy_to_host(node_scratch_, true);
   } catch (...) {
     ++stats_.backup_errors;  // before any change: the node is deleted instead of kept
     return false;
@@ -165,6 +229,7 @@ bool SwaCache::keep_on_host(NodeHandle node) {
 
 Status SwaCache::evict_host(size_t tokens, size_t* evicted) {
   if (host_ == nullptr) return Status::unsupported("the pool has no host tier");
+  KVPOOL_RETURN_IF_ERROR(release_landed());
   KVPOOL_RETURN_IF_ERROR(tree_->evict_host(tokens, evicted));
   stats_.host_evicted_tokens += *evicted;
   return Status::ok();
@@ -173,6 +238,7 @@ Status SwaCache::evict_host(size_t tokens, size_t* evicted) {
 Status SwaCache::load_back(NodeHandle host_node, std::vector<int64_t>* slots, size_t* loaded) {
   *loaded = 0;
   if (host_ == nullptr) return Status::unsupported("the pool has no host tier");
+  KVPOOL_RETURN_IF_ERROR(release_landed());  // landed copies unlock their nodes: evictable again
   size_t tokens = 0;
   KVPOOL_RETURN_IF_ERROR(tree_->host_chain_tokens(host_node, &tokens));
   if (tokens == 0) return Status::ok();  // on the device already
@@ -191,6 +257,9 @@ Status SwaCache::load_back(NodeHandle host_node, std::vector<int64_t>* slots, si
   const size_t dead = plan.tokens - plan.live_tokens, live = plan.live_tokens;
   std::vector<int64_t> fresh(plan.tokens), device_window(live);
   slots->reserve(slots->size() + plan.tokens);
+  Flight flight;  // the record of the load if it stays in flight
+  in_flight_.reserve(in_flight_.size() + 1);
+  flight.locks.reserve(1);
   // The chain and the device part above it stay while room is made.
   KVPOOL_RETURN_IF_ERROR(tree_->pin(host_node));
   bool allocated = false, pinned = true;
@@ -218,24 +287,33 @@ Status SwaCache::load_back(NodeHandle host_node, std::vector<int64_t>* slots, si
     }
     if (st.is_ok() && allocated) {
       st = allocator_->translate(fresh.data() + dead, live, device_window.data());
-      uint64_t ticket = 0;
-      if (st.is_ok()) st = transfer_->load(plan.host_full.data(), fresh.data(), plan.tokens, load_set_, &ticket);
-      if (st.is_ok()) st = transfer_->wait(ticket);
-      if (st.is_ok()) st = window_transfer_->load(plan.host_window.data(), device_window.data(), live, load_set_, &ticket);
-      if (st.is_ok()) st = window_transfer_->wait(ticket);
-      if (!st.is_ok()) give_back();
+      if (st.is_ok()) st = transfer_->load(plan.host_full.data(), fresh.data(), plan.tokens, load_set_, &flight.full);
+      if (st.is_ok()) {
+        st = window_transfer_->load(plan.host_window.data(), device_window.data(), live, load_set_, &flight.window);
+      }
+      if (!st.is_ok()) {
+        wait_for(flight);  // a load that started writes into the slots given back
+        give_back();
+      }
     }
     unpinned = tree_->unpin(host_node);
     pinned = false;
     if (st.is_ok() && allocated && unpinned.is_ok()) {
       // The planned split happens here, once the load is certain (its memory was reserved).
       st = tree_->restore_chain(plan, fresh.data());
-      if (!st.is_ok()) give_back();
+      if (!st.is_ok()) {
+        wait_for(flight);
+        give_back();
+      }
     }
   } catch (...) {
     // Out of host memory part-way (nothing above should allocate): the slots not given
-    // to the tree go back, and the pin goes (restore_chain makes no change before it throws).
-    if (allocated && st.is_ok()) give_back();
+    // to the tree go back once the loads into them are done, and the pin goes
+    // (restore_chain makes no change before it throws).
+    if (allocated && st.is_ok()) {
+      wait_for(flight);
+      give_back();
+    }
     if (pinned) (void)tree_->unpin(host_node);
     throw;
   }
@@ -250,6 +328,10 @@ Status SwaCache::load_back(NodeHandle host_node, std::vector<int64_t>* slots, si
   *loaded = plan.tokens;
   ++stats_.loads;
   stats_.load_tokens += plan.tokens;
+  // The chain's end is live: its lock keeps the chain's full slots and its last window's
+  // window slots (the ones loaded) until the loads land.
+  const size_t live_end = 1;
+  hold_until_landed(flight, &host_node, &live_end, 1);
   return Status::ok();
 }
 

@@ -74,7 +74,7 @@ KVPOOL_API kvpool_status kvhost_get_stats(const kvpool* pool, kvhost_stats* out)
       out->capacity_tokens = c.host_pool()->tokens();
       out->used_tokens = c.tree().host_size();
       out->host_only_tokens = c.tree().host_only_size();
-      out->copies_in_flight = 0;  // copies are waited for inside the call that starts them
+      out->copies_in_flight = c.copies_in_flight();
       window_to_host = c.host_window_transfer()->bytes_to_host();
       window_to_device = c.host_window_transfer()->bytes_to_device();
     } else if (hybrid) {
@@ -82,7 +82,7 @@ KVPOOL_API kvpool_status kvhost_get_stats(const kvpool* pool, kvhost_stats* out)
       out->capacity_tokens = c.host_pool()->tokens();
       out->used_tokens = c.tree().host_size();
       out->host_only_tokens = c.tree().host_only_size();
-      out->copies_in_flight = 0;  // copies are waited for inside the call that starts them
+      out->copies_in_flight = c.copies_in_flight();
     } else {
       const kvp::cache::PrefixCache& c = *p->cache;
       out->capacity_tokens = c.host_pool()->tokens();
@@ -110,9 +110,9 @@ KVPOOL_API kvpool_status kvhost_poll(kvpool* pool, int32_t wait, size_t* complet
     KVPOOL_RETURN_IF_ERROR(has_tier(p));  // unlocks only: no free list involved
     size_t done = 0;
     if (swa_tier(p)) {
-      p->swa_cache->retry_backups();  // backups that ran out of memory; nothing is ever in flight
+      KVPOOL_RETURN_IF_ERROR(p->swa_cache->poll(wait != 0, &done));
     } else if (hybrid_tier(p)) {
-      p->mamba_cache->retry_backups();  // backups that ran out of memory; nothing is ever in flight
+      KVPOOL_RETURN_IF_ERROR(p->mamba_cache->poll(wait != 0, &done));
     } else {
       KVPOOL_RETURN_IF_ERROR(p->cache->poll(wait != 0, &done));
     }

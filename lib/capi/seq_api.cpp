@@ -48,8 +48,12 @@ Status counted(kvpool* pool, const Status& st) {
 // succeeded (PrefixCache::tick: never fails, so the call's result stands and a failed
 // call changes nothing). Its own inserts wait for the next call: their KV is written by
 // the forward pass the engine issues after it.
+// The swa and hybrid_linear tiers unlock the nodes of landed copies first, so that the
+// call plans with what is evictable now.
 template <class Body>
 Status ticked(kvpool* pool, Body&& body) {
+  if (pool->swa_cache && pool->swa_cache->host_tier()) KVPOOL_RETURN_IF_ERROR(pool->swa_cache->release_landed());
+  if (pool->mamba_cache && pool->mamba_cache->host_tier()) KVPOOL_RETURN_IF_ERROR(pool->mamba_cache->release_landed());
   kvp::cache::PrefixCache* tier = pool->cache && pool->cache->host_tier() ? pool->cache.get() : nullptr;
   const size_t noted = tier != nullptr ? tier->pending_inserts() : 0;
   const Status st = body();
