@@ -112,6 +112,8 @@ class PrefixCache {
   Status poll(bool wait, size_t* completed);
   // Releases the nodes of copies that have landed (non-blocking; starts nothing).
   Status release_landed(size_t* completed);
+  // Waits for every copy in flight and releases its nodes (starts nothing): radix_reset.
+  Status land_copies();
   // After a successful kvseq_* call: starts the copies of the first `noted` pending inserts
   // (those of earlier calls: an engine inserts pages (kvseq_extend) before its forward pass
   // writes their KV, and the next call comes after that pass was issued) and releases

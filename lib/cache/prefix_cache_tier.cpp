@@ -63,6 +63,12 @@ Status PrefixCache::release_landed(size_t* completed) {
   return Status::ok();
 }
 
+Status PrefixCache::land_copies() {
+  for (const InFlight& f : in_flight_) KVPOOL_RETURN_IF_ERROR(transfer_->wait(f.ticket));
+  size_t done = 0;
+  return release_landed(&done);
+}
+
 void PrefixCache::tick(size_t noted) noexcept {
   try {
     if (noted > 0) (void)start_pending_backups(std::min(noted, pending_.size()));

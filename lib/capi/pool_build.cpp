@@ -72,8 +72,9 @@ Status build_host_tier(::kvpool* pool) {
     }
     return Status::ok();
   }
-  pool->host_transfer = host::make_cpu_transfer(pool->host.get());
-  if (pool->host_window) pool->host_window_transfer = host::make_cpu_transfer(pool->host_window.get());
+  const bool defer = c.host_cache.defer_completion;
+  pool->host_transfer = host::make_cpu_transfer(pool->host.get(), defer);
+  if (pool->host_window) pool->host_window_transfer = host::make_cpu_transfer(pool->host_window.get(), defer);
   return Status::ok();
 }
 
@@ -159,6 +160,10 @@ Status build_pool(::kvpool* pool) {
     if (c.prefix_cache.kind != config::PrefixCacheKind::kRadix) {
       return Status::config("$.host_cache: the host tier keeps what the radix cache evicts, expected prefix_cache.kind "
                             "\"radix\" with it");
+    }
+    if (c.host_cache.defer_completion && c.pool.device == config::DeviceKind::kCuda) {
+      return Status::config("$.host_cache.defer_completion: got true on a CUDA pool, expected it only on CPU pools "
+                            "(a CUDA pool's copies are asynchronous already)");
     }
     KVPOOL_RETURN_IF_ERROR(build_host_tier(pool));
   }

@@ -137,6 +137,10 @@ KVPOOL_API kvpool_status radix_reset(kvpool* pool) {
     if (p->seqs && p->seqs->active() > 0) {
       return Status::invalid(std::to_string(p->seqs->active()) + " requests are active; finish or abort them first");
     }
+    // Host-tier copies in flight lock their nodes: they land first (CUDA pools).
+    if (p->swa_cache && p->swa_cache->host_tier()) KVPOOL_RETURN_IF_ERROR(p->swa_cache->release_landed(true));
+    if (p->mamba_cache && p->mamba_cache->host_tier()) KVPOOL_RETURN_IF_ERROR(p->mamba_cache->release_landed(true));
+    if (p->cache && p->cache->host_tier()) KVPOOL_RETURN_IF_ERROR(p->cache->land_copies());
     size_t evictable = 0, locked = 0, total = 0;
     kvp::capi::tree_sizes(p, &evictable, &locked, &total);
     // A lock on a host-only node protects no device tokens, so the sizes alone miss it.

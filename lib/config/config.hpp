@@ -90,6 +90,8 @@ struct HostCacheConfig {
   std::string layout = "layer_first";
   std::string write_policy = "write_through";
   std::string io_backend = "kernel";
+  // CPU pools: report copies as landed only a few polls later, as a GPU's would be (tests).
+  bool defer_completion = false;
 };
 
 struct StorageConfig {

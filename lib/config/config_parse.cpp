@@ -338,6 +338,9 @@ Status parse_host_cache(const cJSON* obj, HostCacheConfig* hc) {
     return Status::config("$.host_cache.layout: got \"page_first_direct\" with io_backend \"" + hc->io_backend +
                           "\", expected io_backend \"direct\" for that layout");
   }
+  std::optional<bool> defer;
+  KVPOOL_RETURN_IF_ERROR(r.get_bool("defer_completion", false, &defer));
+  hc->defer_completion = defer.value_or(false);
   return r.finish();
 }
 

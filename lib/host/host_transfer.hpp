@@ -50,8 +50,10 @@ class HostTransfer {
   virtual uint64_t bytes_to_device() const = 0;
 };
 
-// memcpy between host-addressable device buffers (CPU pools) and the host pool.
-std::unique_ptr<HostTransfer> make_cpu_transfer(const HostPool* pool);
+// memcpy between host-addressable device buffers (CPU pools) and the host pool. With
+// `defer_completion` a copy is done in the call but reported finished only after a few
+// finished() queries or a wait() (host_cache.defer_completion: tests of in-flight copies).
+std::unique_ptr<HostTransfer> make_cpu_transfer(const HostPool* pool, bool defer_completion = false);
 
 // How a CUDA transfer copies (make_cuda_transfer).
 enum class CopyPath : int32_t {

@@ -1,5 +1,8 @@
 // Host-tier transfers of CPU pools: the device buffers are host memory, so a backup or
-// a load is a series of memcpy calls, done before the call returns.
+// a load is a series of memcpy calls, done before the call returns. With deferred
+// completion (host_cache.defer_completion) a copy is still reported in flight until it
+// has been asked about kDeferredQueries times or waited for, as a GPU's copies would be,
+// so that the code that handles copies in flight runs on CPU pools too.
 #include <cstring>
 #include <string>
 
@@ -48,9 +51,14 @@ Status check_pages(const int64_t* pages, size_t n, uint64_t limit, const char* n
   return Status::ok();
 }
 
+// finished() answers false this many times for a deferred copy: with the polls at the
+// start of every tier operation, a copy stays in flight through the next operation or two.
+constexpr uint8_t kDeferredQueries = 4;
+
 class CpuTransfer final : public HostTransfer {
  public:
-  explicit CpuTransfer(const HostPool* pool) : pool_(pool), g_(pool->geometry()), device_pages_(g_.device_pages()) {}
+  CpuTransfer(const HostPool* pool, bool defer)
+      : pool_(pool), g_(pool->geometry()), device_pages_(g_.device_pages()), defer_(defer) {}
 
   // Nothing runs asynchronously on a CPU pool, so there is no stream to follow.
   Status set_compute_stream(void*) override { return Status::ok(); }
@@ -58,7 +66,7 @@ class CpuTransfer final : public HostTransfer {
   Status backup(const int64_t* device_pages, const int64_t* host_pages, size_t n, uint64_t* ticket) override {
     KVPOOL_RETURN_IF_ERROR(check(device_pages, host_pages, n, ticket));
     to_host_ += copy(device_pages, host_pages, n, true);
-    *ticket = ++last_ticket_;
+    *ticket = issue();
     return Status::ok();
   }
 
@@ -66,13 +74,20 @@ class CpuTransfer final : public HostTransfer {
     KVPOOL_RETURN_IF_ERROR(check_set(set));
     KVPOOL_RETURN_IF_ERROR(check(device_pages, host_pages, n, ticket));
     to_device_ += copy(device_pages, host_pages, n, false);
-    *ticket = ++last_ticket_;
+    *ticket = issue();
     return Status::ok();
   }
 
-  // Every copy finished inside its call.
-  bool finished(uint64_t) override { return true; }
-  Status wait(uint64_t) override { return Status::ok(); }
+  // Every copy finished inside its call; deferred ones are reported so later, in order.
+  bool finished(uint64_t ticket) override {
+    if (ticket <= landed_ || ticket > last_ticket_) return true;
+    if (last_ticket_ - ticket >= kRing || ++asked_[ticket % kRing] >= kDeferredQueries) landed_ = ticket;
+    return ticket <= landed_;
+  }
+  Status wait(uint64_t ticket) override {
+    if (ticket <= last_ticket_ && ticket > landed_) landed_ = ticket;
+    return Status::ok();
+  }
 
   Status wait_layer(int set, uint32_t layer, void*) override {
     KVPOOL_RETURN_IF_ERROR(check_set(set));
@@ -144,15 +159,33 @@ class CpuTransfer final : public HostTransfer {
     }
   }
 
+  uint64_t issue() {
+    ++last_ticket_;
+    if (!defer_) {
+      landed_ = last_ticket_;
+    } else {
+      asked_[last_ticket_ % kRing] = 0;
+    }
+    return last_ticket_;
+  }
+
+  // Deferred copies: how often finished() was asked about each of the last kRing tickets
+  // (older ones have landed).
+  static constexpr uint64_t kRing = 64;
   const HostPool* pool_;
   const HostGeometry& g_;
   const uint64_t device_pages_;
+  const bool defer_;
+  uint8_t asked_[kRing] = {};
+  uint64_t landed_ = 0;  // every ticket up to this one has landed
   uint64_t last_ticket_ = 0;
   uint64_t to_host_ = 0, to_device_ = 0;
 };
 
 }  // namespace
 
-std::unique_ptr<HostTransfer> make_cpu_transfer(const HostPool* pool) { return std::make_unique<CpuTransfer>(pool); }
+std::unique_ptr<HostTransfer> make_cpu_transfer(const HostPool* pool, bool defer_completion) {
+  return std::make_unique<CpuTransfer>(pool, defer_completion);
+}
 
 }  // namespace kvp::host

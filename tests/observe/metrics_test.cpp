@@ -192,7 +192,7 @@ std::string tier_config(const std::string& dir) {
 
 // The host and storage families equal kvhost_get_stats() and kvstore_get_stats().
 void expect_tier_figures(const kvpool* pool, const Exposition& m) {
-  const kvhost_stats h = host_stats(pool);
+  const kvhost_stats h = kvtest::host_stats_now(pool);
   kvstore_stats s = KVSTORE_STATS_INIT;
   ASSERT_EQ(kvstore_get_stats(pool, &s), KVPOOL_OK);
   const double page = 4;

@@ -39,6 +39,25 @@ constexpr const char* kDeviceKey = "\"device\": \"" KVPOOL_HYBRID_TIER_DEVICE "\
 constexpr const char* kDeviceKey = "";
 #endif
 
+// Copies may still be in flight when a call returns: on a CUDA pool, and on the CPU pool
+// of this file's build with KVPOOL_TIER_DEFERRED (host_cache.defer_completion: a copy is
+// reported landed a few polls later). The helpers of host_tier_kv.hpp then wait for them
+// where a test expects exact results (kvtest::settle), and the random workloads run with
+// copies in flight between them.
+#if defined(KVPOOL_HYBRID_TIER_DEVICE) || defined(KVPOOL_TIER_DEFERRED)
+constexpr bool kCopiesInFlight = true;
+#else
+constexpr bool kCopiesInFlight = false;
+#endif
+#ifdef KVPOOL_TIER_DEFERRED
+constexpr const char* kDeferKey = ", \"defer_completion\": true";
+constexpr bool kDeferred = true;  // the random workloads must then see copies in flight
+#else
+constexpr const char* kDeferKey = "";
+constexpr bool kDeferred = false;
+#endif
+const bool kSettling = (kvtest::settle_copies() = kCopiesInFlight);
+
 // 4 layers, full attention at 1 and 3, f32 KV of 2 heads x 8 (host_tier_kv.hpp's rows).
 // A request needs 5 state slots at most (SGLang's sizing): rows = states / 5.
 std::string hybrid_tier_config(int64_t tokens, int states, double ratio, const char* policy, const char* extra = "") {
@@ -50,7 +69,7 @@ std::string hybrid_tier_config(int64_t tokens, int states, double ratio, const c
          std::to_string(tokens) + R"(, "max_running_requests": )" + std::to_string(rows) +
          R"(, "mamba_cache_size": )" + std::to_string(states) + R"(, "max_context_len": 128)" + extra +
          R"(}, "prefix_cache": {"kind": "radix"}, "host_cache": {"ratio": )" + std::to_string(ratio) +
-         R"(, "headroom_bytes": 0, "write_policy": ")" + policy + R"("}})";
+         R"(, "headroom_bytes": 0, "write_policy": ")" + policy + '"' + kDeferKey + "}}";
 }
 
 void write_kv(kvpool* pool, const std::vector<int64_t>& slots, const std::vector<uint64_t>& tags) {
@@ -85,6 +104,75 @@ uint64_t insert_fresh(kvpool* pool, const std::vector<int32_t>& tokens, size_t* 
 
 kvhost_stats stats(kvpool* pool) { return kvtest::host_stats(pool); }
 Tiered match(kvpool* pool, const std::vector<int32_t>& tokens) { return kvtest::host_match(pool, tokens); }
+
+// host_cache.defer_completion (CPU pools only): copies land a few polls late, as a GPU's
+// do. A backup keeps the last node it copies locked (its state and its path's KV) until a
+// poll sees it land; a load-back keeps the chain's end; kvhost_poll with wait lands them.
+// (This build's pools defer already, or are CUDA pools: the test runs in the plain build.)
+#if !defined(KVPOOL_TIER_DEFERRED) && !defined(KVPOOL_HYBRID_TIER_DEVICE)
+TEST(HostTierHybrid, CopiesInFlightKeepTheirNodesUntilAPollSeesThemLand) {
+  std::string json = hybrid_tier_config(64, 8, 4, "write_through");
+  json.insert(json.size() - 2, R"(, "defer_completion": true)");
+  Pool pool(json);
+  const std::vector<int32_t> t = tokens_from(100, 24);
+  const uint64_t node = insert_fresh(pool, t);
+  EXPECT_EQ(kvtest::host_stats_now(pool).copies_in_flight, 1u);
+  expect_consistent(pool);
+  size_t freed = 0;
+  ASSERT_EQ(radix_evict(pool, 64, &freed), KVPOOL_OK) << kvpool_last_error();
+  EXPECT_EQ(freed, 0u) << "the backup in flight reads the node's slots";
+  ASSERT_EQ(radix_evict_mamba(pool, 1, &freed), KVPOOL_OK) << kvpool_last_error();
+  EXPECT_EQ(freed, 0u) << "evicting the leaf's state would delete the leaf";
+  expect_consistent(pool);
+  size_t landed = 0;
+  ASSERT_EQ(kvhost_poll(pool, 1, &landed), KVPOOL_OK) << kvpool_last_error();
+  EXPECT_EQ(landed, 1u);
+  EXPECT_EQ(kvtest::host_stats_now(pool).copies_in_flight, 0u);
+  ASSERT_EQ(radix_evict(pool, 64, &freed), KVPOOL_OK) << kvpool_last_error();
+  EXPECT_EQ(freed, 24u) << "landed: the node is evictable, and stays as host-only";
+  int32_t on_device = 1, on_host = 0;
+  node_state(pool, node, &on_device, &on_host);
+  EXPECT_EQ(on_device, 0);
+  EXPECT_EQ(on_host, 1);
+
+  std::vector<int32_t> longer = t;
+  longer.push_back(7);
+  const Tiered m = match(pool, longer);
+  ASSERT_EQ(m.host, 24u);
+  uint64_t last = 0;
+  const std::vector<int64_t> slots = kvtest::host_load_back(pool, m.host_node, 24, &last);
+  ASSERT_EQ(slots.size(), 24u);
+  EXPECT_EQ(kvtest::host_stats_now(pool).copies_in_flight, 1u);
+  expect_kv(pool, slots, tags_of(t));
+  ASSERT_EQ(radix_evict(pool, 64, &freed), KVPOOL_OK) << kvpool_last_error();
+  EXPECT_EQ(freed, 0u) << "the load in flight writes the chain's slots";
+  expect_consistent(pool);
+  int polls = 0;
+  while (kvtest::host_stats_now(pool).copies_in_flight > 0 && polls < 10) {
+    ASSERT_EQ(kvhost_poll(pool, 0, &landed), KVPOOL_OK) << kvpool_last_error();
+    ++polls;
+  }
+  EXPECT_GT(polls, 0);
+  EXPECT_LT(polls, 10) << "the load never landed";
+  ASSERT_EQ(radix_evict(pool, 64, &freed), KVPOOL_OK) << kvpool_last_error();
+  EXPECT_EQ(freed, 24u);
+  expect_consistent(pool);
+}
+
+// Reset and destroy with copies in flight: they land first, nothing is left locked.
+TEST(HostTierHybrid, ResetWithCopiesInFlight) {
+  std::string json = hybrid_tier_config(64, 8, 4, "write_through");
+  json.insert(json.size() - 2, R"(, "defer_completion": true)");
+  Pool pool(json);
+  insert_fresh(pool, tokens_from(100, 12));
+  insert_fresh(pool, tokens_from(200, 12));
+  EXPECT_EQ(kvtest::host_stats_now(pool).copies_in_flight, 2u);
+  ASSERT_EQ(radix_reset(pool), KVPOOL_OK) << kvpool_last_error();
+  EXPECT_EQ(kvtest::host_stats_now(pool).copies_in_flight, 0u);
+  expect_consistent(pool);
+  insert_fresh(pool, tokens_from(300, 12));  // the pool is destroyed with this copy in flight
+}
+#endif
 
 TEST(HostTierHybrid, WriteThroughKeepsTheStateAndLoadsTheKvBack) {
   Pool pool(hybrid_tier_config(64, 8, 4, "write_through"));
@@ -452,6 +540,7 @@ TEST_P(HostTierHybridRadixRandom, MatchesKeepTheirBytesAndTheAccountingAddsUp) {
   for (int g = 0; g < 3; ++g) prefixes.push_back(tokens_from(1000 * (g + 1), 10 + static_cast<size_t>(g) * 6));
   std::vector<uint64_t> locked;
   uint64_t loaded_total = 0;
+  size_t in_flight_steps = 0;
   for (int step = 0; step < 1500; ++step) {
     std::vector<int32_t> t = prefixes[rng() % prefixes.size()];
     const size_t tail = rng() % 3 == 0 ? 0 : 1 + rng() % 10;
@@ -507,7 +596,11 @@ TEST_P(HostTierHybridRadixRandom, MatchesKeepTheirBytesAndTheAccountingAddsUp) {
     }
     char report[4096];
     ASSERT_EQ(kvpool_check(pool, report, sizeof(report)), KVPOOL_OK) << "step " << step << ":\n" << report;
+    if (kvtest::host_stats_now(pool).copies_in_flight > 0) ++in_flight_steps;
   }
+  // write_back copies at eviction and waits for them; its loads land at the next match (settle()).
+  const bool copies_stay = std::string(GetParam()) != "write_back";
+  EXPECT_TRUE(!kDeferred || !copies_stay || in_flight_steps > 0) << "no step left a copy in flight";
   for (uint64_t node : locked) ASSERT_EQ(radix_unlock(pool, node), KVPOOL_OK);
   expect_consistent(pool);
   const kvhost_stats s = stats(pool);
@@ -536,6 +629,7 @@ TEST_P(HostTierHybridRandom, RequestsKeepTheirBytesAndTheAccountingAddsUp) {
   Pool pool(hybrid_tier_config(w.tokens, w.states, w.ratio, w.policy));
   kvtest::TierRequests requests;
   requests.seed = 4321 + static_cast<unsigned>(w.states);
+  requests.copies_in_flight = kCopiesInFlight;
   requests.max_live = static_cast<size_t>(w.live > 0 ? w.live : std::max(1, w.states / 5));
   requests.begin_may_fail = true;
   requests.layers = kFullLayers;
@@ -546,8 +640,11 @@ TEST_P(HostTierHybridRandom, RequestsKeepTheirBytesAndTheAccountingAddsUp) {
     }
   };
   uint64_t host_hits = 0;
+  size_t in_flight_steps = 0;
+  requests.in_flight_steps = &in_flight_steps;
   kvtest::run_tier_requests(pool, requests, &host_hits);
   if (HasFatalFailure()) return;
+  EXPECT_TRUE(!kDeferred || in_flight_steps > 0) << "no step left a copy in flight";
   expect_consistent(pool);
   const kvhost_stats s = stats(pool);
   EXPECT_GT(s.backups, 0u);

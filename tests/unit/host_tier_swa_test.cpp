@@ -45,6 +45,25 @@ constexpr const char* kDeviceKey = "\"device\": \"" KVPOOL_SWA_TIER_DEVICE "\", 
 constexpr const char* kDeviceKey = "";
 #endif
 
+// Copies may still be in flight when a call returns: on a CUDA pool, and on the CPU pool
+// of this file's build with KVPOOL_TIER_DEFERRED (host_cache.defer_completion: a copy is
+// reported landed a few polls later). The helpers of host_tier_kv.hpp then wait for them
+// where a test expects exact results (kvtest::settle), and the random workloads run with
+// copies in flight between them.
+#if defined(KVPOOL_SWA_TIER_DEVICE) || defined(KVPOOL_TIER_DEFERRED)
+constexpr bool kCopiesInFlight = true;
+#else
+constexpr bool kCopiesInFlight = false;
+#endif
+#ifdef KVPOOL_TIER_DEFERRED
+constexpr const char* kDeferKey = ", \"defer_completion\": true";
+constexpr bool kDeferred = true;  // the random workloads must then see copies in flight
+#else
+constexpr const char* kDeferKey = "";
+constexpr bool kDeferred = false;
+#endif
+const bool kSettling = (kvtest::settle_copies() = kCopiesInFlight);
+
 // f32 KV of 2 heads x 8 (host_tier_kv.hpp's rows); window slots: 80 % of the full pool's.
 std::string swa_tier_config(int64_t tokens, int rows, double ratio, const char* policy, size_t window = kWindow) {
   return R"({"model": {"num_layers": 4, "attention": "swa", "kv_heads": 2, "head_dim": 8, "sliding_window": )" +
@@ -52,7 +71,7 @@ std::string swa_tier_config(int64_t tokens, int rows, double ratio, const char* 
       "pool": {)" + std::string(kDeviceKey) + R"("kv_dtype": "f32", "max_total_tokens": )" +
          std::to_string(tokens) + R"(, "max_running_requests": )" + std::to_string(rows) +
          R"(, "max_context_len": 128}, "prefix_cache": {"kind": "radix"}, "host_cache": {"ratio": )" +
-         std::to_string(ratio) + R"(, "headroom_bytes": 0, "write_policy": ")" + policy + R"("}})";
+         std::to_string(ratio) + R"(, "headroom_bytes": 0, "write_policy": ")" + policy + '"' + kDeferKey + "}}";
 }
 
 std::vector<int64_t> window_slots(kvpool* pool, const std::vector<int64_t>& slots) {
@@ -117,6 +136,76 @@ uint64_t insert_fresh(kvpool* pool, const std::vector<int32_t>& tokens, size_t* 
   if (prefix_out != nullptr) *prefix_out = prefix;
   return node;
 }
+
+// host_cache.defer_completion (CPU pools only): copies land a few polls late, as a GPU's
+// do. A backup keeps the node it copies, and the window tail it reads, locked until a poll
+// sees it land; a load-back keeps the chain it writes; kvhost_poll with wait lands them.
+// (This build's pools defer already, or are CUDA pools: the test runs in the plain build.)
+#if !defined(KVPOOL_TIER_DEFERRED) && !defined(KVPOOL_SWA_TIER_DEVICE)
+TEST(HostTierSwa, CopiesInFlightKeepTheirNodesUntilAPollSeesThemLand) {
+  std::string json = swa_tier_config(64, 2, 4, "write_through");
+  json.insert(json.size() - 2, R"(, "defer_completion": true)");
+  Pool pool(json);
+  const std::vector<int32_t> t = tokens_from(100, 24);
+  const uint64_t node = insert_fresh(pool, t);
+  EXPECT_EQ(kvtest::host_stats_now(pool).copies_in_flight, 1u);
+  expect_consistent(pool);
+  size_t freed = 0, window_freed = 0;
+  ASSERT_EQ(radix_evict(pool, 64, &freed), KVPOOL_OK) << kvpool_last_error();
+  EXPECT_EQ(freed, 0u) << "the backup in flight reads the node's slots";
+  ASSERT_EQ(radix_evict_swa(pool, 64, 64, &freed, &window_freed), KVPOOL_OK) << kvpool_last_error();
+  EXPECT_EQ(freed + window_freed, 0u) << "nor its window tail";
+  expect_consistent(pool);
+  size_t landed = 0;
+  ASSERT_EQ(kvhost_poll(pool, 1, &landed), KVPOOL_OK) << kvpool_last_error();
+  EXPECT_EQ(landed, 1u);
+  EXPECT_EQ(kvtest::host_stats_now(pool).copies_in_flight, 0u);
+  ASSERT_EQ(radix_evict(pool, 64, &freed), KVPOOL_OK) << kvpool_last_error();
+  EXPECT_EQ(freed, 24u) << "landed: the node is evictable, and stays as host-only";
+  int32_t on_device = 1, on_host = 0;
+  node_state(pool, node, &on_device, &on_host);
+  EXPECT_EQ(on_device, 0);
+  EXPECT_EQ(on_host, 1);
+
+  std::vector<int32_t> longer = t;
+  longer.push_back(7);
+  const Tiered m = host_match(pool, longer);
+  ASSERT_EQ(m.host, 24u);
+  uint64_t last = 0;
+  const std::vector<int64_t> slots = kvtest::host_load_back(pool, m.host_node, 24, &last);
+  ASSERT_EQ(slots.size(), 24u);
+  EXPECT_EQ(kvtest::host_stats_now(pool).copies_in_flight, 1u);
+  expect_usable(pool, slots, tags_of(t));  // the rows are in place once the layers were waited for
+  ASSERT_EQ(radix_evict(pool, 64, &freed), KVPOOL_OK) << kvpool_last_error();
+  EXPECT_EQ(freed, 0u) << "the load in flight writes the chain's slots";
+  expect_consistent(pool);
+  // Polls without waiting land it a few calls later.
+  int polls = 0;
+  while (kvtest::host_stats_now(pool).copies_in_flight > 0 && polls < 10) {
+    ASSERT_EQ(kvhost_poll(pool, 0, &landed), KVPOOL_OK) << kvpool_last_error();
+    ++polls;
+  }
+  EXPECT_GT(polls, 0);
+  EXPECT_LT(polls, 10) << "the load never landed";
+  ASSERT_EQ(radix_evict(pool, 64, &freed), KVPOOL_OK) << kvpool_last_error();
+  EXPECT_EQ(freed, 24u);
+  expect_consistent(pool);
+}
+
+// Reset and destroy with copies in flight: they land first, nothing is left locked.
+TEST(HostTierSwa, ResetWithCopiesInFlight) {
+  std::string json = swa_tier_config(64, 2, 4, "write_through");
+  json.insert(json.size() - 2, R"(, "defer_completion": true)");
+  Pool pool(json);
+  insert_fresh(pool, tokens_from(100, 12));
+  insert_fresh(pool, tokens_from(200, 12));
+  EXPECT_EQ(kvtest::host_stats_now(pool).copies_in_flight, 2u);
+  ASSERT_EQ(radix_reset(pool), KVPOOL_OK) << kvpool_last_error();
+  EXPECT_EQ(kvtest::host_stats_now(pool).copies_in_flight, 0u);
+  expect_consistent(pool);
+  insert_fresh(pool, tokens_from(300, 12));  // the pool is destroyed with this copy in flight
+}
+#endif
 
 TEST(HostTierSwa, WriteThroughKeepsTheWindowTailAndLoadsAUsableMatchBack) {
   Pool pool(swa_tier_config(64, 2, 4, "write_through"));
@@ -683,6 +772,7 @@ TEST_P(HostTierSwaRadixRandom, MatchesKeepTheirBytesAndTheAccountingAddsUp) {
   for (int g = 0; g < 3; ++g) prefixes.push_back(tokens_from(1000 * (g + 1), 10 + static_cast<size_t>(g) * 6));
   std::vector<uint64_t> locked;
   uint64_t loaded_total = 0;
+  size_t in_flight_steps = 0;
   for (int step = 0; step < 1500; ++step) {
     std::vector<int32_t> t = prefixes[rng() % prefixes.size()];
     const size_t tail = rng() % 3 == 0 ? 0 : 1 + rng() % 10;
@@ -734,7 +824,11 @@ TEST_P(HostTierSwaRadixRandom, MatchesKeepTheirBytesAndTheAccountingAddsUp) {
     }
     char report[4096];
     ASSERT_EQ(kvpool_check(pool, report, sizeof(report)), KVPOOL_OK) << "step " << step << ":\n" << report;
+    if (kvtest::host_stats_now(pool).copies_in_flight > 0) ++in_flight_steps;
   }
+  // write_back copies at eviction and waits for them; its loads land at the next match (settle()).
+  const bool copies_stay = std::string(GetParam().policy) != "write_back";
+  EXPECT_TRUE(!kDeferred || !copies_stay || in_flight_steps > 0) << "no step left a copy in flight";
   for (uint64_t node : locked) ASSERT_EQ(radix_unlock(pool, node), KVPOOL_OK);
   expect_consistent(pool);
   const kvhost_stats s = host_stats(pool);
@@ -754,10 +848,13 @@ INSTANTIATE_TEST_SUITE_P(Policies, HostTierSwaRadixRandom,
 // Runs the kvseq_* workload (tests/support/tier_requests.hpp) on `pool`; then the pool is
 // consistent, the tier made backups and the requests got host hits, and every load-back
 // was a request's host hit.
-void run_requests_reaching_the_host(kvpool* pool, const kvtest::TierRequests& requests) {
+void run_requests_reaching_the_host(kvpool* pool, kvtest::TierRequests requests) {
   uint64_t host_hits = 0;
+  size_t in_flight_steps = 0;
+  requests.in_flight_steps = &in_flight_steps;
   kvtest::run_tier_requests(pool, requests, &host_hits);
   if (::testing::Test::HasFatalFailure()) return;
+  EXPECT_TRUE(!kDeferred || in_flight_steps > 0) << "no step left a copy in flight";
   expect_consistent(pool);
   const kvhost_stats s = host_stats(pool);
   EXPECT_GT(s.backups, 0u);
@@ -786,6 +883,7 @@ TEST_P(HostTierSwaRandom, RequestsKeepTheirBytesAndTheAccountingAddsUp) {
   Pool pool(swa_tier_config(w.tokens, kRows, w.ratio, w.policy, w.window));
   kvtest::TierRequests requests;
   requests.seed = 4321 + static_cast<unsigned>(w.tokens);
+  requests.copies_in_flight = kCopiesInFlight;
   requests.max_live = kRows;
   requests.begin_may_fail = true;  // a begin may find no room for its window rows
   requests.write_kv = [&](const std::vector<int64_t>& slots, const std::vector<uint64_t>& tags) {
@@ -823,6 +921,7 @@ TEST_P(HostTierSwaSharedRequests, RequestsKeepTheirBytesAndFailuresChangeNothing
   Pool pool(swa_tier_config(96, 4, 3.0, GetParam()));
   kvtest::TierRequests requests;
   requests.seed = 777;
+  requests.copies_in_flight = kCopiesInFlight;
   requests.max_live = 4;
   requests.layers = std::vector<int32_t>(std::begin(kFullLayers), std::end(kFullLayers));
   requests.pressure = [&](std::mt19937& rng, size_t /*live*/) {
