@@ -21,22 +21,28 @@ Status cuda_status(cudaError_t e, const char* what) {
 
 #define KVPOOL_CUDA_TRY(expr, what) KVPOOL_RETURN_IF_ERROR(cuda_status((expr), (what)))
 
-// One block per row (grid-stride over rows); 16-byte words when everything is aligned.
+// Rows longer than this are split into pieces of this many bytes, one block each: a mamba
+// state's row is megabytes, which one block of 128 threads copies in about a millisecond.
+constexpr size_t kRowPiece = 32 << 10;
+
+// One block per piece of a row (grid-stride over all rows' pieces); 16-byte words when
+// everything is aligned.
 __global__ void copy_rows_kernel(char* dst, size_t dst_stride, const int64_t* dst_rows, const char* src,
                                  size_t src_stride, const int64_t* src_rows, size_t row_bytes, size_t n,
-                                 bool vectorized) {
-  for (size_t i = blockIdx.x; i < n; i += gridDim.x) {
+                                 size_t pieces, bool vectorized) {
+  for (size_t t = blockIdx.x; t < n * pieces; t += gridDim.x) {
+    const size_t i = t / pieces, from = (t % pieces) * kRowPiece;
+    const size_t to = row_bytes - from < kRowPiece ? row_bytes : from + kRowPiece;
     const size_t d = dst_rows != nullptr ? static_cast<size_t>(dst_rows[i]) : i;
     const size_t s = src_rows != nullptr ? static_cast<size_t>(src_rows[i]) : i;
     char* out = dst + d * dst_stride;
     const char* in = src + s * src_stride;
     if (vectorized) {
-      const size_t words = row_bytes / 16;
-      for (size_t w = threadIdx.x; w < words; w += blockDim.x) {
+      for (size_t w = from / 16 + threadIdx.x; w < to / 16; w += blockDim.x) {
         reinterpret_cast<int4*>(out)[w] = reinterpret_cast<const int4*>(in)[w];
       }
     } else {
-      for (size_t b = threadIdx.x; b < row_bytes; b += blockDim.x) out[b] = in[b];
+      for (size_t b = from + threadIdx.x; b < to; b += blockDim.x) out[b] = in[b];
     }
   }
 }
@@ -114,6 +120,13 @@ class CudaBackend final : public Backend {
     KVPOOL_CUDA_TRY(cudaMemset(dst, 0, bytes), "cudaMemset");
     return Status::ok();
   }
+  Status zero_rows(void* dst, size_t stride, size_t row_bytes, size_t n) override {
+    if (n == 0 || row_bytes == 0) return Status::ok();
+    KVP_INJECTION_POINT("cudaMemset2D");
+    KVPOOL_CUDA_TRY(cudaSetDevice(device_), "cudaSetDevice");
+    KVPOOL_CUDA_TRY(cudaMemset2D(dst, stride, 0, row_bytes, n), "cudaMemset2D");
+    return Status::ok();
+  }
   Status copy_rows(const RowCopy& given) override {
     if (given.n == 0 || given.row_bytes == 0) return Status::ok();
     // Blocks run in any order: drop all but the last copy into a repeated
@@ -134,13 +147,16 @@ class CudaBackend final : public Backend {
       KVPOOL_CUDA_TRY(cudaMemcpy(src_rows, c.src_rows, index_bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
     }
     const bool vectorized = aligned16(c.dst, c.dst_stride, c.row_bytes) && aligned16(c.src, c.src_stride, c.row_bytes);
-    const unsigned blocks = static_cast<unsigned>(c.n < 65535 ? c.n : 65535);
+    const size_t pieces = (c.row_bytes + kRowPiece - 1) / kRowPiece, work = c.n * pieces;
+    const unsigned blocks = static_cast<unsigned>(work < 65535 ? work : 65535);
     KVP_INJECTION_POINT("copy_rows launch");
     copy_rows_kernel<<<blocks, 128>>>(static_cast<char*>(c.dst), c.dst_stride, dst_rows,
                                       static_cast<const char*>(c.src), c.src_stride, src_rows, c.row_bytes, c.n,
-                                      vectorized);
+                                      pieces, vectorized);
     KVPOOL_CUDA_TRY(cudaGetLastError(), "copy_rows launch");
-    KVPOOL_CUDA_TRY(cudaDeviceSynchronize(), "copy_rows");
+    // Done on return, as the CPU backend's copy is. The legacy stream only: a wait for the
+    // whole device would also wait for the host tier's copies and the engine's own streams.
+    KVPOOL_CUDA_TRY(cudaStreamSynchronize(0), "copy_rows");
     return Status::ok();
   }
   // Host rows go through a compact device staging buffer (one 2D copy that

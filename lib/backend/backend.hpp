@@ -49,6 +49,11 @@ class Backend {
   virtual Status allocate_host(size_t bytes, void** out) = 0;
   virtual void deallocate_host(void* p) noexcept = 0;
   virtual Status zero(void* dst, size_t bytes) = 0;
+  // Zeroes n rows of row_bytes, `stride` bytes apart (a mamba state's row in every layer).
+  virtual Status zero_rows(void* dst, size_t stride, size_t row_bytes, size_t n) {
+    for (size_t i = 0; i < n; ++i) KVPOOL_RETURN_IF_ERROR(zero(static_cast<char*>(dst) + i * stride, row_bytes));
+    return Status::ok();
+  }
   virtual Status copy_rows(const RowCopy& copy) = 0;  // device to device
   // Host rows into device rows: `copy.src` is host memory read as rows
   // 0..n-1 (src_rows must be NULL); `copy.dst` is device memory.

@@ -93,6 +93,9 @@ class CallbackBackend final : public Backend {
     }
   }
   Status zero(void* dst, size_t bytes) override { return inner_->zero(dst, bytes); }
+  Status zero_rows(void* dst, size_t stride, size_t row_bytes, size_t n) override {
+    return inner_->zero_rows(dst, stride, row_bytes, n);
+  }
   Status copy_rows(const RowCopy& c) override { return inner_->copy_rows(c); }
   Status scatter_from_host(const RowCopy& c) override { return inner_->scatter_from_host(c); }
   Status gather_to_host(const RowCopy& c) override { return inner_->gather_to_host(c); }

@@ -48,12 +48,14 @@ char* MambaPool::ssm_at(size_t layer, int64_t slot) const {
   return ssm_.as<char>() + (layer * rows + static_cast<size_t>(slot)) * shape_.ssm_bytes;
 }
 
+// A slot's rows are one per layer, a layer's rows apart: one strided call per state kind
+// (on CUDA two launches, not two per layer).
+size_t MambaPool::layer_stride(size_t row_bytes) const { return (static_cast<size_t>(shape_.slots) + 1) * row_bytes; }
+
 Status MambaPool::zero_slot(int64_t slot) {
-  for (size_t l = 0; l < shape_.layers.size(); ++l) {
-    KVPOOL_RETURN_IF_ERROR(backend_->zero(conv_at(l, slot), shape_.conv_bytes));
-    KVPOOL_RETURN_IF_ERROR(backend_->zero(ssm_at(l, slot), shape_.ssm_bytes));
-  }
-  return Status::ok();
+  const size_t layers = shape_.layers.size();
+  KVPOOL_RETURN_IF_ERROR(backend_->zero_rows(conv_at(0, slot), layer_stride(shape_.conv_bytes), shape_.conv_bytes, layers));
+  return backend_->zero_rows(ssm_at(0, slot), layer_stride(shape_.ssm_bytes), shape_.ssm_bytes, layers);
 }
 
 Status MambaPool::check_slot(int32_t slot, const char* what) const {
@@ -130,11 +132,10 @@ Status MambaPool::copy(int32_t src, int32_t dst) {
   KVPOOL_RETURN_IF_ERROR(check_slot(src, "source"));
   KVPOOL_RETURN_IF_ERROR(check_slot(dst, "destination"));
   if (src == dst) return Status::ok();
-  for (size_t l = 0; l < shape_.layers.size(); ++l) {
-    KVPOOL_RETURN_IF_ERROR(backend_->copy_rows({conv_at(l, dst), 0, nullptr, conv_at(l, src), 0, nullptr, shape_.conv_bytes, 1}));
-    KVPOOL_RETURN_IF_ERROR(backend_->copy_rows({ssm_at(l, dst), 0, nullptr, ssm_at(l, src), 0, nullptr, shape_.ssm_bytes, 1}));
-  }
-  return Status::ok();
+  const size_t layers = shape_.layers.size(), conv = layer_stride(shape_.conv_bytes), ssm = layer_stride(shape_.ssm_bytes);
+  KVPOOL_RETURN_IF_ERROR(
+      backend_->copy_rows({conv_at(0, dst), conv, nullptr, conv_at(0, src), conv, nullptr, shape_.conv_bytes, layers}));
+  return backend_->copy_rows({ssm_at(0, dst), ssm, nullptr, ssm_at(0, src), ssm, nullptr, shape_.ssm_bytes, layers});
 }
 
 Status MambaPool::fork(int32_t src, int32_t* dst) {

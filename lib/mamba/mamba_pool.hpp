@@ -82,6 +82,7 @@ class MambaPool {
   Status zero_slot(int64_t slot);
   char* conv_at(size_t layer, int64_t slot) const;
   char* ssm_at(size_t layer, int64_t slot) const;
+  size_t layer_stride(size_t row_bytes) const;  // bytes between a slot's rows of two layers
   size_t slots_per_request() const { return shape_.ping_pong ? 3 : 1; }
 
   backend::Backend* backend_;

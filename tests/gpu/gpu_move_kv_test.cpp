@@ -40,6 +40,10 @@ class DevicePtrs {
     EXPECT_EQ(cudaMalloc(&src_, std::max<size_t>(1, n_) * 8), cudaSuccess);
     EXPECT_EQ(cudaMemcpy(dst_, dst.data(), n_ * 8, cudaMemcpyHostToDevice), cudaSuccess);
     EXPECT_EQ(cudaMemcpy(src_, src.data(), n_ * 8, cudaMemcpyHostToDevice), cudaSuccess);
+    // A copy from pageable memory may return before its DMA lands, and the move reads the
+    // slots on a non-blocking stream that does not wait for it (seen once in 101 runs of the
+    // gpu label: a stale index moved the wrong row).
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   }
   ~DevicePtrs() {
     cudaFree(dst_);
