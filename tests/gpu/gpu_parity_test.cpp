@@ -174,12 +174,17 @@ INSTANTIATE_TEST_SUITE_P(Variants, GpuParity, ::testing::ValuesIn(kVariants),
                            return name;
                          });
 
-TEST(GpuParityMamba, StatesOnTheDeviceMatch) {
-  if (second_device() != "cpu") KVPOOL_REQUIRE_CUDA_DEVICE();
+// kvpool_mamba_write / copy / alloc (zeroed) / read on a CPU pool and a device pool: the
+// same bytes in every mamba layer, and the slots beside the copied and zeroed ones untouched.
+// `conv` and `ssm` are the model's mamba shapes, `conv_bytes` / `ssm_bytes` a slot's row.
+void expect_mamba_states_match(const std::string& conv, const std::string& ssm, const char* conv_dtype,
+                               size_t conv_bytes, size_t ssm_bytes) {
   const std::string base = R"({"model": {"num_layers": 4, "attention": "hybrid_linear", "kv_heads": 2, "head_dim": 8,
-      "full_attention_layers": [3], "mamba": {"conv_shape": [4, 3], "ssm_shape": [2, 4, 4], "conv_dtype": "f32", "ssm_dtype": "f32"}},
+      "full_attention_layers": [3], "mamba": {"conv_shape": )" + conv + R"(, "ssm_shape": )" + ssm +
+                           R"(, "conv_dtype": ")" + conv_dtype + R"(", "ssm_dtype": "f32"}},
       "pool": {"kv_dtype": "f32", "max_total_tokens": 64, "max_running_requests": 4, "mamba_cache_size": 8,
                "max_context_len": 32}, "prefix_cache": {"kind": "none"}})";
+  constexpr int32_t kMambaLayers[] = {0, 1, 2};
   std::vector<Bytes> results[2];
   std::mt19937_64 seed_rng(static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()));
   const uint64_t seed = seed_rng();
@@ -190,23 +195,47 @@ TEST(GpuParityMamba, StatesOnTheDeviceMatch) {
     ASSERT_EQ(kvpool_create(json.data(), json.size(), &pool), KVPOOL_OK) << kvpool_last_error();
     int32_t s[8];
     ASSERT_EQ(kvpool_mamba_alloc(pool, s, 8), KVPOOL_OK);
-    const Bytes conv = random_bytes(rng, 48, true), ssm = random_bytes(rng, 128, true);
-    ASSERT_EQ(kvpool_mamba_write(pool, 1, s[2], conv.data(), 48, ssm.data(), 128), KVPOOL_OK) << kvpool_last_error();
-    ASSERT_EQ(kvpool_mamba_copy(pool, s[2], s[5]), KVPOOL_OK);
+    std::vector<Bytes> written;
+    for (int32_t slot : {s[2], s[4], s[6]}) {
+      for (int32_t layer : kMambaLayers) {
+        const Bytes c = random_bytes(rng, conv_bytes, true), m = random_bytes(rng, ssm_bytes, true);
+        ASSERT_EQ(kvpool_mamba_write(pool, layer, slot, c.data(), c.size(), m.data(), m.size()), KVPOOL_OK)
+            << kvpool_last_error();
+        if (slot == s[2]) written.insert(written.end(), {c, m});
+      }
+    }
+    ASSERT_EQ(kvpool_mamba_copy(pool, s[2], s[5]), KVPOOL_OK) << kvpool_last_error();
     ASSERT_EQ(kvpool_mamba_free(pool, &s[2], 1), KVPOOL_OK);
     int32_t again = 0;
     ASSERT_EQ(kvpool_mamba_alloc(pool, &again, 1), KVPOOL_OK);  // zeroed on the device
-    for (int32_t slot : {s[5], again}) {
-      Bytes c(48, 0xAB), m(128, 0xAB);
-      ASSERT_EQ(kvpool_mamba_read(pool, 1, slot, c.data(), 48, m.data(), 128), KVPOOL_OK);
-      results[d].push_back(c);
-      results[d].push_back(m);
+    ASSERT_EQ(again, s[2]) << "the freed slot is reused";
+    for (int32_t slot : {s[5], again, s[4], s[6]}) {
+      for (int32_t layer : kMambaLayers) {
+        Bytes c(conv_bytes, 0xAB), m(ssm_bytes, 0xAB);
+        ASSERT_EQ(kvpool_mamba_read(pool, layer, slot, c.data(), c.size(), m.data(), m.size()), KVPOOL_OK);
+        results[d].push_back(c);
+        results[d].push_back(m);
+      }
     }
-    EXPECT_EQ(results[d][0], conv);
-    EXPECT_EQ(results[d][2], Bytes(48, 0));
+    for (size_t i = 0; i < written.size(); ++i) EXPECT_EQ(results[d][i], written[i]) << "copied row " << i;
+    for (size_t i = 0; i < written.size(); ++i) {
+      EXPECT_EQ(results[d][written.size() + i], Bytes(results[d][written.size() + i].size(), 0)) << "zeroed row " << i;
+    }
     kvpool_destroy(pool);
   }
   EXPECT_EQ(results[0], results[1]);
+}
+
+TEST(GpuParityMamba, StatesOnTheDeviceMatch) {
+  if (second_device() != "cpu") KVPOOL_REQUIRE_CUDA_DEVICE();
+  expect_mamba_states_match("[4, 3]", "[2, 4, 4]", "f32", 48, 128);
+}
+
+// Rows longer than one block's piece of a row copy (32 KiB on CUDA), and rows that are
+// not a multiple of 16 bytes (copied byte by byte).
+TEST(GpuParityMamba, LargeAndOddStatesOnTheDeviceMatch) {
+  if (second_device() != "cpu") KVPOOL_REQUIRE_CUDA_DEVICE();
+  expect_mamba_states_match("[7, 3]", "[3, 100, 100]", "bf16", 42, 120000);
 }
 
 }  // namespace
