@@ -21,14 +21,17 @@
  * kvhost_poll() does it on demand. On CPU pools copies land inside the call.
  *
  * hybrid_linear pools tier their full-attention KV; mamba states stay on the device, and a
- * match ends only at a node with a state (host_node: the deepest host-only one). Their
- * copies are waited for inside the call that starts them: nothing is ever in flight.
+ * match ends only at a node with a state (host_node: the deepest host-only one).
  *
  * swa pools tier the full-attention layers' rows of every token and the sliding-window
  * layers' rows of the last `sliding_window` tokens of each node; a load-back gives the
  * chain's last window of tokens window slots again (the rest comes back as window
  * tombstones), so a match can end there (host_node: the deepest such host-only node).
- * Copies are waited for inside the call that starts them, as for hybrid_linear.
+ *
+ * Both copy on the tier's streams as above, their copies in flight locking the nodes
+ * they read or write. host_cache.defer_completion makes a CPU pool report its copies
+ * landed only a few polls later, so that an engine's handling of copies in flight can
+ * be tested without a GPU.
  *
  * Pools without `host_cache` answer #KVPOOL_ERR_UNSUPPORTED. docs/host-tier.md has the
  * details. Thread safety: one thread at a time per pool, or any thread with

@@ -192,6 +192,7 @@ KVPOOL_API kvpool_status kvhost_match(kvpool* pool, const int32_t* tokens, size_
     KVPOOL_RETURN_IF_ERROR(check_out(host_node, "host_node"));
     const std::string key = key_of(extra_key);
     if (swa_tier(p)) {
+      KVPOOL_RETURN_IF_ERROR(p->swa_cache->release_landed());  // polls without blocking, as every tier call
       // The usable device prefix (no tombstone, or `window` live tokens ending it), and the
       // tokens up to the deepest host-only node where a loaded-back match would be usable.
       size_t usable = 0;
@@ -210,6 +211,7 @@ KVPOOL_API kvpool_status kvhost_match(kvpool* pool, const int32_t* tokens, size_
       return Status::ok();
     }
     if (hybrid_tier(p)) {
+      KVPOOL_RETURN_IF_ERROR(p->mamba_cache->release_landed());
       // The usable device prefix (up to the deepest device node with a mamba state), and
       // the tokens up to the deepest host-only node with one (docs/host-tier.md).
       size_t usable = 0;
