@@ -579,6 +579,44 @@ TEST_P(HostTierRandom, RequestsKeepTheirBytesAndTheAccountingAddsUp) {
   EXPECT_EQ(s.load_tokens, host_hits) << "every load-back was a request's host hit";
 }
 
+// The same workloads with copies in flight between calls (host_cache.defer_completion):
+// their nodes stay locked across the next calls, as on a GPU. Every other extend and
+// decode is compared with a picture taken once the copies landed.
+class HostTierRandomInFlight : public ::testing::TestWithParam<Workload> {};
+
+TEST_P(HostTierRandomInFlight, RequestsKeepTheirBytesAndTheAccountingAddsUp) {
+  const Workload w = GetParam();
+  std::string json = tier_config(w.page, 96, w.ratio, w.policy, false, w.layout);
+  json.insert(json.size() - 2, R"(, "defer_completion": true)");
+  Pool pool(json);
+  kvtest::TierRequests requests;
+  requests.seed = 4321 + static_cast<unsigned>(w.page);
+  requests.layers = kvtest::mha_tier_layers();
+  requests.copies_in_flight = true;
+  size_t in_flight_steps = 0;
+  requests.in_flight_steps = &in_flight_steps;
+  uint64_t host_hits = 0;
+  kvtest::run_tier_requests(pool, requests, &host_hits);
+  if (HasFatalFailure()) return;
+  EXPECT_GT(in_flight_steps, 0u) << "no step left a copy in flight";
+  ASSERT_EQ(kvhost_poll(pool, 1, nullptr), KVPOOL_OK) << kvpool_last_error();
+  expect_consistent(pool);
+  const kvhost_stats s = stats(pool);
+  EXPECT_EQ(s.copies_in_flight, 0u);
+  EXPECT_GT(s.backups, 0u);
+  EXPECT_EQ(s.load_tokens, host_hits) << "every load-back was a request's host hit";
+}
+
+INSTANTIATE_TEST_SUITE_P(Policies, HostTierRandomInFlight,
+                         ::testing::Values(Workload{"write_through", 4, 3.0, "layer_first"},
+                                           Workload{"write_through_selective", 4, 3.0, "page_first"},
+                                           Workload{"write_back", 4, 3.0, "page_first_direct"},
+                                           Workload{"write_through", 1, 1.5, "page_head"}),
+                         [](const ::testing::TestParamInfo<Workload>& info) {
+                           return std::string(info.param.policy) + "_page" + std::to_string(info.param.page) + "_" +
+                                  info.param.layout;
+                         });
+
 INSTANTIATE_TEST_SUITE_P(Policies, HostTierRandom,
                          ::testing::Values(Workload{"write_through", 4, 3.0, "layer_first"},
                                            Workload{"write_through_selective", 4, 3.0, "page_first"},
