@@ -34,7 +34,12 @@ struct PartCopy {
   int32_t units_shift;  // log2(units) when a power of two, else -1 (no division on the hot path)
   uint32_t width;       // 16, 8, 4, 2 or 1: the widest access every address and size allows
   uint32_t item_units;  // rows * pieces * units: one (page, layer) item
+  int32_t item_shift;   // log2(item_units) when a power of two, else -1
   uint32_t chunks;      // ceil(item_units / chunk_units(unroll)): blocks' work pieces per item
+  // Items smaller than a work piece (page size 1: a token's row) are copied several to a
+  // piece, pages_per_piece of them (1: one item, or a chunk of one, per piece), so that a
+  // block keeps a whole piece's bytes in flight rather than one row's.
+  uint32_t pages_per_piece;
 };
 
 // ids: [n, host pages (n), device pages (n)] in device (or mapped pinned) memory, checked on the host.
@@ -94,6 +99,32 @@ __device__ __forceinline__ void copy_chunk(const PartCopy& pc, uint8_t* dev, uin
   }
 }
 
+// Up to pages_per_piece whole items of one layer, each page's ids read by the threads that
+// copy it (the piece holds at most chunk_units(kUnroll) accesses: one round of loads).
+template <class V, int kUnroll>
+__device__ __forceinline__ void copy_pages(const PartCopy& pc, uint8_t* dev_layer, uint8_t* host_layer,
+                                           const int64_t* host_pages, const int64_t* dev_pages, uint32_t count,
+                                           bool to_host) {
+  const uint32_t total = count * pc.item_units;
+  const auto page_of = [&](uint32_t k) { return pc.item_shift >= 0 ? k >> pc.item_shift : k / pc.item_units; };
+  const auto address = [&](uint32_t k, bool dev) {
+    const uint32_t i = page_of(k), kk = k - i * pc.item_units;
+    return dev ? dev_layer + static_cast<uint64_t>(dev_pages[i]) * pc.dev_page + unit_offset<V>(pc, kk, true)
+               : host_layer + static_cast<uint64_t>(host_pages[i]) * pc.host_page + unit_offset<V>(pc, kk, false);
+  };
+  V v[kUnroll];
+#pragma unroll
+  for (int j = 0; j < kUnroll; ++j) {
+    const uint32_t k = static_cast<uint32_t>(j * kCopyThreads) + threadIdx.x;
+    if (k < total) v[j] = __ldcs(reinterpret_cast<const V*>(address(k, to_host)));
+  }
+#pragma unroll
+  for (int j = 0; j < kUnroll; ++j) {
+    const uint32_t k = static_cast<uint32_t>(j * kCopyThreads) + threadIdx.x;
+    if (k < total) __stcs(reinterpret_cast<V*>(address(k, !to_host)), v[j]);
+  }
+}
+
 // A block finished `count` work pieces of tiered layer l (all its threads call this).
 __device__ __forceinline__ void mark_layer(const CopyArgs& a, uint32_t l, unsigned long long count) {
   __threadfence();  // this thread's stores of the layer are visible device-wide...
@@ -130,7 +161,9 @@ __global__ void __launch_bounds__(kCopyThreads) host_copy_kernel(CopyArgs a) {
     for (uint32_t l = threadIdx.x; l < a.layers; l += blockDim.x) atomicExch(&a.layer_flag[a.layer0 + l], a.seq);
     return;
   }
-  const uint64_t work = static_cast<uint64_t>(n) * a.layers * pc.chunks;
+  // Work pieces: per layer, the groups of pages_per_piece pages, each in `chunks` pieces.
+  const uint64_t groups = (static_cast<uint64_t>(n) + pc.pages_per_piece - 1) / pc.pages_per_piece;
+  const uint64_t work = groups * a.layers * pc.chunks;
   // The block's next piece (the same in every thread).
   const auto next_piece = [&](uint64_t w) -> uint64_t {
     if (!marks) return w + gridDim.x;
@@ -144,16 +177,18 @@ __global__ void __launch_bounds__(kCopyThreads) host_copy_kernel(CopyArgs a) {
   // copies' own reads while the link is busy.
   struct Piece {
     uint32_t l, chunk;
-    int64_t host_page, dev_page;
+    int64_t host_page, dev_page;  // pages_per_piece 1: the page's ids
+    uint64_t first;               // the piece's first page (index into the ids)
   };
+  const bool grouped = pc.pages_per_piece > 1;
   const auto piece_of = [&](uint64_t w) {
     Piece p{};
     if (w < work) {
       const uint64_t item = w / pc.chunks;
-      const uint64_t ll = item / static_cast<uint64_t>(n);
-      const uint64_t i = item - ll * static_cast<uint64_t>(n);
-      p = Piece{a.layer0 + static_cast<uint32_t>(ll), static_cast<uint32_t>(w - item * pc.chunks), host_pages[i],
-                dev_pages[i]};
+      const uint64_t ll = item / groups;
+      const uint64_t i = (item - ll * groups) * pc.pages_per_piece;
+      p = Piece{a.layer0 + static_cast<uint32_t>(ll), static_cast<uint32_t>(w - item * pc.chunks),
+                grouped ? 0 : host_pages[i], grouped ? 0 : dev_pages[i], i};
     }
     return p;
   };
@@ -170,10 +205,28 @@ __global__ void __launch_bounds__(kCopyThreads) host_copy_kernel(CopyArgs a) {
       done = 0;
     }
     ++done;
+    const bool to_host = a.to_host != 0;
+    if (grouped) {
+      uint8_t* dev_layer = reinterpret_cast<uint8_t*>(pc.dev_base[cur.l]);
+      uint8_t* host_layer = pc.host + cur.l * pc.host_layer;
+      const uint32_t count =
+          static_cast<uint32_t>(min(static_cast<uint64_t>(pc.pages_per_piece), static_cast<uint64_t>(n) - cur.first));
+      const int64_t* hp = host_pages + cur.first;
+      const int64_t* dp = dev_pages + cur.first;
+      switch (pc.width) {
+        case 16: copy_pages<uint4, kUnroll>(pc, dev_layer, host_layer, hp, dp, count, to_host); break;
+        case 8: copy_pages<uint2, kUnroll>(pc, dev_layer, host_layer, hp, dp, count, to_host); break;
+        case 4: copy_pages<unsigned, kUnroll>(pc, dev_layer, host_layer, hp, dp, count, to_host); break;
+        case 2: copy_pages<unsigned short, kUnroll>(pc, dev_layer, host_layer, hp, dp, count, to_host); break;
+        default: copy_pages<unsigned char, kUnroll>(pc, dev_layer, host_layer, hp, dp, count, to_host); break;
+      }
+      w = w_next;
+      cur = next;
+      continue;
+    }
     uint8_t* dev = reinterpret_cast<uint8_t*>(pc.dev_base[cur.l]) + static_cast<uint64_t>(cur.dev_page) * pc.dev_page;
     uint8_t* host = pc.host + static_cast<uint64_t>(cur.host_page) * pc.host_page + cur.l * pc.host_layer;
     const uint32_t first = cur.chunk * chunk_units(kUnroll);
-    const bool to_host = a.to_host != 0;
     switch (pc.width) {
       case 16: copy_chunk<uint4, kUnroll>(pc, dev, host, first, to_host); break;
       case 8: copy_chunk<uint2, kUnroll>(pc, dev, host, first, to_host); break;

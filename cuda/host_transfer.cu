@@ -245,7 +245,7 @@ class CudaTransfer final : public HostTransfer {
       KVPOOL_RETURN_IF_ERROR(stage(host_pages, device_pages, n, &s));
       const unsigned seq = load_seq_[set] == UINT32_MAX ? 1 : load_seq_[set] + 1;  // 0: never loaded
       CopyArgs a{parts_dev_,   s->device, 0, g_.layers, 0, layer_done_dev_, layer_done_dev_ + g_.layers,
-                 layer_flags_ + set * g_.layers, seq, static_cast<unsigned long long>(n) * chunk_sum_};
+                 layer_flags_ + set * g_.layers, seq, pieces_per_layer(n)};
       // A few blocks (kLoadBlocks): they take the pieces in order, layer 0 first (one block
       // marks an empty load).
       if (n == 0) {
@@ -360,7 +360,6 @@ class CudaTransfer final : public HostTransfer {
     uint8_t* data = pool_->data();
     page_bytes_ = 0;
     max_chunks_ = 1;
-    chunk_sum_ = 0;
     for (size_t p = 0; p < g_.parts.size(); ++p) {
       const TierPart& tp = g_.parts[p];
       if (tp.device_base.size() != L || tp.item_bytes == 0) {
@@ -400,9 +399,12 @@ class CudaTransfer final : public HostTransfer {
       const uint64_t item_units = static_cast<uint64_t>(pc.rows) * pc.pieces * pc.units;
       if (item_units > UINT32_MAX / 2) return Status::invalid("host tier page of one layer too large");
       pc.item_units = static_cast<uint32_t>(item_units);
+      pc.item_shift = (pc.item_units & (pc.item_units - 1)) == 0 ? __builtin_ctz(pc.item_units) : -1;
       pc.chunks = (pc.item_units + cudak::chunk_units(unroll_) - 1) / cudak::chunk_units(unroll_);
+      // Small items (a token's row at page size 1) go several to a piece: measured ~4x the
+      // load bandwidth of one row per piece for 1-2 KiB rows (docs/performance.md).
+      pc.pages_per_piece = pc.chunks == 1 ? std::max<uint32_t>(1, cudak::chunk_units(unroll_) / pc.item_units) : 1;
       max_chunks_ = std::max<uint64_t>(max_chunks_, pc.chunks);
-      chunk_sum_ += pc.chunks;
       page_bytes_ += static_cast<uint64_t>(pc.rows) * tp.item_bytes * L;
       for (uint8_t* b : tp.device_base) bases.push_back(reinterpret_cast<uintptr_t>(b));
     }
@@ -539,6 +541,13 @@ class CudaTransfer final : public HostTransfer {
     return Status::ok();
   }
 
+  // The kernel's work pieces of one tiered layer of an n-page copy, every part.
+  unsigned long long pieces_per_layer(size_t n) const {
+    unsigned long long pieces = 0;
+    for (const PartCopy& pc : parts_) pieces += (n + pc.pages_per_piece - 1) / pc.pages_per_piece * pc.chunks;
+    return pieces;
+  }
+
   // Enqueues the copy kernel over `items` (page, layer) items on at most `cap` blocks per
   // part; 0 items: `cap` blocks for any n (the load graphs, which read n on the device).
   void launch_copy(const CopyArgs& a, uint64_t items, uint64_t cap, cudaStream_t stream) {
@@ -629,7 +638,6 @@ class CudaTransfer final : public HostTransfer {
   PartCopy* parts_dev_ = nullptr;
   uint64_t* bases_dev_ = nullptr;
   uint64_t max_chunks_ = 1;  // host_copy_kernel work pieces per item, largest part
-  uint64_t chunk_sum_ = 0;   // work pieces per (page, layer), all parts
   // The flag path (stream memory operations): cuStreamWaitValue32, per tiered layer the
   // count of finished work pieces (then the kernel's sweep counters), per set and layer the
   // flag, per set the last load's number.

@@ -129,6 +129,7 @@ struct TreePool {
   std::string json;
   int layers;
   int first_tiered;
+  double load_bytes;  // bytes a 4,096-token load-back copies (every tiered row)
 };
 
 void emit_tree(const char* metric, const TreePool& t, double value, const char* unit, int reps) {
@@ -210,6 +211,8 @@ void run_tree(const TreePool& t, int reps) {
   emit_tree("kvseq_begin host call, 4096-token host hit (load-back enqueued)", t, median_of(begin_us), "us", reps);
   emit_tree("load: first tiered layer usable on the compute stream", t, median_of(first_ms), "ms", reps);
   emit_tree("load: every layer usable", t, median_of(last_ms), "ms", reps);
+  emit_tree("load GB/s (bytes loaded / every layer usable)", t, t.load_bytes / (median_of(last_ms) * 1e-3) / 1e9,
+            "GB/s", reps);
   cudaEventDestroy(start);
   cudaEventDestroy(first);
   cudaEventDestroy(last);
@@ -224,12 +227,19 @@ void bench_host_seq(bool quick) {
   if (std::getenv("GPU_BENCH_HOST_SEQ_TREES_ONLY") == nullptr) {
     for (const char* layout : {"layer_first", "page_first", "page_first_direct"}) run_layout(layout, reps);
   }
+  // Page size 1, as SGLang runs these models: a load copies one token's row per page.
   // examples/configs/gpt-oss-120b.json and qwen3-next-80b.json, sized for the benchmark.
+  run_tree({"mha page 1 (Llama-3.1-8B)",
+            R"({"model": {"num_layers": 32, "kv_heads": 8, "head_dim": 128}, "pool": {"device": "cuda:0",
+            "kv_dtype": "bf16", "page_size": 1, "max_total_tokens": 32768, "max_running_requests": 8,
+            "max_context_len": 8192})",
+            32, 0, 4096.0 * 32 * 2 * 8 * 128 * 2},
+           reps);
   run_tree({"swa (gpt-oss-120b)",
             R"({"model": {"num_layers": 36, "attention": "swa", "kv_heads": 8, "head_dim": 64, "sliding_window": 128,
             "swa_layer_pattern": "SF"}, "pool": {"device": "cuda:0", "kv_dtype": "bf16", "page_size": 1,
             "max_total_tokens": 32768, "max_running_requests": 8, "max_context_len": 8192})",
-            36, 1},
+            36, 1, (4096.0 * 18 + 128.0 * 18) * 2 * 8 * 64 * 2},
            reps);
   run_tree({"hybrid_linear (Qwen3-Next-80B)",
             R"({"model": {"num_layers": 48, "attention": "hybrid_linear", "kv_heads": 2, "head_dim": 256,
@@ -237,6 +247,6 @@ void bench_host_seq(bool quick) {
             "mamba": {"conv_shape": [8192, 3], "ssm_shape": [32, 128, 128], "conv_dtype": "bf16", "ssm_dtype": "f32"}},
             "pool": {"device": "cuda:0", "kv_dtype": "bf16", "page_size": 1, "max_total_tokens": 32768,
             "max_running_requests": 2, "mamba_cache_size": 12, "max_context_len": 8192})",
-            48, 3},
+            48, 3, 4096.0 * 12 * 2 * 2 * 256 * 2},
            reps);
 }

@@ -82,6 +82,8 @@ std::vector<Kind> kinds() {
   return {
       {"mha_bf16", 3, 16, 256, {{2048, 2048, false, 8}, {2048, 2048, false, 8}}},  // 8 heads x 128, K and V
       {"mha_bf16_page1_padded", 2, 1, 64, {{2048, 2560, false, 8}, {2048, 2560, false, 8}}},
+      // 1 KiB rows at page 1 (gpt-oss's 8 x 64 bf16): 16 pages to a work piece, 50 pages per copy
+      {"page1_1k_rows", 2, 1, 100, {{1024, 1024, false, 8}, {1024, 1024, false, 8}}},
       // fp4: 8 x 128 values in 512 bytes, one e4m3 scale per 16 values; scales are not whole heads
       {"mha_fp4", 2, 16, 128, {{512, 512, false, 8}, {512, 512, false, 8}, {64, 64, false, 0}, {64, 64, false, 0}}},
       {"mla", 3, 64, 512, {{1152, 1152, false, 0}}},  // (512 + 64) bf16
@@ -295,8 +297,8 @@ TEST(GpuHostTier, ParityWithCpuTransfer) {
       }
     }
   }
-  // 6 kinds x 4 layouts x 2 paths, less page_head for the 3 kinds whose rows are not whole heads.
-  EXPECT_EQ(checked, 6 * 4 * 2 - 3 * 2);
+  // 7 kinds x 4 layouts x 2 paths, less page_head for the 3 kinds whose rows are not whole heads.
+  EXPECT_EQ(checked, 7 * 4 * 2 - 3 * 2);
 }
 
 struct LoadMode {
