@@ -99,29 +99,55 @@ __device__ __forceinline__ void copy_chunk(const PartCopy& pc, uint8_t* dev, uin
   }
 }
 
-// Up to pages_per_piece whole items of one layer, each page's ids read by the threads that
-// copy it (the piece holds at most chunk_units(kUnroll) accesses: one round of loads).
+// The page ids of a thread's accesses in a piece of several pages (pages_per_piece > 1):
+// access j of thread t is unit j * kCopyThreads + t of the piece, whose page is the same in
+// every piece, so a thread reads the next piece's ids while it copies this one (ids in a
+// mapped staging slot cost a trip over PCIe).
+template <int kUnroll>
+struct PageIds {
+  int64_t host[kUnroll], dev[kUnroll];
+  uint32_t count;  // pages in the piece
+};
+
+template <int kUnroll>
+__device__ __forceinline__ uint32_t page_of_access(const PartCopy& pc, int j) {
+  const uint32_t k = static_cast<uint32_t>(j * kCopyThreads) + threadIdx.x;
+  return pc.item_shift >= 0 ? k >> pc.item_shift : k / pc.item_units;
+}
+
+template <int kUnroll>
+__device__ __forceinline__ void read_page_ids(const PartCopy& pc, const int64_t* host_pages, const int64_t* dev_pages,
+                                              uint32_t count, PageIds<kUnroll>* ids) {
+  ids->count = count;
+#pragma unroll
+  for (int j = 0; j < kUnroll; ++j) {
+    const uint32_t i = page_of_access<kUnroll>(pc, j);
+    if (i < count) {
+      ids->host[j] = host_pages[i];
+      ids->dev[j] = dev_pages[i];
+    }
+  }
+}
+
+// Up to pages_per_piece whole items of one layer (the piece holds at most
+// chunk_units(kUnroll) accesses: one round of loads, then one of stores).
 template <class V, int kUnroll>
 __device__ __forceinline__ void copy_pages(const PartCopy& pc, uint8_t* dev_layer, uint8_t* host_layer,
-                                           const int64_t* host_pages, const int64_t* dev_pages, uint32_t count,
-                                           bool to_host) {
-  const uint32_t total = count * pc.item_units;
-  const auto page_of = [&](uint32_t k) { return pc.item_shift >= 0 ? k >> pc.item_shift : k / pc.item_units; };
-  const auto address = [&](uint32_t k, bool dev) {
-    const uint32_t i = page_of(k), kk = k - i * pc.item_units;
-    return dev ? dev_layer + static_cast<uint64_t>(dev_pages[i]) * pc.dev_page + unit_offset<V>(pc, kk, true)
-               : host_layer + static_cast<uint64_t>(host_pages[i]) * pc.host_page + unit_offset<V>(pc, kk, false);
+                                           const PageIds<kUnroll>& ids, bool to_host) {
+  const auto address = [&](int j, bool dev) {
+    const uint32_t k = static_cast<uint32_t>(j * kCopyThreads) + threadIdx.x;
+    const uint32_t kk = k - page_of_access<kUnroll>(pc, j) * pc.item_units;
+    return dev ? dev_layer + static_cast<uint64_t>(ids.dev[j]) * pc.dev_page + unit_offset<V>(pc, kk, true)
+               : host_layer + static_cast<uint64_t>(ids.host[j]) * pc.host_page + unit_offset<V>(pc, kk, false);
   };
   V v[kUnroll];
 #pragma unroll
   for (int j = 0; j < kUnroll; ++j) {
-    const uint32_t k = static_cast<uint32_t>(j * kCopyThreads) + threadIdx.x;
-    if (k < total) v[j] = __ldcs(reinterpret_cast<const V*>(address(k, to_host)));
+    if (page_of_access<kUnroll>(pc, j) < ids.count) v[j] = __ldcs(reinterpret_cast<const V*>(address(j, to_host)));
   }
 #pragma unroll
   for (int j = 0; j < kUnroll; ++j) {
-    const uint32_t k = static_cast<uint32_t>(j * kCopyThreads) + threadIdx.x;
-    if (k < total) __stcs(reinterpret_cast<V*>(address(k, !to_host)), v[j]);
+    if (page_of_access<kUnroll>(pc, j) < ids.count) __stcs(reinterpret_cast<V*>(address(j, !to_host)), v[j]);
   }
 }
 
@@ -192,13 +218,22 @@ __global__ void __launch_bounds__(kCopyThreads) host_copy_kernel(CopyArgs a) {
     }
     return p;
   };
+  // A piece's pages: min(pages_per_piece, n - first); its ids (grouped pieces).
+  const auto pages_in = [&](const Piece& p) {
+    return static_cast<uint32_t>(min(static_cast<uint64_t>(pc.pages_per_piece), static_cast<uint64_t>(n) - p.first));
+  };
+  PageIds<kUnroll> cur_ids{}, next_ids{};
   uint32_t open = UINT32_MAX;  // the layer whose pieces `done` counts
   unsigned long long done = 0;
   uint64_t w = marks ? next_piece(0) : blockIdx.x;
   Piece cur = piece_of(w);
+  if (grouped && w < work) read_page_ids(pc, host_pages + cur.first, dev_pages + cur.first, pages_in(cur), &cur_ids);
   while (w < work) {
     const uint64_t w_next = next_piece(w);
     const Piece next = piece_of(w_next);
+    if (grouped && w_next < work) {
+      read_page_ids(pc, host_pages + next.first, dev_pages + next.first, pages_in(next), &next_ids);
+    }
     if (marks && cur.l != open) {
       if (done != 0) mark_layer(a, open, done);
       open = cur.l;
@@ -209,19 +244,16 @@ __global__ void __launch_bounds__(kCopyThreads) host_copy_kernel(CopyArgs a) {
     if (grouped) {
       uint8_t* dev_layer = reinterpret_cast<uint8_t*>(pc.dev_base[cur.l]);
       uint8_t* host_layer = pc.host + cur.l * pc.host_layer;
-      const uint32_t count =
-          static_cast<uint32_t>(min(static_cast<uint64_t>(pc.pages_per_piece), static_cast<uint64_t>(n) - cur.first));
-      const int64_t* hp = host_pages + cur.first;
-      const int64_t* dp = dev_pages + cur.first;
       switch (pc.width) {
-        case 16: copy_pages<uint4, kUnroll>(pc, dev_layer, host_layer, hp, dp, count, to_host); break;
-        case 8: copy_pages<uint2, kUnroll>(pc, dev_layer, host_layer, hp, dp, count, to_host); break;
-        case 4: copy_pages<unsigned, kUnroll>(pc, dev_layer, host_layer, hp, dp, count, to_host); break;
-        case 2: copy_pages<unsigned short, kUnroll>(pc, dev_layer, host_layer, hp, dp, count, to_host); break;
-        default: copy_pages<unsigned char, kUnroll>(pc, dev_layer, host_layer, hp, dp, count, to_host); break;
+        case 16: copy_pages<uint4, kUnroll>(pc, dev_layer, host_layer, cur_ids, to_host); break;
+        case 8: copy_pages<uint2, kUnroll>(pc, dev_layer, host_layer, cur_ids, to_host); break;
+        case 4: copy_pages<unsigned, kUnroll>(pc, dev_layer, host_layer, cur_ids, to_host); break;
+        case 2: copy_pages<unsigned short, kUnroll>(pc, dev_layer, host_layer, cur_ids, to_host); break;
+        default: copy_pages<unsigned char, kUnroll>(pc, dev_layer, host_layer, cur_ids, to_host); break;
       }
       w = w_next;
       cur = next;
+      cur_ids = next_ids;
       continue;
     }
     uint8_t* dev = reinterpret_cast<uint8_t*>(pc.dev_base[cur.l]) + static_cast<uint64_t>(cur.dev_page) * pc.dev_page;
