@@ -105,8 +105,8 @@ __device__ __forceinline__ void copy_chunk(const PartCopy& pc, uint8_t* dev, uin
 // mapped staging slot cost a trip over PCIe).
 template <int kUnroll>
 struct PageIds {
-  int64_t host[kUnroll], dev[kUnroll];
-  uint32_t count;  // pages in the piece
+  uint32_t host[kUnroll], dev[kUnroll];  // page ids (checked on the host: below 2^31)
+  uint32_t count;                        // pages in the piece
 };
 
 template <int kUnroll>
@@ -123,8 +123,8 @@ __device__ __forceinline__ void read_page_ids(const PartCopy& pc, const int64_t*
   for (int j = 0; j < kUnroll; ++j) {
     const uint32_t i = page_of_access<kUnroll>(pc, j);
     if (i < count) {
-      ids->host[j] = host_pages[i];
-      ids->dev[j] = dev_pages[i];
+      ids->host[j] = static_cast<uint32_t>(host_pages[i]);
+      ids->dev[j] = static_cast<uint32_t>(dev_pages[i]);
     }
   }
 }
@@ -172,7 +172,9 @@ __device__ __forceinline__ void mark_layer(const CopyArgs& a, uint32_t l, unsign
 // With them the blocks take the next piece of their part from a counter (a.sweep), so
 // the pieces are started strictly in order and layer 0 lands first whatever the blocks'
 // speeds; the last block to finish zeroes the counters for the next load.
-template <int kUnroll>
+// kGrouped: the build that copies pieces of several pages (a transfer with small items);
+// without it the kernel keeps its registers for one item per piece (80 at unroll 4).
+template <int kUnroll, bool kGrouped>
 __global__ void __launch_bounds__(kCopyThreads) host_copy_kernel(CopyArgs a) {
   __shared__ PartCopy pc;
   __shared__ unsigned long long taken;
@@ -206,7 +208,7 @@ __global__ void __launch_bounds__(kCopyThreads) host_copy_kernel(CopyArgs a) {
     int64_t host_page, dev_page;  // pages_per_piece 1: the page's ids
     uint64_t first;               // the piece's first page (index into the ids)
   };
-  const bool grouped = pc.pages_per_piece > 1;
+  const bool grouped = kGrouped && pc.pages_per_piece > 1;
   const auto piece_of = [&](uint64_t w) {
     Piece p{};
     if (w < work) {

@@ -64,12 +64,13 @@ Status cuda_error(cudaError_t e, const char* what) {
 
 using CopyKernel = void (*)(CopyArgs);
 
-// The copy kernel of `unroll` loads in flight per thread (4, 8 or 16), or NULL.
-CopyKernel copy_kernel(uint32_t unroll) {
+// The copy kernel of `unroll` loads in flight per thread (4, 8 or 16), or NULL; `grouped`:
+// the build that copies several small items per piece (PartCopy::pages_per_piece).
+CopyKernel copy_kernel(uint32_t unroll, bool grouped) {
   switch (unroll) {
-    case 4: return cudak::host_copy_kernel<4>;
-    case 8: return cudak::host_copy_kernel<8>;
-    case 16: return cudak::host_copy_kernel<16>;
+    case 4: return grouped ? cudak::host_copy_kernel<4, true> : cudak::host_copy_kernel<4, false>;
+    case 8: return grouped ? cudak::host_copy_kernel<8, true> : cudak::host_copy_kernel<8, false>;
+    case 16: return grouped ? cudak::host_copy_kernel<16, true> : cudak::host_copy_kernel<16, false>;
     default: return nullptr;
   }
 }
@@ -155,8 +156,13 @@ class CudaTransfer final : public HostTransfer {
     KVP_CUDA(cudaSetDevice(device_), "cudaSetDevice (host tier)");
     KVP_CUDA(cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, device_), "cudaDeviceGetAttribute");
     unroll_ = options_.copy_unroll == 0 ? cudak::kCopyUnroll : options_.copy_unroll;
-    kernel_ = copy_kernel(unroll_);
-    if (kernel_ == nullptr) return Status::invalid("copy_unroll " + std::to_string(unroll_) + ": 4, 8 or 16");
+    if (copy_kernel(unroll_, false) == nullptr) {
+      return Status::invalid("copy_unroll " + std::to_string(unroll_) + ": 4, 8 or 16");
+    }
+    KVPOOL_RETURN_IF_ERROR(build_parts());  // the parts' pieces decide the kernel's build
+    bool grouped = false;
+    for (const PartCopy& pc : parts_) grouped = grouped || pc.pages_per_piece > 1;
+    kernel_ = copy_kernel(unroll_, grouped);
     // Load the kernel now: with lazy loading (the default) its first launch would load the
     // module then, which can wait for the work running on the device.
     cudaFuncAttributes attr{};
@@ -174,7 +180,6 @@ class CudaTransfer final : public HostTransfer {
     KVP_CUDA(cudaEventCreateWithFlags(&compute_done_, cudaEventDisableTiming), "cudaEventCreate (host tier)");
     tickets_.assign(kTickets, nullptr);
     for (cudaEvent_t& e : tickets_) KVP_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
-    KVPOOL_RETURN_IF_ERROR(build_parts());
     if (load_path_ == CopyPath::kKernel && !options_.layer_events) wait_value_ = driver_wait_value32();
     if (wait_value_ == nullptr) {
       for (auto& set : layer_done_) {
