@@ -151,6 +151,18 @@ __device__ __forceinline__ void copy_pages(const PartCopy& pc, uint8_t* dev_laye
   }
 }
 
+// Calls f with a value of the access type of `width` bytes (16, 8, 4, 2 or 1).
+template <class F>
+__device__ __forceinline__ void with_width(uint32_t width, F&& f) {
+  switch (width) {
+    case 16: f(uint4{}); break;
+    case 8: f(uint2{}); break;
+    case 4: f(0u); break;
+    case 2: f(static_cast<unsigned short>(0)); break;
+    default: f(static_cast<unsigned char>(0)); break;
+  }
+}
+
 // A block finished `count` work pieces of tiered layer l (all its threads call this).
 __device__ __forceinline__ void mark_layer(const CopyArgs& a, uint32_t l, unsigned long long count) {
   __threadfence();  // this thread's stores of the layer are visible device-wide...
@@ -246,13 +258,9 @@ __global__ void __launch_bounds__(kCopyThreads) host_copy_kernel(CopyArgs a) {
     if (grouped) {
       uint8_t* dev_layer = reinterpret_cast<uint8_t*>(pc.dev_base[cur.l]);
       uint8_t* host_layer = pc.host + cur.l * pc.host_layer;
-      switch (pc.width) {
-        case 16: copy_pages<uint4, kUnroll>(pc, dev_layer, host_layer, cur_ids, to_host); break;
-        case 8: copy_pages<uint2, kUnroll>(pc, dev_layer, host_layer, cur_ids, to_host); break;
-        case 4: copy_pages<unsigned, kUnroll>(pc, dev_layer, host_layer, cur_ids, to_host); break;
-        case 2: copy_pages<unsigned short, kUnroll>(pc, dev_layer, host_layer, cur_ids, to_host); break;
-        default: copy_pages<unsigned char, kUnroll>(pc, dev_layer, host_layer, cur_ids, to_host); break;
-      }
+      with_width(pc.width, [&](auto word) {
+        copy_pages<decltype(word), kUnroll>(pc, dev_layer, host_layer, cur_ids, to_host);
+      });
       w = w_next;
       cur = next;
       cur_ids = next_ids;
@@ -261,13 +269,7 @@ __global__ void __launch_bounds__(kCopyThreads) host_copy_kernel(CopyArgs a) {
     uint8_t* dev = reinterpret_cast<uint8_t*>(pc.dev_base[cur.l]) + static_cast<uint64_t>(cur.dev_page) * pc.dev_page;
     uint8_t* host = pc.host + static_cast<uint64_t>(cur.host_page) * pc.host_page + cur.l * pc.host_layer;
     const uint32_t first = cur.chunk * chunk_units(kUnroll);
-    switch (pc.width) {
-      case 16: copy_chunk<uint4, kUnroll>(pc, dev, host, first, to_host); break;
-      case 8: copy_chunk<uint2, kUnroll>(pc, dev, host, first, to_host); break;
-      case 4: copy_chunk<unsigned, kUnroll>(pc, dev, host, first, to_host); break;
-      case 2: copy_chunk<unsigned short, kUnroll>(pc, dev, host, first, to_host); break;
-      default: copy_chunk<unsigned char, kUnroll>(pc, dev, host, first, to_host); break;
-    }
+    with_width(pc.width, [&](auto word) { copy_chunk<decltype(word), kUnroll>(pc, dev, host, first, to_host); });
     w = w_next;
     cur = next;
   }

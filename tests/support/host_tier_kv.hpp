@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -211,6 +212,88 @@ inline std::string tier_state(kvpool* pool, const std::vector<uint64_t>& seqs = 
   const kvpool_status st = kvpool_check(pool, report, sizeof(report));
   text += "check: " + std::to_string(st) + " " + report + "\n";
   return text;
+}
+
+// kvpool_check passes.
+inline void expect_checked(kvpool* pool) {
+  char report[4096] = {0};
+  EXPECT_EQ(kvpool_check(pool, report, sizeof(report)), KVPOOL_OK) << report;
+}
+
+// `json` (a pool config ending in its host_cache section's "}}") with
+// host_cache.defer_completion: the CPU pool reports copies landed a few polls late.
+inline std::string with_deferred_completion(std::string json) {
+  json.insert(json.size() - 2, R"(, "defer_completion": true)");
+  return json;
+}
+
+// A tiered tree's calls for the in-flight scenarios below (swa and hybrid_linear pools).
+struct InFlightCalls {
+  // radix_insert of 24 fresh tokens from `first` (their KV written); the node it ends at.
+  std::function<uint64_t(const std::vector<int32_t>& tokens)> insert;
+  // The tree's other eviction (swa: window slots, hybrid_linear: mamba states): what it freed.
+  std::function<size_t()> evict_other;
+  // The loaded slots hold the KV of `tags`.
+  std::function<void(const std::vector<int64_t>& slots, const std::vector<uint64_t>& tags)> expect_kv;
+};
+
+// On a pool with deferred completion and write_through: a backup in flight keeps its node
+// (radix_evict and the other eviction free nothing) until kvhost_poll(wait) lands it; the
+// node is then kept as host-only; the load-back of it keeps the chain until polls land it.
+inline void expect_copies_in_flight_hold_their_nodes(kvpool* pool, const InFlightCalls& c) {
+  const std::vector<int32_t> t = tokens_from(100, 24);
+  const uint64_t node = c.insert(t);
+  EXPECT_EQ(host_stats_now(pool).copies_in_flight, 1u);
+  expect_checked(pool);
+  size_t freed = 0;
+  ASSERT_EQ(radix_evict(pool, 64, &freed), KVPOOL_OK) << kvpool_last_error();
+  EXPECT_EQ(freed, 0u) << "the backup in flight reads the node's slots";
+  EXPECT_EQ(c.evict_other(), 0u) << "nor may the tree's other eviction take them";
+  expect_checked(pool);
+  size_t landed = 0;
+  ASSERT_EQ(kvhost_poll(pool, 1, &landed), KVPOOL_OK) << kvpool_last_error();
+  EXPECT_EQ(landed, 1u);
+  EXPECT_EQ(host_stats_now(pool).copies_in_flight, 0u);
+  ASSERT_EQ(radix_evict(pool, 64, &freed), KVPOOL_OK) << kvpool_last_error();
+  EXPECT_EQ(freed, 24u) << "landed: the node is evictable, and stays as host-only";
+  int32_t on_device = 1, on_host = 0;
+  node_state(pool, node, &on_device, &on_host);
+  EXPECT_EQ(on_device, 0);
+  EXPECT_EQ(on_host, 1);
+
+  std::vector<int32_t> longer = t;
+  longer.push_back(7);
+  const Tiered m = host_match(pool, longer);
+  ASSERT_EQ(m.host, 24u);
+  uint64_t last = 0;
+  const std::vector<int64_t> slots = host_load_back(pool, m.host_node, 24, &last);
+  ASSERT_EQ(slots.size(), 24u);
+  EXPECT_EQ(host_stats_now(pool).copies_in_flight, 1u);
+  c.expect_kv(slots, tags_of(t));  // in place once the layers were waited for
+  ASSERT_EQ(radix_evict(pool, 64, &freed), KVPOOL_OK) << kvpool_last_error();
+  EXPECT_EQ(freed, 0u) << "the load in flight writes the chain's slots";
+  expect_checked(pool);
+  int polls = 0;  // polls without waiting land it a few calls later
+  while (host_stats_now(pool).copies_in_flight > 0 && polls < 10) {
+    ASSERT_EQ(kvhost_poll(pool, 0, &landed), KVPOOL_OK) << kvpool_last_error();
+    ++polls;
+  }
+  EXPECT_GT(polls, 0);
+  EXPECT_LT(polls, 10) << "the load never landed";
+  ASSERT_EQ(radix_evict(pool, 64, &freed), KVPOOL_OK) << kvpool_last_error();
+  EXPECT_EQ(freed, 24u);
+  expect_checked(pool);
+}
+
+// radix_reset with copies in flight lands them first; the pool is then destroyed with one in flight.
+inline void expect_reset_lands_copies(kvpool* pool, const InFlightCalls& c) {
+  c.insert(tokens_from(100, 12));
+  c.insert(tokens_from(200, 12));
+  EXPECT_EQ(host_stats_now(pool).copies_in_flight, 2u);
+  ASSERT_EQ(radix_reset(pool), KVPOOL_OK) << kvpool_last_error();
+  EXPECT_EQ(host_stats_now(pool).copies_in_flight, 0u);
+  expect_checked(pool);
+  c.insert(tokens_from(300, 12));
 }
 
 // "" when a failed call left the tier_state() picture as it was, else what changed.

@@ -107,70 +107,28 @@ Tiered match(kvpool* pool, const std::vector<int32_t>& tokens) { return kvtest::
 
 // host_cache.defer_completion (CPU pools only): copies land a few polls late, as a GPU's
 // do. A backup keeps the last node it copies locked (its state and its path's KV) until a
-// poll sees it land; a load-back keeps the chain's end; kvhost_poll with wait lands them.
-// (This build's pools defer already, or are CUDA pools: the test runs in the plain build.)
+// poll sees it land; a load-back keeps the chain's end; kvhost_poll with wait lands them;
+// radix_reset lands them first. (This build's pools defer already, or are CUDA pools: the
+// tests run in the plain build.)
 #if !defined(KVPOOL_TIER_DEFERRED) && !defined(KVPOOL_HYBRID_TIER_DEVICE)
-TEST(HostTierHybrid, CopiesInFlightKeepTheirNodesUntilAPollSeesThemLand) {
-  std::string json = hybrid_tier_config(64, 8, 4, "write_through");
-  json.insert(json.size() - 2, R"(, "defer_completion": true)");
-  Pool pool(json);
-  const std::vector<int32_t> t = tokens_from(100, 24);
-  const uint64_t node = insert_fresh(pool, t);
-  EXPECT_EQ(kvtest::host_stats_now(pool).copies_in_flight, 1u);
-  expect_consistent(pool);
-  size_t freed = 0;
-  ASSERT_EQ(radix_evict(pool, 64, &freed), KVPOOL_OK) << kvpool_last_error();
-  EXPECT_EQ(freed, 0u) << "the backup in flight reads the node's slots";
-  ASSERT_EQ(radix_evict_mamba(pool, 1, &freed), KVPOOL_OK) << kvpool_last_error();
-  EXPECT_EQ(freed, 0u) << "evicting the leaf's state would delete the leaf";
-  expect_consistent(pool);
-  size_t landed = 0;
-  ASSERT_EQ(kvhost_poll(pool, 1, &landed), KVPOOL_OK) << kvpool_last_error();
-  EXPECT_EQ(landed, 1u);
-  EXPECT_EQ(kvtest::host_stats_now(pool).copies_in_flight, 0u);
-  ASSERT_EQ(radix_evict(pool, 64, &freed), KVPOOL_OK) << kvpool_last_error();
-  EXPECT_EQ(freed, 24u) << "landed: the node is evictable, and stays as host-only";
-  int32_t on_device = 1, on_host = 0;
-  node_state(pool, node, &on_device, &on_host);
-  EXPECT_EQ(on_device, 0);
-  EXPECT_EQ(on_host, 1);
-
-  std::vector<int32_t> longer = t;
-  longer.push_back(7);
-  const Tiered m = match(pool, longer);
-  ASSERT_EQ(m.host, 24u);
-  uint64_t last = 0;
-  const std::vector<int64_t> slots = kvtest::host_load_back(pool, m.host_node, 24, &last);
-  ASSERT_EQ(slots.size(), 24u);
-  EXPECT_EQ(kvtest::host_stats_now(pool).copies_in_flight, 1u);
-  expect_kv(pool, slots, tags_of(t));
-  ASSERT_EQ(radix_evict(pool, 64, &freed), KVPOOL_OK) << kvpool_last_error();
-  EXPECT_EQ(freed, 0u) << "the load in flight writes the chain's slots";
-  expect_consistent(pool);
-  int polls = 0;
-  while (kvtest::host_stats_now(pool).copies_in_flight > 0 && polls < 10) {
-    ASSERT_EQ(kvhost_poll(pool, 0, &landed), KVPOOL_OK) << kvpool_last_error();
-    ++polls;
-  }
-  EXPECT_GT(polls, 0);
-  EXPECT_LT(polls, 10) << "the load never landed";
-  ASSERT_EQ(radix_evict(pool, 64, &freed), KVPOOL_OK) << kvpool_last_error();
-  EXPECT_EQ(freed, 24u);
-  expect_consistent(pool);
+kvtest::InFlightCalls in_flight_calls(kvpool* pool) {
+  return {[pool](const std::vector<int32_t>& t) { return insert_fresh(pool, t); },
+          [pool] {  // evicting the leaf's state would delete the leaf
+            size_t freed = 0;
+            EXPECT_EQ(radix_evict_mamba(pool, 1, &freed), KVPOOL_OK) << kvpool_last_error();
+            return freed;
+          },
+          [pool](const std::vector<int64_t>& slots, const std::vector<uint64_t>& tags) { expect_kv(pool, slots, tags); }};
 }
 
-// Reset and destroy with copies in flight: they land first, nothing is left locked.
+TEST(HostTierHybrid, CopiesInFlightKeepTheirNodesUntilAPollSeesThemLand) {
+  Pool pool(kvtest::with_deferred_completion(hybrid_tier_config(64, 8, 4, "write_through")));
+  kvtest::expect_copies_in_flight_hold_their_nodes(pool, in_flight_calls(pool));
+}
+
 TEST(HostTierHybrid, ResetWithCopiesInFlight) {
-  std::string json = hybrid_tier_config(64, 8, 4, "write_through");
-  json.insert(json.size() - 2, R"(, "defer_completion": true)");
-  Pool pool(json);
-  insert_fresh(pool, tokens_from(100, 12));
-  insert_fresh(pool, tokens_from(200, 12));
-  EXPECT_EQ(kvtest::host_stats_now(pool).copies_in_flight, 2u);
-  ASSERT_EQ(radix_reset(pool), KVPOOL_OK) << kvpool_last_error();
-  EXPECT_EQ(kvtest::host_stats_now(pool).copies_in_flight, 0u);
-  expect_consistent(pool);
-  insert_fresh(pool, tokens_from(300, 12));  // the pool is destroyed with this copy in flight
+  Pool pool(kvtest::with_deferred_completion(hybrid_tier_config(64, 8, 4, "write_through")));
+  kvtest::expect_reset_lands_copies(pool, in_flight_calls(pool));
 }
 #endif
 

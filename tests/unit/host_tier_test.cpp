@@ -586,9 +586,7 @@ class HostTierRandomInFlight : public ::testing::TestWithParam<Workload> {};
 
 TEST_P(HostTierRandomInFlight, RequestsKeepTheirBytesAndTheAccountingAddsUp) {
   const Workload w = GetParam();
-  std::string json = tier_config(w.page, 96, w.ratio, w.policy, false, w.layout);
-  json.insert(json.size() - 2, R"(, "defer_completion": true)");
-  Pool pool(json);
+  Pool pool(kvtest::with_deferred_completion(tier_config(w.page, 96, w.ratio, w.policy, false, w.layout)));
   kvtest::TierRequests requests;
   requests.seed = 4321 + static_cast<unsigned>(w.page);
   requests.layers = kvtest::mha_tier_layers();
