@@ -87,8 +87,13 @@ Status MambaSequences::match_and_lock(Request* r) {
     r->node = 0;
     return no_state_slot();
   }
-  KVPOOL_RETURN_IF_ERROR(states_->alloc(&r->state, 1));  // zeroed
-  if (source >= 0) KVPOOL_RETURN_IF_ERROR(states_->copy(source, r->state));
+  if (source >= 0) {
+    // The matched state, copied into a slot of the request's own: every byte is written, so
+    // the slot is not zeroed first (a Qwen3-Next state is 72 MB).
+    KVPOOL_RETURN_IF_ERROR(states_->fork(source, &r->state));
+  } else {
+    KVPOOL_RETURN_IF_ERROR(states_->alloc(&r->state, 1));  // zeroed
+  }
   r->cached = r->prefix_hit = r->slots.size();
   return Status::ok();
 }
