@@ -96,11 +96,7 @@ Status MambaCache::evict_mamba(size_t states, size_t* evicted) {
 }
 
 Status MambaCache::reset() {
-  // Copies in flight read or write slots freed below: they land first.
-  if (!in_flight_.empty()) {
-    size_t done = 0;
-    KVPOOL_RETURN_IF_ERROR(release_landed(true, &done));
-  }
+  KVPOOL_RETURN_IF_ERROR(release_landed(true));  // copies in flight read or write slots freed below
   std::vector<int64_t> slots;
   std::vector<int32_t> states;
   tree_->collect_slots(&slots, &states);

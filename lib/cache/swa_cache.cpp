@@ -151,8 +151,7 @@ Status SwaCache::evict(size_t full_tokens, size_t swa_tokens, size_t* full_evict
 }
 
 Status SwaCache::reset() {
-  // Copies in flight read or write slots freed below: they land first.
-  if (!in_flight_.empty()) KVPOOL_RETURN_IF_ERROR(release_landed(true));
+  KVPOOL_RETURN_IF_ERROR(release_landed(true));  // copies in flight read or write slots freed below
   std::vector<int64_t> full, windowed;
   tree_->collect_slots(&full, &windowed);
   std::sort(windowed.begin(), windowed.end());

@@ -41,6 +41,16 @@ inline bool& settle_copies() {
   return on;
 }
 
+// A test file built with KVPOOL_TIER_DEFERRED (tests/unit/CMakeLists.txt) runs its pools
+// with host_cache.defer_completion: kDeferKey goes into their host_cache sections.
+#ifdef KVPOOL_TIER_DEFERRED
+constexpr const char* kDeferKey = ", \"defer_completion\": true";
+constexpr bool kDeferred = true;  // the random workloads must then see copies in flight
+#else
+constexpr const char* kDeferKey = "";
+constexpr bool kDeferred = false;
+#endif
+
 inline void settle(kvpool* pool) {
   if (settle_copies()) {
     EXPECT_EQ(kvhost_poll(pool, 1, nullptr), KVPOOL_OK) << kvpool_last_error();

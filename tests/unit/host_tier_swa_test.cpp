@@ -41,8 +41,10 @@ constexpr size_t kWindow = 4;  // the fixed cases' sliding window (the random on
 // tests on a CUDA pool (pinned host pages, the CUDA transfers), label gpu.
 #ifdef KVPOOL_SWA_TIER_DEVICE
 constexpr const char* kDeviceKey = "\"device\": \"" KVPOOL_SWA_TIER_DEVICE "\", ";
+constexpr bool kOnDevice = true;
 #else
 constexpr const char* kDeviceKey = "";
+constexpr bool kOnDevice = false;
 #endif
 
 // Copies may still be in flight when a call returns: on a CUDA pool, and on the CPU pool
@@ -50,18 +52,9 @@ constexpr const char* kDeviceKey = "";
 // reported landed a few polls later). The helpers of host_tier_kv.hpp then wait for them
 // where a test expects exact results (kvtest::settle), and the random workloads run with
 // copies in flight between them.
-#if defined(KVPOOL_SWA_TIER_DEVICE) || defined(KVPOOL_TIER_DEFERRED)
-constexpr bool kCopiesInFlight = true;
-#else
-constexpr bool kCopiesInFlight = false;
-#endif
-#ifdef KVPOOL_TIER_DEFERRED
-constexpr const char* kDeferKey = ", \"defer_completion\": true";
-constexpr bool kDeferred = true;  // the random workloads must then see copies in flight
-#else
-constexpr const char* kDeferKey = "";
-constexpr bool kDeferred = false;
-#endif
+using kvtest::kDeferKey;
+using kvtest::kDeferred;
+constexpr bool kCopiesInFlight = kOnDevice || kDeferred;
 const bool kSettling = (kvtest::settle_copies() = kCopiesInFlight);
 
 // f32 KV of 2 heads x 8 (host_tier_kv.hpp's rows); window slots: 80 % of the full pool's.
