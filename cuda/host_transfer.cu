@@ -20,17 +20,28 @@
 //           once, per layer (group) the kernel and the set's event of it, waited on
 //           with cudaStreamWaitEvent;
 // then the ticket's event. The copy-engine path (CopyPath::kCopyEngine) replaces the
-// kernels by cudaMemcpyBatchAsync of the runs contiguous on both sides: faster for
-// loads (a host read by the SMs fetches less per PCIe request than a DMA engine
-// does), but the host pays per run. Measured: docs/performance.md.
+// kernels by batched DMA operations (copy_runs.hpp): faster for loads (a host read by
+// the SMs fetches less per PCIe request than a DMA engine does), but the host pays
+// ~0.6 µs per operation. So the call hands the page ids to a thread of the transfer
+// (enqueue_thread.hpp) and returns: that thread makes the stream follow the compute
+// stream's event recorded by the call, enqueues the operations layer by layer, writes
+// the set's flag of each layer after its copies (cuStreamWriteValue32) and records the
+// ticket's event. Where stream memory operations are missing the call enqueues the
+// copies itself, with an event per layer group. Measured: docs/performance.md.
 #include <cuda.h>  // types and constants of cuStreamWaitValue32 only: no link to libcuda
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <memory>
+#include <mutex>
+#include <new>
 #include <string>
 #include <vector>
 
+#include "copy_runs.hpp"
+#include "enqueue_thread.hpp"
 #include "host/host_transfer.hpp"
 #include "host_copy.cuh"
 
@@ -82,30 +93,24 @@ uint32_t widest_access(uint64_t v) {
   return 1;
 }
 
-using StreamWaitValue32 = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+// cuStreamWaitValue32 and cuStreamWriteValue32 have this signature.
+using StreamValue32 = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
 
-// cuStreamWaitValue32 (the v2 memory operations, always on since CUDA 12.0), or NULL.
-StreamWaitValue32 driver_wait_value32() {
+// A stream memory operation of the driver (the v2 ones, always on since CUDA 12.0), or NULL.
+StreamValue32 driver_stream_op(const char* name) {
   void* fn = nullptr;
   cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
 #if CUDART_VERSION >= 12050
-  const cudaError_t e = cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &fn, 12000, cudaEnableDefault, &found);
+  const cudaError_t e = cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &found);
 #else
-  const cudaError_t e = cudaGetDriverEntryPoint("cuStreamWaitValue32", &fn, cudaEnableDefault, &found);
+  const cudaError_t e = cudaGetDriverEntryPoint(name, &fn, cudaEnableDefault, &found);
 #endif
   if (e != cudaSuccess || found != cudaDriverEntryPointSuccess) {
     (void)cudaGetLastError();
     return nullptr;
   }
-  return reinterpret_cast<StreamWaitValue32>(fn);
+  return reinterpret_cast<StreamValue32>(fn);
 }
-
-// A run contiguous on both sides, for the copy engines.
-struct Run {
-  uint8_t* dst;
-  const uint8_t* src;
-  size_t bytes;
-};
 
 class CudaTransfer final : public HostTransfer {
  public:
@@ -113,6 +118,7 @@ class CudaTransfer final : public HostTransfer {
       : pool_(pool), g_(pool->geometry()), device_(device), options_(o) {}
 
   ~CudaTransfer() override {
+    enqueuer_.reset();  // enqueues the jobs still queued (their memory is freed below, after the syncs)
     if (cudaSetDevice(device_) != cudaSuccess) return;
     // Every enqueued copy must end before the memory it uses goes away.
     if (write_ != nullptr) cudaStreamSynchronize(write_);
@@ -130,6 +136,7 @@ class CudaTransfer final : public HostTransfer {
     cudaFree(layer_done_dev_);
     cudaFree(layer_flags_);
     for (cudaEvent_t e : tickets_) cudaEventDestroy(e);
+    for (cudaEvent_t e : follow_) cudaEventDestroy(e);
     for (auto& set : layer_done_) {
       for (cudaEvent_t e : set) cudaEventDestroy(e);
     }
@@ -180,7 +187,18 @@ class CudaTransfer final : public HostTransfer {
     KVP_CUDA(cudaEventCreateWithFlags(&compute_done_, cudaEventDisableTiming), "cudaEventCreate (host tier)");
     tickets_.assign(kTickets, nullptr);
     for (cudaEvent_t& e : tickets_) KVP_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
-    if (load_path_ == CopyPath::kKernel && !options_.layer_events) wait_value_ = driver_wait_value32();
+    // Loads mark their layers in device memory (the kernel's blocks, or the enqueue
+    // thread's flag writes after each layer's copies) unless layer_events asks for events.
+    if (!options_.layer_events) {
+      wait_value_ = driver_stream_op("cuStreamWaitValue32");
+      if (load_path_ == CopyPath::kCopyEngine) {
+        write_value_ = driver_stream_op("cuStreamWriteValue32");
+        if (write_value_ == nullptr) wait_value_ = nullptr;
+      }
+    }
+    if (backup_path_ == CopyPath::kCopyEngine || (load_path_ == CopyPath::kCopyEngine && wait_value_ != nullptr)) {
+      KVPOOL_RETURN_IF_ERROR(start_enqueuer());
+    }
     if (wait_value_ == nullptr) {
       for (auto& set : layer_done_) {
         set.assign(groups_, nullptr);
@@ -208,16 +226,14 @@ class CudaTransfer final : public HostTransfer {
 
   Status backup(const int64_t* device_pages, const int64_t* host_pages, size_t n, uint64_t* ticket) override {
     KVPOOL_RETURN_IF_ERROR(check_pages(device_pages, host_pages, n, ticket, "backup"));
+    KVPOOL_RETURN_IF_ERROR(enqueuer_error());
     KVP_CUDA(cudaSetDevice(device_), "cudaSetDevice (host tier backup)");
     if (n == 0) return next_ticket(write_, ticket);  // nothing to copy, a ticket all the same
-    KVPOOL_RETURN_IF_ERROR(follow_compute(write_, "backup"));
     uint64_t t = 0;
     if (backup_path_ == CopyPath::kCopyEngine) {
-      runs_.clear();
-      for (uint32_t l = 0; l < g_.layers; ++l) add_runs(device_pages, host_pages, n, l, true);
-      KVPOOL_RETURN_IF_ERROR(copy_runs(write_, "cudaMemcpyBatchAsync (host tier backup)"));
-      KVPOOL_RETURN_IF_ERROR(next_ticket(write_, &t));
+      KVPOOL_RETURN_IF_ERROR(hand_over(device_pages, host_pages, n, -1, 0, &t));
     } else {
+      KVPOOL_RETURN_IF_ERROR(follow_compute(write_, "backup"));
       // The kernel reads the ids straight from the pinned slot: one enqueue fewer than a
       // copy to the device, and a few µs of latency per block against ~10 ms of copying.
       Staging* s = nullptr;
@@ -239,16 +255,25 @@ class CudaTransfer final : public HostTransfer {
       return Status::invalid("load set " + std::to_string(set) + " is not in [0, " + std::to_string(kLoadSets) + ")");
     }
     KVPOOL_RETURN_IF_ERROR(check_pages(device_pages, host_pages, n, ticket, "load"));
+    KVPOOL_RETURN_IF_ERROR(enqueuer_error());
     KVP_CUDA(cudaSetDevice(device_), "cudaSetDevice (host tier load)");
     // Even an empty load marks every layer of the set done (after the compute stream's
     // work), so that a batch that waits on the set never waits on an older load.
-    KVPOOL_RETURN_IF_ERROR(follow_compute(load_, "load"));
     uint64_t t = 0;
+    if (load_path_ == CopyPath::kCopyEngine && wait_value_ != nullptr) {
+      const unsigned seq = next_seq(set);
+      KVPOOL_RETURN_IF_ERROR(hand_over(device_pages, host_pages, n, set, seq, &t));
+      load_seq_[set] = seq;
+      to_device_ += n * page_bytes_;
+      *ticket = t;
+      return Status::ok();
+    }
+    KVPOOL_RETURN_IF_ERROR(follow_compute(load_, "load"));
     if (wait_value_ != nullptr) {
       // One kernel, every layer; its blocks store seq to the set's layer flags.
       Staging* s = nullptr;
       KVPOOL_RETURN_IF_ERROR(stage(host_pages, device_pages, n, &s));
-      const unsigned seq = load_seq_[set] == UINT32_MAX ? 1 : load_seq_[set] + 1;  // 0: never loaded
+      const unsigned seq = next_seq(set);
       CopyArgs a{parts_dev_,   s->device, 0, g_.layers, 0, layer_done_dev_, layer_done_dev_ + g_.layers,
                  layer_flags_ + set * g_.layers, seq, pieces_per_layer(n)};
       // A few blocks (kLoadBlocks): they take the pieces in order, layer 0 first (one block
@@ -268,9 +293,9 @@ class CudaTransfer final : public HostTransfer {
       for (uint32_t grp = 0; grp < groups_; ++grp) {
         runs_.clear();
         for (uint32_t l = grp * group_; l < std::min(g_.layers, (grp + 1) * group_); ++l) {
-          add_runs(device_pages, host_pages, n, l, false);
+          add_runs(&runs_, device_pages, host_pages, n, l, false);
         }
-        KVPOOL_RETURN_IF_ERROR(copy_runs(load_, "cudaMemcpyBatchAsync (host tier load)"));
+        KVP_CUDA(runs_.enqueue(load_), "cudaMemcpyBatchAsync (host tier load)");
         KVP_CUDA(cudaEventRecord(layer_done_[set][grp], load_), "cudaEventRecord (host tier layer done)");
       }
       KVPOOL_RETURN_IF_ERROR(next_ticket(load_, &t));
@@ -294,6 +319,7 @@ class CudaTransfer final : public HostTransfer {
 
   bool finished(uint64_t ticket) override {
     if (ticket == 0 || ticket > last_ticket_ || last_ticket_ - ticket >= kTickets) return true;
+    if (!recorded(ticket)) return false;  // still with the enqueue thread
     const cudaError_t e = cudaEventQuery(tickets_[ticket % kTickets]);
     if (e == cudaErrorNotReady) return false;
     (void)cudaGetLastError();  // an error is reported by wait(); here the copy is over either way
@@ -302,7 +328,9 @@ class CudaTransfer final : public HostTransfer {
 
   Status wait(uint64_t ticket) override {
     if (ticket == 0 || ticket > last_ticket_ || last_ticket_ - ticket >= kTickets) return Status::ok();
-    return cuda_error(cudaEventSynchronize(tickets_[ticket % kTickets]), "cudaEventSynchronize (host tier wait)");
+    wait_recorded(ticket);
+    KVP_CUDA(cudaEventSynchronize(tickets_[ticket % kTickets]), "cudaEventSynchronize (host tier wait)");
+    return enqueuer_error();
   }
 
   Status wait_layer(int set, uint32_t layer, void* stream) override {
@@ -561,8 +589,9 @@ class CudaTransfer final : public HostTransfer {
     kernel_<<<dim3(blocks, static_cast<unsigned>(g_.parts.size())), cudak::kCopyThreads, 0, stream>>>(a);
   }
 
-  // The copy-engine runs of one tiered layer, merged where both sides continue.
-  void add_runs(const int64_t* device_pages, const int64_t* host_pages, size_t n, uint32_t l, bool to_host) {
+  // The copy engines' pieces of one tiered layer, into `runs` (which merges them).
+  void add_runs(CopyRuns* runs, const int64_t* device_pages, const int64_t* host_pages, size_t n, uint32_t l,
+                bool to_host) const {
     for (size_t p = 0; p < parts_.size(); ++p) {
       const PartCopy& pc = parts_[p];
       const TierPart& tp = g_.parts[p];
@@ -574,48 +603,155 @@ class CudaTransfer final : public HostTransfer {
           for (uint32_t h = 0; h < pc.pieces; ++h) {
             uint8_t* d = dev + r * pc.dev_row + h * pc.dev_piece;
             uint8_t* hst = host + r * pc.host_row + h * pc.host_piece;
-            uint8_t* dst = to_host ? hst : d;
-            const uint8_t* src = to_host ? d : hst;
-            if (!runs_.empty() && runs_.back().dst + runs_.back().bytes == dst &&
-                runs_.back().src + runs_.back().bytes == src) {
-              runs_.back().bytes += piece;
-            } else {
-              runs_.push_back(Run{dst, src, piece});
-            }
+            runs->add(to_host ? hst : d, to_host ? d : hst, piece);
           }
         }
       }
     }
   }
 
-  Status copy_runs(cudaStream_t stream, const char* what) {
-    if (runs_.empty()) return Status::ok();
-    dsts_.resize(runs_.size());
-    srcs_.resize(runs_.size());
-    sizes_.resize(runs_.size());
-    for (size_t k = 0; k < runs_.size(); ++k) {
-      dsts_[k] = runs_[k].dst;
-      srcs_[k] = runs_[k].src;
-      sizes_[k] = runs_[k].bytes;
+  // A copy-engine transfer handed to the enqueue thread (the page ids are copied).
+  struct CopyJob final : EnqueueThread::Job {
+    CudaTransfer* owner = nullptr;
+    int set = -1;  // the load set; -1: a backup
+    unsigned seq = 0;  // the load's number, written to the set's layer flags
+    uint64_t ticket = 0;
+    std::vector<int64_t> device_pages, host_pages;
+    void run() override { owner->enqueue_job(*this); }
+  };
+
+  Status start_enqueuer() {
+    try {
+      enqueuer_.reset(new EnqueueThread(device_));
+    } catch (const std::exception& e) {
+      return Status::internal(std::string("host tier: cannot start the copy-engine enqueue thread: ") + e.what());
     }
-    cudaMemcpyAttributes attr{};
-    attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;  // the source is written by earlier work on the stream
-    size_t attr_index = 0;
-    return cuda_error(cudaMemcpyBatchAsync(dsts_.data(), srcs_.data(), sizes_.data(), runs_.size(), &attr,
-                                           &attr_index, 1, stream),
-                      what);
+    follow_.assign(kTickets, nullptr);
+    for (cudaEvent_t& e : follow_) KVP_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
+    return Status::ok();
   }
 
-  // Records the next ticket's event on `stream`. A ticket event is reused kTickets tickets
-  // later; if that copy is still running then (kTickets copies in flight), wait for it so
-  // that "older tickets are finished" stays true.
-  Status next_ticket(cudaStream_t stream, uint64_t* out) {
+  // The first failure of the enqueue thread's calls (sticky: the copies after it may not
+  // have been made), or OK.
+  Status enqueuer_error() {
+    std::lock_guard<std::mutex> lock(error_mutex_);
+    return enqueuer_error_;
+  }
+
+  unsigned next_seq(int set) const { return load_seq_[set] == UINT32_MAX ? 1 : load_seq_[set] + 1; }  // 0: never
+
+  // Has the event of `ticket` been recorded (by the call, or by the enqueue thread)?
+  bool recorded(uint64_t ticket) const {
+    return recorded_[ticket % kTickets].load(std::memory_order_acquire) == ticket;
+  }
+  void wait_recorded(uint64_t ticket) {
+    if (enqueuer_ != nullptr && !recorded(ticket)) enqueuer_->wait_until([&] { return recorded(ticket); });
+  }
+
+  // Gives the enqueue thread a copy of the ids of ticket `*out` (set -1: a backup, else
+  // the load set and its number). Nothing is changed unless this returns OK.
+  Status hand_over(const int64_t* device_pages, const int64_t* host_pages, size_t n, int set, unsigned seq,
+                   uint64_t* out) {
     const uint64_t t = last_ticket_ + 1;
+    KVPOOL_RETURN_IF_ERROR(free_ticket_slot(t));
+    CopyJob* job = nullptr;
+    try {
+      for (auto& j : jobs_) {
+        if (j->done()) {
+          job = j.get();
+          break;
+        }
+      }
+      if (job == nullptr) {
+        jobs_.emplace_back(new CopyJob);
+        job = jobs_.back().get();
+      }
+      job->device_pages.assign(device_pages, device_pages + n);
+      job->host_pages.assign(host_pages, host_pages + n);
+    } catch (const std::bad_alloc&) {
+      return Status::out_of_memory("host tier: no memory for a copy-engine job of " + std::to_string(n) + " pages");
+    }
+    job->owner = this;
+    job->set = set;
+    job->seq = seq;
+    job->ticket = t;
+    // The copies follow the compute stream's work enqueued before this call: an event
+    // per ticket, so that a later call's record cannot move the point the thread waits for.
+    KVP_CUDA(cudaEventRecord(follow_[t % kTickets], compute_), "cudaEventRecord (host tier copy-engine job)");
+    try {
+      enqueuer_->submit(job);
+    } catch (const std::bad_alloc&) {
+      return Status::out_of_memory("host tier: no memory to queue a copy-engine job");
+    }
+    last_ticket_ = t;
+    *out = t;
+    return Status::ok();
+  }
+
+  // On the enqueue thread: the job's stream waits for its compute event, then per layer
+  // group the copies (and, for a load, the group's layer flags), then the ticket's event.
+  // A failure is kept for the calls to report; the flags and the ticket are still
+  // written, so that no stream or host waits forever for them.
+  void enqueue_job(const CopyJob& job) {
+    const bool backup = job.set < 0;
+    cudaStream_t stream = backup ? write_ : load_;
+    const size_t n = job.device_pages.size();
+    cudaError_t e = cudaStreamWaitEvent(stream, follow_[job.ticket % kTickets], 0);
+    const char* what = "cudaStreamWaitEvent (host tier copy-engine job)";
+    const uint32_t group = backup ? g_.layers : group_;
+    for (uint32_t first = 0; first < g_.layers; first += group) {
+      const uint32_t end = std::min(g_.layers, first + group);
+      job_runs_.clear();
+      for (uint32_t l = first; l < end; ++l) {
+        add_runs(&job_runs_, job.device_pages.data(), job.host_pages.data(), n, l, backup);
+      }
+      if (e == cudaSuccess) {
+        e = job_runs_.enqueue(stream);
+        what = "cudaMemcpyBatchAsync (host tier copy engines)";
+      }
+      for (uint32_t l = first; !backup && l < end; ++l) {
+        const CUresult r = write_value_(reinterpret_cast<CUstream>(stream),
+                                        reinterpret_cast<CUdeviceptr>(layer_flags_ + job.set * g_.layers + l), job.seq,
+                                        CU_STREAM_WRITE_VALUE_DEFAULT);
+        if (r != CUDA_SUCCESS && e == cudaSuccess) {
+          e = cudaErrorUnknown;
+          what = "cuStreamWriteValue32 (host tier layer flag)";
+        }
+      }
+    }
+    const cudaError_t recorded_event = cudaEventRecord(tickets_[job.ticket % kTickets], stream);
+    if (e == cudaSuccess && recorded_event != cudaSuccess) {
+      e = recorded_event;
+      what = "cudaEventRecord (host tier copy-engine ticket)";
+    }
+    if (e != cudaSuccess) {
+      std::lock_guard<std::mutex> lock(error_mutex_);
+      if (enqueuer_error_.is_ok()) {
+        enqueuer_error_ = cuda_error(e, (std::string(what) + ", ticket " + std::to_string(job.ticket)).c_str());
+      }
+    }
+    recorded_[job.ticket % kTickets].store(job.ticket, std::memory_order_release);
+  }
+
+  // Before ticket t reuses its slot's events: the ticket kTickets before it must be over,
+  // so that "older tickets are finished" stays true (waits only with kTickets copies in flight).
+  Status free_ticket_slot(uint64_t t) {
+    if (t <= kTickets) return Status::ok();
+    const uint64_t old = t - kTickets;
+    wait_recorded(old);
     cudaEvent_t e = tickets_[t % kTickets];
-    if (t > kTickets && cudaEventQuery(e) == cudaErrorNotReady) {
+    if (cudaEventQuery(e) == cudaErrorNotReady) {
       KVP_CUDA(cudaEventSynchronize(e), "cudaEventSynchronize (host tier ticket reuse)");
     }
-    KVP_CUDA(cudaEventRecord(e, stream), "cudaEventRecord (host tier ticket)");
+    return Status::ok();
+  }
+
+  // Records the next ticket's event on `stream`.
+  Status next_ticket(cudaStream_t stream, uint64_t* out) {
+    const uint64_t t = last_ticket_ + 1;
+    KVPOOL_RETURN_IF_ERROR(free_ticket_slot(t));
+    KVP_CUDA(cudaEventRecord(tickets_[t % kTickets], stream), "cudaEventRecord (host tier ticket)");
+    recorded_[t % kTickets].store(t, std::memory_order_release);
     last_ticket_ = t;
     *out = t;
     return Status::ok();
@@ -643,10 +779,12 @@ class CudaTransfer final : public HostTransfer {
   PartCopy* parts_dev_ = nullptr;
   uint64_t* bases_dev_ = nullptr;
   uint64_t max_chunks_ = 1;  // host_copy_kernel work pieces per item, largest part
-  // The flag path (stream memory operations): cuStreamWaitValue32, per tiered layer the
+  // The flag path (stream memory operations): cuStreamWaitValue32 (and the copy engines'
+  // cuStreamWriteValue32), per tiered layer the
   // count of finished work pieces (then the kernel's sweep counters), per set and layer the
   // flag, per set the last load's number.
-  StreamWaitValue32 wait_value_ = nullptr;
+  StreamValue32 wait_value_ = nullptr;
+  StreamValue32 write_value_ = nullptr;
   unsigned long long* layer_done_dev_ = nullptr;
   unsigned* layer_flags_ = nullptr;
   unsigned load_seq_[kLoadSets] = {};
@@ -657,11 +795,20 @@ class CudaTransfer final : public HostTransfer {
   std::vector<void*> retired_;       // outgrown device id buffers
   std::vector<void*> retired_host_;  // outgrown staging slots
   std::vector<cudaGraphExec_t> retired_graphs_;  // load graphs of an outgrown id buffer
-  std::vector<Run> runs_;
-  std::vector<void*> dsts_;
-  std::vector<const void*> srcs_;
-  std::vector<size_t> sizes_;
+  CopyRuns runs_;  // the copy engines' operations of a call (the event path)
   uint64_t last_ticket_ = 0;
+  // Per ticket slot, the ticket whose event was recorded there last: the enqueue thread
+  // records its jobs' tickets after the call has returned.
+  std::unique_ptr<std::atomic<uint64_t>[]> recorded_{new std::atomic<uint64_t>[kTickets]()};
+  // The copy-engine jobs (copy_runs.hpp, enqueue_thread.hpp): per ticket slot the compute
+  // stream's event the job follows, the jobs (reused once run), the thread's operations,
+  // and its first failure.
+  std::vector<cudaEvent_t> follow_;
+  std::vector<std::unique_ptr<CopyJob>> jobs_;
+  CopyRuns job_runs_;
+  std::mutex error_mutex_;
+  Status enqueuer_error_ = Status::ok();
+  std::unique_ptr<EnqueueThread> enqueuer_;  // last: its thread uses the members above
   uint64_t to_host_ = 0, to_device_ = 0;
 };
 

@@ -93,10 +93,10 @@ struct Variant {
   uint32_t unroll = 0;
 };
 
-// How a load marks its layers done: flags in device memory, or events (copy engines, fallback).
-const char* marks_of(const Variant& var) {
-  return var.path == CopyPath::kKernel && !var.layer_events ? "flags" : "events";
-}
+// How a load marks its layers done: flags in device memory (the kernel's blocks, or the
+// copy engines' enqueue thread), or events (layer_events: the fallback without stream
+// memory operations; copy-engine operations then enqueued by the call itself).
+const char* marks_of(const Variant& var) { return var.layer_events ? "events" : "flags"; }
 
 void line(const char* metric, HostLayout layout, const Variant& var, const std::vector<double>& v, const char* unit,
           double sglang, double pcie, double goal, bool lower_is_better, int synced) {
@@ -361,15 +361,15 @@ void bench_host_tier(bool quick) {
         continue;
       }
       bench_variant(pool.get(), {CopyPath::kKernel, 0, false}, reps, h2d, d2h, compute);
-      // The copy engines get one run per piece contiguous on both sides: a (page, layer) block for
-      // layer_first and page_first_direct, a token row for page_first (timed a few times: 262K runs a
-      // batch), a head's row for page_head (not timed: 2M runs a batch).
-      if (layout == HostLayout::kPageHead) continue;
-      bench_variant(pool.get(), {CopyPath::kCopyEngine, 0, false}, layout == HostLayout::kPageFirst ? 3 : reps, h2d,
-                    d2h, compute);
+      // The copy engines get one operation per run contiguous on both sides: a (page, layer)
+      // block for layer_first and page_first_direct (4,096 a batch), a token row for page_first
+      // (262K a batch) and a head's row for page_head (2M), which are not timed. With flags
+      // the transfer's thread enqueues them; with events (the fallback) the call itself.
+      if (layout == HostLayout::kPageHead || layout == HostLayout::kPageFirst) continue;
+      bench_variant(pool.get(), {CopyPath::kCopyEngine, 0, false}, reps, h2d, d2h, compute);
+      bench_variant(pool.get(), {CopyPath::kCopyEngine, 0, true}, quick ? 3 : 5, h2d, d2h, compute);
       // Kernel loads through the event fallback (a graph of a kernel and an event per layer
       // group; 1 and 4 layers), against the flags above, in the same run.
-      if (layout == HostLayout::kPageFirst) continue;
       for (const Variant& var : {Variant{CopyPath::kKernel, 1, true}, Variant{CopyPath::kKernel, 4, true}}) {
         bench_variant(pool.get(), var, reps, h2d, d2h, compute);
       }

@@ -8,7 +8,8 @@
 // stream that waits with wait_layer sees the loaded layer (and not what an older load
 // of the same set left there), and bad ids are refused with nothing enqueued. Kernel
 // loads run both ways of marking layers done: flags in device memory (stream memory
-// operations) and the event fallback (CudaTransferOptions::layer_events).
+// operations) and the event fallback (CudaTransferOptions::layer_events); so do
+// copy-engine loads (flags: the transfer's enqueue thread makes their CUDA calls).
 //
 // The device buffers are the test's own (one cudaMalloc per part and layer, rows
 // shaped like the pool kind's), described by hand as TierParts.
@@ -202,6 +203,8 @@ struct Rig {
         EXPECT_EQ(cudaMemcpy(dev[p][l], mirror[p][l].data(), mirror[p][l].size(), cudaMemcpyHostToDevice), cudaSuccess);
       }
     }
+    // A pageable upload may return before its DMA lands: the transfers' streams do not follow it.
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   }
 
   // Number of bytes that differ between the device buffers and their mirror.
@@ -309,7 +312,8 @@ struct LoadMode {
 const LoadMode kLoadModes[] = {
     {"kernel, layer flags", CopyPath::kKernel, false},
     {"kernel, layer events", CopyPath::kKernel, true},
-    {"copy engines", CopyPath::kCopyEngine, false},
+    {"copy engines, layer flags", CopyPath::kCopyEngine, false},   // enqueued by the transfer's thread
+    {"copy engines, layer events", CopyPath::kCopyEngine, true},   // enqueued by the call
 };
 
 // A kernel on a user stream, after wait_layer(set, 0, stream), sees layer 0 of the load,
@@ -502,6 +506,18 @@ void check_many_calls(const LoadMode& mode, std::mt19937_64& rng) {
   EXPECT_EQ(rig.host_mismatches(), 0u);
   EXPECT_EQ(rig.gpu->bytes_to_host(), rig.cpu->bytes_to_host());
   EXPECT_EQ(rig.gpu->bytes_to_device(), rig.cpu->bytes_to_device());
+
+  // Destroying the transfer with copies still queued behind a spin (the copy engines: still
+  // with the enqueue thread) makes them first: the device ends as the CPU transfer's.
+  rig.randomize_device(rng);
+  host_tier_test_spin(compute, 20LL * 1000 * 1000);
+  for (int k = 0; k < 20; ++k) {
+    const size_t at = static_cast<size_t>(k) * 50;
+    ASSERT_OK(rig.gpu->load(h.data() + at, d2.data() + at, 50, k % kvp::host::kLoadSets, &t));
+    ASSERT_OK(rig.cpu->load(h.data() + at, d2.data() + at, 50, k % kvp::host::kLoadSets, &t_cpu));
+  }
+  rig.gpu.reset();
+  EXPECT_EQ(rig.device_mismatches(), 0u);
   cudaStreamDestroy(compute);
 }
 
@@ -512,6 +528,8 @@ TEST(GpuHostTier, ManyCallsInFlightAndLargeBatches) {
   SCOPED_TRACE("seed " + std::to_string(seed) + " (KVPOOL_TEST_SEED)");
   check_many_calls(kLoadModes[0], rng);  // kernel loads marking layer flags
   check_many_calls(kLoadModes[1], rng);  // kernel loads through the event fallback
+  check_many_calls(kLoadModes[2], rng);  // copy engines through the enqueue thread
+  check_many_calls(kLoadModes[3], rng);  // copy engines enqueued by the calls
 }
 
 }  // namespace
