@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gpu_bench_check.cuh"
@@ -141,10 +142,12 @@ void bench_host_seq(bool quick) {
       "kv_dtype": "bf16", "max_total_tokens": 32768, "max_running_requests": 8, "max_context_len": 8192, "page_size": )";
   const double llama_bytes = 4096.0 * 32 * 2 * 8 * 128 * 2;
   if (std::getenv("GPU_BENCH_HOST_SEQ_TREES_ONLY") == nullptr) {
-    for (const char* layout : {"layer_first", "page_first", "page_first_direct"}) {
-      const std::string io = std::string(layout) == "page_first_direct" ? "direct" : "kernel";
-      run_pool({std::string("mha page 64 ") + layout + " (Llama-3.1-8B)", llama + "64}", 32, 0, llama_bytes,
-                std::string(R"(, "layout": ")") + layout + R"(", "io_backend": ")" + io + "\""},
+    // io_backend "direct" loads layer_first and page_first_direct through the copy engines.
+    const std::pair<const char*, const char*> layouts[] = {
+        {"layer_first", "kernel"}, {"layer_first", "direct"}, {"page_first", "kernel"}, {"page_first_direct", "direct"}};
+    for (const auto& [layout, io] : layouts) {
+      run_pool({std::string("mha page 64 ") + layout + " " + io + " (Llama-3.1-8B)", llama + "64}", 32, 0,
+                llama_bytes, std::string(R"(, "layout": ")") + layout + R"(", "io_backend": ")" + io + "\""},
                reps);
     }
   }
