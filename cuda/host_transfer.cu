@@ -23,7 +23,7 @@
 // kernels by batched DMA operations (copy_runs.hpp): faster for loads (a host read by
 // the SMs fetches less per PCIe request than a DMA engine does), but the host pays
 // ~0.6 µs per operation. So the call hands the page ids to a thread of the transfer
-// (enqueue_thread.hpp) and returns: that thread makes the stream follow the compute
+// (util/job_thread.hpp) and returns: that thread makes the stream follow the compute
 // stream's event recorded by the call, enqueues the operations layer by layer, writes
 // the set's flag of each layer after its copies (cuStreamWriteValue32) and records the
 // ticket's event. Where stream memory operations are missing the call enqueues the
@@ -41,9 +41,9 @@
 #include <vector>
 
 #include "copy_runs.hpp"
-#include "enqueue_thread.hpp"
 #include "host/host_transfer.hpp"
 #include "host_copy.cuh"
+#include "util/job_thread.hpp"
 
 namespace kvp::host {
 namespace {
@@ -611,7 +611,7 @@ class CudaTransfer final : public HostTransfer {
   }
 
   // A copy-engine transfer handed to the enqueue thread (the page ids are copied).
-  struct CopyJob final : EnqueueThread::Job {
+  struct CopyJob final : util::JobThread::Job {
     CudaTransfer* owner = nullptr;
     int set = -1;  // the load set; -1: a backup
     unsigned seq = 0;  // the load's number, written to the set's layer flags
@@ -622,7 +622,7 @@ class CudaTransfer final : public HostTransfer {
 
   Status start_enqueuer() {
     try {
-      enqueuer_.reset(new EnqueueThread(device_));
+      enqueuer_.reset(new util::JobThread);
     } catch (const std::exception& e) {
       return Status::internal(std::string("host tier: cannot start the copy-engine enqueue thread: ") + e.what());
     }
@@ -696,8 +696,12 @@ class CudaTransfer final : public HostTransfer {
     const bool backup = job.set < 0;
     cudaStream_t stream = backup ? write_ : load_;
     const size_t n = job.device_pages.size();
-    cudaError_t e = cudaStreamWaitEvent(stream, follow_[job.ticket % kTickets], 0);
-    const char* what = "cudaStreamWaitEvent (host tier copy-engine job)";
+    cudaError_t e = cudaSetDevice(device_);  // the thread's current device (cheap once set)
+    const char* what = "cudaSetDevice (host tier copy-engine job)";
+    if (e == cudaSuccess) {
+      e = cudaStreamWaitEvent(stream, follow_[job.ticket % kTickets], 0);
+      what = "cudaStreamWaitEvent (host tier copy-engine job)";
+    }
     const uint32_t group = backup ? g_.layers : group_;
     for (uint32_t first = 0; first < g_.layers; first += group) {
       const uint32_t end = std::min(g_.layers, first + group);
@@ -800,7 +804,7 @@ class CudaTransfer final : public HostTransfer {
   // Per ticket slot, the ticket whose event was recorded there last: the enqueue thread
   // records its jobs' tickets after the call has returned.
   std::unique_ptr<std::atomic<uint64_t>[]> recorded_{new std::atomic<uint64_t>[kTickets]()};
-  // The copy-engine jobs (copy_runs.hpp, enqueue_thread.hpp): per ticket slot the compute
+  // The copy-engine jobs (copy_runs.hpp, util/job_thread.hpp): per ticket slot the compute
   // stream's event the job follows, the jobs (reused once run), the thread's operations,
   // and its first failure.
   std::vector<cudaEvent_t> follow_;
@@ -808,7 +812,7 @@ class CudaTransfer final : public HostTransfer {
   CopyRuns job_runs_;
   std::mutex error_mutex_;
   Status enqueuer_error_ = Status::ok();
-  std::unique_ptr<EnqueueThread> enqueuer_;  // last: its thread uses the members above
+  std::unique_ptr<util::JobThread> enqueuer_;  // last: its thread uses the members above
   uint64_t to_host_ = 0, to_device_ = 0;
 };
 

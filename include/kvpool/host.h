@@ -18,7 +18,10 @@
  * (SGLang's LayerDoneCounter: three rotating sets, one per batch in flight). Nodes whose
  * copies are in flight stay locked until a poll sees them land; every kvseq_* call, device
  * eviction, load-back, kvhost_match() and kvhost_evict() polls without blocking, and
- * kvhost_poll() does it on demand. On CPU pools copies land inside the call.
+ * kvhost_poll() does it on demand. On CPU pools copies land inside the call. With
+ * host_cache.io_backend "direct", loads of the layer_first and page_first_direct layouts
+ * go through the copy engines, whose operations a thread of the pool enqueues (the call
+ * returns at once; kvhost_wait_layer() works the same).
  *
  * hybrid_linear pools tier their full-attention KV; mamba states stay on the device, and a
  * match ends only at a node with a state (host_node: the deepest host-only one).

@@ -1,13 +1,13 @@
-// A thread that makes the CUDA calls of the jobs handed to it, in the order given.
+// A thread that runs the jobs handed to it, one at a time, in the order given.
 //
-// The copy engines cost the host about 0.6 µs per DMA operation to enqueue
-// (cudaMemcpyBatchAsync; docs/performance.md, "Host tier transfers"): 2-3 ms for a
-// 4,096-token load of 32 layers. A transfer hands such a job to this thread and
-// returns in microseconds; everything the engine waits on is stream-ordered (a stream
-// wait on a flag the job writes), so nothing depends on when the thread gets to it.
+// Its user is the CUDA host tier (cuda/host_transfer.cu): the copy engines cost the
+// host about 0.6 µs per DMA operation to enqueue (cudaMemcpyBatchAsync;
+// docs/performance.md), 2-5 ms for a 4,096-token load of 32 layers. A transfer hands
+// that enqueueing to this thread and returns in microseconds; everything the engine
+// waits on is stream-ordered (a stream wait on a flag the job writes), so nothing
+// depends on when the thread gets to it. Plain C++, so that its tests run (and run
+// under ThreadSanitizer) without a GPU: tests/threads/job_thread_test.cpp.
 #pragma once
-
-#include <cuda_runtime.h>
 
 #include <atomic>
 #include <condition_variable>
@@ -15,9 +15,9 @@
 #include <mutex>
 #include <thread>
 
-namespace kvp::host {
+namespace kvp::util {
 
-class EnqueueThread {
+class JobThread {
  public:
   // A unit of work; its owner reuses it once done() (run() has returned).
   class Job {
@@ -29,14 +29,15 @@ class EnqueueThread {
     virtual void run() = 0;
 
    private:
-    friend class EnqueueThread;
+    friend class JobThread;
     std::atomic<bool> busy_{false};
   };
 
-  explicit EnqueueThread(int device) : thread_([this, device] { loop(device); }) {}
+  // Starts the thread (std::system_error if it cannot).
+  JobThread() : thread_([this] { loop(); }) {}
 
   // Runs the jobs still queued, then ends the thread.
-  ~EnqueueThread() {
+  ~JobThread() {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       stop_ = true;
@@ -45,8 +46,8 @@ class EnqueueThread {
     thread_.join();
   }
 
-  EnqueueThread(const EnqueueThread&) = delete;
-  EnqueueThread& operator=(const EnqueueThread&) = delete;
+  JobThread(const JobThread&) = delete;
+  JobThread& operator=(const JobThread&) = delete;
 
   // Queues `job` (not done until it has run). Throws std::bad_alloc only, with nothing queued.
   void submit(Job* job) {
@@ -70,8 +71,7 @@ class EnqueueThread {
   }
 
  private:
-  void loop(int device) {
-    (void)cudaSetDevice(device);  // a failure shows in the jobs' own calls
+  void loop() {
     std::unique_lock<std::mutex> lock(mutex_);
     for (;;) {
       sleeping_ = true;
@@ -97,4 +97,4 @@ class EnqueueThread {
   std::thread thread_;  // last: starts once the members above exist
 };
 
-}  // namespace kvp::host
+}  // namespace kvp::util
