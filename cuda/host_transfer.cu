@@ -690,8 +690,8 @@ class CudaTransfer final : public HostTransfer {
 
   // On the enqueue thread: the job's stream waits for its compute event, then per layer
   // group the copies (and, for a load, the group's layer flags), then the ticket's event.
-  // A failure is kept for the calls to report; the flags and the ticket are still
-  // written, so that no stream or host waits forever for them.
+  // A failure (or no memory for the operations' arrays) is kept for the calls to report;
+  // the flags and the ticket are still written, so that no stream or host waits forever.
   void enqueue_job(const CopyJob& job) {
     const bool backup = job.set < 0;
     cudaStream_t stream = backup ? write_ : load_;
@@ -702,16 +702,21 @@ class CudaTransfer final : public HostTransfer {
       e = cudaStreamWaitEvent(stream, follow_[job.ticket % kTickets], 0);
       what = "cudaStreamWaitEvent (host tier copy-engine job)";
     }
+    bool no_memory = false;  // for the operations' arrays (a throw here would end the process)
     const uint32_t group = backup ? g_.layers : group_;
     for (uint32_t first = 0; first < g_.layers; first += group) {
       const uint32_t end = std::min(g_.layers, first + group);
-      job_runs_.clear();
-      for (uint32_t l = first; l < end; ++l) {
-        add_runs(&job_runs_, job.device_pages.data(), job.host_pages.data(), n, l, backup);
-      }
-      if (e == cudaSuccess) {
-        e = job_runs_.enqueue(stream);
-        what = "cudaMemcpyBatchAsync (host tier copy engines)";
+      if (e == cudaSuccess && !no_memory) {
+        try {
+          job_runs_.clear();
+          for (uint32_t l = first; l < end; ++l) {
+            add_runs(&job_runs_, job.device_pages.data(), job.host_pages.data(), n, l, backup);
+          }
+          e = job_runs_.enqueue(stream);
+          what = "cudaMemcpyBatchAsync (host tier copy engines)";
+        } catch (const std::bad_alloc&) {
+          no_memory = true;
+        }
       }
       for (uint32_t l = first; !backup && l < end; ++l) {
         const CUresult r = write_value_(reinterpret_cast<CUstream>(stream),
@@ -728,10 +733,13 @@ class CudaTransfer final : public HostTransfer {
       e = recorded_event;
       what = "cudaEventRecord (host tier copy-engine ticket)";
     }
-    if (e != cudaSuccess) {
+    if (e != cudaSuccess || no_memory) {
       std::lock_guard<std::mutex> lock(error_mutex_);
       if (enqueuer_error_.is_ok()) {
-        enqueuer_error_ = cuda_error(e, (std::string(what) + ", ticket " + std::to_string(job.ticket)).c_str());
+        const std::string ticket = ", ticket " + std::to_string(job.ticket);
+        enqueuer_error_ = e != cudaSuccess
+                              ? cuda_error(e, (std::string(what) + ticket).c_str())
+                              : Status::out_of_memory("host tier copy engines: no memory for the DMA operations" + ticket);
       }
     }
     recorded_[job.ticket % kTickets].store(job.ticket, std::memory_order_release);

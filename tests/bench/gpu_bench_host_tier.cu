@@ -15,7 +15,8 @@
 //   PCIe limit - one cudaMemcpyAsync of the same bytes, pinned <-> device, each way,
 //                in the same run.
 // GPU_BENCH_LOAD_SWEEP="blocks:unroll,..." (e.g. "132:4,8:8") times the copy kernel at
-// other CudaTransferOptions::load_blocks / copy_unroll settings instead of the table.
+// other CudaTransferOptions::load_blocks / copy_unroll settings instead of the table;
+// GPU_BENCH_HOST_TIER_LAYOUTS="layer_first,page_first_direct" picks the layouts and their order.
 // SGLang's figures (issue 12, H100, same shape): backup / load GB/s layer_first
 // 49.6 / 41.0, page_first 50.7 / 33.4, page_first_direct 43.5 / 37.5.
 #include <cuda_runtime.h>
@@ -340,6 +341,28 @@ std::vector<Variant> sweep_variants() {
   return out;
 }
 
+// GPU_BENCH_HOST_TIER_LAYOUTS="page_first_direct,layer_first,...": these layouts in this
+// order (a layout may repeat: a check for effects of the order); default all four.
+std::vector<HostLayout> layouts_to_run() {
+  const char* env = std::getenv("GPU_BENCH_HOST_TIER_LAYOUTS");
+  if (env == nullptr) {
+    return {HostLayout::kLayerFirst, HostLayout::kPageFirst, HostLayout::kPageFirstDirect, HostLayout::kPageHead};
+  }
+  std::vector<HostLayout> out;
+  std::string list(env);
+  for (size_t at = 0; at <= list.size();) {
+    const size_t end = std::min(list.find(',', at), list.size());
+    HostLayout layout;
+    if (!kvp::host::parse_host_layout(list.substr(at, end - at), &layout)) {
+      std::fprintf(stderr, "GPU_BENCH_HOST_TIER_LAYOUTS: unknown layout \"%s\"\n", list.substr(at, end - at).c_str());
+      std::exit(2);
+    }
+    out.push_back(layout);
+    at = end + 1;
+  }
+  return out;
+}
+
 }  // namespace
 
 // Called by gpu_bench's main for `--host-tier`.
@@ -353,8 +376,7 @@ void bench_host_tier(bool quick) {
   const std::vector<Variant> sweep = sweep_variants();
   {
     DeviceKv kv;
-    for (HostLayout layout : {HostLayout::kLayerFirst, HostLayout::kPageFirst, HostLayout::kPageFirstDirect,
-                              HostLayout::kPageHead}) {
+    for (HostLayout layout : layouts_to_run()) {
       const auto pool = host_pool(kv, layout);
       if (!sweep.empty()) {
         for (const Variant& var : sweep) bench_variant(pool.get(), var, reps, h2d, d2h, compute);
