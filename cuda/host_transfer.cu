@@ -65,6 +65,10 @@ constexpr uint32_t kDefaultLayerGroup = 1;
 // 47.8 against 50.8. docs/performance.md, "Host tier transfers".
 constexpr uint64_t kLoadBlocks = 32;
 constexpr uint64_t kLoadBlocksPerPart = 16;
+// The smallest operation "direct" loads give the copy engines. Whole 128 KiB pages load at
+// 52.5-53.3 GB/s; rows of 32 KiB reached 51 (2D operations), of 2 KiB 24, where the copy
+// kernel loads at ~51 (page size 1 included: 46-50). tests/bench/gpu_probe_copy_engine_rows.cu.
+constexpr uint64_t kCopyEngineMinRun = 64 * 1024;
 
 Status cuda_error(cudaError_t e, const char* what) {
   if (e == cudaSuccess) return Status::ok();
@@ -153,11 +157,6 @@ class CudaTransfer final : public HostTransfer {
     }
     device_pages_ = g_.device_pages();
     if (device_pages_ == 0) return Status::invalid("host tier geometry: no device rows (TierPart::device_rows)");
-    backup_path_ = load_path_ = options_.path;
-    if (options_.path == CopyPath::kAuto) {
-      backup_path_ = auto_path(g_.layout, options_.direct, true);
-      load_path_ = auto_path(g_.layout, options_.direct, false);
-    }
     group_ = options_.layer_group == 0 ? kDefaultLayerGroup : std::min(options_.layer_group, g_.layers);
     groups_ = (g_.layers + group_ - 1) / group_;
     KVP_CUDA(cudaSetDevice(device_), "cudaSetDevice (host tier)");
@@ -167,6 +166,11 @@ class CudaTransfer final : public HostTransfer {
       return Status::invalid("copy_unroll " + std::to_string(unroll_) + ": 4, 8 or 16");
     }
     KVPOOL_RETURN_IF_ERROR(build_parts());  // the parts' pieces decide the kernel's build
+    backup_path_ = load_path_ = options_.path;
+    if (options_.path == CopyPath::kAuto) {
+      backup_path_ = auto_path(true);
+      load_path_ = auto_path(false);
+    }
     bool grouped = false;
     for (const PartCopy& pc : parts_) grouped = grouped || pc.pages_per_piece > 1;
     kernel_ = copy_kernel(unroll_, grouped);
@@ -373,15 +377,18 @@ class CudaTransfer final : public HostTransfer {
     size_t pages = 0;
   };
 
-  // io_backend "kernel": the kernel. "direct": per layout and direction the path with the
-  // higher bandwidth measured (docs/performance.md, "Host tier transfers"): the copy engines
-  // for loads of layer_first and page_first_direct (one run per page and layer), the
-  // kernel for backups (the engines were slower there) and for the layouts whose runs
-  // are single rows or head pieces.
-  static CopyPath auto_path(HostLayout layout, bool direct, bool backup) {
-    if (!direct || backup) return CopyPath::kKernel;
-    return layout == HostLayout::kLayerFirst || layout == HostLayout::kPageFirstDirect ? CopyPath::kCopyEngine
-                                                                                       : CopyPath::kKernel;
+  // io_backend "kernel": the kernel. "direct": per direction the path with the higher
+  // bandwidth measured (docs/performance.md, stop 29): the copy engines for loads whose
+  // every part moves at least kCopyEngineMinRun bytes per operation (whole pages of
+  // layer_first or page_first_direct: 128 KiB for Llama's rows at page 64); the kernel for
+  // backups (the engines were slower there) and for loads of single rows or head pieces
+  // (page_first, page_head, small pages, padded device rows, per-page parts).
+  CopyPath auto_path(bool backup) const {
+    if (!options_.direct || backup) return CopyPath::kKernel;
+    for (size_t p = 0; p < g_.parts.size(); ++p) {
+      if (g_.page_run_bytes(p) < kCopyEngineMinRun) return CopyPath::kKernel;
+    }
+    return CopyPath::kCopyEngine;
   }
 
   // The kernel's strides, read off HostGeometry::offset(), and checked to be affine

@@ -42,6 +42,14 @@ uint64_t HostGeometry::device_pages() const {
   return parts.empty() ? 0 : limit;
 }
 
+uint64_t HostGeometry::page_run_bytes(size_t p) const {
+  const TierPart& part = parts[p];
+  if (part.per_page) return part.item_bytes;  // one row per page
+  const bool host_dense = pieces(p) == 1 && token_stride(p) == part.item_bytes;
+  const bool device_dense = part.device_stride == part.item_bytes;
+  return host_dense && device_dense ? page_size * part.item_bytes : piece_bytes(p);
+}
+
 uint64_t HostGeometry::token_stride(size_t p) const {
   const uint64_t item = parts[p].item_bytes;
   switch (layout) {

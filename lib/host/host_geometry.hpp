@@ -62,6 +62,11 @@ struct HostGeometry {
   uint32_t pieces(size_t p) const;  // 1, or heads under page_head for split parts
   // Device pages every part has rows for: device page ids a transfer accepts are below this.
   uint64_t device_pages() const;
+  // Bytes of part `p` that one page of one layer keeps contiguous on both sides (host and
+  // device): the whole page's rows where both store them back to back (layer_first and
+  // page_first_direct over unpadded device rows), else one row or head piece. What one
+  // copy-engine operation moves at most without merging pages.
+  uint64_t page_run_bytes(size_t p) const;
 };
 
 // Fills region[] and bytes from parts, pages, page_size and layout; an error message

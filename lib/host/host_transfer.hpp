@@ -58,7 +58,8 @@ std::unique_ptr<HostTransfer> make_cpu_transfer(const HostPool* pool, bool defer
 // How a CUDA transfer copies (make_cuda_transfer).
 enum class CopyPath : int32_t {
   // io_backend "kernel": the copy kernel. "direct": per direction the path measured faster
-  // (docs/performance.md): copy engines for loads of layer_first / page_first_direct, else the kernel.
+  // (docs/performance.md): copy engines for loads whose operations move whole pages of at
+  // least 64 KiB (layer_first / page_first_direct, dense rows), else the kernel.
   kAuto,
   kKernel,      // the copy kernel (SMs read/write pinned host memory through unified addressing)
   kCopyEngine,  // cudaMemcpyBatchAsync of the contiguous runs (the DMA engines; no SM time)

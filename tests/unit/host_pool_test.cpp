@@ -149,6 +149,25 @@ TEST(HostGeometry, DevicePagesIsTheSmallestPartLimit) {
   EXPECT_EQ(g.device_pages(), 10u);
 }
 
+TEST(HostGeometry, PageRunsAreWholePagesOnlyWhereBothSidesAreDense) {
+  // K of 8 heads x 128 bf16 (2 KiB rows), a page of 64, 32 layers; an nsa-like page part.
+  const uint64_t P = 64, row = 2048;
+  for (HostLayout layout : kLayouts) {
+    HostGeometry g = geometry(layout, {part(row, 8), part(row, 8), part(8448, 0, true)}, P, 4, 32);
+    ASSERT_EQ(finish_geometry(&g), "");
+    const bool dense = layout == HostLayout::kLayerFirst || layout == HostLayout::kPageFirstDirect;
+    const uint64_t expect = dense ? P * row : layout == HostLayout::kPageHead ? row / 8 : row;
+    EXPECT_EQ(g.page_run_bytes(0), expect) << host_layout_name(layout);
+    EXPECT_EQ(g.page_run_bytes(2), 8448u) << "a page part is one row per page";
+    // The run must really be contiguous on the host: the page's next token follows the run's start.
+    if (dense) {
+      EXPECT_EQ(g.offset(0, 1, 5) - g.offset(0, 0, 5), row);
+    }
+    g.parts[1].device_stride = row + 512;  // padded device rows: a run is one row
+    EXPECT_EQ(g.page_run_bytes(1), layout == HostLayout::kPageHead ? row / 8 : row) << host_layout_name(layout);
+  }
+}
+
 // ---- sizing ----
 
 class HostPoolTest : public ::testing::Test {
