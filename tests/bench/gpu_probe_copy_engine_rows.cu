@@ -78,39 +78,26 @@ int main() {
       spin<<<1, 1, 0, gate_s>>>(60LL * 1000 * 1000);
       CK(cudaEventRecord(gate, gate_s));
       for (int k = 0; k < streams; ++k) CK(cudaStreamWaitEvent(s[k], gate, 0));
-      if (mode == 3) {
-        // per (layer group, part, page): 64 rows of G*ROW (host pitch L*ROW) into staging, contiguous
+      if (mode == 0 || mode == 3) {
+        // A 2D operation per (layer group, part, page): 64 rows of g layers' rows (host pitch
+        // L * ROW); mode 0: one layer straight into its device buffer, mode 3: G layers into staging.
+        const int g = mode == 0 ? 1 : G;
         std::vector<std::vector<cudaMemcpy3DBatchOp>> ops(streams);
         int c = 0;
-        for (int g0 = 0; g0 < L; g0 += G)
+        for (int g0 = 0; g0 < L; g0 += g)
           for (int part = 0; part < PARTS; ++part)
             for (int i = 0; i < N; ++i) {
               cudaMemcpy3DBatchOp op{};
               op.src.type = cudaMemcpyOperandTypePointer;
               op.src.op.ptr.ptr = host + part * host_part + ((size_t)hp[i] * P * L + g0) * ROW;
-              op.src.op.ptr.rowLength = L * ROW; op.src.op.ptr.layerHeight = P;
+              op.src.op.ptr.rowLength = L * ROW;
+              op.src.op.ptr.layerHeight = P;
               op.dst.type = cudaMemcpyOperandTypePointer;
-              op.dst.op.ptr.ptr = staging + (((size_t)(g0 / G) * PARTS + part) * N + i) * P * G * ROW;
-              op.dst.op.ptr.rowLength = G * ROW; op.dst.op.ptr.layerHeight = P;
-              op.extent = make_cudaExtent(G * ROW, P, 1);
-              op.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
-              ops[c++ % streams].push_back(op);
-            }
-        for (int k = 0; k < streams; ++k) CK(cudaMemcpy3DBatchAsync(ops[k].size(), ops[k].data(), 0, s[k]));
-      } else if (mode == 0) {
-        std::vector<std::vector<cudaMemcpy3DBatchOp>> ops(streams);
-        int c = 0;
-        for (int l = 0; l < L; ++l)
-          for (int part = 0; part < PARTS; ++part)
-            for (int i = 0; i < N; ++i) {
-              cudaMemcpy3DBatchOp op{};
-              op.src.type = cudaMemcpyOperandTypePointer;
-              op.src.op.ptr.ptr = host + part * host_part + ((size_t)hp[i] * P * L + l) * ROW;
-              op.src.op.ptr.rowLength = L * ROW; op.src.op.ptr.layerHeight = P;
-              op.dst.type = cudaMemcpyOperandTypePointer;
-              op.dst.op.ptr.ptr = dev[part * L + l] + (size_t)dp[i] * P * ROW;
-              op.dst.op.ptr.rowLength = ROW; op.dst.op.ptr.layerHeight = P;
-              op.extent = make_cudaExtent(ROW, P, 1);
+              op.dst.op.ptr.ptr = mode == 0 ? dev[part * L + g0] + (size_t)dp[i] * P * ROW
+                                            : staging + (((size_t)(g0 / g) * PARTS + part) * N + i) * P * g * ROW;
+              op.dst.op.ptr.rowLength = g * ROW;
+              op.dst.op.ptr.layerHeight = P;
+              op.extent = make_cudaExtent(g * ROW, P, 1);
               op.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
               ops[c++ % streams].push_back(op);
             }
