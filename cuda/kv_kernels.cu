@@ -3,16 +3,18 @@
 // host synchronization. Conversions use the same scalar rules as the CPU
 // backend (pool/dtype_convert.hpp), so the stored bytes are identical.
 //
-// Work split: one thread per unit of a row, consecutive threads on
-// consecutive units of the same row, so caller arrays and stored rows are
-// read and written in full 32-byte sectors. A unit is a 16-byte word for byte
-// copies (the common same-dtype write), one value for conversions, and one
-// 16-value block for fp4.
+// Work split: a warp per row for byte copies (16-byte words), conversions
+// (chunks of 8 values: one vector load and one vector store per lane and step)
+// and nsa's packed rows (16 values per lane, 8 lanes per scale block), so
+// caller arrays and stored rows move in full sectors and no index is divided;
+// fp4 keeps a thread per 16-value block.
 #include <cuda_runtime.h>
 
 #include <string>
+#include <type_traits>
 
 #include "device_fault.cuh"
+#include "fp8_convert.cuh"
 #include "pool/dtype_convert.hpp"
 #include "pool/kv_device.hpp"
 #include "util/fault_injection.hpp"
@@ -54,36 +56,144 @@ __device__ __forceinline__ int64_t checked_slot(const int64_t* slots, uint64_t i
 }
 
 // ---- element formats ---------------------------------------------------------
+//
+// Each format reads and writes one value at index j of a byte row (load / store)
+// and converts a value to and from its bits (for the 8- to 64-byte chunks below).
 
 struct F32 {
   static constexpr int kBytes = 4;
+  __device__ static float from_bits(uint32_t b) { return cvt::bits_f32(b); }
+  __device__ static uint32_t to_bits(float v) { return cvt::f32_bits(v); }
   __device__ static float load(const uint8_t* p, uint64_t j) { return reinterpret_cast<const float*>(p)[j]; }
   __device__ static void store(uint8_t* p, uint64_t j, float v) { reinterpret_cast<float*>(p)[j] = v; }
 };
 struct F16 {
   static constexpr int kBytes = 2;
+  __device__ static float from_bits(uint32_t b) { return cvt::f16_to_f32(static_cast<uint16_t>(b)); }
+  __device__ static uint32_t to_bits(float v) { return cvt::f32_to_f16(v); }
   __device__ static float load(const uint8_t* p, uint64_t j) {
-    return cvt::f16_to_f32(reinterpret_cast<const uint16_t*>(p)[j]);
+    return from_bits(reinterpret_cast<const uint16_t*>(p)[j]);
   }
   __device__ static void store(uint8_t* p, uint64_t j, float v) { reinterpret_cast<uint16_t*>(p)[j] = cvt::f32_to_f16(v); }
 };
 struct BF16 {
   static constexpr int kBytes = 2;
+  __device__ static float from_bits(uint32_t b) { return cvt::bf16_to_f32(static_cast<uint16_t>(b)); }
+  __device__ static uint32_t to_bits(float v) { return cvt::f32_to_bf16(v); }
   __device__ static float load(const uint8_t* p, uint64_t j) {
-    return cvt::bf16_to_f32(reinterpret_cast<const uint16_t*>(p)[j]);
+    return from_bits(reinterpret_cast<const uint16_t*>(p)[j]);
   }
   __device__ static void store(uint8_t* p, uint64_t j, float v) {
     reinterpret_cast<uint16_t*>(p)[j] = cvt::f32_to_bf16(v);
   }
 };
-struct E4M3 {  // stored only: no kBytes
+struct E4M3 {
+  static constexpr int kBytes = 1;
+  __device__ static float from_bits(uint32_t b) { return cvt::e4m3_to_f32(static_cast<uint8_t>(b)); }
+  // no to_bits: chunks convert pairs with e4m3_pair (fp8_convert.cuh)
   __device__ static float load(const uint8_t* p, uint64_t j) { return cvt::e4m3_to_f32(p[j]); }
   __device__ static void store(uint8_t* p, uint64_t j, float v) { p[j] = cvt::f32_to_e4m3(v); }
 };
 struct E5M2 {
+  static constexpr int kBytes = 1;
+  __device__ static float from_bits(uint32_t b) { return cvt::e5m2_to_f32(static_cast<uint8_t>(b)); }
+  __device__ static uint32_t to_bits(float v) { return cvt::f32_to_e5m2(v); }
   __device__ static float load(const uint8_t* p, uint64_t j) { return cvt::e5m2_to_f32(p[j]); }
   __device__ static void store(uint8_t* p, uint64_t j, float v) { p[j] = cvt::f32_to_e5m2(v); }
 };
+
+// ---- chunks: kN consecutive values of a row in one to four vector accesses -----------
+//
+// A chunk of kN values of format F is kN * F::kBytes bytes (8 to 64). Where its address
+// allows, it moves as 16-byte words (8-byte for an 8-byte chunk); otherwise value by
+// value. Either way the values are the format's own rules, so the bytes are the same.
+
+template <class F, int kN>
+struct Chunk {
+  static constexpr int kBytes = kN * F::kBytes;
+  static constexpr int kWords = kBytes / 4;  // 32-bit words
+  static constexpr int kPerWord = 4 / F::kBytes;
+  static_assert(kBytes == 8 || kBytes % 16 == 0, "chunks are 8 bytes or whole 16-byte words");
+  __device__ static bool vector(const void* p) {
+    return (reinterpret_cast<uintptr_t>(p) & (kBytes == 8 ? 7u : 15u)) == 0;
+  }
+  __device__ static uint32_t field(const uint32_t (&w)[kWords], int k) {
+    if (kPerWord == 1) return w[k];
+    const int shift = 32 / kPerWord * (k % kPerWord);
+    return (w[k / kPerWord] >> shift) & (0xffffffffu >> (32 - 32 / kPerWord));
+  }
+};
+
+template <class F, int kN>
+__device__ __forceinline__ void load_chunk(const uint8_t* row, uint64_t j0, float (&v)[kN]) {
+  using C = Chunk<F, kN>;
+  const uint8_t* p = row + j0 * F::kBytes;
+  if (C::vector(p)) {
+    uint32_t w[C::kWords];
+    if constexpr (C::kBytes == 8) {
+      const uint2 q = *reinterpret_cast<const uint2*>(p);
+      w[0] = q.x;
+      w[1] = q.y;
+    } else {
+#pragma unroll
+      for (int x = 0; x < C::kBytes / 16; ++x) {
+        const uint4 q = reinterpret_cast<const uint4*>(p)[x];
+        w[4 * x] = q.x;
+        w[4 * x + 1] = q.y;
+        w[4 * x + 2] = q.z;
+        w[4 * x + 3] = q.w;
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < kN; ++k) v[k] = F::from_bits(C::field(w, k));
+  } else {
+#pragma unroll
+    for (int k = 0; k < kN; ++k) v[k] = F::load(row, j0 + k);
+  }
+}
+
+template <class F, int kN>
+__device__ __forceinline__ void store_chunk(uint8_t* row, uint64_t j0, const float (&v)[kN]) {
+  using C = Chunk<F, kN>;
+  uint8_t* p = row + j0 * F::kBytes;
+  if (C::vector(p)) {
+    uint32_t w[C::kWords];
+#pragma unroll
+    for (int x = 0; x < C::kWords; ++x) w[x] = 0;
+    if constexpr (std::is_same<F, E4M3>::value) {  // two values per conversion instruction
+#pragma unroll
+      for (int k = 0; k < kN; k += 2) w[k / 4] |= e4m3_pair(v[k], v[k + 1]) << (8 * (k % 4));
+    } else {
+#pragma unroll
+      for (int k = 0; k < kN; ++k) w[k / C::kPerWord] |= F::to_bits(v[k]) << (32 / C::kPerWord * (k % C::kPerWord));
+    }
+    if constexpr (C::kBytes == 8) {
+      *reinterpret_cast<uint2*>(p) = make_uint2(w[0], w[1]);
+    } else {
+#pragma unroll
+      for (int x = 0; x < C::kBytes / 16; ++x) {
+        reinterpret_cast<uint4*>(p)[x] = make_uint4(w[4 * x], w[4 * x + 1], w[4 * x + 2], w[4 * x + 3]);
+      }
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < kN; ++k) F::store(row, j0 + k, v[k]);
+  }
+}
+
+// The slot of warp-row i, or -1 after lane 0 raised the fault for an out-of-range slot.
+__device__ __forceinline__ int64_t warp_slot(const int64_t* slots, uint64_t i, uint64_t limit, unsigned lane,
+                                             const FaultSink& f) {
+  const int64_t s = slots[i];
+  if (s < 0 || static_cast<uint64_t>(s) >= limit) {
+    if (lane == 0) {
+      kvp_raise(static_cast<FaultRecord*>(f.record), f.host_flag, backend::kFaultSlotOutOfRange, f.op,
+                static_cast<int64_t>(i), s, static_cast<int64_t>(limit));
+    }
+    return -1;
+  }
+  return s;
+}
 
 // Units of a row: part 0's first, then part 1's.
 struct Units {
@@ -167,40 +277,79 @@ __global__ void __launch_bounds__(kThreads, kPer <= 2 ? (kEncode ? 8 : 6) : 4)
   }
 }
 
-// ---- conversions ---------------------------------------------------------------
+// ---- conversions: a warp per row, 8 values per lane and step -----------------------
+//
+// Lane l converts values 8l .. 8l + 7 of each part, then 256 further, as chunks (one
+// 16-byte load of bf16 and one 8-byte store of fp8, for instance); a part's last
+// elements % 8 values go one per lane. No index is divided.
+
+constexpr int kConvChunk = 8;
+
+template <class To, bool kDivide>
+__device__ __forceinline__ void divide_and_store(uint8_t* dst, uint64_t j0, float (&v)[kConvChunk], float divisor) {
+  if (kDivide) {
+#pragma unroll
+    for (int k = 0; k < kConvChunk; ++k) v[k] = cvt::div_f32(v[k], divisor);
+  }
+  store_chunk<To, kConvChunk>(dst, j0, v);
+}
+
+template <class From, class To, bool kDivide>
+__device__ __forceinline__ void convert_part(const uint8_t* src, uint8_t* dst, uint64_t elements, float divisor,
+                                             unsigned lane) {
+  constexpr uint64_t kStep = 32 * kConvChunk;
+  const uint64_t whole = elements - elements % kConvChunk;
+  uint64_t j0 = lane * kConvChunk;
+  for (; j0 + kStep < whole; j0 += 2 * kStep) {  // two chunks a lane: both loads in flight at once
+    float a[kConvChunk], b[kConvChunk];
+    load_chunk<From, kConvChunk>(src, j0, a);
+    load_chunk<From, kConvChunk>(src, j0 + kStep, b);
+    divide_and_store<To, kDivide>(dst, j0, a, divisor);
+    divide_and_store<To, kDivide>(dst, j0 + kStep, b, divisor);
+  }
+  if (j0 < whole) {
+    float a[kConvChunk];
+    load_chunk<From, kConvChunk>(src, j0, a);
+    divide_and_store<To, kDivide>(dst, j0, a, divisor);
+  }
+  for (uint64_t j = whole + lane; j < elements; j += 32) {
+    float x = From::load(src, j);
+    if (kDivide) x = cvt::div_f32(x, divisor);
+    To::store(dst, j, x);
+  }
+}
 
 template <class In, class Out, bool kDivide>
-__global__ void encode_kernel(RowJob job, Units units, FaultSink fault) {
+__global__ void __launch_bounds__(kThreads) encode_kernel(RowJob job, FaultSink fault) {
   if (faulted(fault)) return;
-  const uint64_t per_row = units.total();
-  const uint64_t total = job.n * per_row;
-  for (uint64_t t = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; t < total; t += uint64_t(gridDim.x) * blockDim.x) {
-    const uint64_t i = t / per_row;
-    uint64_t j = t - i * per_row;
-    const int64_t slot = checked_slot(job.slots, i, job.slot_limit, fault);
+  const unsigned lane = threadIdx.x & 31u;
+  const uint64_t warps = uint64_t(gridDim.x) * kWarpsPerBlock;
+  for (uint64_t i = uint64_t(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5); i < job.n; i += warps) {
+    const int64_t slot = warp_slot(job.slots, i, job.slot_limit, lane, fault);
     if (slot < 0) return;
-    const RowPart& p = j < units.first ? job.part[0] : job.part[1];
-    if (j >= units.first) j -= units.first;
-    float v = In::load(static_cast<const uint8_t*>(p.user) + i * p.elements * In::kBytes, j);
-    if (kDivide) v = cvt::div_f32(v, p.divisor);
-    Out::store(p.values + uint64_t(slot) * p.value_stride + p.value_offset, j, v);
+    for (int p = 0; p < job.parts; ++p) {
+      const RowPart& rp = job.part[p];
+      convert_part<In, Out, kDivide>(static_cast<const uint8_t*>(rp.user) + i * rp.elements * In::kBytes,
+                                     rp.values + uint64_t(slot) * rp.value_stride + rp.value_offset, rp.elements,
+                                     rp.divisor, lane);
+    }
   }
 }
 
 template <class Stored, class Out>
-__global__ void decode_kernel(RowJob job, Units units, FaultSink fault) {
+__global__ void __launch_bounds__(kThreads) decode_kernel(RowJob job, FaultSink fault) {
   if (faulted(fault)) return;
-  const uint64_t per_row = units.total();
-  const uint64_t total = job.n * per_row;
-  for (uint64_t t = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; t < total; t += uint64_t(gridDim.x) * blockDim.x) {
-    const uint64_t i = t / per_row;
-    uint64_t j = t - i * per_row;
-    const int64_t slot = checked_slot(job.slots, i, job.slot_limit, fault);
+  const unsigned lane = threadIdx.x & 31u;
+  const uint64_t warps = uint64_t(gridDim.x) * kWarpsPerBlock;
+  for (uint64_t i = uint64_t(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5); i < job.n; i += warps) {
+    const int64_t slot = warp_slot(job.slots, i, job.slot_limit, lane, fault);
     if (slot < 0) return;
-    const RowPart& p = j < units.first ? job.part[0] : job.part[1];
-    if (j >= units.first) j -= units.first;
-    const float v = Stored::load(p.values + uint64_t(slot) * p.value_stride + p.value_offset, j);
-    Out::store(static_cast<uint8_t*>(p.user) + i * p.elements * Out::kBytes, j, v);
+    for (int p = 0; p < job.parts; ++p) {
+      const RowPart& rp = job.part[p];
+      convert_part<Stored, Out, false>(rp.values + uint64_t(slot) * rp.value_stride + rp.value_offset,
+                                       static_cast<uint8_t*>(rp.user) + i * rp.elements * Out::kBytes, rp.elements,
+                                       1.0f, lane);
+    }
   }
 }
 
@@ -253,63 +402,83 @@ __global__ void decode_fp4_kernel(RowJob job, Units units, FaultSink fault) {
   }
 }
 
-// ---- nsa packed rows: one thread per 128-value block (plus one for the rope part) ----
+// ---- nsa packed rows: a warp per row, 16 values per lane ----------------------------
+//
+// A row is `lora` e4m3 values, one f32 scale per 128-value block, then the rope part as
+// bf16. Each lane takes 16 consecutive values (one 16-byte store of e4m3, one or two
+// 16-byte loads of the caller's row per pass of 512 values), so the 8 lanes of a block
+// find its amax with three shuffles; the rope part goes a value per lane. The per-value
+// rules are the CPU backend's (cvt::), so the bytes are the same; the amax, a maximum that
+// skips NaN, does not depend on the order it is taken in.
+
+constexpr int kNsaLaneValues = 16;
+constexpr int kNsaLanesPerBlock = cvt::kNsaBlock / kNsaLaneValues;  // 8
+constexpr uint64_t kNsaPass = 32 * kNsaLaneValues;                 // 512 values per warp pass
 
 template <class In>
 __global__ void encode_nsa_kernel(NsaJob job, FaultSink fault) {
   if (faulted(fault)) return;
+  const unsigned lane = threadIdx.x & 31u;
+  const uint64_t warps = uint64_t(gridDim.x) * (blockDim.x / 32);
   const uint64_t blocks = job.lora / cvt::kNsaBlock;
-  const uint64_t per_row = blocks + 1;
-  const uint64_t total = job.n * per_row;
-  for (uint64_t t = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; t < total; t += uint64_t(gridDim.x) * blockDim.x) {
-    const uint64_t i = t / per_row;
-    const uint64_t b = t - i * per_row;
-    const int64_t slot = checked_slot(job.slots, i, job.slot_limit, fault);
-    if (slot < 0) return;
+  for (uint64_t i = (blockIdx.x * uint64_t(blockDim.x) + threadIdx.x) / 32; i < job.n; i += warps) {
+    const int64_t slot = warp_slot(job.slots, i, job.slot_limit, lane, fault);
+    if (slot < 0) return;  // the whole warp: it shares the row
     uint8_t* row = job.rows + uint64_t(slot) * job.row_stride;
-    if (b == blocks) {  // the rope values, stored as bf16 after the scales
-      const uint8_t* r = static_cast<const uint8_t*>(job.rope) + i * job.rope_dim * In::kBytes;
-      uint8_t* out = row + job.lora + 4 * blocks;
-      for (uint64_t j = 0; j < job.rope_dim; ++j) BF16::store(out, j, In::load(r, j));
-      continue;
+    const uint8_t* src = static_cast<const uint8_t*>(job.nope) + i * job.lora * In::kBytes;
+    for (uint64_t pass = 0; pass < job.lora; pass += kNsaPass) {  // every lane runs every pass: shuffles
+      const uint64_t j0 = pass + lane * kNsaLaneValues;
+      const bool active = j0 < job.lora;  // lora is a multiple of 128: whole blocks drop out
+      float v[kNsaLaneValues];
+      float amax = 0.0f;
+      if (active) {
+        load_chunk<In, kNsaLaneValues>(src, j0, v);
+#pragma unroll
+        for (int k = 0; k < kNsaLaneValues; ++k) {
+          const float a = cvt::abs_f32(v[k]);
+          if (a > amax) amax = a;
+        }
+      }
+#pragma unroll
+      for (int d = 1; d < kNsaLanesPerBlock; d *= 2) {
+        const float o = __shfl_xor_sync(0xffffffffu, amax, d);
+        if (o > amax) amax = o;
+      }
+      if (!active) continue;
+      const float scale = cvt::nsa_block_scale(amax);
+#pragma unroll
+      for (int k = 0; k < kNsaLaneValues; ++k) v[k] = cvt::div_f32(v[k], scale);
+      store_chunk<E4M3, kNsaLaneValues>(row, j0, v);
+      if (lane % kNsaLanesPerBlock == 0) memcpy(row + job.lora + 4 * (j0 / cvt::kNsaBlock), &scale, 4);
     }
-    const uint8_t* s = static_cast<const uint8_t*>(job.nope) + i * job.lora * In::kBytes;
-    const uint64_t first = b * cvt::kNsaBlock;
-    float amax = 0.0f;
-    for (int k = 0; k < cvt::kNsaBlock; ++k) {
-      const float a = cvt::abs_f32(In::load(s, first + k));
-      if (a > amax) amax = a;
-    }
-    const float scale = cvt::nsa_block_scale(amax);
-    for (int k = 0; k < cvt::kNsaBlock; ++k) row[first + k] = cvt::f32_to_e4m3(cvt::div_f32(In::load(s, first + k), scale));
-    memcpy(row + job.lora + 4 * b, &scale, 4);
+    const uint8_t* r = static_cast<const uint8_t*>(job.rope) + i * job.rope_dim * In::kBytes;
+    uint8_t* out = row + job.lora + 4 * blocks;  // the rope values, stored as bf16 after the scales
+    for (uint64_t j = lane; j < job.rope_dim; j += 32) BF16::store(out, j, In::load(r, j));
   }
 }
 
 template <class Out>
 __global__ void decode_nsa_kernel(NsaJob job, FaultSink fault) {
   if (faulted(fault)) return;
+  const unsigned lane = threadIdx.x & 31u;
+  const uint64_t warps = uint64_t(gridDim.x) * (blockDim.x / 32);
   const uint64_t blocks = job.lora / cvt::kNsaBlock;
-  const uint64_t per_row = blocks + 1;
-  const uint64_t total = job.n * per_row;
-  for (uint64_t t = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; t < total; t += uint64_t(gridDim.x) * blockDim.x) {
-    const uint64_t i = t / per_row;
-    const uint64_t b = t - i * per_row;
-    const int64_t slot = checked_slot(job.slots, i, job.slot_limit, fault);
+  for (uint64_t i = (blockIdx.x * uint64_t(blockDim.x) + threadIdx.x) / 32; i < job.n; i += warps) {
+    const int64_t slot = warp_slot(job.slots, i, job.slot_limit, lane, fault);
     if (slot < 0) return;
     const uint8_t* row = job.rows + uint64_t(slot) * job.row_stride;
     uint8_t* d = static_cast<uint8_t*>(job.out) + i * (job.lora + job.rope_dim) * Out::kBytes;
-    if (b == blocks) {
-      const uint8_t* r = row + job.lora + 4 * blocks;
-      for (uint64_t j = 0; j < job.rope_dim; ++j) Out::store(d, job.lora + j, BF16::load(r, j));
-      continue;
+    for (uint64_t j0 = lane * kNsaLaneValues; j0 < job.lora; j0 += kNsaPass) {
+      float scale;
+      memcpy(&scale, row + job.lora + 4 * (j0 / cvt::kNsaBlock), 4);
+      float v[kNsaLaneValues];
+      load_chunk<E4M3, kNsaLaneValues>(row, j0, v);
+#pragma unroll
+      for (int k = 0; k < kNsaLaneValues; ++k) v[k] = cvt::mul_f32(v[k], scale);
+      store_chunk<Out, kNsaLaneValues>(d, j0, v);
     }
-    float scale;
-    memcpy(&scale, row + job.lora + 4 * b, 4);
-    for (int k = 0; k < cvt::kNsaBlock; ++k) {
-      const uint64_t j = b * cvt::kNsaBlock + k;
-      Out::store(d, j, cvt::mul_f32(cvt::e4m3_to_f32(row[j]), scale));
-    }
+    const uint8_t* r = row + job.lora + 4 * blocks;
+    for (uint64_t j = lane; j < job.rope_dim; j += 32) Out::store(d, job.lora + j, BF16::load(r, j));
   }
 }
 
@@ -532,13 +701,14 @@ template <class In, bool kDivide>
 void launch_encode_from(const RowJob& job, cudaStream_t stream, const FaultSink& fault) {
   const bool fp4 = job.stored == Codec::kFP4;
   const Units u = value_units(job, fp4);
-  const unsigned grid = blocks_for(job.n * u.total());
+  const unsigned grid = blocks_for(job.n * u.total());  // fp4: a thread per 16-value block
+  const unsigned rows = blocks_for(job.n * 32);           // the others: a warp per row
   switch (job.stored) {
-    case Codec::kF32: encode_kernel<In, F32, kDivide><<<grid, kThreads, 0, stream>>>(job, u, fault); break;
-    case Codec::kF16: encode_kernel<In, F16, kDivide><<<grid, kThreads, 0, stream>>>(job, u, fault); break;
-    case Codec::kBF16: encode_kernel<In, BF16, kDivide><<<grid, kThreads, 0, stream>>>(job, u, fault); break;
-    case Codec::kE4M3: encode_kernel<In, E4M3, kDivide><<<grid, kThreads, 0, stream>>>(job, u, fault); break;
-    case Codec::kE5M2: encode_kernel<In, E5M2, kDivide><<<grid, kThreads, 0, stream>>>(job, u, fault); break;
+    case Codec::kF32: encode_kernel<In, F32, kDivide><<<rows, kThreads, 0, stream>>>(job, fault); break;
+    case Codec::kF16: encode_kernel<In, F16, kDivide><<<rows, kThreads, 0, stream>>>(job, fault); break;
+    case Codec::kBF16: encode_kernel<In, BF16, kDivide><<<rows, kThreads, 0, stream>>>(job, fault); break;
+    case Codec::kE4M3: encode_kernel<In, E4M3, kDivide><<<rows, kThreads, 0, stream>>>(job, fault); break;
+    case Codec::kE5M2: encode_kernel<In, E5M2, kDivide><<<rows, kThreads, 0, stream>>>(job, fault); break;
     case Codec::kFP4: encode_fp4_kernel<In, kDivide><<<grid, kThreads, 0, stream>>>(job, u, fault); break;
     case Codec::kRaw: break;
   }
@@ -555,13 +725,14 @@ template <class Out>
 void launch_decode_to(const RowJob& job, cudaStream_t stream, const FaultSink& fault) {
   const bool fp4 = job.stored == Codec::kFP4;
   const Units u = value_units(job, fp4);
-  const unsigned grid = blocks_for(job.n * u.total());
+  const unsigned grid = blocks_for(job.n * u.total());  // fp4: a thread per 16-value block
+  const unsigned rows = blocks_for(job.n * 32);           // the others: a warp per row
   switch (job.stored) {
-    case Codec::kF32: decode_kernel<F32, Out><<<grid, kThreads, 0, stream>>>(job, u, fault); break;
-    case Codec::kF16: decode_kernel<F16, Out><<<grid, kThreads, 0, stream>>>(job, u, fault); break;
-    case Codec::kBF16: decode_kernel<BF16, Out><<<grid, kThreads, 0, stream>>>(job, u, fault); break;
-    case Codec::kE4M3: decode_kernel<E4M3, Out><<<grid, kThreads, 0, stream>>>(job, u, fault); break;
-    case Codec::kE5M2: decode_kernel<E5M2, Out><<<grid, kThreads, 0, stream>>>(job, u, fault); break;
+    case Codec::kF32: decode_kernel<F32, Out><<<rows, kThreads, 0, stream>>>(job, fault); break;
+    case Codec::kF16: decode_kernel<F16, Out><<<rows, kThreads, 0, stream>>>(job, fault); break;
+    case Codec::kBF16: decode_kernel<BF16, Out><<<rows, kThreads, 0, stream>>>(job, fault); break;
+    case Codec::kE4M3: decode_kernel<E4M3, Out><<<rows, kThreads, 0, stream>>>(job, fault); break;
+    case Codec::kE5M2: decode_kernel<E5M2, Out><<<rows, kThreads, 0, stream>>>(job, fault); break;
     case Codec::kFP4: decode_fp4_kernel<Out><<<grid, kThreads, 0, stream>>>(job, u, fault); break;
     case Codec::kRaw: break;
   }
@@ -605,7 +776,7 @@ Status decode_rows(const RowJob& job, void* stream, const FaultSink& fault) {
 Status encode_nsa(const NsaJob& job, void* stream, const FaultSink& fault) {
   if (job.n == 0) return Status::ok();
   auto s = static_cast<cudaStream_t>(stream);
-  const unsigned grid = blocks_for(job.n * (job.lora / cvt::kNsaBlock + 1));
+  const unsigned grid = blocks_for(job.n * 32);  // a warp per row
   KVP_INJECTION_POINT("nsa write kernel launch");
   if (!with_wide(job.user, [&](auto in) { encode_nsa_kernel<decltype(in)><<<grid, kThreads, 0, s>>>(job, fault); })) {
     return Status::internal("encode_nsa: caller format must be f32, f16 or bf16");
@@ -616,7 +787,7 @@ Status encode_nsa(const NsaJob& job, void* stream, const FaultSink& fault) {
 Status decode_nsa(const NsaJob& job, void* stream, const FaultSink& fault) {
   if (job.n == 0) return Status::ok();
   auto s = static_cast<cudaStream_t>(stream);
-  const unsigned grid = blocks_for(job.n * (job.lora / cvt::kNsaBlock + 1));
+  const unsigned grid = blocks_for(job.n * 32);  // a warp per row
   KVP_INJECTION_POINT("nsa read kernel launch");
   if (!with_wide(job.user, [&](auto out) { decode_nsa_kernel<decltype(out)><<<grid, kThreads, 0, s>>>(job, fault); })) {
     return Status::internal("decode_nsa: caller format must be f32, f16 or bf16");

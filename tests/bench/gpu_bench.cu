@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <numeric>
 #include <random>
 #include <string>
@@ -574,40 +575,176 @@ void report_fraction(const char* what, int n, const std::vector<double>& gbps, d
   std::fflush(stdout);
 }
 
-// kvpool_set_mla_kv_async of a DeepSeek-shaped row (kv_lora_rank 512 + rope 64, bf16) at
-// n random slots. Bytes as the anchor counts them: 1152 read + 1152 written + the 8-byte slot.
-void bench_mla_set(int n, int reps, double ceiling, cudaStream_t stream) {
-  const std::string json =
-      "{\"model\": {\"num_layers\": 1, \"attention\": \"mla\", \"kv_lora_rank\": 512, \"qk_rope_head_dim\": 64}, "
-      "\"pool\": {\"device\": \"cuda\", \"kv_dtype\": \"bf16\", \"page_size\": 1, \"max_total_tokens\": 1048576, "
-      "\"max_context_len\": 8192, \"max_running_requests\": 16}, \"prefix_cache\": {\"kind\": \"none\"}}";
+// Per call, kBurst calls enqueued back to back behind a spin kernel: the kernel plus the gap
+// before the next one, the way an engine's per-layer KV calls run. The anchor's method (events
+// around one call) also counts the launch itself, ~3 us for an empty kernel on an H100, which
+// a 10 us call cannot hide.
+template <class Call>
+std::vector<double> time_back_to_back(int rounds, cudaStream_t stream, Call&& call) {
+  constexpr int kBurst = 20;
+  cudaEvent_t a, b;
+  CHECK_CUDA(cudaEventCreate(&a));
+  CHECK_CUDA(cudaEventCreate(&b));
+  std::vector<double> per_call;
+  for (int r = -3; r < rounds; ++r) {
+    CHECK_CUDA(cudaStreamSynchronize(stream));
+    spin_kernel<<<1, 1, 0, stream>>>(2000000);
+    CHECK_CUDA(cudaEventRecord(a, stream));
+    for (int k = 0; k < kBurst; ++k) call(r * kBurst + k + 1000);
+    CHECK_CUDA(cudaEventRecord(b, stream));
+    CHECK_CUDA(cudaEventSynchronize(b));
+    float ms = 0;
+    CHECK_CUDA(cudaEventElapsedTime(&ms, a, b));
+    if (r >= 0) per_call.push_back(ms * 1e3 / kBurst);
+  }
+  CHECK_CUDA(cudaEventDestroy(a));
+  CHECK_CUDA(cudaEventDestroy(b));
+  return per_call;
+}
+
+// Events around each call as time_call takes them, with `produce()` enqueued right before
+// the first event: the caller's rows are then written just before the call reads them, as
+// in an engine where the projection kernel before the KV write produced them (so they are
+// in L2 if they fit).
+template <class Call, class Produce>
+std::vector<double> time_after_producer(int reps, cudaStream_t stream, Call&& call, Produce&& produce) {
+  cudaEvent_t a, b;
+  CHECK_CUDA(cudaEventCreate(&a));
+  CHECK_CUDA(cudaEventCreate(&b));
+  std::vector<double> us;
+  for (int r = -20; r < reps; ++r) {
+    CHECK_CUDA(cudaStreamSynchronize(stream));
+    spin_kernel<<<1, 1, 0, stream>>>(2000000);
+    produce();
+    CHECK_CUDA(cudaEventRecord(a, stream));
+    call(r);
+    CHECK_CUDA(cudaEventRecord(b, stream));
+    CHECK_CUDA(cudaEventSynchronize(b));
+    float ms = 0;
+    CHECK_CUDA(cudaEventElapsedTime(&ms, a, b));
+    if (r >= 0) us.push_back(ms * 1e3);
+  }
+  CHECK_CUDA(cudaEventDestroy(a));
+  CHECK_CUDA(cudaEventDestroy(b));
+  return us;
+}
+
+// One KV data row: `call(r)` moves `bytes` (read + written, as the anchor counts them).
+// Reports <what>_gpu_us / _gbps / _fraction_of_d2d by the anchor's method (events around
+// each call), <what>_b2b_* back to back (time_back_to_back) and, for writes (`produce`
+// given), <what>_fresh_* with the caller's rows written just before (time_after_producer).
+template <class Call>
+void report_kv_call(const char* what, int n, double bytes, int reps, double ceiling, cudaStream_t stream,
+                    Call&& call, const std::function<void()>& produce = nullptr) {
+  std::vector<double> gpu;
+  time_call(reps, stream, call, [](int) {}, nullptr, &gpu);
+  const std::vector<double> b2b = time_back_to_back(reps / 10 < 10 ? 10 : reps / 10, stream, call);
+  const std::vector<double> fresh = produce ? time_after_producer(reps, stream, call, produce) : std::vector<double>();
+  CHECK_CUDA(cudaStreamSynchronize(stream));
+  for (const char* way : {"", "_b2b", "_fresh"}) {
+    const std::vector<double>& us = *way == 0 ? gpu : way[1] == 'b' ? b2b : fresh;
+    if (us.empty()) continue;
+    const std::string name = std::string(what) + way;
+    report((name + "_gpu_us").c_str(), 0, n, us, "us", true, 0.0);
+    std::vector<double> gbps(us);
+    for (double& g : gbps) g = bytes / (g * 1e-6) / 1e9;
+    report((name + "_gbps").c_str(), 0, n, gbps, "GB/s", false, 0.8 * ceiling);
+    report_fraction(name.c_str(), n, gbps, ceiling);
+  }
+}
+
+// A CUDA pool of one layer from a model section and a kv_dtype (1M slots).
+kvpool* make_kv_pool(const std::string& model, const char* dtype, int page) {
+  const std::string json = "{\"model\": {\"num_layers\": 1, " + model + "}, \"pool\": {\"device\": \"cuda\", "
+                           "\"kv_dtype\": \"" + dtype + "\", \"page_size\": " + std::to_string(page) +
+                           ", \"max_total_tokens\": 1048576, \"max_context_len\": 8192, \"max_running_requests\": 16}, "
+                           "\"prefix_cache\": {\"kind\": \"none\"}}";
   kvpool* pool = nullptr;
   CHECK_KV(kvpool_create(json.data(), json.size(), &pool));
-  const size_t nope_row = 512 * 2, rope_row = 64 * 2, un = static_cast<size_t>(n);
+  return pool;
+}
+
+// A device buffer of `bytes` filled with `byte` (bf16 0x3c3c = 0.0115: finite, normal).
+void* device_filled(size_t bytes, int byte) {
+  void* p = nullptr;
+  CHECK_CUDA(cudaMalloc(&p, bytes));
+  CHECK_CUDA(cudaMemset(p, byte, bytes));
+  return p;
+}
+
+// DeepSeek-shaped latent rows (kv_lora_rank 512 + rope 64) from bf16 at n random slots:
+// kvpool_set_mla_kv_async into an mla pool stored as bf16 (the anchor's row) and as
+// fp8_e4m3, into an nsa pool (fp8 packed rows of 656 bytes: 512 e4m3 values, 4 block
+// scales, 64 bf16 rope values), and kvpool_get_kv_async of the nsa rows back to bf16.
+// Bytes: the caller's rows, the stored rows and the 8-byte slot.
+void bench_mla_rows(int n, int reps, double ceiling, cudaStream_t stream) {
+  const size_t un = static_cast<size_t>(n), nope_row = 512 * 2, rope_row = 64 * 2;
+  const std::string mla = "\"attention\": \"mla\", \"kv_lora_rank\": 512, \"qk_rope_head_dim\": 64";
+  const std::string nsa = "\"attention\": \"nsa\", \"kv_lora_rank\": 512, \"qk_rope_head_dim\": 64";
   std::vector<int64_t*> d_slots = random_slot_sets(4, un, 1 << 20, 11 + static_cast<uint64_t>(n));
-  void *nope, *rope;
-  CHECK_CUDA(cudaMalloc(&nope, un * nope_row));
-  CHECK_CUDA(cudaMalloc(&rope, un * rope_row));
-  CHECK_CUDA(cudaMemset(nope, 0x3c, un * nope_row));
-  CHECK_CUDA(cudaMemset(rope, 0x3d, un * rope_row));
-  std::vector<double> gpu;
-  time_call(
-      reps, stream,
-      [&](int r) {
-        CHECK_KV(kvpool_set_mla_kv_async(pool, 0, d_slots[static_cast<size_t>(r + 400) % 4], un, nope, un * nope_row,
-                                         rope, un * rope_row, KVPOOL_DTYPE_BF16, stream));
-      },
-      [](int) {}, nullptr, &gpu);
-  CHECK_KV(kvpool_synchronize(pool, stream));
-  report("mla_set_gpu_us", 0, n, gpu, "us", true, 0.0);
-  const double bytes = static_cast<double>(un) * (2.0 * (nope_row + rope_row) + 8.0);
-  std::vector<double> gbps(gpu);
-  for (double& g : gbps) g = bytes / (g * 1e-6) / 1e9;
-  report("mla_set_gbps", 0, n, gbps, "GB/s", false, 0.8 * ceiling);
-  report_fraction("mla_set", n, gbps, ceiling);
+  void* nope = device_filled(un * nope_row, 0x3c);
+  void* rope = device_filled(un * rope_row, 0x3d);
+  void* out = device_filled(un * (nope_row + rope_row), 0);
+  const double caller = static_cast<double>(un) * (nope_row + rope_row);
+  struct Stored {
+    const char* what;
+    const std::string& model;
+    const char* dtype;
+    int page;
+    double row;
+  };
+  for (const Stored& s : {Stored{"mla_set", mla, "bf16", 1, 1152.0}, Stored{"mla_set_fp8", mla, "fp8_e4m3", 1, 576.0},
+                          Stored{"nsa_set", nsa, "fp8_e4m3", 64, 656.0}}) {
+    kvpool* pool = make_kv_pool(s.model, s.dtype, s.page);
+    const double bytes = caller + un * (s.row + 8.0);
+    report_kv_call(
+        s.what, n, bytes, reps, ceiling, stream,
+        [&](int r) {
+          CHECK_KV(kvpool_set_mla_kv_async(pool, 0, d_slots[static_cast<size_t>(r + 400) % 4], un, nope,
+                                           un * nope_row, rope, un * rope_row, KVPOOL_DTYPE_BF16, stream));
+        },
+        [&] {
+          CHECK_CUDA(cudaMemsetAsync(nope, 0x3c, un * nope_row, stream));
+          CHECK_CUDA(cudaMemsetAsync(rope, 0x3d, un * rope_row, stream));
+        });
+    if (std::strcmp(s.what, "nsa_set") == 0) {
+      report_kv_call("nsa_get", n, bytes, reps, ceiling, stream, [&](int r) {
+        CHECK_KV(kvpool_get_kv_async(pool, 0, d_slots[static_cast<size_t>(r + 400) % 4], un, out,
+                                     un * (nope_row + rope_row), nullptr, 0, KVPOOL_DTYPE_BF16, stream));
+      });
+    }
+    CHECK_KV(kvpool_synchronize(pool, stream));
+    kvpool_destroy(pool);
+  }
   for (auto* d : d_slots) cudaFree(d);
   cudaFree(nope);
   cudaFree(rope);
+  cudaFree(out);
+}
+
+// kvpool_set_kv_async of bf16 K and V (8 heads x 128) into an fp8_e4m3 pool, divided by
+// k_scale 1.5 and v_scale 0.75 on the way: bf16 rows read, e4m3 rows written, slots twice.
+void bench_set_kv_fp8(int n, int reps, double ceiling, cudaStream_t stream) {
+  const size_t un = static_cast<size_t>(n), row = 8 * 128 * 2;
+  kvpool* pool = make_kv_pool("\"kv_heads\": 8, \"head_dim\": 128", "fp8_e4m3", 1);
+  std::vector<int64_t*> d_slots = random_slot_sets(4, un, 1 << 20, 17 + static_cast<uint64_t>(n));
+  void* k = device_filled(un * row, 0x3c);
+  void* v = device_filled(un * row, 0x3d);
+  const double bytes = static_cast<double>(un) * (2.0 * row + row + 16.0);
+  report_kv_call(
+      "set_kv_fp8", n, bytes, reps, ceiling, stream,
+      [&](int r) {
+        CHECK_KV(kvpool_set_kv_async(pool, 0, d_slots[static_cast<size_t>(r + 400) % 4], un, k, un * row, v,
+                                     un * row, KVPOOL_DTYPE_BF16, 1.5f, 0.75f, stream));
+      },
+      [&] {
+        CHECK_CUDA(cudaMemsetAsync(k, 0x3c, un * row, stream));
+        CHECK_CUDA(cudaMemsetAsync(v, 0x3d, un * row, stream));
+      });
+  CHECK_KV(kvpool_synchronize(pool, stream));
+  for (auto* d : d_slots) cudaFree(d);
+  cudaFree(k);
+  cudaFree(v);
   kvpool_destroy(pool);
 }
 
@@ -670,7 +807,8 @@ void bench_move(int n, bool chained, int reps, double ceiling, cudaStream_t stre
 void bench_kv_rows(bool quick, int reps, cudaStream_t stream) {
   const double ceiling = bench_d2d(quick ? 5 : 20, stream);
   for (int n : {8192, 65536}) bench_set_kv(n, reps, ceiling, stream);
-  for (int n : {8192, 65536}) bench_mla_set(n, reps, ceiling, stream);
+  for (int n : {8192, 65536}) bench_mla_rows(n, reps, ceiling, stream);
+  for (int n : {8192, 65536}) bench_set_kv_fp8(n, reps, ceiling, stream);
   const int move_reps = quick ? 10 : 100;  // 8,192 pairs move 2 GiB per call
   for (bool chained : {false, true}) {
     for (int n : {1024, 8192}) bench_move(n, chained, move_reps, ceiling, stream);

@@ -52,20 +52,36 @@ uint64_t fresh_seed() {
   return s;
 }
 
-// Values every stored dtype represents, plus exact zeros (fp4 all-zero blocks).
-Bytes random_values(std::mt19937_64& rng, size_t count, int32_t dtype) {
+// The bits of one value outside the usual range, in the caller's format: NaN with a
+// payload, infinities, the largest and subnormal magnitudes, negative zero, values past
+// e4m3's range.
+uint32_t special_bits(std::mt19937_64& rng, int32_t dtype) {
+  static const uint32_t f32[] = {0x7fc12345u, 0xff800001u, 0x7f800000u, 0xff800000u, 0x7f7fffffu,
+                                 0x00000003u, 0x80400000u, 0x80000000u, 0x4f000000u, 0x3a000000u};
+  static const uint32_t f16[] = {0x7e01u, 0xfd55u, 0x7c00u, 0xfc00u, 0x7bffu, 0x0001u, 0x8000u, 0x5f00u};
+  if (dtype == KVPOOL_DTYPE_F16) return f16[rng() % (sizeof f16 / sizeof f16[0])];
+  const uint32_t u = f32[rng() % (sizeof f32 / sizeof f32[0])];
+  return dtype == KVPOOL_DTYPE_BF16 ? u >> 16 : u;
+}
+
+// Values every stored dtype represents, plus exact zeros (fp4 all-zero blocks); with
+// `specials`, also about one value in 40 from special_bits() and runs of 128 zeros
+// (whole nsa blocks).
+Bytes random_values(std::mt19937_64& rng, size_t count, int32_t dtype, bool specials = false) {
   std::uniform_real_distribution<float> d(-3.0f, 3.0f);
   const size_t width = dtype == KVPOOL_DTYPE_F32 ? 4 : 2;
   Bytes b(count * width);
   for (size_t i = 0; i < count; ++i) {
-    const float f = rng() % 17 == 0 ? 0.0f : d(rng);
+    const float f = rng() % 17 == 0 || (specials && (i / 128) % 11 == 3) ? 0.0f : d(rng);
     uint32_t u;
     std::memcpy(&u, &f, 4);
     if (width == 4) {
+      if (specials && rng() % 40 == 0) u = special_bits(rng, dtype);
       std::memcpy(&b[4 * i], &u, 4);
     } else {  // f16 / bf16 bit patterns from the float (truncation is fine: any pattern is valid input)
-      const uint16_t h = dtype == KVPOOL_DTYPE_BF16 ? static_cast<uint16_t>(u >> 16)
-                                                     : static_cast<uint16_t>(((u >> 16) & 0x8000u) | 0x3c00u | ((u >> 13) & 0x3ffu));
+      uint16_t h = dtype == KVPOOL_DTYPE_BF16 ? static_cast<uint16_t>(u >> 16)
+                                               : static_cast<uint16_t>(((u >> 16) & 0x8000u) | 0x3c00u | ((u >> 13) & 0x3ffu));
+      if (specials && rng() % 40 == 0) h = static_cast<uint16_t>(special_bits(rng, dtype));
       std::memcpy(&b[2 * i], &h, 2);
     }
   }
@@ -109,6 +125,7 @@ struct Case {
   float k_scale, v_scale;
   int32_t raw_dtype;     // the stored format as get_kv returns it unconverted
   size_t raw_row_bytes;  // bytes of one stored row (K or the whole mla row)
+  bool specials = false;  // inputs include NaN, infinities, extremes and zero blocks
 };
 
 const Case kCases[] = {
@@ -124,6 +141,18 @@ const Case kCases[] = {
     {"mha-e5m2-from-f16", R"({"model": {"num_layers": 2, "kv_heads": 2, "head_dim": 32},
       "pool": {"kv_dtype": "fp8_e5m2", "page_size": 4, "max_total_tokens": 8192, "max_context_len": 256}})",
      0, false, 64, 0, KVPOOL_DTYPE_F16, 1.0f, 1.0f, KVPOOL_DTYPE_FP8_E5M2, 64},
+    // 60-value rows (7 chunks of 8 and 4 single values), stored 60 bytes apart: half the
+    // rows off the 8-byte boundary of the vector stores; scaled, with special values.
+    {"mha-fp8-odd-rows-scaled", R"({"model": {"num_layers": 2, "kv_heads": 3, "head_dim": 20},
+      "pool": {"kv_dtype": "fp8_e4m3", "page_size": 1, "max_total_tokens": 8192, "max_context_len": 256}})",
+     0, false, 60, 0, KVPOOL_DTYPE_F32, 1.5f, 0.5f, KVPOOL_DTYPE_FP8_E4M3, 60, true},
+    {"mha-bf16-odd-rows-from-f16", R"({"model": {"num_layers": 2, "kv_heads": 3, "head_dim": 20},
+      "pool": {"kv_dtype": "bf16", "page_size": 1, "max_total_tokens": 8192, "max_context_len": 256}})",
+     1, false, 60, 0, KVPOOL_DTYPE_F16, 1.0f, 1.0f, KVPOOL_DTYPE_BF16, 120, true},
+    // 36 + 6 values: a part shorter than a chunk, stored rows 42 bytes apart.
+    {"mla-e5m2-odd-from-bf16", R"({"model": {"num_layers": 2, "attention": "mla", "kv_lora_rank": 36, "qk_rope_head_dim": 6},
+      "pool": {"kv_dtype": "fp8_e5m2", "page_size": 1, "max_total_tokens": 8192, "max_context_len": 256}})",
+     0, true, 36, 6, KVPOOL_DTYPE_BF16, 1.0f, 1.0f, KVPOOL_DTYPE_FP8_E5M2, 42, true},
     {"mha-fp4-from-bf16", R"({"model": {"num_layers": 2, "kv_heads": 2, "head_dim": 32},
       "pool": {"kv_dtype": "fp4_e2m1", "page_size": 4, "max_total_tokens": 8192, "max_context_len": 256}})",
      0, false, 64, 0, KVPOOL_DTYPE_BF16, 1.5f, 0.75f, KVPOOL_DTYPE_U8, 32},
@@ -136,6 +165,14 @@ const Case kCases[] = {
     {"nsa-fp8-packed", R"({"model": {"num_layers": 2, "attention": "nsa", "kv_lora_rank": 128, "qk_rope_head_dim": 16},
       "pool": {"kv_dtype": "fp8_e4m3", "page_size": 64, "max_total_tokens": 8192, "max_context_len": 256}})",
      0, true, 128, 16, KVPOOL_DTYPE_BF16, 1.0f, 1.0f, KVPOOL_DTYPE_U8, 164},
+    // DeepSeek-V3.2's row (16-byte aligned rows: the vector stores), from f32 with special values.
+    {"nsa-fp8-deepseek-from-f32", R"({"model": {"num_layers": 2, "attention": "nsa", "kv_lora_rank": 512, "qk_rope_head_dim": 64},
+      "pool": {"kv_dtype": "fp8_e4m3", "page_size": 64, "max_total_tokens": 8192, "max_context_len": 256}})",
+     1, true, 512, 64, KVPOOL_DTYPE_F32, 1.0f, 1.0f, KVPOOL_DTYPE_U8, 656, true},
+    // 284-byte rows and 266-value caller rows: stored and caller rows off 16-byte boundaries.
+    {"nsa-fp8-odd-rope-from-f16", R"({"model": {"num_layers": 2, "attention": "nsa", "kv_lora_rank": 256, "qk_rope_head_dim": 10},
+      "pool": {"kv_dtype": "fp8_e4m3", "page_size": 64, "max_total_tokens": 8192, "max_context_len": 256}})",
+     0, true, 256, 10, KVPOOL_DTYPE_F16, 1.0f, 1.0f, KVPOOL_DTYPE_U8, 284, true},
 };
 
 size_t dtype_width(int32_t d) { return d == KVPOOL_DTYPE_F32 ? 4 : 2; }
@@ -156,7 +193,8 @@ void write_both(Pools& p, const Case& c, const Slots& slots, std::mt19937_64& rn
   const size_t n = slots.size();
   DeviceArray d_slots(slots.data(), n * sizeof(int64_t));
   if (c.mla) {
-    const Bytes nope = random_values(rng, n * c.k_elems, c.src_dtype), rope = random_values(rng, n * c.rope, c.src_dtype);
+    const Bytes nope = random_values(rng, n * c.k_elems, c.src_dtype, c.specials),
+                rope = random_values(rng, n * c.rope, c.src_dtype, c.specials);
     DeviceArray d_nope(nope.data(), nope.size()), d_rope(rope.data(), rope.size());
     ASSERT_EQ(kvpool_set_mla_kv_async(p.cpu, c.layer, slots.data(), n, nope.data(), nope.size(), rope.data(),
                                       rope.size(), c.src_dtype, nullptr),
@@ -169,7 +207,8 @@ void write_both(Pools& p, const Case& c, const Slots& slots, std::mt19937_64& rn
     p.sync();
     return;
   }
-  const Bytes k = random_values(rng, n * c.k_elems, c.src_dtype), v = random_values(rng, n * c.k_elems, c.src_dtype);
+  const Bytes k = random_values(rng, n * c.k_elems, c.src_dtype, c.specials),
+              v = random_values(rng, n * c.k_elems, c.src_dtype, c.specials);
   DeviceArray d_k(k.data(), k.size()), d_v(v.data(), v.size());
   ASSERT_EQ(kvpool_set_kv_async(p.cpu, c.layer, slots.data(), n, k.data(), k.size(), v.data(), v.size(), c.src_dtype,
                                 c.k_scale, c.v_scale, nullptr),
