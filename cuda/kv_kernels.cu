@@ -89,8 +89,7 @@ struct BF16 {
 };
 struct E4M3 {
   static constexpr int kBytes = 1;
-  __device__ static float from_bits(uint32_t b) { return cvt::e4m3_to_f32(static_cast<uint8_t>(b)); }
-  // no to_bits: chunks convert pairs with e4m3_pair (fp8_convert.cuh)
+  // no from_bits / to_bits: chunks convert pairs with the instructions (fp8_convert.cuh)
   __device__ static float load(const uint8_t* p, uint64_t j) { return cvt::e4m3_to_f32(p[j]); }
   __device__ static void store(uint8_t* p, uint64_t j, float v) { p[j] = cvt::f32_to_e4m3(v); }
 };
@@ -144,8 +143,13 @@ __device__ __forceinline__ void load_chunk(const uint8_t* row, uint64_t j0, floa
         w[4 * x + 3] = q.w;
       }
     }
+    if constexpr (std::is_same<F, E4M3>::value) {  // two values per conversion instruction
 #pragma unroll
-    for (int k = 0; k < kN; ++k) v[k] = F::from_bits(C::field(w, k));
+      for (int k = 0; k < kN; k += 2) e4m3_pair_to_f32(w[k / C::kPerWord] >> (8 * (k % C::kPerWord)), v[k], v[k + 1]);
+    } else {
+#pragma unroll
+      for (int k = 0; k < kN; ++k) v[k] = F::from_bits(C::field(w, k));
+    }
   } else {
 #pragma unroll
     for (int k = 0; k < kN; ++k) v[k] = F::load(row, j0 + k);
@@ -162,7 +166,7 @@ __device__ __forceinline__ void store_chunk(uint8_t* row, uint64_t j0, const flo
     for (int x = 0; x < C::kWords; ++x) w[x] = 0;
     if constexpr (std::is_same<F, E4M3>::value) {  // two values per conversion instruction
 #pragma unroll
-      for (int k = 0; k < kN; k += 2) w[k / 4] |= e4m3_pair(v[k], v[k + 1]) << (8 * (k % 4));
+      for (int k = 0; k < kN; k += 2) w[k / C::kPerWord] |= e4m3_pair(v[k], v[k + 1]) << (8 * (k % C::kPerWord));
     } else {
 #pragma unroll
       for (int k = 0; k < kN; ++k) w[k / C::kPerWord] |= F::to_bits(v[k]) << (32 / C::kPerWord * (k % C::kPerWord));
@@ -289,7 +293,7 @@ template <class To, bool kDivide>
 __device__ __forceinline__ void divide_and_store(uint8_t* dst, uint64_t j0, float (&v)[kConvChunk], float divisor) {
   if (kDivide) {
 #pragma unroll
-    for (int k = 0; k < kConvChunk; ++k) v[k] = cvt::div_f32(v[k], divisor);
+    for (int k = 0; k < kConvChunk; ++k) v[k] = div_pinned(v[k], divisor);
   }
   store_chunk<To, kConvChunk>(dst, j0, v);
 }
@@ -422,10 +426,10 @@ __global__ void encode_nsa_kernel(NsaJob job, FaultSink fault) {
   const uint64_t warps = uint64_t(gridDim.x) * (blockDim.x / 32);
   const uint64_t blocks = job.lora / cvt::kNsaBlock;
   for (uint64_t i = (blockIdx.x * uint64_t(blockDim.x) + threadIdx.x) / 32; i < job.n; i += warps) {
+    const uint8_t* src = static_cast<const uint8_t*>(job.nope) + i * job.lora * In::kBytes;
     const int64_t slot = warp_slot(job.slots, i, job.slot_limit, lane, fault);
     if (slot < 0) return;  // the whole warp: it shares the row
     uint8_t* row = job.rows + uint64_t(slot) * job.row_stride;
-    const uint8_t* src = static_cast<const uint8_t*>(job.nope) + i * job.lora * In::kBytes;
     for (uint64_t pass = 0; pass < job.lora; pass += kNsaPass) {  // every lane runs every pass: shuffles
       const uint64_t j0 = pass + lane * kNsaLaneValues;
       const bool active = j0 < job.lora;  // lora is a multiple of 128: whole blocks drop out
@@ -447,7 +451,7 @@ __global__ void encode_nsa_kernel(NsaJob job, FaultSink fault) {
       if (!active) continue;
       const float scale = cvt::nsa_block_scale(amax);
 #pragma unroll
-      for (int k = 0; k < kNsaLaneValues; ++k) v[k] = cvt::div_f32(v[k], scale);
+      for (int k = 0; k < kNsaLaneValues; ++k) v[k] = div_pinned(v[k], scale);
       store_chunk<E4M3, kNsaLaneValues>(row, j0, v);
       if (lane % kNsaLanesPerBlock == 0) memcpy(row + job.lora + 4 * (j0 / cvt::kNsaBlock), &scale, 4);
     }
@@ -474,7 +478,7 @@ __global__ void decode_nsa_kernel(NsaJob job, FaultSink fault) {
       float v[kNsaLaneValues];
       load_chunk<E4M3, kNsaLaneValues>(row, j0, v);
 #pragma unroll
-      for (int k = 0; k < kNsaLaneValues; ++k) v[k] = cvt::mul_f32(v[k], scale);
+      for (int k = 0; k < kNsaLaneValues; ++k) v[k] = mul_pinned(v[k], scale);
       store_chunk<Out, kNsaLaneValues>(d, j0, v);
     }
     const uint8_t* r = row + job.lora + 4 * blocks;

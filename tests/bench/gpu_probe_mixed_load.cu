@@ -30,7 +30,7 @@
 constexpr int L = 32, P = 64, PARTS = 2;
 constexpr size_t ROW = 2048;
 constexpr int HOST_PAGES = 512, DEV_PAGES = 256, N = 64;
-constexpr int UNROLL = 4, THREADS = 512;
+constexpr int THREADS = 512;
 
 __global__ void spin(long long cycles) { long long t = clock64(); while (clock64() - t < cycles) {} }
 
