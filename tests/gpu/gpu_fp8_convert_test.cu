@@ -21,6 +21,28 @@ struct Mismatch {
   uint32_t bits, got, want;
 };
 
+// Counts a mismatch; the first one found keeps its input and both results.
+__device__ void record(Mismatch* m, uint32_t bits, uint32_t got, uint32_t want) {
+  if (atomicAdd(&m->count, 1ull) == 0) {
+    m->bits = bits;
+    m->got = got;
+    m->want = want;
+  }
+}
+
+// Runs `launch(m)` on a zeroed record and returns what the kernel found.
+template <class Launch>
+Mismatch compare_on_device(Launch&& launch) {
+  Mismatch* m = nullptr;
+  Mismatch out{~0ull, 0, 0, 0};  // a failure to run reads as mismatches
+  if (cudaMallocManaged(&m, sizeof(Mismatch)) != cudaSuccess) return out;
+  *m = Mismatch{0, 0, 0, 0};
+  launch(m);
+  if (cudaDeviceSynchronize() == cudaSuccess) out = *m;
+  cudaFree(m);
+  return out;
+}
+
 // Pattern a as the low value, a ^ 0x9e3779b9 (every pattern as a does) as the high one.
 __global__ void compare_every_f32(Mismatch* m) {
   const uint64_t stride = uint64_t(gridDim.x) * blockDim.x;
@@ -29,24 +51,15 @@ __global__ void compare_every_f32(Mismatch* m) {
     const float fa = __uint_as_float(a), fb = __uint_as_float(b);
     const uint32_t got = kvp::pool::dev::e4m3_pair(fa, fb);
     const uint32_t want = cvt::f32_to_e4m3(fa) | uint32_t(cvt::f32_to_e4m3(fb)) << 8;
-    if (got != want && atomicAdd(&m->count, 1ull) == 0) {
-      m->bits = a;
-      m->got = got;
-      m->want = want;
-    }
+    if (got != want) record(m, a, got, want);
   }
 }
 
 TEST(GpuFp8Convert, PairInstructionGivesTheScalarRuleForEveryF32) {
   KVPOOL_REQUIRE_CUDA_DEVICE();
-  Mismatch* m = nullptr;
-  ASSERT_EQ(cudaMallocManaged(&m, sizeof(Mismatch)), cudaSuccess);
-  *m = Mismatch{0, 0, 0, 0};
-  compare_every_f32<<<132 * 16, 256>>>(m);
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  EXPECT_EQ(m->count, 0ull) << "first: f32 bits 0x" << std::hex << m->bits << " (and 0x" << (m->bits ^ 0x9e3779b9u)
-                            << " high): pair 0x" << m->got << ", scalar rule 0x" << m->want;
-  cudaFree(m);
+  const Mismatch r = compare_on_device([](Mismatch* m) { compare_every_f32<<<132 * 16, 256>>>(m); });
+  EXPECT_EQ(r.count, 0ull) << "first: f32 bits 0x" << std::hex << r.bits << " (and 0x" << (r.bits ^ 0x9e3779b9u)
+                            << " high): pair 0x" << r.got << ", scalar rule 0x" << r.want;
 }
 
 // Every pair of e4m3 bytes widened by the instruction against cvt::e4m3_to_f32.
@@ -58,23 +71,15 @@ __global__ void widen_every_pair(Mismatch* m) {
   const uint32_t got_lo = __float_as_uint(lo), got_hi = __float_as_uint(hi);
   const uint32_t want_lo = __float_as_uint(cvt::e4m3_to_f32(static_cast<uint8_t>(pair)));
   const uint32_t want_hi = __float_as_uint(cvt::e4m3_to_f32(static_cast<uint8_t>(pair >> 8)));
-  if ((got_lo != want_lo || got_hi != want_hi) && atomicAdd(&m->count, 1ull) == 0) {
-    m->bits = pair;
-    m->got = got_lo != want_lo ? got_lo : got_hi;
-    m->want = got_lo != want_lo ? want_lo : want_hi;
-  }
+  if (got_lo != want_lo) record(m, pair, got_lo, want_lo);
+  if (got_hi != want_hi) record(m, pair, got_hi, want_hi);
 }
 
 TEST(GpuFp8Convert, PairWideningGivesTheScalarRuleForEveryBytePair) {
   KVPOOL_REQUIRE_CUDA_DEVICE();
-  Mismatch* m = nullptr;
-  ASSERT_EQ(cudaMallocManaged(&m, sizeof(Mismatch)), cudaSuccess);
-  *m = Mismatch{0, 0, 0, 0};
-  widen_every_pair<<<256, 256>>>(m);
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  EXPECT_EQ(m->count, 0ull) << "first: bytes 0x" << std::hex << m->bits << ": f32 0x" << m->got << ", scalar rule 0x"
-                            << m->want;
-  cudaFree(m);
+  const Mismatch r = compare_on_device([](Mismatch* m) { widen_every_pair<<<256, 256>>>(m); });
+  EXPECT_EQ(r.count, 0ull) << "first: bytes 0x" << std::hex << r.bits << ": f32 0x" << r.got << ", scalar rule 0x"
+                            << r.want;
 }
 
 // Operands: specials (NaNs with payloads and signs, infinities, zeros, extremes,
@@ -98,24 +103,16 @@ __global__ void compare_pinned(Mismatch* m, uint64_t n) {
     const uint32_t got_mul = __float_as_uint(kvp::pool::dev::mul_pinned(a, b));
     const uint32_t want_div = __float_as_uint(cvt::div_f32(a, b));
     const uint32_t want_mul = __float_as_uint(cvt::mul_f32(a, b));
-    if ((got_div != want_div || got_mul != want_mul) && atomicAdd(&m->count, 1ull) == 0) {
-      m->bits = static_cast<uint32_t>(i);
-      m->got = got_div != want_div ? got_div : got_mul;
-      m->want = got_div != want_div ? want_div : want_mul;
-    }
+    if (got_div != want_div) record(m, static_cast<uint32_t>(i), got_div, want_div);
+    if (got_mul != want_mul) record(m, static_cast<uint32_t>(i), got_mul, want_mul);
   }
 }
 
 TEST(GpuFp8Convert, PinnedDivisionAndProductGiveTheScalarRule) {
   KVPOOL_REQUIRE_CUDA_DEVICE();
-  Mismatch* m = nullptr;
-  ASSERT_EQ(cudaMallocManaged(&m, sizeof(Mismatch)), cudaSuccess);
-  *m = Mismatch{0, 0, 0, 0};
-  compare_pinned<<<132 * 8, 256>>>(m, uint64_t(1) << 28);
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  EXPECT_EQ(m->count, 0ull) << "first: operand pair " << m->bits << std::hex << ": 0x" << m->got
-                            << ", scalar rule 0x" << m->want;
-  cudaFree(m);
+  const Mismatch r = compare_on_device([](Mismatch* m) { compare_pinned<<<132 * 8, 256>>>(m, uint64_t(1) << 28); });
+  EXPECT_EQ(r.count, 0ull) << "first: operand pair " << r.bits << std::hex << ": 0x" << r.got
+                            << ", scalar rule 0x" << r.want;
 }
 
 }  // namespace
